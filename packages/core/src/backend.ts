@@ -1,0 +1,124 @@
+/**
+ * The Backend interface: every op the engine needs, declared once with its
+ * shape contract. A backend implements the ops it can and leaves the rest
+ * undefined (declared absent, never faked); calling an absent op through the
+ * Engine throws UnsupportedOpError.
+ *
+ * Conventions (llama2.c's): the output comes first; shapes are in elements,
+ * row-major; `w (rows, cols) @ x (cols) -> out (rows)`. Backends may assume
+ * their inputs were validated by core (see validate.ts): shapes, dtypes,
+ * ranges and capacity are already checked. Tensors passed to ops are
+ * contiguous unless an op says otherwise.
+ */
+import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import type { BlockDType } from './dtype.ts';
+import type { Int4Matrix } from './int4-matrix.ts';
+import type { KVCache } from './kv-cache.ts';
+import type { Tensor } from './tensor.ts';
+
+/** How an INT4 product is computed: dequantize weights to f32, or quantize the activation to int8 and use integer dot products. */
+export type Int4Path = 'dequant' | 'int8';
+
+/** Weight dtypes the f32 matvec/matmul ops accept. */
+export type MatrixDType = 'f32' | 'f16' | 'bf16' | BlockDType;
+
+/** What a backend reports about itself (shown by `backendReport()` and the CLI). */
+export interface BackendInfo {
+  name: string;
+  /** The kernel path in use, e.g. 'scalar', 'avx2', 'avx512-vnni'. */
+  kernel: string;
+  threads: number;
+  /** Anything else worth showing (CPU features, build flags). */
+  details?: Record<string, string>;
+}
+
+export interface BackendOps {
+  /** Quantize f32 rows to a ggml block format. x (..., n) f32 -> out (..., n) q4_0 | q4_1 | q8_0; n a multiple of 32; x finite. Byte-exact with ggml. */
+  quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void;
+  /** Dequantize ggml blocks. x (..., n) q4_0 | q4_1 | q8_0 -> out (..., n) f32. */
+  dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void;
+  /** Group-wise INT4 quantization. x (rows, cols) f32, finite -> out Int4Matrix (rows, cols). */
+  quantizeInt4(out: Int4Matrix, x: Tensor<'f32'>): void;
+  /** w Int4Matrix (rows, cols) -> out (rows, cols) f32. */
+  dequantizeInt4(out: Tensor<'f32'>, w: Int4Matrix): void;
+
+  /** w (rows, cols) f32 | f16 | bf16 | q4_0 | q4_1 | q8_0 @ x (cols) f32 -> out (rows) f32. */
+  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
+  /** x (n, cols) f32 @ w^T, w (rows, cols) -> out (n, rows) f32: n matvecs sharing one read of w. */
+  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
+  /** w Int4Matrix (rows, cols) @ x (cols) f32 -> out (rows) f32, by the chosen path. */
+  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void;
+  /** x (n, cols) f32 @ w^T, w Int4Matrix (rows, cols) -> out (n, rows) f32. */
+  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void;
+
+  /** out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. x, out (n, dim); weight (dim). out may be x. */
+  rmsnorm(out: Tensor<'f32'>, x: Tensor<'f32'>, weight: Tensor<'f32'>, eps: number): void;
+  /**
+   * Rotary position embedding in place, llama2.c's pair layout: within each head,
+   * pairs (2i, 2i+1) rotate by pos * theta^(-2i / headDim). x (n, nHeads, headDim),
+   * headDim even; positions (n) i32 >= 0.
+   */
+  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta: number): void;
+  /** Softmax of each row in place (max subtracted first). x (n, len). */
+  softmax(x: Tensor<'f32'>): void;
+  /** Indices of the k largest of each row, largest first, ties to the lowest index. x (n, len) f32 -> out (n, k) i32; 1 <= k <= len. */
+  topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void;
+
+  /**
+   * Append N tokens to sequence `seq` at cache.nPast[seq] and advance it; also
+   * updates K transposed and the running V sum. k, v (N, nKvHeads, headDim) f32,
+   * converted to the cache dtype. Capacity was checked by core.
+   */
+  kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tensor<'f32'>): void;
+  /**
+   * Dense decode attention (SPEC 1) for every sequence of the cache over its
+   * valid positions. q, out (batch, nHeads, headDim) f32; nHeads a multiple of nKvHeads.
+   */
+  attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void;
+  /**
+   * Causal prefill attention for the N newest positions of sequence `seq`
+   * (already appended): token i sees valid positions <= nPast - N + i.
+   * q, out (N, nHeads, headDim) f32.
+   */
+  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void;
+  /** SparQ decode attention (SPEC 2). q, out (batch, nHeads, headDim) f32. */
+  sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void;
+  /** Oracle top-k / FlexGen (SPEC 3): exact scores, keep the top k' per KV head, softmax over them. */
+  topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
+  /** H2O (SPEC 3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
+  h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void;
+  /** LM-Infinite / StreamingLLM (SPEC 3): the first 16 valid positions plus the most recent k - 16. */
+  lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
+}
+
+export type OpName = keyof BackendOps;
+
+export const OP_NAMES: readonly OpName[] = [
+  'quantize',
+  'dequantize',
+  'quantizeInt4',
+  'dequantizeInt4',
+  'matvec',
+  'matmul',
+  'matvecInt4',
+  'matmulInt4',
+  'rmsnorm',
+  'rope',
+  'softmax',
+  'topk',
+  'kvAppend',
+  'attentionDecode',
+  'attentionPrefill',
+  'sparqDecode',
+  'topkDecode',
+  'h2oDecode',
+  'lmInfiniteDecode',
+];
+
+/** A backend: a name, what it reports about itself, and the ops it implements. */
+export interface Backend extends Partial<BackendOps> {
+  readonly name: string;
+  info(): BackendInfo;
+  /** Releases threads or native resources (optional). */
+  dispose?(): void | Promise<void>;
+}

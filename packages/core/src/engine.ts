@@ -1,0 +1,140 @@
+/**
+ * The Engine: the one door to a backend. Each method validates its inputs
+ * (validate.ts) and then calls the backend's op, so every backend rejects bad
+ * input with the same error and no backend ever sees an out-of-range call.
+ * Models, the CLI and tests are written against this class only.
+ */
+import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import type { Backend, BackendInfo, BackendOps, Int4Path, OpName } from './backend.ts';
+import type { BlockDType } from './dtype.ts';
+import { UnsupportedOpError } from './errors.ts';
+import type { Int4Matrix } from './int4-matrix.ts';
+import type { KVCache } from './kv-cache.ts';
+import type { Tensor } from './tensor.ts';
+import * as v from './validate.ts';
+
+export class Engine {
+  constructor(readonly backend: Backend) {}
+
+  get name(): string {
+    return this.backend.name;
+  }
+
+  info(): BackendInfo {
+    return this.backend.info();
+  }
+
+  /** True when the backend implements `op`. */
+  has(op: OpName): boolean {
+    return typeof this.backend[op] === 'function';
+  }
+
+  /** The backend's implementation of `op`, or UnsupportedOpError. */
+  private op<K extends OpName>(name: K): BackendOps[K] {
+    const fn = this.backend[name];
+    if (typeof fn !== 'function') throw new UnsupportedOpError(name, this.backend.name);
+    return (fn as (...args: unknown[]) => void).bind(this.backend) as BackendOps[K];
+  }
+
+  quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
+    v.validateQuantize('quantize', out, x);
+    this.op('quantize')(out, x);
+  }
+
+  dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void {
+    v.validateDequantize('dequantize', out, x);
+    this.op('dequantize')(out, x);
+  }
+
+  quantizeInt4(out: Int4Matrix, x: Tensor<'f32'>): void {
+    v.validateQuantizeInt4('quantizeInt4', out, x);
+    this.op('quantizeInt4')(out, x);
+  }
+
+  dequantizeInt4(out: Tensor<'f32'>, w: Int4Matrix): void {
+    v.validateDequantizeInt4('dequantizeInt4', out, w);
+    this.op('dequantizeInt4')(out, w);
+  }
+
+  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+    v.validateMatrixProduct('matvec', out, w, x, false);
+    this.op('matvec')(out, w, x);
+  }
+
+  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+    v.validateMatrixProduct('matmul', out, w, x, true);
+    this.op('matmul')(out, w, x);
+  }
+
+  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path = 'dequant'): void {
+    v.validateMatrixProduct('matvecInt4', out, w, x, false);
+    v.validateInt4Path('matvecInt4', path);
+    this.op('matvecInt4')(out, w, x, path);
+  }
+
+  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path = 'dequant'): void {
+    v.validateMatrixProduct('matmulInt4', out, w, x, true);
+    v.validateInt4Path('matmulInt4', path);
+    this.op('matmulInt4')(out, w, x, path);
+  }
+
+  rmsnorm(out: Tensor<'f32'>, x: Tensor<'f32'>, weight: Tensor<'f32'>, eps = 1e-5): void {
+    v.validateRmsnorm('rmsnorm', out, x, weight, eps);
+    this.op('rmsnorm')(out, x, weight, eps);
+  }
+
+  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta = 10000): void {
+    v.validateRope('rope', x, positions, theta);
+    this.op('rope')(x, positions, theta);
+  }
+
+  softmax(x: Tensor<'f32'>): void {
+    v.validateSoftmax('softmax', x);
+    this.op('softmax')(x);
+  }
+
+  topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void {
+    v.validateTopk('topk', out, x);
+    this.op('topk')(out, x);
+  }
+
+  kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, vt: Tensor<'f32'>): void {
+    v.validateKvAppend('kvAppend', cache, seq, k, vt);
+    this.op('kvAppend')(cache, seq, k, vt);
+  }
+
+  attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
+    v.validateDecode('attentionDecode', out, q, cache);
+    this.op('attentionDecode')(out, q, cache, options);
+  }
+
+  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+    v.validatePrefill('attentionPrefill', out, q, cache, seq);
+    this.op('attentionPrefill')(out, q, cache, seq, options);
+  }
+
+  sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+    v.validateDecode('sparqDecode', out, q, cache);
+    v.validateSparq('sparqDecode', cache, params, options?.trace, q.shape[1]);
+    this.op('sparqDecode')(out, q, cache, params, options);
+  }
+
+  topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+    v.validateDecode('topkDecode', out, q, cache);
+    v.validateBudget('topkDecode', params);
+    this.op('topkDecode')(out, q, cache, params, options);
+  }
+
+  h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
+    v.validateDecode('h2oDecode', out, q, cache);
+    v.validateBudget('h2oDecode', params);
+    v.validateH2OState('h2oDecode', cache, state);
+    this.op('h2oDecode')(out, q, cache, state, params, options);
+  }
+
+  lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+    v.validateDecode('lmInfiniteDecode', out, q, cache);
+    v.validateBudget('lmInfiniteDecode', params);
+    this.op('lmInfiniteDecode')(out, q, cache, params, options);
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * Input validation for every op, run by the Engine before any backend sees the
+ * call. Backends (and native code) trust what passes here, so every shape,
+ * dtype, range and capacity an op relies on is checked in this file.
+ * Messages follow `op: what, got X, expected Y`.
+ */
+import type { BudgetParams, H2OState, SparqParams, SparqTrace } from './attention.ts';
+import type { Int4Path } from './backend.ts';
+import { isBlockDType, type DType } from './dtype.ts';
+import { DTypeError, NonFiniteError, ShapeError, SparqRangeError, formatShape } from './errors.ts';
+import type { Int4Matrix } from './int4-matrix.ts';
+import type { KVCache } from './kv-cache.ts';
+import type { Tensor } from './tensor.ts';
+
+/** Throws unless `value` is an integer in [min, max]. */
+export function checkInt(op: string, name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): void {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
+    throw new SparqRangeError(`${op}: ${name} ${String(value)}, expected ${range}`);
+  }
+}
+
+/** Throws unless `value` is a finite number greater than 0. */
+export function checkPositive(op: string, name: string, value: number): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new SparqRangeError(`${op}: ${name} ${String(value)}, expected a finite number > 0`);
+  }
+}
+
+/** Throws unless the tensor has one of `dtypes` and is contiguous. */
+export function checkTensor(op: string, name: string, t: Tensor, dtypes: readonly DType[]): void {
+  if (!dtypes.includes(t.dtype)) throw new DTypeError(`${op}: ${name} has dtype ${t.dtype}, expected ${dtypes.join(' | ')}`);
+  if (!t.isContiguous()) throw new ShapeError(`${op}: ${name} ${formatShape(t.shape)} is a strided view; pass ${name}.contiguous()`);
+}
+
+/** Throws unless `t.shape` equals `shape` exactly. */
+export function checkShape(op: string, name: string, t: Tensor, shape: readonly number[]): void {
+  if (t.shape.length !== shape.length || t.shape.some((n, i) => n !== shape[i])) {
+    throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected ${formatShape(shape)}`);
+  }
+}
+
+function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: string): void {
+  if (t.rank !== rank) throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected rank ${rank} ${meaning}`);
+}
+
+/** Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's scale). */
+export function checkFinite(op: string, name: string, x: Tensor<'f32'>): void {
+  const data = x.data;
+  const end = x.offset + x.size;
+  for (let i = x.offset; i < end; i++) {
+    if (!Number.isFinite(data[i])) throw new NonFiniteError(`${op}: ${name} element ${i - x.offset} is ${data[i]}, expected a finite number`);
+  }
+}
+
+const MATRIX_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q4_1', 'q8_0'];
+
+export function validateQuantize(op: string, out: Tensor, x: Tensor): void {
+  checkTensor(op, 'x', x, ['f32']);
+  if (!isBlockDType(out.dtype)) throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected q4_0 | q4_1 | q8_0`);
+  checkTensor(op, 'out', out, [out.dtype]);
+  checkShape(op, 'out', out, x.shape);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
+}
+
+export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
+  if (!isBlockDType(x.dtype)) throw new DTypeError(`${op}: x has dtype ${x.dtype}, expected q4_0 | q4_1 | q8_0`);
+  checkTensor(op, 'x', x, [x.dtype]);
+  checkTensor(op, 'out', out, ['f32']);
+  checkShape(op, 'out', out, x.shape);
+}
+
+export function validateQuantizeInt4(op: string, out: Int4Matrix, x: Tensor): void {
+  checkTensor(op, 'x', x, ['f32']);
+  checkShape(op, 'x', x, out.shape);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
+}
+
+export function validateDequantizeInt4(op: string, out: Tensor, w: Int4Matrix): void {
+  checkTensor(op, 'out', out, ['f32']);
+  checkShape(op, 'out', out, w.shape);
+}
+
+/** matvec: w (rows, cols), x (cols), out (rows); matmul: x (n, cols), out (n, rows). */
+export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4Matrix, x: Tensor, batched: boolean): void {
+  const [rows, cols] = w.shape;
+  if ('dtype' in w) {
+    checkTensor(op, 'w', w, MATRIX_DTYPES);
+    checkRank(op, 'w', w, 2, '(rows, cols)');
+  }
+  checkTensor(op, 'x', x, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  if (batched) {
+    checkRank(op, 'x', x, 2, '(n, cols)');
+    if (x.shape[1] !== cols) throw new ShapeError(`${op}: x ${formatShape(x.shape)} does not fit w ${formatShape(w.shape)}: x needs ${cols} columns`);
+    checkShape(op, 'out', out, [x.shape[0], rows]);
+  } else {
+    checkShape(op, 'x', x, [cols]);
+    checkShape(op, 'out', out, [rows]);
+  }
+}
+
+export function validateInt4Path(op: string, path: Int4Path): void {
+  if (path !== 'dequant' && path !== 'int8') throw new SparqRangeError(`${op}: path ${String(path)}, expected 'dequant' | 'int8'`);
+}
+
+export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tensor, eps: number): void {
+  checkTensor(op, 'x', x, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkTensor(op, 'weight', weight, ['f32']);
+  if (x.rank < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected (n, dim)`);
+  checkShape(op, 'out', out, x.shape);
+  checkShape(op, 'weight', weight, [x.shape[x.rank - 1]]);
+  checkPositive(op, 'eps', eps);
+}
+
+export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number): void {
+  checkTensor(op, 'x', x, ['f32']);
+  checkTensor(op, 'positions', positions, ['i32']);
+  checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
+  if (x.shape[2] % 2 !== 0) throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
+  checkShape(op, 'positions', positions, [x.shape[0]]);
+  for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
+  checkPositive(op, 'theta', theta);
+}
+
+export function validateSoftmax(op: string, x: Tensor): void {
+  checkTensor(op, 'x', x, ['f32']);
+  if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
+}
+
+export function validateTopk(op: string, out: Tensor, x: Tensor): void {
+  checkTensor(op, 'x', x, ['f32']);
+  checkTensor(op, 'out', out, ['i32']);
+  checkRank(op, 'x', x, 2, '(n, len)');
+  checkRank(op, 'out', out, 2, '(n, k)');
+  if (out.shape[0] !== x.shape[0]) throw new ShapeError(`${op}: out ${formatShape(out.shape)} and x ${formatShape(x.shape)} differ in rows`);
+  checkInt(op, 'k (out.shape[1])', out.shape[1], 1, x.shape[1]);
+}
+
+export function validateSequence(op: string, cache: KVCache, seq: number): void {
+  checkInt(op, 'sequence', seq, 0, cache.batch - 1);
+}
+
+export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Tensor, v: Tensor): void {
+  validateSequence(op, cache, seq);
+  checkTensor(op, 'k', k, ['f32']);
+  checkTensor(op, 'v', v, ['f32']);
+  checkRank(op, 'k', k, 3, '(N, nKvHeads, headDim)');
+  if (k.shape[0] < 1) throw new ShapeError(`${op}: k has shape ${formatShape(k.shape)}, expected at least one token`);
+  checkShape(op, 'k', k, [k.shape[0], cache.nKvHeads, cache.headDim]);
+  checkShape(op, 'v', v, k.shape);
+  cache.checkRoom(op, seq, k.shape[0]);
+}
+
+/** q and out (batch, nHeads, headDim) against the cache; every sequence needs a valid position. */
+export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCache): void {
+  checkTensor(op, 'q', q, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkRank(op, 'q', q, 3, '(batch, nHeads, headDim)');
+  const [batch, nHeads, headDim] = q.shape;
+  if (batch !== cache.batch || headDim !== cache.headDim) {
+    throw new ShapeError(`${op}: q ${formatShape(q.shape)} does not fit the cache (batch ${cache.batch}, headDim ${cache.headDim})`);
+  }
+  if (nHeads < 1 || nHeads % cache.nKvHeads !== 0) {
+    throw new ShapeError(`${op}: q has ${nHeads} heads, expected a positive multiple of the cache's ${cache.nKvHeads} KV heads`);
+  }
+  checkShape(op, 'out', out, q.shape);
+  for (let b = 0; b < cache.batch; b++) {
+    if (cache.nValid(b) < 1) throw new SparqRangeError(`${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`);
+  }
+}
+
+export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCache, seq: number): void {
+  validateSequence(op, cache, seq);
+  checkTensor(op, 'q', q, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkRank(op, 'q', q, 3, '(N, nHeads, headDim)');
+  const [n, nHeads, headDim] = q.shape;
+  if (headDim !== cache.headDim || nHeads < 1 || nHeads % cache.nKvHeads !== 0) {
+    throw new ShapeError(`${op}: q ${formatShape(q.shape)} does not fit the cache (headDim ${cache.headDim}, heads a multiple of ${cache.nKvHeads})`);
+  }
+  checkShape(op, 'out', out, q.shape);
+  checkInt(op, 'N (new tokens)', n, 1, cache.nValid(seq));
+}
+
+export function validateBudget(op: string, params: BudgetParams): void {
+  if (params === null || typeof params !== 'object') throw new SparqRangeError(`${op}: params ${String(params)}, expected { k }`);
+  checkInt(op, 'k', params.k, 1);
+}
+
+export function validateSparq(op: string, cache: KVCache, params: SparqParams, trace: SparqTrace | undefined, nHeads: number): void {
+  validateBudget(op, params);
+  checkInt(op, 'r', params.r, 1, cache.headDim);
+  if (params.l !== undefined) checkInt(op, 'l', params.l, 0);
+  if (params.reallocate !== undefined && typeof params.reallocate !== 'boolean') {
+    throw new SparqRangeError(`${op}: reallocate ${String(params.reallocate)}, expected true or false`);
+  }
+  if (trace) {
+    const want = [cache.batch, nHeads, cache.nKvHeads, params.r, params.k];
+    const got = [trace.batch, trace.nHeads, trace.nKvHeads, trace.r, trace.k];
+    if (want.some((n, i) => n !== got[i])) {
+      throw new ShapeError(`${op}: trace is sized for (batch, nHeads, nKvHeads, r, k) ${formatShape(got)}, expected ${formatShape(want)}`);
+    }
+  }
+}
+
+export function validateH2OState(op: string, cache: KVCache, state: H2OState): void {
+  if (state.batch !== cache.batch || state.nKvHeads !== cache.nKvHeads || state.capacity !== cache.capacity) {
+    throw new ShapeError(`${op}: H2O state is sized for (batch, nKvHeads, capacity) ${formatShape([state.batch, state.nKvHeads, state.capacity])}, the cache is ${formatShape([cache.batch, cache.nKvHeads, cache.capacity])}`);
+  }
+}

@@ -1,0 +1,11 @@
+/**
+ * @sparq/reference: the readable TypeScript backend, the oracle every faster
+ * backend is tested against. Importing this module registers it as backend
+ * 'reference' (priority 0: always available, chosen when nothing faster is).
+ */
+import { registerBackend } from '@sparq/core';
+import { createReferenceBackend } from './backend.ts';
+
+export { createReferenceBackend } from './backend.ts';
+
+registerBackend('reference', createReferenceBackend, 0);

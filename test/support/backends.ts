@@ -1,0 +1,40 @@
+/**
+ * The conformance harness: every suite is written once and run against every
+ * registered backend. A backend that cannot load is reported as skipped with
+ * its reason, never as passed; with REQUIRE_NATIVE=1 (set by CI) a missing
+ * native backend fails the run instead.
+ */
+import { loadBackends, type Engine, type OpName } from '@sparq/core';
+import '@sparq/reference';
+import '@sparq/native';
+import { describe, it } from 'vitest';
+
+const { available, unavailable } = await loadBackends();
+const requireNative = process.env.REQUIRE_NATIVE === '1';
+
+export const engines: readonly Engine[] = available;
+export const referenceEngine: Engine = available.find((e) => e.name === 'reference')!;
+
+/** Runs `body` once per backend, inside `describe('<title> [<backend>]')`. */
+export function forEachBackend(title: string, body: (engine: Engine) => void): void {
+  for (const engine of available) describe(`${title} [${engine.name}]`, () => body(engine));
+  for (const { name, reason } of unavailable) {
+    if (name === 'native' && requireNative) {
+      describe(`${title} [native]`, () => {
+        it('loads the native backend (REQUIRE_NATIVE=1)', () => {
+          throw new Error(`native backend is required but unavailable: ${reason}`);
+        });
+      });
+    } else {
+      describe.skip(`${title} [${name}] skipped: backend unavailable: ${reason}`, () => {
+        it('needs the backend', () => {});
+      });
+    }
+  }
+}
+
+/** `it` for one op: skipped, with the reason in its name, when the backend declares the op absent. */
+export function opIt(engine: Engine, op: OpName, name: string, fn: () => void | Promise<void>): void {
+  if (engine.has(op)) it(name, fn);
+  else it.skip(`${name} (skipped: ${engine.name} does not implement ${op})`, () => {});
+}
