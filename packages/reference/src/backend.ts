@@ -1,11 +1,17 @@
 /**
- * The reference backend object: one op per file under ops/, gathered here.
+ * The reference backend object: the ops of ops/ (one per file), gathered by
+ * topic in basic-ops.ts (quantization, linear algebra, normalisation, top-k)
+ * and attention-ops.ts (KV cache, dense, SparQ and the baselines).
  */
 import type { Backend } from '@sparq/core';
+import { attentionOps } from './attention-ops.ts';
+import { basicOps } from './basic-ops.ts';
 
 export function createReferenceBackend(): Backend {
   return {
     name: 'reference',
     info: () => ({ name: 'reference', kernel: 'typescript', threads: 1 }),
+    ...basicOps,
+    ...attentionOps,
   };
 }
