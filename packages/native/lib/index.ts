@@ -1,13 +1,28 @@
 /**
  * @sparq/native: the C++ backend. Importing this module registers it as
- * backend 'native' (priority 100); it initialises only if the addon built.
+ * backend 'native' (priority 100); it initialises only if the addon built,
+ * otherwise selection falls back to the reference with the reason.
  */
-import { BackendUnavailableError, registerBackend } from '@sparq/core';
+import { registerBackend, type Backend } from '@sparq/core';
+import { loadAddon } from './addon.ts';
+import { attentionOps } from './attention-ops.ts';
+import { basicOps } from './basic-ops.ts';
 
-registerBackend(
-  'native',
-  () => {
-    throw new BackendUnavailableError('native addon is not implemented yet (issue 4)');
-  },
-  100,
-);
+export function createNativeBackend(): Backend {
+  const addon = loadAddon();
+  return {
+    name: 'native',
+    info: () => {
+      const info = addon.info();
+      const features = Object.entries(info.features)
+        .filter(([, on]) => on)
+        .map(([name]) => name)
+        .join(' ');
+      return { name: 'native', kernel: info.kernel, threads: 1, details: { features } };
+    },
+    ...basicOps(addon),
+    ...attentionOps(addon),
+  };
+}
+
+registerBackend('native', createNativeBackend, 100);

@@ -1,0 +1,38 @@
+/**
+ * Loads the compiled addon (build/sparq_native.node). When it is missing, the
+ * reason the build script left in build/UNAVAILABLE.txt becomes the error, so
+ * `sparq backends` and the test report say why native is not in use.
+ */
+import { BackendUnavailableError } from '@sparq/core';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const buildDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
+export const ADDON_PATH = join(buildDir, 'sparq_native.node');
+
+export interface NativeInfo {
+  kernel: string;
+  hardwareThreads: number;
+  features: Record<string, boolean>;
+}
+
+/** The raw addon: info() plus one function per bound op (see the bind_*.cc files). */
+export interface NativeAddon {
+  info(): NativeInfo;
+  [fn: string]: (...args: never[]) => unknown;
+}
+
+export function loadAddon(): NativeAddon {
+  if (!existsSync(ADDON_PATH)) {
+    const reasonFile = join(buildDir, 'UNAVAILABLE.txt');
+    const reason = existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'the addon has not been built (run `pnpm build:native`)';
+    throw new BackendUnavailableError(`native addon not built: ${reason}`);
+  }
+  try {
+    return createRequire(import.meta.url)(ADDON_PATH) as NativeAddon;
+  } catch (error) {
+    throw new BackendUnavailableError(`native addon failed to load from ${ADDON_PATH}`, { cause: error });
+  }
+}
