@@ -39,6 +39,16 @@ function positiveInt(name: string, value: number): void {
   if (!Number.isInteger(value) || value < 1) throw new SparqRangeError(`KVCache: ${name} ${value}, expected an integer >= 1`);
 }
 
+/** The typed arrays a KVCache is made of (see the class comment for their shapes). */
+export interface KVCacheBuffers {
+  k: KVStorage;
+  kT: KVStorage | null;
+  v: KVStorage;
+  vSum: Float64Array;
+  nPast: Int32Array;
+  nPad: Int32Array;
+}
+
 export class KVCache {
   readonly batch: number;
   readonly nKvHeads: number;
@@ -55,7 +65,11 @@ export class KVCache {
   /** Leading masked positions, per sequence. */
   readonly nPad: Int32Array;
 
-  constructor(options: KVCacheOptions) {
+  /**
+   * Allocates the buffers, or adopts `buffers` (views of existing memory, e.g.
+   * SharedArrayBuffers posted to a worker, or a slice made by `view`).
+   */
+  constructor(options: KVCacheOptions, buffers?: KVCacheBuffers) {
     this.batch = options.batch ?? 1;
     this.nKvHeads = options.nKvHeads;
     this.headDim = options.headDim;
@@ -69,6 +83,28 @@ export class KVCache {
     if (this.dtype !== 'f32' && this.dtype !== 'f16') throw new SparqRangeError(`KVCache: dtype ${String(this.dtype)}, expected 'f32' or 'f16'`);
     if (this.layout !== 'k-twice' && this.layout !== 'single-k') throw new SparqRangeError(`KVCache: layout ${String(this.layout)}, expected 'k-twice' or 'single-k'`);
     const elements = this.batch * this.nKvHeads * this.capacity * this.headDim;
+    const rowsPerBatch = this.batch * this.nKvHeads * this.headDim;
+    if (buffers) {
+      const Kind = this.dtype === 'f32' ? Float32Array : Uint16Array;
+      const expect = (name: string, array: ArrayLike<number> | null, kind: Function, length: number) => {
+        if (!(array instanceof kind) || array.length !== length) {
+          throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
+        }
+      };
+      expect('k', buffers.k, Kind, elements);
+      expect('v', buffers.v, Kind, elements);
+      if (this.layout === 'k-twice') expect('kT', buffers.kT, Kind, elements);
+      expect('vSum', buffers.vSum, Float64Array, rowsPerBatch);
+      expect('nPast', buffers.nPast, Int32Array, this.batch);
+      expect('nPad', buffers.nPad, Int32Array, this.batch);
+      this.k = buffers.k;
+      this.kT = this.layout === 'k-twice' ? buffers.kT : null;
+      this.v = buffers.v;
+      this.vSum = buffers.vSum;
+      this.nPast = buffers.nPast;
+      this.nPad = buffers.nPad;
+      return;
+    }
     const alloc = (count: number): KVStorage => {
       const bytes = count * (this.dtype === 'f32' ? 4 : 2);
       const buffer = options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
@@ -78,9 +114,50 @@ export class KVCache {
     this.kT = this.layout === 'k-twice' ? alloc(elements) : null;
     this.v = alloc(elements);
     const small = (bytes: number) => (options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
-    this.vSum = new Float64Array(small(this.batch * this.nKvHeads * this.headDim * 8));
+    this.vSum = new Float64Array(small(rowsPerBatch * 8));
     this.nPast = new Int32Array(small(this.batch * 4));
     this.nPad = new Int32Array(small(this.batch * 4));
+  }
+
+  /** The options that recreate this cache's shape (without `shared`). */
+  get options(): Required<Omit<KVCacheOptions, 'shared'>> {
+    const { nKvHeads, headDim, capacity, batch, dtype, layout } = this;
+    return { nKvHeads, headDim, capacity, batch, dtype, layout };
+  }
+
+  /** The typed arrays behind this cache (to post to a worker, or rebuild with `new KVCache(options, buffers)`). */
+  get buffers(): KVCacheBuffers {
+    return { k: this.k, kT: this.kT, v: this.v, vSum: this.vSum, nPast: this.nPast, nPad: this.nPad };
+  }
+
+  /**
+   * A zero-copy cache over sequence `seq` and KV heads [kvStart, kvEnd) of this
+   * one (batch 1). It shares memory, so appends and attention through the view
+   * act on this cache: the unit of work a thread pool hands to one worker.
+   * Both ranges are contiguous in every buffer because sequences and heads are
+   * the outer dimensions.
+   */
+  view(seq: number, kvStart: number, kvEnd: number): KVCache {
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.view: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
+    if (!Number.isInteger(kvStart) || !Number.isInteger(kvEnd) || kvStart < 0 || kvEnd > this.nKvHeads || kvStart >= kvEnd) {
+      throw new SparqRangeError(`KVCache.view: KV heads [${kvStart}, ${kvEnd}), expected 0 <= start < end <= ${this.nKvHeads}`);
+    }
+    const perHead = this.capacity * this.headDim;
+    const from = (seq * this.nKvHeads + kvStart) * perHead;
+    const to = (seq * this.nKvHeads + kvEnd) * perHead;
+    const sumFrom = (seq * this.nKvHeads + kvStart) * this.headDim;
+    const sumTo = (seq * this.nKvHeads + kvEnd) * this.headDim;
+    return new KVCache(
+      { ...this.options, batch: 1, nKvHeads: kvEnd - kvStart },
+      {
+        k: this.k.subarray(from, to),
+        kT: this.kT ? this.kT.subarray(from, to) : null,
+        v: this.v.subarray(from, to),
+        vSum: this.vSum.subarray(sumFrom, sumTo),
+        nPast: this.nPast.subarray(seq, seq + 1),
+        nPad: this.nPad.subarray(seq, seq + 1),
+      },
+    );
   }
 
   /** Valid (unmasked) positions of sequence `seq`. */
