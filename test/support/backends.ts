@@ -1,7 +1,7 @@
 /**
  * The conformance harness: every suite is written once and run against every
  * registered backend. A backend that cannot load is reported as skipped with
- * its reason, never as passed; with REQUIRE_NATIVE=1 (set by CI) a missing
+ * its reason, never as passed; under REQUIRE_NATIVE=1 or CI=true a missing
  * native backend fails the run instead.
  */
 import { loadBackends, type Engine, type OpName } from '@sparq/core';
@@ -10,7 +10,7 @@ import '@sparq/native';
 import { describe, it } from 'vitest';
 
 const { available, unavailable } = await loadBackends();
-const requireNative = process.env.REQUIRE_NATIVE === '1';
+const requireNative = process.env.REQUIRE_NATIVE === '1' || process.env.CI === 'true';
 
 export const engines: readonly Engine[] = available;
 export const referenceEngine: Engine = available.find((e) => e.name === 'reference')!;
