@@ -1,0 +1,32 @@
+/**
+ * attentionPrefill: causal dense attention for the N newest positions of one
+ * sequence (SPEC 1; prefill always stays dense, SPEC 2).
+ *
+ *   q, out (N, nHeads, headDim); the N tokens already sit at positions
+ *   nPast - N .. nPast - 1 of sequence `seq`.
+ *   Token i sees valid positions [nPad, nPast - N + i]: the cache before it and itself.
+ *
+ * So token N - 1 sees exactly what a decode step would: the last row of a
+ * prefill equals attentionDecode on the same cache.
+ */
+import type { AttentionOptions, KVCache, Tensor } from '@sparq/core';
+import { attendPositions } from './attend.ts';
+import { validPositions } from './cache-read.ts';
+import { countIo, headGroup } from './group.ts';
+
+export function attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+  const stats = options?.stats;
+  if (stats) stats.calls++;
+  const n = q.shape[0];
+  const valid = validPositions(cache, seq); // (nValid) ascending, ends at nPast - 1
+  // Token i is the (n - 1 - i)-th from the end: drop the positions after it (the causal mask).
+  for (let i = 0; i < n; i++) {
+    const visible = valid.subarray(0, valid.length - (n - 1 - i));
+    // Each KV head's group of query heads, for this token.
+    for (let kvh = 0; kvh < cache.nKvHeads; kvh++) {
+      const group = headGroup(out, q, cache, i, seq, kvh);
+      countIo(stats, group);
+      attendPositions(group, cache, visible, stats);
+    }
+  }
+}
