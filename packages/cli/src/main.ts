@@ -5,8 +5,12 @@
 import { SparqError } from '@sparq/core';
 import { UsageError, type Command } from './command.ts';
 import { backendsCommand } from './commands/backends.ts';
+import { vectorsCommand } from './commands/vectors.ts';
+import { demoCommand } from './commands/demo.ts';
+import { generateCommand } from './commands/generate.ts';
+import { convertCommand } from './commands/convert.ts';
 
-const COMMANDS: Command[] = [backendsCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, convertCommand];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

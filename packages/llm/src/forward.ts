@@ -1,0 +1,166 @@
+/**
+ * The forward pass of a Llama model, as llama2.c's forward() with a KV cache
+ * per layer and batched prefill:
+ *
+ *   x = embedding rows of the tokens                                (n, dim)
+ *   per layer:
+ *     xb = rmsnorm(x) ; q, k, v = xb @ wq^T, wk^T, wv^T              (n, dim), (n, kv_dim) x2
+ *     rope(q, k) at the tokens' positions ; append k, v to the cache
+ *     att = attention(q, cache)  prefill: dense causal; decode: the chosen method
+ *     x += att @ wo^T
+ *     xb = rmsnorm(x) ; hb = silu(xb @ w1^T) * (xb @ w3^T) ; x += hb @ w2^T
+ *   logits = rmsnorm(x[last]) @ classifier^T                       (vocab_size)
+ *
+ * Every op runs on the engine; the residual adds and SwiGLU's elementwise
+ * product are plain loops here, in f32 as run.c computes them. A Session owns
+ * the caches (allocated once, capacity positions) and the RunState.
+ */
+import { AttentionStats, H2OState, KVCache, SparqRangeError, Tensor, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
+import { linear } from './linear.ts';
+import { RunState } from './run-state.ts';
+import type { Model } from './weights.ts';
+
+export interface SessionOptions {
+  /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. */
+  capacity: number;
+  /** Most tokens one prefill call forwards at once (RunState rows). */
+  maxPrefill: number;
+  attention: AttentionConfig;
+  /** KV element type, default 'f32'. */
+  kvDType?: KVDType;
+  /** Path of INT4 matrix products, default 'dequant'. */
+  int4Path?: Int4Path;
+}
+
+export class Session {
+  readonly caches: KVCache[]; // (n_layers) each (1, n_kv_heads, capacity, head_dim)
+  readonly h2o: (H2OState | null)[]; // (n_layers) H2O's accumulated scores, or null
+  readonly state: RunState;
+  /** Elements the decode attention kernels counted. */
+  readonly stats = new AttentionStats();
+  /** Decode steps taken, and SPEC 3 elements for the method and for dense over those steps. */
+  decodeSteps = 0;
+  methodCost = 0;
+  denseCost = 0;
+  /** Next position to fill. */
+  pos = 0;
+  private readonly int4Path: Int4Path;
+  private readonly dense: AttentionConfig;
+
+  constructor(
+    readonly engine: Engine,
+    readonly model: Model,
+    readonly options: SessionOptions,
+  ) {
+    const c = model.config;
+    if (!Number.isInteger(options.capacity) || options.capacity < 1 || options.capacity > c.seqLen) {
+      throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
+    }
+    // SparQ gathers components of K: keep K transposed too (SPEC 2's layout).
+    const layout = options.attention.method === 'sparq' ? 'k-twice' : 'single-k';
+    this.caches = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? 'f32', layout }));
+    this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
+    this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
+    this.int4Path = options.int4Path ?? 'dequant';
+    this.dense = { ...options.attention, method: 'dense' };
+  }
+
+  /** Forwards the prompt with dense causal attention, in chunks of maxPrefill; logits of its last token. */
+  prefill(tokens: readonly number[]): Float32Array {
+    if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
+    let logits = this.state.logits.data;
+    for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false);
+    return logits;
+  }
+
+  /** Forwards one token with the configured decode attention; the next token's logits. */
+  decode(token: number): Float32Array {
+    return this.forward([token], true);
+  }
+
+  private forward(tokens: readonly number[], decode: boolean): Float32Array {
+    const { engine, model } = this;
+    const c = model.config;
+    const w = model.weights;
+    const n = tokens.length;
+    const r = this.state.rows(n);
+    // Embedding: row t of the table into row i of x; positions continue the cache.
+    for (let i = 0; i < n; i++) {
+      this.embed(tokens[i], i);
+      r.positions.data[i] = this.pos + i;
+    }
+    for (let l = 0; l < c.nLayers; l++) {
+      const layer = w.layers[l];
+      const cache = this.caches[l];
+      // Attention block: rmsnorm, projections, rotary positions, cache append.
+      engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
+      linear(engine, r.q, layer.wq, r.xbIn, this.int4Path);
+      linear(engine, r.k, layer.wk, r.xbIn, this.int4Path);
+      linear(engine, r.v, layer.wv, r.xbIn, this.int4Path);
+      engine.rope(r.qHeads, r.positions, c.ropeTheta);
+      engine.rope(r.kHeads, r.positions, c.ropeTheta);
+      engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
+      if (decode) {
+        if (l === 0) this.countStep(cache.nValid(0));
+        decodeAttention(engine, this.options.attention, r.att, r.qHeads, cache, this.h2o[l], this.stats);
+      } else {
+        engine.attentionPrefill(r.att, r.qHeads, cache, 0);
+      }
+      linear(engine, r.xb2, layer.wo, r.attIn, this.int4Path);
+      addInto(this.state.x, this.state.xb2, n * c.dim);
+      // FFN block: rmsnorm, SwiGLU, down projection.
+      engine.rmsnorm(r.xb, r.x, layer.ffnNorm, c.normEps);
+      linear(engine, r.hb, layer.w1, r.xbIn, this.int4Path);
+      linear(engine, r.hb2, layer.w3, r.xbIn, this.int4Path);
+      swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
+      linear(engine, r.xb2, layer.w2, r.hb, this.int4Path);
+      addInto(this.state.x, this.state.xb2, n * c.dim);
+    }
+    // Classifier on the last row only: its logits predict the next token.
+    engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
+    linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.int4Path);
+    this.pos += n;
+    return this.state.logits.data;
+  }
+
+  /** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */
+  private embed(token: number, i: number): void {
+    const table = this.model.weights.tokenEmbedding;
+    const [vocab, dim] = table.shape;
+    if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new SparqRangeError(`forward: token ${token}, expected an integer in [0, ${vocab - 1}]`);
+    const x = this.state.x;
+    if (table.dtype === 'f32') {
+      const from = table.offset + token * dim;
+      x.set((table.data as Float32Array).subarray(from, from + dim), i * dim);
+    } else if (table.dtype === 'f16') {
+      const src = table.data as Uint16Array;
+      for (let j = 0; j < dim; j++) x[i * dim + j] = f16ToF32(src[table.offset + token * dim + j]);
+    } else {
+      this.engine.dequantize(new Tensor('f32', x, [1, dim], undefined, i * dim), table.slice(0, token, token + 1) as Tensor<'q4_0'>);
+    }
+  }
+
+  /** Adds one decode step over S valid positions to the SPEC 3 cost totals (all layers and KV heads). */
+  private countStep(S: number): void {
+    const c = this.model.config;
+    const heads = c.nLayers * c.nKvHeads;
+    this.decodeSteps++;
+    this.methodCost += heads * attentionCost(this.options.attention, S, c.headDim);
+    this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
+  }
+}
+
+/** x[i] += y[i] for i < n (the residual connection). */
+function addInto(x: Float32Array, y: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) x[i] += y[i];
+}
+
+/** hb[i] = silu(hb[i]) * hb2[i], silu(v) = v * (1 / (1 + exp(-v))), each step rounded to f32 as run.c does. */
+function swiglu(hb: Float32Array, hb2: Float32Array, n: number): void {
+  const f = Math.fround;
+  for (let i = 0; i < n; i++) {
+    const v = hb[i];
+    hb[i] = f(v * f(1 / f(1 + f(Math.exp(-v))))) * hb2[i];
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * RunState: every activation buffer of the forward pass, allocated once for
+ * up to `maxRows` tokens at a time (the prompt in prefill, 1 in decode), as
+ * llama2.c's RunState is. `rows(n)` gives tensor views of the first n rows;
+ * the views for each n are made once and reused, so a decode step allocates
+ * nothing. For n = 1 the matrix operands are 1-D, so `linear` does matvecs.
+ */
+import { Tensor } from '@sparq/core';
+import type { ModelConfig } from './config.ts';
+
+/** Views of the first n rows of the RunState buffers. */
+export interface Rows {
+  n: number;
+  x: Tensor<'f32'>; // (n, dim) residual stream
+  xb: Tensor<'f32'>; // (n, dim) normed input to a block
+  xbIn: Tensor<'f32'>; // xb as a matrix operand: (n, dim), or (dim) when n = 1
+  q: Tensor<'f32'>; // matmul output (n, dim) or (dim)
+  k: Tensor<'f32'>; // (n, kv_dim) or (kv_dim)
+  v: Tensor<'f32'>; // (n, kv_dim) or (kv_dim)
+  qHeads: Tensor<'f32'>; // q as (n, n_heads, head_dim), for rope and attention
+  kHeads: Tensor<'f32'>; // k as (n, n_kv_heads, head_dim)
+  vHeads: Tensor<'f32'>; // v as (n, n_kv_heads, head_dim)
+  att: Tensor<'f32'>; // (n, n_heads, head_dim) attention output
+  attIn: Tensor<'f32'>; // att as a matrix operand: (n, dim) or (dim)
+  xb2: Tensor<'f32'>; // (n, dim) or (dim): output of wo and w2
+  hb: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w1 output, then the SwiGLU product
+  hb2: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w3 output
+  positions: Tensor<'i32'>; // (n) positions of the rows
+  last: Tensor<'f32'>; // (1, dim) the last row of x
+}
+
+export class RunState {
+  readonly x: Float32Array; // (maxRows, dim)
+  readonly xb: Float32Array; // (maxRows, dim)
+  readonly xb2: Float32Array; // (maxRows, dim)
+  readonly q: Float32Array; // (maxRows, dim)
+  readonly k: Float32Array; // (maxRows, kv_dim)
+  readonly v: Float32Array; // (maxRows, kv_dim)
+  readonly att: Float32Array; // (maxRows, dim)
+  readonly hb: Float32Array; // (maxRows, hidden_dim)
+  readonly hb2: Float32Array; // (maxRows, hidden_dim)
+  readonly positions: Int32Array; // (maxRows)
+  readonly logits: Tensor<'f32'>; // (vocab_size)
+  readonly xFinal: Tensor<'f32'>; // (1, dim) final-normed last row
+  readonly xFinalIn: Tensor<'f32'>; // (dim) the same, as the classifier's operand
+  private readonly views = new Map<number, Rows>();
+
+  constructor(
+    readonly config: ModelConfig,
+    readonly maxRows: number,
+  ) {
+    const { dim, kvDim, hiddenDim, vocabSize } = config;
+    this.x = new Float32Array(maxRows * dim);
+    this.xb = new Float32Array(maxRows * dim);
+    this.xb2 = new Float32Array(maxRows * dim);
+    this.q = new Float32Array(maxRows * dim);
+    this.k = new Float32Array(maxRows * kvDim);
+    this.v = new Float32Array(maxRows * kvDim);
+    this.att = new Float32Array(maxRows * dim);
+    this.hb = new Float32Array(maxRows * hiddenDim);
+    this.hb2 = new Float32Array(maxRows * hiddenDim);
+    this.positions = new Int32Array(maxRows);
+    this.logits = Tensor.zeros('f32', [vocabSize]);
+    const final = new Float32Array(dim);
+    this.xFinal = new Tensor('f32', final, [1, dim]);
+    this.xFinalIn = new Tensor('f32', final, [dim]);
+  }
+
+  /** Views of the first n rows (1 <= n <= maxRows), made once per n. */
+  rows(n: number): Rows {
+    let r = this.views.get(n);
+    if (r) return r;
+    const { dim, kvDim, hiddenDim, nHeads, nKvHeads, headDim } = this.config;
+    // A matrix operand: (n, width), or (width) for a single row so linear() does a matvec.
+    const mat = (data: Float32Array, width: number) => new Tensor('f32', data, n === 1 ? [width] : [n, width]);
+    r = {
+      n,
+      x: new Tensor('f32', this.x, [n, dim]),
+      xb: new Tensor('f32', this.xb, [n, dim]),
+      xbIn: mat(this.xb, dim),
+      q: mat(this.q, dim),
+      k: mat(this.k, kvDim),
+      v: mat(this.v, kvDim),
+      qHeads: new Tensor('f32', this.q, [n, nHeads, headDim]),
+      kHeads: new Tensor('f32', this.k, [n, nKvHeads, headDim]),
+      vHeads: new Tensor('f32', this.v, [n, nKvHeads, headDim]),
+      att: new Tensor('f32', this.att, [n, nHeads, headDim]),
+      attIn: mat(this.att, dim),
+      xb2: mat(this.xb2, dim),
+      hb: mat(this.hb, hiddenDim),
+      hb2: mat(this.hb2, hiddenDim),
+      positions: new Tensor('i32', this.positions, [n]),
+      last: new Tensor('f32', this.x, [1, dim], undefined, (n - 1) * dim),
+    };
+    this.views.set(n, r);
+    return r;
+  }
+}

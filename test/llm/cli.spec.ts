@@ -1,0 +1,68 @@
+/**
+ * The `sparq generate` and `sparq convert` commands as a user runs them
+ * (spawned, reference backend forced): stdout byte for byte, the stderr
+ * summary, conversion to GGUF and generation from it, and the errors for bad
+ * flags (exit 2 with usage) and bad files (exit 1, FormatError).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { expectedText, files, storiesMissing } from './support.ts';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const dir = mkdtempSync(join(tmpdir(), 'sparq-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function sparq(...args: string[]) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, SPARQ_BACKEND: 'reference' },
+    encoding: 'buffer',
+    timeout: 60_000,
+  });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr.toString('utf8') };
+}
+
+const describeStories = storiesMissing ? describe.skip : describe;
+
+describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
+  it('generate prints the greedy 200 text byte for byte, the summary on stderr', () => {
+    const r = sparq('generate', '--model', files.model.path, '--tokenizer', files.tok512.path, '-n', '200', '--temperature', '0', '--attention', 'dense');
+    expect(r.stderr).toContain('tok/s');
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString('utf8')).toBe(expectedText());
+    expect(r.stderr).toMatch(/decode 199 tokens: [\d.]+ tok\/s/);
+    expect(r.stderr).toMatch(/elements read per token/);
+    expect(r.stderr).toMatch(/compression ratio vs dense 1\.0000/);
+    expect(r.stderr).toContain('backend reference');
+  });
+
+  it('convert writes a GGUF that generate runs with its embedded tokenizer (SparQ, q4_0)', () => {
+    const out = join(dir, 'stories.gguf');
+    const c = sparq('convert', '--model', files.model.path, '--tokenizer', files.tok512.path, '--out', out, '--type', 'q4_0');
+    expect(c.stderr).toContain('wrote');
+    expect(c.code).toBe(0);
+    expect(c.stderr).toContain('blk.4.ffn_down.weight kept F32');
+    const g = sparq('generate', '--model', out, '-n', '48', '--temperature', '0', '--attention', 'sparq');
+    expect(g.code).toBe(0);
+    expect(g.stderr).toContain('GGUF metadata');
+    expect(g.stderr).toMatch(/attention sparq r=2 k=16 l=4/);
+    expect(g.stdout.toString('utf8')).toMatch(/^Once upon a time/);
+  });
+
+  it('rejects bad flags with usage (exit 2) and bad files with a FormatError (exit 1)', () => {
+    const flag = sparq('generate', '--model', files.model.path, '--attention', 'fast');
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('--attention fast, expected one of dense, sparq, h2o, lminf, oracle');
+    expect(sparq('generate', '--model', files.model.path, '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
+    expect(sparq('generate').stderr).toContain('--model FILE is required');
+    const bad = join(dir, 'bad.gguf');
+    writeFileSync(bad, Buffer.from('GGUF\x02\x00\x00\x00'));
+    const file = sparq('generate', '--model', bad);
+    expect(file.code).toBe(1);
+    expect(file.stderr).toMatch(/FormatError: .*version at byte offset 4: 2, only GGUF version 3/);
+  });
+});
