@@ -1,0 +1,59 @@
+/**
+ * The `matvec` and `matmul` ops for dense and ggml-quantized weights (SPEC 5; llama2.c's `matmul`).
+ *
+ *   matvec: w (rows, cols) @ x (cols)       -> out (rows)       out[r]    = sum_c w[r, c] * x[c]
+ *   matmul: x (n, cols) @ w^T, w (rows, cols) -> out (n, rows)  out[t, r] = sum_c w[r, c] * x[t, c]
+ *   w: f32 | f16 | bf16 | q4_0 | q4_1 | q8_0; x, out: f32
+ *
+ * Each weight row is first decoded to f32 (f16 and bf16 exactly, the block formats by their
+ * dequantization, which rounds as ggml's does), then dotted with each x row by dotF32: one f32
+ * accumulator, left to right, like llama2.c (see dot.ts for why and for the error bound).
+ * matmul decodes a row once and uses it for all n rows of x: n matvecs sharing one read of w.
+ * Core has checked shapes, dtypes and contiguity; offsets are honoured.
+ */
+import { bf16ToF32, f16ToF32, isBlockDType, type BlockDType, type Tensor } from '@sparq/core';
+import { dotF32 } from './dot.ts';
+import { dequantizeRun } from './quantize.ts';
+
+/** Row r of w (rows, cols), any weight dtype, decoded into row[0 .. cols) f32. */
+function decodeRow(row: Float32Array, w: Tensor, r: number): void {
+  const cols = w.shape[1];
+  const first = r * cols; // element index of (r, 0), counted from w's offset (w is contiguous)
+  if (isBlockDType(w.dtype)) {
+    dequantizeRun(row, 0, w as Tensor<BlockDType>, first, cols);
+    return;
+  }
+  const at = w.offset + first;
+  for (let c = 0; c < cols; c++) {
+    const v = w.data[at + c];
+    // f16 and bf16 are stored as raw bits; both convert to f32 exactly.
+    row[c] = w.dtype === 'f16' ? f16ToF32(v) : w.dtype === 'bf16' ? bf16ToF32(v) : v;
+  }
+}
+
+/**
+ * The shared loop: out[t, r] = dot(w[r, :], x[t, :]) for t < n, r < rows.
+ * x rows start at x.offset + t * cols; out rows at out.offset + t * rows.
+ */
+function product(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number): void {
+  const [rows, cols] = w.shape;
+  // One decoded weight row, reused for every r (allocated once per call, not per row).
+  const row = new Float32Array(cols); // (cols)
+  for (let r = 0; r < rows; r++) {
+    decodeRow(row, w, r);
+    // The same decoded row against every row of x.
+    for (let t = 0; t < n; t++) {
+      out.data[out.offset + t * rows + r] = dotF32(row, 0, x.data, x.offset + t * cols, cols);
+    }
+  }
+}
+
+/** w (rows, cols) @ x (cols) -> out (rows). */
+export function matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+  product(out, w, x, 1);
+}
+
+/** x (n, cols) @ w^T, w (rows, cols) -> out (n, rows). */
+export function matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+  product(out, w, x, x.shape[0]);
+}

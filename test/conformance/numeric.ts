@@ -1,0 +1,61 @@
+/**
+ * Numeric helpers shared by the conformance suites: the f32 unit roundoff the named tolerances are
+ * built from, NMSE (SPEC 5), a seeded generator for fixed random data, and exact f64 references.
+ */
+
+/** f32 unit roundoff: one rounding to f32 changes a value by at most this much, relatively. */
+export const U = 2 ** -24;
+
+/**
+ * Bound on |f32 dot - exact dot| for n terms: n - 1 additions and one product rounding per term,
+ * each at most U relative to what it rounds, so about n * U * sum |a_i b_i| (first order); the
+ * extra U covers the second-order terms.
+ */
+export function dotBound(n: number, absSum: number): number {
+  return (n + 1) * U * absSum;
+}
+
+/** Normalised mean squared error sum (a - b)^2 / sum a^2, `a` the reference (SPEC 5). */
+export function nmse(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += a[i] ** 2;
+  }
+  return den === 0 ? num : num / den;
+}
+
+/** A seeded uniform generator in [0, 1) (mulberry32), so fixed random data is the same every run. */
+export function seeded(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+/** `count` uniform values in [-1, 1) as an f32 array, from `random`. */
+export function uniform(random: () => number, count: number): Float32Array {
+  const out = new Float32Array(count);
+  for (let i = 0; i < count; i++) out[i] = 2 * random() - 1;
+  return out;
+}
+
+/** Exact-ish (f64) products: out[t, r] = sum_c w[r, c] * x[t, c], and the sums of |terms| for the bounds. */
+export function f64Product(w: ArrayLike<number>, x: ArrayLike<number>, rows: number, cols: number, n: number): { value: Float64Array; absSum: Float64Array } {
+  const value = new Float64Array(n * rows);
+  const absSum = new Float64Array(n * rows);
+  for (let t = 0; t < n; t++) {
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < cols; c++) {
+        value[t * rows + r] += w[r * cols + c] * x[t * cols + c];
+        absSum[t * rows + r] += Math.abs(w[r * cols + c] * x[t * cols + c]);
+      }
+    }
+  }
+  return { value, absSum };
+}
