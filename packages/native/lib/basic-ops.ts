@@ -1,7 +1,90 @@
-import type { BackendOps } from '@sparq/core';
+/**
+ * The basic ops bound to the addon (src/bind_basic.cc): ggml block quantization,
+ * group-wise INT4, matvec/matmul, rmsnorm, rope, softmax, top-k.
+ *
+ * Zero-copy: every call passes the tensors' typed arrays with their element
+ * offsets and sizes; the addon re-checks lengths and reads them in place. Core
+ * has validated shapes, dtypes and contiguity before any of these runs.
+ */
+import type { BackendOps, BlockDType, Int4Matrix, Int4Path, Tensor } from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
+
+/** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
+const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2, q4_0: 3, q4_1: 4, q8_0: 5 };
+
+type Fn = (...args: unknown[]) => unknown;
+
+/** The basic-op functions of the addon, typed loosely: bind_basic.cc documents each argument list. */
+export interface BasicAddon {
+  quantize: Fn;
+  dequantize: Fn;
+  quantizeInt4: Fn;
+  dequantizeInt4: Fn;
+  matmul: Fn;
+  matmulInt4: Fn;
+  int4GroupSums: Fn;
+  rmsnorm: Fn;
+  rope: Fn;
+  softmax: Fn;
+  topk: Fn;
+  /** Tests only: forces the kernel family of the basic ops ('scalar' | 'avx2' | 'avx512'; null restores the default). */
+  forceKernelPath(name: string | null): string;
+  basicKernelPaths(): { supported: string[]; current: string; vnni: boolean };
+  /** The fastest of `repeats` full reads of x, in seconds. */
+  readBandwidth(x: Float32Array, repeats: number): { seconds: number; bytes: number; sum: number };
+}
+
+export function basicAddon(addon: NativeAddon): BasicAddon {
+  return addon as unknown as BasicAddon;
+}
+
+/** The (packed, scales, zeros, rows, cols, groupSize, symmetric) argument run of an Int4Matrix. */
+export function int4Args(w: Int4Matrix): unknown[] {
+  return [w.packed, w.scales, w.zeros, w.rows, w.cols, w.groupSize, w.symmetric];
+}
 
 /** Quantization, matvec/matmul, rmsnorm, rope, softmax, top-k, bound to the addon. */
 export function basicOps(addon: NativeAddon): Partial<BackendOps> {
-  return {};
+  const a = basicAddon(addon);
+  const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number) => {
+    const [rows, cols] = w.shape;
+    a.matmul(DTYPE_CODE[w.dtype], out.data, out.offset, w.data, w.offset, x.data, x.offset, n, rows, cols);
+  };
+  const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: Int4Path) => {
+    a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
+  };
+  return {
+    quantize: (out: Tensor<BlockDType>, x: Tensor<'f32'>) => {
+      a.quantize(DTYPE_CODE[out.dtype], out.data, out.offset, x.data, x.offset, x.size);
+    },
+    dequantize: (out: Tensor<'f32'>, x: Tensor<BlockDType>) => {
+      a.dequantize(DTYPE_CODE[x.dtype], out.data, out.offset, x.data, x.offset, x.size);
+    },
+    quantizeInt4: (out: Int4Matrix, x: Tensor<'f32'>) => {
+      a.quantizeInt4(...int4Args(out), x.data, x.offset);
+    },
+    dequantizeInt4: (out: Tensor<'f32'>, w: Int4Matrix) => {
+      a.dequantizeInt4(out.data, out.offset, ...int4Args(w));
+    },
+    matvec: (out, w, x) => product(out, w, x, 1),
+    matmul: (out, w, x) => product(out, w, x, x.shape[0]),
+    matvecInt4: (out, w, x, path) => productInt4(out, w, x, 1, path),
+    matmulInt4: (out, w, x, path) => productInt4(out, w, x, x.shape[0], path),
+    rmsnorm: (out, x, weight, eps) => {
+      const dim = x.shape[x.rank - 1];
+      a.rmsnorm(out.data, out.offset, x.data, x.offset, weight.data, weight.offset, x.size / dim, dim, eps);
+    },
+    rope: (x, positions, theta) => {
+      const [n, nHeads, headDim] = x.shape;
+      a.rope(x.data, x.offset, positions.data, positions.offset, n, nHeads, headDim, theta);
+    },
+    softmax: (x) => {
+      const len = x.shape[x.rank - 1];
+      a.softmax(x.data, x.offset, x.size / len, len);
+    },
+    topk: (out, x) => {
+      const [n, len] = x.shape;
+      a.topk(out.data, out.offset, x.data, x.offset, n, len, out.shape[1]);
+    },
+  };
 }

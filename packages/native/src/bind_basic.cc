@@ -1,6 +1,312 @@
-// Bindings of the basic ops.
+// Bindings of the basic ops: argument checks and buffer-length re-checks, then
+// one call into the dispatchers (basic_dispatch.cc). Offsets and counts are in
+// elements, as in core; block tensors' element offsets become bytes here.
+// Every bad call throws a JS TypeError / RangeError, never aborts.
+#include <chrono>
+#include <string>
+#include <type_traits>
+
+#include "basic_dispatch.h"
 #include "bindings.h"
+#include "common.h"
+#include "int4.h"
+#include "matvec.h"
+#include "quant.h"
+#include "rowops.h"
 
 namespace sparq {
-void register_basic_ops(Napi::Env env, Napi::Object exports) {}
+namespace {
+
+using Call = const Napi::CallbackInfo&;
+
+[[noreturn]] void range_error(Call call, const std::string& op, const std::string& what) {
+  throw Napi::RangeError::New(call.Env(), op + ": " + what);
+}
+
+// Typed-array elements [offset, offset + count) as T*, length-checked. Like common.h's
+// typed_data (and, like it, fine with SharedArrayBuffer views), but stricter: it checks
+// the array kind, not only the element size, so an Int32Array passed where a
+// Float32Array belongs is a TypeError rather than integers read as floats.
+template <typename T>
+bool is_array_of(napi_typedarray_type type) {
+  if constexpr (std::is_same_v<T, float>) return type == napi_float32_array;
+  if constexpr (std::is_same_v<T, int32_t>) return type == napi_int32_array;
+  if constexpr (std::is_same_v<T, uint16_t>) return type == napi_uint16_array;
+  if constexpr (std::is_same_v<T, int8_t>) return type == napi_int8_array;
+  if constexpr (std::is_same_v<T, uint8_t>) return type == napi_uint8_array || type == napi_uint8_clamped_array;
+  return false;
+}
+
+constexpr const char* array_name(float*) { return "Float32Array"; }
+constexpr const char* array_name(int32_t*) { return "Int32Array"; }
+constexpr const char* array_name(uint16_t*) { return "Uint16Array"; }
+constexpr const char* array_name(int8_t*) { return "Int8Array"; }
+constexpr const char* array_name(uint8_t*) { return "Uint8Array"; }
+
+template <typename T>
+T* span(Call call, int index, int64_t offset, int64_t count, const char* op, const char* name) {
+  const Napi::Value value = call[index];
+  const std::string what = std::string(op) + ": " + name;
+  if (!value.IsTypedArray()) throw Napi::TypeError::New(call.Env(), what + " must be a typed array");
+  napi_typedarray_type type;
+  size_t length = 0, byte_offset = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(call.Env(), value, &type, &length, &data, nullptr, &byte_offset) != napi_ok) {
+    throw Napi::TypeError::New(call.Env(), what + " could not be read");
+  }
+  if (!is_array_of<T>(type)) throw Napi::TypeError::New(call.Env(), what + std::string(" must be a ") + array_name(static_cast<T*>(nullptr)));
+  if (static_cast<uint64_t>(offset + count) > length) {
+    throw Napi::RangeError::New(call.Env(), what + " holds " + std::to_string(length) + " elements, the call needs " + std::to_string(offset + count));
+  }
+  return static_cast<T*>(data) + offset;
+}
+
+int64_t arg(Call call, int index, const char* op, const char* name) {
+  const int64_t v = int_arg(call[index], op, name);
+  // Keeps every product of two sizes far from int64 overflow.
+  if (v > (int64_t{1} << 40)) range_error(call, op, std::string(name) + " " + std::to_string(v) + " is too large");
+  return v;
+}
+
+int64_t product(Call call, const char* op, int64_t a, int64_t b) {
+  int64_t p;
+  if (__builtin_mul_overflow(a, b, &p) || p > (int64_t{1} << 48)) range_error(call, op, "sizes overflow");
+  return p;
+}
+
+WeightType weight_type(Call call, int index, const char* op, bool blocks_only) {
+  const int64_t code = int_arg(call[index], op, "dtype code");
+  if (code > 5 || (blocks_only && code < 3)) range_error(call, op, "dtype code " + std::to_string(code) + (blocks_only ? ", expected 3..5" : ", expected 0..5"));
+  return static_cast<WeightType>(code);
+}
+
+// Block types store `count` elements (a multiple of 32) from element `offset` (a block boundary).
+const uint8_t* blocks_at(Call call, int index, WeightType t, int64_t offset, int64_t count, const char* op, const char* name) {
+  if (offset % QK != 0 || count % QK != 0) range_error(call, op, std::string(name) + " offset and size must be whole 32-element blocks");
+  return span<uint8_t>(call, index, weight_bytes(t, offset), weight_bytes(t, count), op, name);
+}
+
+// quantize(dtype, out u8, outOffset, x f32, xOffset, count)
+Napi::Value quantize(Call call) {
+  const char* op = "quantize";
+  const WeightType t = weight_type(call, 0, op, true);
+  const int64_t out_off = arg(call, 2, op, "outOffset"), x_off = arg(call, 4, op, "xOffset"), count = arg(call, 5, op, "count");
+  uint8_t* out = const_cast<uint8_t*>(blocks_at(call, 1, t, out_off, count, op, "out"));
+  const float* x = span<float>(call, 3, x_off, count, op, "x");
+  quantize_blocks(t, x, out, count / QK);
+  return call.Env().Undefined();
+}
+
+// dequantize(dtype, out f32, outOffset, x u8, xOffset, count)
+Napi::Value dequantize(Call call) {
+  const char* op = "dequantize";
+  const WeightType t = weight_type(call, 0, op, true);
+  const int64_t out_off = arg(call, 2, op, "outOffset"), x_off = arg(call, 4, op, "xOffset"), count = arg(call, 5, op, "count");
+  float* out = span<float>(call, 1, out_off, count, op, "out");
+  const uint8_t* x = blocks_at(call, 3, t, x_off, count, op, "x");
+  dequantize_blocks(t, x, out, count / QK);
+  return call.Env().Undefined();
+}
+
+// Int4Matrix parts at arguments [first, first + 7): packed, scales, zeros, rows, cols, group, symmetric.
+struct Int4Args {
+  uint8_t* packed;
+  float* scales;
+  int8_t* zeros;
+  Int4View view;
+};
+
+Int4Args int4_args(Call call, int first, const char* op) {
+  const int64_t rows = arg(call, first + 3, op, "rows"), cols = arg(call, first + 4, op, "cols"), group = arg(call, first + 5, op, "groupSize");
+  if (rows < 1 || cols < 2 || cols % 2 != 0 || group < 2 || group % 2 != 0 || cols % group != 0) {
+    range_error(call, op, "Int4Matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] with group " + std::to_string(group) +
+                              ", expected rows >= 1, an even cols and an even group dividing it");
+  }
+  const int64_t groups = product(call, op, rows, cols / group);
+  Int4Args a;
+  a.packed = span<uint8_t>(call, first, 0, product(call, op, rows, cols / 2), op, "packed");
+  a.scales = span<float>(call, first + 1, 0, groups, op, "scales");
+  a.zeros = span<int8_t>(call, first + 2, 0, groups, op, "zeros");
+  a.view = Int4View{a.packed, a.scales, a.zeros, rows, cols, group, call[first + 6].ToBoolean()};
+  return a;
+}
+
+// quantizeInt4(packed, scales, zeros, rows, cols, group, symmetric, x f32, xOffset)
+Napi::Value quantize_int4(Call call) {
+  const char* op = "quantizeInt4";
+  const Int4Args w = int4_args(call, 0, op);
+  const float* x = span<float>(call, 7, arg(call, 8, op, "xOffset"), w.view.rows * w.view.cols, op, "x");
+  quantize_int4_ref(x, w.view.rows, w.view.cols, w.view.group, w.view.symmetric, w.packed, w.scales, w.zeros, 0, w.view.rows);
+  return call.Env().Undefined();
+}
+
+// dequantizeInt4(out f32, outOffset, packed, scales, zeros, rows, cols, group, symmetric)
+Napi::Value dequantize_int4(Call call) {
+  const char* op = "dequantizeInt4";
+  const Int4Args w = int4_args(call, 2, op);
+  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), w.view.rows * w.view.cols, op, "out");
+  dequantize_int4_ref(w.view, out, 0, w.view.rows);
+  return call.Env().Undefined();
+}
+
+// matmul(dtype, out f32, outOffset, w, wOffset, x f32, xOffset, n, rows, cols): x (n, cols) @ w^T -> out (n, rows)
+Napi::Value matmul_binding(Call call) {
+  const char* op = "matmul";
+  const WeightType t = weight_type(call, 0, op, false);
+  const int64_t n = arg(call, 7, op, "n"), rows = arg(call, 8, op, "rows"), cols = arg(call, 9, op, "cols");
+  const int64_t w_off = arg(call, 4, op, "wOffset"), w_count = product(call, op, rows, cols);
+  float* out = span<float>(call, 1, arg(call, 2, op, "outOffset"), product(call, op, n, rows), op, "out");
+  const float* x = span<float>(call, 5, arg(call, 6, op, "xOffset"), product(call, op, n, cols), op, "x");
+  const uint8_t* w;
+  if (t == WeightType::f32) w = reinterpret_cast<const uint8_t*>(span<float>(call, 3, w_off, w_count, op, "w"));
+  else if (t == WeightType::f16 || t == WeightType::bf16) w = reinterpret_cast<const uint8_t*>(span<uint16_t>(call, 3, w_off, w_count, op, "w"));
+  else {
+    if (cols % QK != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of 32");
+    w = blocks_at(call, 3, t, w_off, w_count, op, "w");
+  }
+  matmul(t, w, x, n, rows, cols, out);
+  return call.Env().Undefined();
+}
+
+// matmulInt4(out f32, outOffset, packed, scales, zeros, rows, cols, group, symmetric, x f32, xOffset, n, int8)
+Napi::Value matmul_int4_binding(Call call) {
+  const char* op = "matmulInt4";
+  const Int4Args w = int4_args(call, 2, op);
+  const int64_t n = arg(call, 11, op, "n");
+  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), product(call, op, n, w.view.rows), op, "out");
+  const float* x = span<float>(call, 9, arg(call, 10, op, "xOffset"), product(call, op, n, w.view.cols), op, "x");
+  matmul_int4(w.view, x, n, out, call[12].ToBoolean());
+  return call.Env().Undefined();
+}
+
+// int4GroupSums(sums i32 (n, rows, groups), packed, scales, zeros, rows, cols, group, symmetric, x f32, xOffset, n): tests only.
+Napi::Value int4_group_sums_binding(Call call) {
+  const char* op = "int4GroupSums";
+  const Int4Args w = int4_args(call, 1, op);
+  const int64_t n = arg(call, 10, op, "n");
+  int32_t* sums = span<int32_t>(call, 0, 0, product(call, op, n, product(call, op, w.view.rows, w.view.groups())), op, "sums");
+  const float* x = span<float>(call, 8, arg(call, 9, op, "xOffset"), product(call, op, n, w.view.cols), op, "x");
+  int4_group_sums(w.view, x, n, sums);
+  return call.Env().Undefined();
+}
+
+// rmsnorm(out, outOffset, x, xOffset, weight, weightOffset, n, dim, eps)
+Napi::Value rmsnorm(Call call) {
+  const char* op = "rmsnorm";
+  const int64_t n = arg(call, 6, op, "n"), dim = arg(call, 7, op, "dim"), size = product(call, op, n, dim);
+  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), size, op, "out");
+  const float* x = span<float>(call, 2, arg(call, 3, op, "xOffset"), size, op, "x");
+  const float* weight = span<float>(call, 4, arg(call, 5, op, "weightOffset"), dim, op, "weight");
+  if (!call[8].IsNumber()) throw Napi::TypeError::New(call.Env(), "rmsnorm: eps must be a number");
+  rmsnorm_ref(out, x, weight, n, dim, call[8].As<Napi::Number>().FloatValue());
+  return call.Env().Undefined();
+}
+
+// rope(x, xOffset, positions i32, positionsOffset, n, nHeads, headDim, theta)
+Napi::Value rope(Call call) {
+  const char* op = "rope";
+  const int64_t n = arg(call, 4, op, "n"), heads = arg(call, 5, op, "nHeads"), head_dim = arg(call, 6, op, "headDim");
+  if (head_dim % 2 != 0) range_error(call, op, "headDim " + std::to_string(head_dim) + " must be even");
+  float* x = span<float>(call, 0, arg(call, 1, op, "xOffset"), product(call, op, n, product(call, op, heads, head_dim)), op, "x");
+  const int32_t* positions = span<int32_t>(call, 2, arg(call, 3, op, "positionsOffset"), n, op, "positions");
+  if (!call[7].IsNumber()) throw Napi::TypeError::New(call.Env(), "rope: theta must be a number");
+  rope_ref(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue());
+  return call.Env().Undefined();
+}
+
+// softmax(x, xOffset, n, len)
+Napi::Value softmax(Call call) {
+  const char* op = "softmax";
+  const int64_t n = arg(call, 2, op, "n"), len = arg(call, 3, op, "len");
+  if (len < 1) range_error(call, op, "rows must have length >= 1");
+  float* x = span<float>(call, 0, arg(call, 1, op, "xOffset"), product(call, op, n, len), op, "x");
+  softmax_ref(x, n, len);
+  return call.Env().Undefined();
+}
+
+// topk(out i32, outOffset, x f32, xOffset, n, len, k)
+Napi::Value topk(Call call) {
+  const char* op = "topk";
+  const int64_t n = arg(call, 4, op, "n"), len = arg(call, 5, op, "len"), k = arg(call, 6, op, "k");
+  if (k < 1 || k > len || len > INT32_MAX) range_error(call, op, "k " + std::to_string(k) + ", expected an integer in [1, " + std::to_string(len) + "]");
+  int32_t* out = span<int32_t>(call, 0, arg(call, 1, op, "outOffset"), product(call, op, n, k), op, "out");
+  const float* x = span<float>(call, 2, arg(call, 3, op, "xOffset"), product(call, op, n, len), op, "x");
+  topk_ref(out, x, n, len, k);
+  return call.Env().Undefined();
+}
+
+const char* path_name(KernelPath p) { return p == KernelPath::avx512 ? "avx512" : p == KernelPath::avx2 ? "avx2" : "scalar"; }
+
+// forceKernelPath(name | null) -> the path the basic ops now use. Tests only: null restores the default.
+Napi::Value force_kernel_path(Call call) {
+  if (call[0].IsNull() || call[0].IsUndefined()) {
+    force_basic_kernel_path(KernelPath::scalar, true);
+  } else {
+    if (!call[0].IsString()) throw Napi::TypeError::New(call.Env(), "forceKernelPath: name must be a string or null");
+    const std::string name = call[0].As<Napi::String>().Utf8Value();
+    const KernelPath p = name == "avx512" ? KernelPath::avx512 : name == "avx2" ? KernelPath::avx2 : KernelPath::scalar;
+    if (name != path_name(p)) range_error(call, "forceKernelPath", "path '" + name + "', expected 'scalar' | 'avx2' | 'avx512'");
+    if (!basic_path_supported(p)) range_error(call, "forceKernelPath", "path '" + name + "' is not supported by this CPU");
+    force_basic_kernel_path(p, false);
+  }
+  return Napi::String::New(call.Env(), path_name(basic_kernel_path()));
+}
+
+// basicKernelPaths() -> the paths this CPU supports, narrowest first, and the one in use.
+Napi::Value basic_kernel_paths(Call call) {
+  Napi::Env env = call.Env();
+  Napi::Array paths = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512})
+    if (basic_path_supported(p)) paths.Set(i++, path_name(p));
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("supported", paths);
+  out.Set("current", path_name(basic_kernel_path()));
+  out.Set("vnni", basic_vnni_enabled());
+  return out;
+}
+
+// readBandwidth(x f32, repeats) -> { seconds, bytes, sum }: the fastest of `repeats` full reads of x.
+Napi::Value read_bandwidth(Call call) {
+  const char* op = "readBandwidth";
+  Napi::Value value = call[0];
+  if (!value.IsTypedArray()) throw Napi::TypeError::New(call.Env(), "readBandwidth: x must be a Float32Array");
+  const int64_t count = static_cast<int64_t>(value.As<Napi::TypedArray>().ElementLength());
+  const float* x = span<float>(call, 0, 0, count, op, "x");
+  const int64_t repeats = std::max<int64_t>(1, arg(call, 1, op, "repeats"));
+  double best = 1e300, sum = 0;
+  for (int64_t i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    sum += read_sum(x, count);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  Napi::Object out = Napi::Object::New(call.Env());
+  out.Set("seconds", best);
+  out.Set("bytes", static_cast<double>(count) * 4);
+  out.Set("sum", sum);
+  return out;
+}
+
+}  // namespace
+
+void register_basic_ops(Napi::Env env, Napi::Object exports) {
+  const std::pair<const char*, Napi::Value (*)(Call)> fns[] = {
+      {"quantize", quantize},
+      {"dequantize", dequantize},
+      {"quantizeInt4", quantize_int4},
+      {"dequantizeInt4", dequantize_int4},
+      {"matmul", matmul_binding},
+      {"matmulInt4", matmul_int4_binding},
+      {"int4GroupSums", int4_group_sums_binding},
+      {"rmsnorm", rmsnorm},
+      {"rope", rope},
+      {"softmax", softmax},
+      {"topk", topk},
+      {"forceKernelPath", force_kernel_path},
+      {"basicKernelPaths", basic_kernel_paths},
+      {"readBandwidth", read_bandwidth},
+  };
+  for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));
+}
+
 }  // namespace sparq

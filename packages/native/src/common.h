@@ -27,7 +27,13 @@ T* typed_data(const Napi::Value& value, size_t min_length, const char* op, const
     throw Napi::RangeError::New(value.Env(), std::string(op) + ": " + name + " holds " + std::to_string(array.ElementLength()) +
                                                  " elements, the call needs " + std::to_string(min_length));
   }
-  return reinterpret_cast<T*>(static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset());
+  // napi_get_typedarray_info gives the first element's address directly. Going
+  // through array.ArrayBuffer().Data() would fail for SharedArrayBuffer-backed
+  // arrays (the worker pool's caches): N-API rejects them as ArrayBuffers.
+  void* data = nullptr;
+  napi_status status = napi_get_typedarray_info(value.Env(), array, nullptr, nullptr, &data, nullptr, nullptr);
+  if (status != napi_ok) throw Napi::Error::New(value.Env(), std::string(op) + ": cannot read the memory of " + name);
+  return static_cast<T*>(data);
 }
 
 // A non-negative integer argument, checked.

@@ -1,0 +1,182 @@
+/**
+ * Decode attention benchmark (SPEC 8's setting): 32 heads x d 128, batch 1.
+ *   pnpm exec tsx bench/attention.ts [--quick]
+ *
+ * - Read bandwidth, measured in this run by the addon's attnReadSum (a plain SIMD
+ *   sum of a 1 GiB buffer on every pool thread; bench/bandwidth.ts did not exist
+ *   when this was written).
+ * - Dense decode, native, f32 and f16 KV, S in {1k, 4k, 16k, 32k, 64k}: ms and
+ *   GB/s of K and V read (target: >= 80% of the measured read bandwidth at S >= 32k).
+ * - SparQ (r 16, k 128, l 32, reallocate) vs native dense: speed-up beside SPEC 3's
+ *   data ratio (target: >= 80% of it at S >= 16k); K-twice vs single-K layout.
+ * - Thread scaling 1 vs 2; native vs reference (reference at S <= 4k only: it is slow).
+ * Times are tinybench medians (p50), robust on this noisy shared machine.
+ */
+import { Bench } from 'tinybench';
+import { KVCache, Tensor, type Engine, loadBackends, f32ToF16 } from '@sparq/core';
+import '@sparq/reference';
+import '@sparq/native';
+import { loadAddon } from '../packages/native/lib/addon.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+
+const quick = process.argv.includes('--quick');
+const H = 32;
+const D = 128;
+const SPARQ = { r: 16, k: 128, l: 32 };
+const SIZES = quick ? [4096, 32768] : [1024, 4096, 16384, 32768, 65536];
+const REF_MAX_S = 4096;
+
+const { available } = await loadBackends();
+const native = available.find((e) => e.name === 'native');
+const reference = available.find((e) => e.name === 'reference')!;
+if (!native) throw new Error('bench/attention.ts needs the native backend (pnpm build:native)');
+const addon = attentionAddon(loadAddon());
+const defaultThreads = addon.attnThreads();
+
+// xorshift32: fast deterministic fill of multi-GB caches (Math.random is slower).
+let seed = 0x9e3779b9;
+function fillRandom(a: Float32Array | Uint16Array, f16: boolean): void {
+  for (let i = 0; i < a.length; i++) {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    const x = ((seed >>> 0) / 4294967296) * 2 - 1;
+    a[i] = f16 ? f32ToF16(x) : x;
+  }
+}
+
+/** A full cache of S random positions, filled in place (rows and, for k-twice, the transposed copy). */
+function makeCache(S: number, dtype: 'f32' | 'f16', layout: 'k-twice' | 'single-k'): KVCache {
+  const cache = new KVCache({ nKvHeads: H, headDim: D, capacity: S, dtype, layout });
+  const f16 = dtype === 'f16';
+  fillRandom(cache.k, f16);
+  fillRandom(cache.v, f16);
+  if (cache.kT) {
+    // kT[h][i][pos] = k[h][pos][i]
+    for (let h = 0; h < H; h++) {
+      for (let pos = 0; pos < S; pos++) {
+        const row = cache.rowOffset(0, h, pos);
+        for (let i = 0; i < D; i++) cache.kT[cache.columnOffset(0, h, i) + pos] = cache.k[row + i];
+      }
+    }
+  }
+  cache.nPast[0] = S; // vSum stays 0: only SparQ's reallocation reads it, the timing does not depend on it
+  return cache;
+}
+
+async function median(name: string, fn: () => void, timeMs: number): Promise<number> {
+  const bench = new Bench({ time: timeMs, warmupTime: Math.min(100, timeMs / 2), warmupIterations: 3, iterations: 5 });
+  bench.add(name, fn);
+  await bench.run();
+  const result = bench.tasks[0].result as unknown as { latency?: { p50?: number; mean: number } } | undefined;
+  const ms = result?.latency?.p50 ?? result?.latency?.mean;
+  if (ms === undefined) throw new Error(`${name}: tinybench gave no latency`);
+  return ms;
+}
+
+function withThreads<T>(n: number, body: () => T): T {
+  addon.attnSetThreads(n);
+  try {
+    return body();
+  } finally {
+    addon.attnSetThreads(defaultThreads);
+  }
+}
+
+// ---- read bandwidth ----
+async function readBandwidth(threads: number): Promise<number> {
+  const x = new Float32Array(256 * 1024 * 1024); // 1 GiB
+  x.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
+  addon.attnSetThreads(threads);
+  const ms = await median(`read ${threads}t`, () => addon.attnReadSum(x), 1500);
+  addon.attnSetThreads(defaultThreads);
+  return x.byteLength / (ms * 1e6);
+}
+
+const out = Tensor.zeros('f32', [1, H, D]);
+const q = Tensor.zeros('f32', [1, H, D]);
+fillRandom(q.data, false);
+
+function denseMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
+  return median('dense', () => engine.attentionDecode(out, q, cache), timeMs);
+}
+function sparqMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
+  return median('sparq', () => engine.sparqDecode(out, q, cache, SPARQ), timeMs);
+}
+
+/** SPEC 3: dense / SparQ elements per KV head. */
+function sparqTheory(S: number): number {
+  const dense = 2 * S * D + 2 * D;
+  const sparq = S * SPARQ.r + 2 * SPARQ.k * D + 4 * D;
+  return dense / sparq;
+}
+
+const fmt = (x: number, digits = 2) => x.toFixed(digits).padStart(8);
+console.log(`# attention decode benchmark: ${H} heads x d ${D}, batch 1; native kernel ${addon.attnKernel()}, threads ${defaultThreads}${quick ? ' (--quick)' : ''}`);
+const bw1 = await readBandwidth(1);
+const bw2 = await readBandwidth(2);
+const bwDefault = defaultThreads >= 2 ? bw2 : bw1;
+console.log(`read bandwidth (attnReadSum over 1 GiB): 1 thread ${bw1.toFixed(1)} GB/s, 2 threads ${bw2.toFixed(1)} GB/s`);
+
+interface Row {
+  S: number;
+  dtype: string;
+  dense: number;
+  dense1: number;
+  gbs: number;
+  sparq2: number;
+  sparq1: number;
+  sparqSingle: number;
+  ref?: number;
+  refSparq?: number;
+}
+const rows: Row[] = [];
+for (const dtype of ['f32', 'f16'] as const) {
+  for (const S of SIZES) {
+    const time = S >= 32768 ? 1500 : 800;
+    const bytes = 2 * H * S * D * (dtype === 'f32' ? 4 : 2);
+    let cache: KVCache | null = makeCache(S, dtype, 'k-twice');
+    const dense = await denseMs(native, cache, time);
+    const dense1 = await withThreads(1, () => denseMs(native, cache!, time));
+    const sparq2 = await sparqMs(native, cache, time);
+    const sparq1 = await withThreads(1, () => sparqMs(native, cache!, time));
+    let ref: number | undefined;
+    let refSparq: number | undefined;
+    if (S <= REF_MAX_S) {
+      ref = await denseMs(reference, cache, 400);
+      refSparq = await sparqMs(reference, cache, 400);
+    }
+    cache = null;
+    const single = makeCache(S, dtype, 'single-k');
+    const sparqSingle = await sparqMs(native, single, time);
+    rows.push({ S, dtype, dense, dense1, gbs: bytes / (dense * 1e6), sparq2, sparq1, sparqSingle, ref, refSparq });
+    const r = rows[rows.length - 1];
+    console.log(`  measured ${dtype} S=${S}: dense ${r.dense.toFixed(2)} ms, sparq ${r.sparq2.toFixed(3)} ms`);
+  }
+}
+
+console.log('\n## dense decode (native) and SparQ (r 16, k 128, l 32): milliseconds per step (median)');
+console.log(' dtype       S  dense ms   GB/s  %readBW  dense1t  2t/1t | sparq ms  sparq1t  2t/1t  single-K  speed-up  theory  %theory | ref dense  ref sparq');
+for (const r of rows) {
+  const theory = sparqTheory(r.S);
+  const speedup = r.dense / r.sparq2;
+  console.log(
+    `${r.dtype.padStart(6)} ${String(r.S).padStart(7)} ${fmt(r.dense)} ${fmt(r.gbs, 1)} ${fmt((100 * r.gbs) / bwDefault, 0)}% ${fmt(r.dense1)} ${fmt(r.dense1 / r.dense)} | ${fmt(r.sparq2, 3)} ${fmt(r.sparq1, 3)} ${fmt(r.sparq1 / r.sparq2)} ${fmt(r.sparqSingle, 3)} ${fmt(speedup)}x ${fmt(theory, 1)}x ${fmt((100 * speedup) / theory, 0)}% | ${r.ref === undefined ? '       -' : fmt(r.ref)} ${r.refSparq === undefined ? '       -' : fmt(r.refSparq)}`,
+  );
+}
+
+console.log('\n## targets');
+for (const r of rows) {
+  if (r.S >= 32768) {
+    const pct = (100 * r.gbs) / bwDefault;
+    console.log(`dense ${r.dtype} S=${r.S}: ${pct.toFixed(0)}% of read bandwidth (target 80%): ${pct >= 80 ? 'MET' : `MISSED by ${(80 - pct).toFixed(0)} points`}`);
+  }
+}
+for (const r of rows) {
+  if (r.S >= 16384) {
+    const pct = (100 * (r.dense / r.sparq2)) / sparqTheory(r.S);
+    console.log(`sparq ${r.dtype} S=${r.S}: ${pct.toFixed(0)}% of the theoretical speed-up (target 80%): ${pct >= 80 ? 'MET' : `MISSED by ${(80 - pct).toFixed(0)} points`}`);
+  }
+}
+console.log(`\nnotes: single-K = SparQ on the single-copy layout (step 1 gathers r of d components from each key row);`);
+console.log(`reference timed at S <= ${REF_MAX_S} only; bandwidth percentages use the ${defaultThreads >= 2 ? '2' : '1'}-thread read bandwidth (the default thread count).`);

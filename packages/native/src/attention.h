@@ -1,0 +1,114 @@
+// The native attention ops (SPEC 1-4): shared types, the per-ISA kernel table,
+// and the op drivers called by bind_attention.cc after it has re-checked every
+// buffer length. Core has validated shapes, ranges and capacity before that.
+//
+// Cache layout (packages/core/src/kv-cache.ts), element = float or f16 bits:
+//   k, v (batch, nKv, capacity, d)   kT (batch, nKv, d, capacity) or null ('single-k')
+//   vSum (batch, nKv, d) f64         nPast, nPad (batch) i32
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace sparq {
+
+// One layer's KV cache as raw pointers (zero-copy views of the JS typed arrays).
+struct CacheView {
+  bool f16 = false;
+  int64_t batch = 0, nkv = 0, d = 0, cap = 0;
+  void* k = nullptr;
+  void* kT = nullptr;  // null for the 'single-k' layout
+  void* v = nullptr;
+  double* vsum = nullptr;
+  int32_t* npast = nullptr;
+  int32_t* npad = nullptr;
+
+  size_t elem_size() const { return f16 ? 2 : 4; }
+  // Row 0 of head h of sequence b in k / v; column 0 of that head in kT.
+  const void* rows(const void* base, int64_t b, int64_t h) const {
+    return static_cast<const char*>(base) + static_cast<size_t>(((b * nkv + h) * cap) * d) * elem_size();
+  }
+  int64_t nvalid(int64_t b) const { return npast[b] > npad[b] ? npast[b] - npad[b] : 0; }
+};
+
+// Elements the kernels read, as in AttentionStats (SPEC 3's cost model).
+struct Counts {
+  double k = 0, v = 0, aux = 0, io = 0;
+  void add(const Counts& o) { k += o.k; v += o.v; aux += o.aux; io += o.io; }
+};
+
+// Where SparqTrace's arrays live (all null when no trace was passed).
+struct SparqTraceView {
+  int32_t* i1 = nullptr;       // (batch, nKv, r)
+  int32_t* i2 = nullptr;       // (batch, nKv, k)
+  int32_t* i2count = nullptr;  // (batch, nKv)
+  float* alpha = nullptr;      // (batch, nHeads)
+  float* tau = nullptr;        // (batch, nHeads)
+};
+
+// ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc) ----
+// `pos` null means the contiguous positions first .. first + n - 1, else pos[0..n).
+// K / V pointers are a head's row 0 (element type by `f16`).
+struct AttnKernels {
+  const char* name;
+  // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
+  void (*qk)(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
+             const float* q, size_t g, float scale);
+  // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d)).
+  void (*pv)(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
+             size_t ldp, size_t g);
+  // SparQ step 1 from K transposed: logits[t * ld + j] = sum_c qs[t * r + c] * kT[i1[c]][first + j].
+  void (*qk_cols)(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
+                  int64_t first, size_t n, const float* qs, size_t g);
+  // The same from K rows (single-k layout): a strided gather of the i1 components of each row.
+  void (*qk_gather)(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r,
+                    int64_t first, size_t n, const float* qs, size_t g);
+  float (*max)(const float* x, size_t n);
+  // sum of exp(x - m) (accumulated in f64); x <- exp(x - m) in place when `store`.
+  double (*exp_sum)(float* x, size_t n, float m, bool store);
+  // y <- y * s (y += x * s when accumulate).
+  void (*scale)(float* y, const float* x, size_t n, float s, bool accumulate);
+  // Indices j (plus base) with x[j] >= t, ascending, into out; returns the count, or cap + 1 once it exceeds cap.
+  size_t (*filter_ge)(const float* x, size_t n, float t, int32_t* out, size_t cap, int32_t base);
+  // sum of x (benchmarks: the plain streaming read the bandwidth figures are measured with).
+  double (*sum)(const float* x, size_t n);
+  void (*to_f16)(uint16_t* out, const float* x, size_t n);
+  void (*from_f16)(float* out, const uint16_t* x, size_t n);
+};
+
+const AttnKernels& attn_kernels_ref();
+const AttnKernels& attn_kernels_avx2();
+const AttnKernels& attn_kernels_avx512();
+// The table of kernel_path() (or of a path forced for tests; see set_attn_kernel_path).
+const AttnKernels& attn_kernels();
+// Test hook: "scalar" | "avx2" | "avx512" | "" (auto); false if this CPU lacks the path.
+bool set_attn_kernel_path(const char* name);
+
+// ---- exact top-k selection (topk_select.cc) ----
+// The m best of x[0..n) by (x descending, index ascending), written to out in
+// ascending index order (plus base). NaN ranks below every number. m <= n.
+// `scratch` callers pass per-thread buffers; kernels from `kt`.
+void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int32_t base, int32_t* out);
+
+// ---- op drivers (attention_ops.cc, kv_append.cc); q, out (rows, nHeads, d) f32 ----
+void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, int64_t n_tokens);
+void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts);
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
+                   Counts* counts);
+struct SparqArgs {
+  int64_t r = 1, k = 1, l = 0;
+  bool reallocate = true;
+};
+void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p,
+                  const SparqTraceView& trace, Counts* counts);
+void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
+void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc,
+                uint8_t* evicted, Counts* counts);
+void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
+
+// Sum of x[0..n) read by every pool thread in chunks: a memory-read bandwidth probe for the benchmark.
+double read_sum(const float* x, size_t n);
+
+// Positions LM-Infinite keeps: the first min(16, k - 1) sinks plus the most recent rest.
+constexpr int64_t kLmInfiniteSinks = 16;
+
+}  // namespace sparq

@@ -1,0 +1,313 @@
+// The attention kernels, written once over a vector-traits class V (attention_simd.h:
+// Scalar, Avx2, Avx512) and instantiated by attention_ref.cc / _avx2.cc / _avx512.cc,
+// each compiled with its own ISA flags. Everything sits in an anonymous namespace
+// so the three instantiations never merge at link time (they differ in ISA).
+//
+// Memory-minded shapes: every K / V row is read once per KV head and used by all g
+// query heads of the group (heads in blocks of G in registers, rows in blocks of R);
+// weighted V sums keep (G heads x C vectors) accumulators in registers per pass.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "attention.h"
+
+namespace sparq {
+namespace {
+
+// Position j of a list or of the range first .. first + n - 1.
+struct Positions {
+  const int32_t* pos;
+  int64_t first;
+  int64_t operator[](size_t j) const { return pos ? pos[j] : first + static_cast<int64_t>(j); }
+};
+
+template <class V, class T>
+inline typename V::F load_n(const T* p, size_t avail) {
+  return avail >= static_cast<size_t>(V::W) ? V::load(p) : V::load_part(p, avail);
+}
+
+// ---- q · K rows: R rows x G heads per block ----
+template <class V, class T, int R, int G>
+inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
+                     float scale) {
+  using F = typename V::F;
+  F acc[R][G];
+  const T* row[R];
+  for (int r = 0; r < R; r++) {
+    row[r] = k + static_cast<size_t>(pos[j0 + r]) * d;
+    for (int t = 0; t < G; t++) acc[r][t] = V::zero();
+  }
+  // Over the head dimension, one vector of every row at a time.
+  for (size_t i = 0; i < d; i += V::W) {
+    const size_t avail = d - i;
+    F qv[G];
+    for (int t = 0; t < G; t++) qv[t] = load_n<V>(q + t * d + i, avail);
+    for (int r = 0; r < R; r++) {
+      const F x = load_n<V>(row[r] + i, avail);
+      for (int t = 0; t < G; t++) acc[r][t] = V::fma(x, qv[t], acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < G; t++) scores[t * ld + j0 + r] = V::reduce_add(acc[r][t]) * scale;
+}
+
+template <class V, class T, int G>
+inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q,
+                     float scale) {
+  constexpr int R = G >= 4 ? 1 : 4 / G;
+  size_t j = 0;
+  for (; j + R <= n; j += R) {
+    // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
+    if (pos.pos && j + 4 * R < n) {
+      for (int r = 0; r < R; r++) V::prefetch_row(k + static_cast<size_t>(pos[j + 4 * R + r]) * d, d * sizeof(T));
+    }
+    qk_block<V, T, R, G>(scores, ld, k, d, pos, j, q, scale);
+  }
+  for (; j < n; j++) qk_block<V, T, 1, G>(scores, ld, k, d, pos, j, q, scale);
+}
+
+template <class V, class T>
+void qk_t(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
+          float scale) {
+  // Heads in blocks of 4, 2, 1: each block re-reads the rows from L1, never from memory, when g > 4.
+  size_t t = 0;
+  for (; t + 4 <= g; t += 4) qk_heads<V, T, 4>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
+  for (; t + 2 <= g; t += 2) qk_heads<V, T, 2>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
+  for (; t < g; t++) qk_heads<V, T, 1>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
+}
+
+template <class V>
+void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
+        const float* q, size_t g, float scale) {
+  if (f16) qk_t<V>(scores, ld, static_cast<const uint16_t*>(k), d, Positions{pos, first}, n, q, g, scale);
+  else qk_t<V>(scores, ld, static_cast<const float*>(k), d, Positions{pos, first}, n, q, g, scale);
+}
+
+// ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
+template <class V, class T, int G>
+inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp) {
+  using F = typename V::F;
+  constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
+  for (size_t i0 = 0; i0 < d; i0 += C * V::W) {
+    F acc[G][C];
+    for (int t = 0; t < G; t++)
+      for (int c = 0; c < C; c++) acc[t][c] = V::zero();
+    for (size_t j = 0; j < n; j++) {
+      const T* row = v + static_cast<size_t>(pos[j]) * d;
+      if (pos.pos && j + 4 < n) V::prefetch_row(v + static_cast<size_t>(pos[j + 4]) * d, d * sizeof(T));
+      F w[G];
+      for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
+#pragma GCC unroll 16
+      for (int c = 0; c < C; c++) {
+        const size_t i = i0 + c * V::W;
+        if (i >= d) break;
+        const F x = load_n<V>(row + i, d - i);
+        for (int t = 0; t < G; t++) acc[t][c] = V::fma(w[t], x, acc[t][c]);
+      }
+    }
+    for (int t = 0; t < G; t++)
+      for (int c = 0; c < C; c++) {
+        const size_t i = i0 + c * V::W;
+        if (i >= d) break;
+        V::store_n(out + t * d + i, acc[t][c], d - i);
+      }
+  }
+}
+
+template <class V, class T>
+void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g) {
+  size_t t = 0;
+  for (; t + 4 <= g; t += 4) pv_heads<V, T, 4>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
+  for (; t + 2 <= g; t += 2) pv_heads<V, T, 2>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
+  for (; t < g; t++) pv_heads<V, T, 1>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
+}
+
+template <class V>
+void pv(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
+        size_t ldp, size_t g) {
+  if (f16) pv_t<V>(out, static_cast<const uint16_t*>(v), d, Positions{pos, first}, n, p, ldp, g);
+  else pv_t<V>(out, static_cast<const float*>(v), d, Positions{pos, first}, n, p, ldp, g);
+}
+
+// ---- SparQ step 1: approximate logits over the r components i1 ----
+// Both layouts sum the components in i1's order with one fma per component, so the
+// K-transposed and the gathered (single-k) paths give bit-identical logits.
+// `Load(c, j)` yields the vector of component i1[c] for positions j .. j + W - 1.
+template <class V, int G, int U, class Load>
+inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, Load load) {
+  using F = typename V::F;
+  F acc[G][U];
+  for (int t = 0; t < G; t++)
+    for (int u = 0; u < U; u++) acc[t][u] = V::zero();
+  for (size_t c = 0; c < r; c++) {
+    F x[U];
+    for (int u = 0; u < U; u++) x[u] = load(c, j + u * V::W);
+    for (int t = 0; t < G; t++) {
+      const F qv = V::set1(qs[t * r + c]);
+      for (int u = 0; u < U; u++) acc[t][u] = V::fma(qv, x[u], acc[t][u]);
+    }
+  }
+  for (int t = 0; t < G; t++)
+    for (int u = 0; u < U; u++) {
+      const size_t jj = j + u * V::W;
+      if (jj < n) V::store_n(logits + t * ld + jj, acc[t][u], n - jj);
+    }
+}
+
+template <class V, int G, class Load>
+inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, Load load) {
+  constexpr int U = G >= 4 ? 1 : 4 / G;
+  size_t j = 0;
+  for (; j + U * V::W <= n; j += U * V::W) cols_block<V, G, U>(logits, ld, j, n, r, qs, load);
+  // Tail: partial vectors; the loader zero-fills lanes past n, the same arithmetic per lane.
+  for (; j < n; j += V::W) cols_block<V, G, 1>(logits, ld, j, n, r, qs, load);
+}
+
+template <class V, class Load>
+inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, Load load) {
+  size_t t = 0;
+  for (; t + 4 <= g; t += 4) cols_heads<V, 4>(logits + t * ld, ld, n, r, qs + t * r, load);
+  for (; t + 2 <= g; t += 2) cols_heads<V, 2>(logits + t * ld, ld, n, r, qs + t * r, load);
+  for (; t < g; t++) cols_heads<V, 1>(logits + t * ld, ld, n, r, qs + t * r, load);
+}
+
+template <class V, class T>
+void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
+               const float* qs, size_t g) {
+  cols_groups<V>(logits, ld, n, r, qs, g, [=](size_t c, size_t j) {
+    const T* col = kT + static_cast<size_t>(i1[c]) * cap + first + j;
+    return load_n<V>(col, n - j);
+  });
+}
+
+template <class V>
+void qk_cols(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
+             int64_t first, size_t n, const float* qs, size_t g) {
+  if (f16) qk_cols_t<V>(logits, ld, static_cast<const uint16_t*>(kT), cap, i1, r, first, n, qs, g);
+  else qk_cols_t<V>(logits, ld, static_cast<const float*>(kT), cap, i1, r, first, n, qs, g);
+}
+
+template <class V, class T>
+void qk_gather_t(float* logits, size_t ld, const T* k, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
+                 const float* qs, size_t g) {
+  const T* rows = k + static_cast<size_t>(first) * d;
+  cols_groups<V>(logits, ld, n, r, qs, g, [=](size_t c, size_t j) {
+    return V::gather(rows + j * d + i1[c], d, n - j);
+  });
+}
+
+template <class V>
+void qk_gather(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r, int64_t first,
+               size_t n, const float* qs, size_t g) {
+  if (f16) qk_gather_t<V>(logits, ld, static_cast<const uint16_t*>(k), d, i1, r, first, n, qs, g);
+  else qk_gather_t<V>(logits, ld, static_cast<const float*>(k), d, i1, r, first, n, qs, g);
+}
+
+// ---- row-wise helpers of the softmax and the selection ----
+template <class V>
+float vmax(const float* x, size_t n) {
+  typename V::F m = V::set1(-INFINITY);
+  size_t j = 0;
+  for (; j + V::W <= n; j += V::W) m = V::max(m, V::load(x + j));
+  float best = V::reduce_max(m);
+  for (; j < n; j++) best = x[j] > best ? x[j] : best;
+  // A NaN logit is skipped here but still poisons the row: exp(NaN - max) enters the sum.
+  return best;
+}
+
+template <class V>
+double exp_sum(float* x, size_t n, float m, bool store) {
+  const typename V::F mv = V::set1(m);
+  typename V::D s0 = V::dzero(), s1 = V::dzero();
+  size_t j = 0;
+  for (; j + 2 * V::W <= n; j += 2 * V::W) {
+    const auto e0 = V::exp(V::sub(V::load(x + j), mv));
+    const auto e1 = V::exp(V::sub(V::load(x + j + V::W), mv));
+    if (store) {
+      V::store(x + j, e0);
+      V::store(x + j + V::W, e1);
+    }
+    s0 = V::dadd(s0, e0);
+    s1 = V::dadd(s1, e1);
+  }
+  for (; j < n; j += V::W) {
+    const auto e = V::exp(V::sub(V::load_part(x + j, n - j), mv));
+    if (store) V::store_n(x + j, e, n - j);
+    s0 = V::dadd(s0, V::mask_tail(e, n - j));
+  }
+  return V::dreduce(s0) + V::dreduce(s1);
+}
+
+template <class V>
+void scale(float* y, const float* x, size_t n, float s, bool accumulate) {
+  const typename V::F sv = V::set1(s);
+  size_t j = 0;
+  if (accumulate) {
+    for (; j + V::W <= n; j += V::W) V::store(y + j, V::fma(V::load(x + j), sv, V::load(y + j)));
+    for (; j < n; j++) y[j] += x[j] * s;
+  } else {
+    for (; j + V::W <= n; j += V::W) V::store(y + j, V::mul(V::load(x + j), sv));
+    for (; j < n; j++) y[j] = x[j] * s;
+  }
+}
+
+template <class V>
+size_t filter_ge(const float* x, size_t n, float t, int32_t* out, size_t cap, int32_t base) {
+  const typename V::F tv = V::set1(t);
+  size_t count = 0;
+  size_t j = 0;
+  // One compare per vector; the mask is almost always empty, so the bit loop is rare.
+  for (; j + V::W <= n; j += V::W) {
+    uint32_t mask = V::ge_mask(V::load(x + j), tv);
+    if (!mask) continue;
+    if (count + __builtin_popcount(mask) > cap) return cap + 1;
+    while (mask) {
+      out[count++] = base + static_cast<int32_t>(j) + __builtin_ctz(mask);
+      mask &= mask - 1;
+    }
+  }
+  for (; j < n; j++) {
+    if (x[j] >= t) {
+      if (count == cap) return cap + 1;
+      out[count++] = base + static_cast<int32_t>(j);
+    }
+  }
+  return count;
+}
+
+template <class V>
+double sum(const float* x, size_t n) {
+  typename V::F a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+  size_t j = 0;
+  for (; j + 4 * V::W <= n; j += 4 * V::W) {
+    a0 = V::add(a0, V::load(x + j));
+    a1 = V::add(a1, V::load(x + j + V::W));
+    a2 = V::add(a2, V::load(x + j + 2 * V::W));
+    a3 = V::add(a3, V::load(x + j + 3 * V::W));
+  }
+  double s = V::reduce_add(V::add(V::add(a0, a1), V::add(a2, a3)));
+  for (; j < n; j++) s += x[j];
+  return s;
+}
+
+template <class V>
+void to_f16(uint16_t* out, const float* x, size_t n) {
+  for (size_t j = 0; j < n; j += V::W) V::store_f16(out + j, load_n<V>(x + j, n - j), n - j);
+}
+
+template <class V>
+void from_f16(float* out, const uint16_t* x, size_t n) {
+  for (size_t j = 0; j < n; j += V::W) V::store_n(out + j, load_n<V>(x + j, n - j), n - j);
+}
+
+template <class V>
+AttnKernels make_kernels(const char* name) {
+  return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
+                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>};
+}
+
+}  // namespace
+}  // namespace sparq

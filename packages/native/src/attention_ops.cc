@@ -1,0 +1,342 @@
+// The attention op drivers: dense decode and prefill (SPEC 1), SparQ (SPEC 2) and
+// the baselines (SPEC 3). Each call is split into (sequence, KV head) tasks run by
+// the thread pool; a task reads its head's K / V rows once for the whole group of
+// g query heads. Results follow packages/reference/src/attention/ (the oracle);
+// AttentionStats counts are the same formulas the reference uses.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "cpu.h"
+#include "threads.h"
+
+namespace sparq {
+namespace {
+
+std::atomic<const AttnKernels*> forced_kernels{nullptr};
+
+// Per-thread buffers, grown on demand and kept (the pool's threads are persistent).
+struct Scratch {
+  std::vector<float> logits, probs, score, sel, qs, vmean;
+  std::vector<int32_t> idx, idx2;
+  std::vector<double> dbl;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// One (sequence, KV head) group of a call: its g query rows and output rows.
+struct Group {
+  int64_t b, h;
+  size_t g, d;
+  const float* q;  // (g, d)
+  float* out;      // (g, d)
+};
+
+// Runs body(group, counts) for every (row, KV head) task of a call and sums the counts.
+template <class Body>
+void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const float* q, float* out, Counts* counts,
+                    Body body, int64_t seq_of_row = -1) {
+  const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
+  const size_t tasks = static_cast<size_t>(rows * c.nkv);
+  std::vector<Counts> per(tasks);
+  parallel_for(tasks, [&](size_t task) {
+    const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
+    const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
+    Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
+    per[task].io += 2.0 * g * d;  // the group's q read and y written
+    body(grp, row, per[task]);
+  });
+  if (counts)
+    for (const Counts& p : per) counts->add(p);
+}
+
+// Exact attention of a group over n positions (pos, or the range first..): scores,
+// softmax, weighted V rows into grp.out. Leaves the unnormalised exp(score - max)
+// in p (g, n) and 1 / sum per head in inv (for H2O's weights).
+void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const int32_t* pos, int64_t first, size_t n,
+            std::vector<float>& p, float* inv, Counts& cnt) {
+  const size_t g = grp.g, d = grp.d;
+  p.resize(g * n);
+  kt.qk(p.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+  std::vector<float> sums(g);
+  for (size_t t = 0; t < g; t++) {
+    float* row = p.data() + t * n;
+    sums[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, kt.max(row, n), true));
+  }
+  // sum_j e_j v_j, then one division per output element instead of one per score.
+  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, pos, first, n, p.data(), n, g);
+  for (size_t t = 0; t < g; t++) {
+    kt.scale(grp.out + t * d, grp.out + t * d, d, sums[t], false);
+    if (inv) inv[t] = sums[t];
+  }
+  cnt.k += static_cast<double>(n) * d;
+  cnt.v += static_cast<double>(n) * d;
+}
+
+// Softmax probabilities of the rows of x (rows, n) with the given max / 1-over-sum, summed over rows into score.
+void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows, size_t n, const float* inv) {
+  for (size_t t = 0; t < rows; t++) kt.scale(score, e + t * n, n, inv[t], t > 0);
+}
+
+}  // namespace
+
+const AttnKernels& attn_kernels() {
+  if (const AttnKernels* k = forced_kernels.load()) return *k;
+  switch (kernel_path()) {
+    case KernelPath::avx512: return attn_kernels_avx512();
+    case KernelPath::avx2: return attn_kernels_avx2();
+    default: return attn_kernels_ref();
+  }
+}
+
+bool set_attn_kernel_path(const char* name) {
+  const std::string want = name ? name : "";
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  if (want.empty()) forced_kernels.store(nullptr);
+  else if (want == "scalar") forced_kernels.store(&attn_kernels_ref());
+  else if (want == "avx2" && avx2) forced_kernels.store(&attn_kernels_avx2());
+  else if (want == "avx512" && avx512) forced_kernels.store(&attn_kernels_avx512());
+  else return false;
+  return true;
+}
+
+double read_sum(const float* x, size_t n) {
+  const AttnKernels& kt = attn_kernels();
+  constexpr size_t kChunk = size_t{1} << 20;
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> part(chunks);
+  parallel_for(chunks, [&](size_t i) { part[i] = kt.sum(x + i * kChunk, std::min(kChunk, n - i * kChunk)); });
+  double s = 0;
+  for (double p : part) s += p;
+  return s;
+}
+
+// ---- dense decode and prefill (SPEC 1) ----
+void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
+    attend(kt, c, grp, nullptr, c.npad[grp.b], static_cast<size_t>(c.nvalid(grp.b)), scratch().probs, nullptr, cnt);
+  });
+}
+
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
+                   Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  const int64_t valid = c.nvalid(seq);
+  for_each_group(c, n_tokens, nheads, q, out, counts, [&](const Group& grp, int64_t i, Counts& cnt) {
+    // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
+    const size_t n = static_cast<size_t>(valid - (n_tokens - 1 - i));
+    attend(kt, c, grp, nullptr, c.npad[seq], n, scratch().probs, nullptr, cnt);
+  }, seq);
+}
+
+// ---- SparQ (SPEC 2) ----
+void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p,
+                  const SparqTraceView& trace, Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
+    Scratch& s = scratch();
+    const size_t g = grp.g, d = grp.d, r = static_cast<size_t>(p.r);
+    const size_t n = static_cast<size_t>(c.nvalid(grp.b));
+    const int64_t first = c.npad[grp.b];
+
+    // Step 1: i1 = top-r of sum_t |q_t| (f64, exactly the reference's sums), ascending.
+    s.dbl.assign(d, 0.0);
+    for (size_t t = 0; t < g; t++)
+      for (size_t i = 0; i < d; i++) s.dbl[i] += std::fabs(static_cast<double>(grp.q[t * d + i]));
+    s.idx.resize(d);
+    for (size_t i = 0; i < d; i++) s.idx[i] = static_cast<int32_t>(i);
+    std::partial_sort(s.idx.begin(), s.idx.begin() + r, s.idx.end(), [&](int32_t a, int32_t b) {
+      return s.dbl[a] > s.dbl[b] || (s.dbl[a] == s.dbl[b] && a < b);
+    });
+    std::vector<int32_t> i1(s.idx.begin(), s.idx.begin() + r);
+    std::sort(i1.begin(), i1.end());
+    // tau_t = sqrt(d * |q_t[i1]|_1 / |q_t|_1) (1 for an all-zero query); q_t[i1] / tau_t feeds the logits.
+    std::vector<double> tau(g);
+    s.qs.resize(g * r);
+    for (size_t t = 0; t < g; t++) {
+      double whole = 0, part = 0;
+      for (size_t i = 0; i < d; i++) whole += std::fabs(static_cast<double>(grp.q[t * d + i]));
+      for (int32_t i : i1) part += std::fabs(static_cast<double>(grp.q[t * d + i]));
+      tau[t] = std::sqrt(static_cast<double>(d) * (whole > 0 ? part / whole : 1.0));
+      for (size_t k = 0; k < r; k++) s.qs[t * r + k] = static_cast<float>(grp.q[t * d + i1[k]] / tau[t]);
+    }
+    // Approximate logits (g, n) from r components: contiguous columns of K transposed, or gathered from rows.
+    s.logits.resize(g * n);
+    if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g);
+    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g);
+    cnt.k += static_cast<double>(n) * r;
+    // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
+    // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
+    // so exp is summed without storing and no score pass is needed. With g > 1 the key is
+    // sum_t s_hat_t: exp(logit - max) is stored per head and the normalised rows are summed.
+    std::vector<float> inv(g), mx(g);
+    for (size_t t = 0; t < g; t++) {
+      float* row = s.logits.data() + t * n;
+      mx[t] = kt.max(row, n);
+      inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, mx[t], g > 1));
+    }
+    const float* key = s.logits.data();
+    if (g > 1) {
+      s.score.resize(n);
+      sum_probs(kt, s.score.data(), s.logits.data(), g, n, inv.data());
+      key = s.score.data();
+    }
+
+    // Step 2: i2 = the local window (last l positions) first, then the best scores.
+    const size_t kk = std::min(static_cast<size_t>(p.k), n);
+    const size_t local = std::min(static_cast<size_t>(p.l), n);
+    s.idx2.resize(kk);
+    if (kk <= local) {
+      topk_select(kt, key + (n - local), local, kk, static_cast<int32_t>(first + (n - local)), s.idx2.data());
+    } else {
+      topk_select(kt, key, n - local, kk - local, static_cast<int32_t>(first), s.idx2.data());
+      for (size_t j = 0; j < local; j++) s.idx2[kk - local + j] = static_cast<int32_t>(first + (n - local) + j);
+    }
+    // alpha_t = sum of s_hat_t over i2.
+    std::vector<double> alpha(g, 0.0);
+    for (size_t t = 0; t < g; t++) {
+      double sum = 0;
+      for (size_t j = 0; j < kk; j++) {
+        const float x = s.logits[t * n + (s.idx2[j] - first)];
+        sum += g > 1 ? x : std::exp(static_cast<double>(x) - mx[t]);
+      }
+      alpha[t] = sum * inv[t];
+    }
+
+    // Step 3: exact attention over i2, then interpolation with the running mean of V.
+    attend(kt, c, grp, s.idx2.data(), 0, kk, s.probs, nullptr, cnt);
+    if (p.reallocate) {
+      const double* vsum = c.vsum + (grp.b * c.nkv + grp.h) * c.d;
+      for (size_t i = 0; i < d; i++) {
+        const float mean = static_cast<float>(n > 0 ? vsum[i] / static_cast<double>(n) : 0.0);
+        for (size_t t = 0; t < g; t++) {
+          float& y = grp.out[t * d + i];
+          y = static_cast<float>(alpha[t] * y + (1 - alpha[t]) * mean);
+        }
+      }
+      cnt.aux += 2.0 * d;
+    }
+
+    if (trace.i1) {
+      const int64_t bh = grp.b * c.nkv + grp.h;
+      std::copy(i1.begin(), i1.end(), trace.i1 + bh * p.r);
+      std::fill(trace.i2 + bh * p.k, trace.i2 + (bh + 1) * p.k, 0);
+      std::copy(s.idx2.begin(), s.idx2.end(), trace.i2 + bh * p.k);
+      trace.i2count[bh] = static_cast<int32_t>(kk);
+      const int64_t head = grp.b * nheads + grp.h * static_cast<int64_t>(g);
+      for (size_t t = 0; t < g; t++) {
+        trace.alpha[head + t] = static_cast<float>(alpha[t]);
+        trace.tau[head + t] = static_cast<float>(tau[t]);
+      }
+    }
+  });
+}
+
+// ---- oracle top-k / FlexGen (SPEC 3) ----
+void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
+    Scratch& s = scratch();
+    const size_t g = grp.g, d = grp.d, n = static_cast<size_t>(c.nvalid(grp.b));
+    const int64_t first = c.npad[grp.b];
+    // Exact logits over every valid position: the full read of K.
+    s.logits.resize(g * n);
+    kt.qk(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+    cnt.k += static_cast<double>(n) * d;
+    // Rank by the group's summed probabilities.
+    s.probs.assign(s.logits.begin(), s.logits.end());
+    std::vector<float> inv(g);
+    for (size_t t = 0; t < g; t++) {
+      float* row = s.probs.data() + t * n;
+      inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, kt.max(row, n), true));
+    }
+    s.score.resize(n);
+    sum_probs(kt, s.score.data(), s.probs.data(), g, n, inv.data());
+    const size_t kk = std::min(static_cast<size_t>(k), n);
+    s.idx2.resize(kk);
+    topk_select(kt, s.score.data(), n, kk, static_cast<int32_t>(first), s.idx2.data());
+    // Softmax over the selected logits only (no second read of K), then their values.
+    s.sel.resize(g * kk);
+    for (size_t t = 0; t < g; t++) {
+      float* row = s.sel.data() + t * kk;
+      for (size_t j = 0; j < kk; j++) row[j] = s.logits[t * n + (s.idx2[j] - first)];
+      inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, kk, kt.max(row, kk), true));
+    }
+    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g);
+    for (size_t t = 0; t < g; t++) kt.scale(grp.out + t * d, grp.out + t * d, d, inv[t], false);
+    cnt.v += static_cast<double>(kk) * d;
+  });
+}
+
+// ---- H2O (SPEC 3) ----
+void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc,
+                uint8_t* evicted, Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
+    Scratch& s = scratch();
+    const size_t g = grp.g;
+    const int64_t base = (grp.b * c.nkv + grp.h) * c.cap;
+    // C: surviving valid positions, ascending.
+    s.idx.clear();
+    for (int64_t j = c.npad[grp.b]; j < c.npast[grp.b]; j++)
+      if (!evicted[base + j]) s.idx.push_back(static_cast<int32_t>(j));
+    const size_t n = s.idx.size();
+    std::vector<float> inv(g);
+    attend(kt, c, grp, s.idx.data(), 0, n, s.probs, inv.data(), cnt);
+    // acc[j] += mean over the group of j's weight (f64 sum of f32 probabilities, as the reference).
+    for (size_t j = 0; j < n; j++) {
+      double w = 0;
+      for (size_t t = 0; t < g; t++) w += static_cast<float>(s.probs[t * n + j] * inv[t]);
+      float& a = acc[base + s.idx[j]];
+      a = static_cast<float>(a + w / static_cast<double>(g));
+    }
+    cnt.aux += 2.0 * n;
+    // Evict for good down to k - 1 (room for the next token): the smallest acc outside the recent
+    // window of w = floor(k/4) positions, w clamped to [1, k - 1]; ties: lowest index.
+    const size_t keep = static_cast<size_t>(k - 1);
+    if (n > keep) {
+      const int64_t window = std::min(std::max<int64_t>(1, k / 4), k - 1);
+      const int64_t window_start = c.npast[grp.b] - window;
+      s.idx2.clear();
+      s.score.clear();
+      for (size_t j = 0; j < n && s.idx[j] < window_start; j++) {
+        s.idx2.push_back(s.idx[j]);
+        s.score.push_back(-acc[base + s.idx[j]]);  // smallest acc = largest key
+      }
+      const size_t victims = std::min(n - keep, s.score.size());
+      std::vector<int32_t> chosen(victims);
+      topk_select(kt, s.score.data(), s.score.size(), victims, 0, chosen.data());
+      for (size_t v = 0; v < victims; v++) evicted[base + s.idx2[chosen[v]]] = 1;
+    }
+  });
+}
+
+// ---- LM-Infinite / StreamingLLM (SPEC 3) ----
+void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts) {
+  const AttnKernels& kt = attn_kernels();
+  for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
+    Scratch& s = scratch();
+    const int64_t n = c.nvalid(grp.b), first = c.npad[grp.b];
+    if (n <= k) {
+      attend(kt, c, grp, nullptr, first, static_cast<size_t>(n), s.probs, nullptr, cnt);
+      return;
+    }
+    // min(16, k - 1) sinks from the front, so the current token always stays in the recent part.
+    const int64_t sinks = std::min(kLmInfiniteSinks, k - 1);
+    s.idx.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < sinks; j++) s.idx[j] = static_cast<int32_t>(first + j);
+    for (int64_t j = sinks; j < k; j++) s.idx[j] = static_cast<int32_t>(first + n - (k - j));
+    attend(kt, c, grp, s.idx.data(), 0, static_cast<size_t>(k), s.probs, nullptr, cnt);
+  });
+}
+
+}  // namespace sparq

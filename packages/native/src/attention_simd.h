@@ -1,0 +1,236 @@
+// Vector traits for attention_kernels.h: Scalar (always), Avx2 (with FMA, F16C),
+// Avx512 (F, BW, VL, DQ). Only the traits the including file's flags allow are
+// defined. F = a vector of W floats, D = f64 accumulators for sums of W floats.
+//   load / load_part (zero-fills lanes >= avail) from float or f16 bits,
+//   store_n (first avail lanes), gather (lanes at a stride), exp, ge_mask ...
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+
+#include "half.h"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own undefined-vector idiom.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#endif
+
+namespace sparq {
+namespace {
+
+// exp polynomial (Cephes' expf coefficients) on r in [-ln2/2, ln2/2].
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kExpLow = -87.3f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
+                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+
+// exp(x) for x <= 0 (softmax after the max is subtracted) on any vector traits V:
+// range reduction x = n ln2 + r, the polynomial, then V::pow2n(p, n) = p * 2^n;
+// x < kExpLow gives 0, NaN stays NaN (MAXPS returns its second operand on NaN).
+template <class V>
+typename V::F exp_ps(typename V::F x) {
+  using F = typename V::F;
+  const F xc = V::max(V::set1(kExpLow), x);
+  const F n = V::round(V::mul(xc, V::set1(kLog2e)));
+  F r = V::fma(n, V::set1(-kLn2Hi), xc);
+  r = V::fma(n, V::set1(-kLn2Lo), r);
+  F p = V::set1(kP0);
+  for (const float c : {kP1, kP2, kP3, kP4, kP5}) p = V::fma(p, r, V::set1(c));
+  p = V::fma(V::mul(p, r), r, V::add(r, V::set1(1.f)));
+  return V::below_to_zero(x, kExpLow, V::pow2n(p, n));
+}
+
+struct Scalar {
+  using F = float;
+  using D = double;
+  static constexpr int W = 1;
+  static constexpr int kAccRegs = 32;
+  static F zero() { return 0.f; }
+  static F set1(float x) { return x; }
+  static F load(const float* p) { return *p; }
+  static F load(const uint16_t* p) { return fp16_to_fp32_ref(*p); }
+  template <class T>
+  static F load_part(const T* p, size_t avail) { return avail ? load(p) : 0.f; }
+  static void store(float* p, F x) { *p = x; }
+  static void store_n(float* p, F x, size_t avail) { if (avail) *p = x; }
+  static void store_f16(uint16_t* p, F x, size_t avail) { if (avail) *p = fp32_to_fp16_ref(x); }
+  template <class T>
+  static F gather(const T* p, size_t stride, size_t avail) { return avail ? load(p) : 0.f; }
+  static F fma(F a, F b, F c) { return a * b + c; }
+  static F add(F a, F b) { return a + b; }
+  static F mul(F a, F b) { return a * b; }
+  static F sub(F a, F b) { return a - b; }
+  static F max(F a, F b) { return a > b ? a : b; }
+  static float reduce_add(F a) { return a; }
+  static float reduce_max(F a) { return a; }
+  static F exp(F x) { return std::exp(x); }
+  static F mask_tail(F x, size_t avail) { return avail ? x : 0.f; }
+  static uint32_t ge_mask(F x, F t) { return x >= t ? 1u : 0u; }
+  static D dzero() { return 0.0; }
+  static D dadd(D s, F x) { return s + x; }
+  static double dreduce(D s) { return s; }
+  static void prefetch_row(const void* p, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(p) + b);
+  }
+};
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+struct Avx2 {
+  using F = __m256;
+  struct D { __m256d lo, hi; };
+  static constexpr int W = 8;
+  static constexpr int kAccRegs = 8;  // 16 ymm: accumulators plus loads and broadcasts
+  static __m256i lanes_below(size_t avail) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(avail > 8 ? 8 : avail)), lane);
+  }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F load_part(const float* p, size_t avail) { return _mm256_maskload_ps(p, lanes_below(avail)); }
+  static F load_part(const uint16_t* p, size_t avail) {
+    uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tmp, p, (avail > 8 ? 8 : avail) * 2);
+    return load(tmp);
+  }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static void store_n(float* p, F x, size_t avail) {
+    if (avail >= 8) _mm256_storeu_ps(p, x);
+    else _mm256_maskstore_ps(p, lanes_below(avail), x);
+  }
+  static void store_f16(uint16_t* p, F x, size_t avail) {
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (avail >= 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+    else {
+      uint16_t tmp[8];
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), h);
+      std::memcpy(p, tmp, avail * 2);
+    }
+  }
+  static F gather(const float* p, size_t stride, size_t avail) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(stride)));
+    if (avail >= 8) return _mm256_i32gather_ps(p, idx, 4);
+    return _mm256_mask_i32gather_ps(zero(), p, idx, _mm256_castsi256_ps(lanes_below(avail)), 4);
+  }
+  // f16 lanes: gather the aligned 32-bit word holding each half (never crosses a page), then shift it out.
+  static F gather(const uint16_t* p, size_t stride, size_t avail) {
+    const uintptr_t misalign = reinterpret_cast<uintptr_t>(p) & 3;
+    const int* base = reinterpret_cast<const int*>(reinterpret_cast<uintptr_t>(p) - misalign);
+    const __m256i bytes = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(misalign)),
+                                           _mm256_mullo_epi32(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), _mm256_set1_epi32(static_cast<int>(stride))));
+    const __m256i word_at = _mm256_andnot_si256(_mm256_set1_epi32(3), bytes);
+    const __m256i shift = _mm256_slli_epi32(_mm256_and_si256(bytes, _mm256_set1_epi32(2)), 3);
+    const __m256i words = avail >= 8 ? _mm256_i32gather_epi32(base, word_at, 1)
+                                     : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), base, word_at, lanes_below(avail), 1);
+    const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(words, shift), _mm256_set1_epi32(0xffff));
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+  }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static float reduce_add(F a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float reduce_max(F a) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F pow2n(F p, F n) {
+    // x >= kExpLow keeps n >= -126: the exponent field stays normal.
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)));
+  }
+  static F below_to_zero(F x, float lo, F y) { return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(lo), _CMP_LT_OQ), y); }
+  static F exp(F x) { return exp_ps<Avx2>(x); }
+  static F mask_tail(F x, size_t avail) { return _mm256_and_ps(x, _mm256_castsi256_ps(lanes_below(avail))); }
+  static uint32_t ge_mask(F x, F t) { return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(x, t, _CMP_GE_OQ))); }
+  static D dzero() { return D{_mm256_setzero_pd(), _mm256_setzero_pd()}; }
+  static D dadd(D s, F x) {
+    return D{_mm256_add_pd(s.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))), _mm256_add_pd(s.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
+  }
+  static double dreduce(D s) {
+    alignas(32) double t[4];
+    _mm256_store_pd(t, _mm256_add_pd(s.lo, s.hi));
+    return (t[0] + t[1]) + (t[2] + t[3]);
+  }
+  static void prefetch_row(const void* p, size_t bytes) { Scalar::prefetch_row(p, bytes); }
+};
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+struct Avx512 {
+  using F = __m512;
+  struct D { __m512d lo, hi; };
+  static constexpr int W = 16;
+  static constexpr int kAccRegs = 16;  // 32 zmm
+  static __mmask16 lanes_below(size_t avail) { return avail >= 16 ? 0xffff : static_cast<__mmask16>((1u << avail) - 1); }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F load_part(const float* p, size_t avail) { return _mm512_maskz_loadu_ps(lanes_below(avail), p); }
+  static F load_part(const uint16_t* p, size_t avail) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lanes_below(avail), p)); }
+  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
+  static void store_n(float* p, F x, size_t avail) { _mm512_mask_storeu_ps(p, lanes_below(avail), x); }
+  static void store_f16(uint16_t* p, F x, size_t avail) {
+    _mm256_mask_storeu_epi16(p, lanes_below(avail), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static __m512i lane_stride(size_t stride) {
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(static_cast<int>(stride)));
+  }
+  static F gather(const float* p, size_t stride, size_t avail) {
+    return _mm512_mask_i32gather_ps(zero(), lanes_below(avail), lane_stride(stride), p, 4);
+  }
+  // f16 lanes: gather the aligned 32-bit word holding each half (never crosses a page), then shift it out.
+  static F gather(const uint16_t* p, size_t stride, size_t avail) {
+    const uintptr_t misalign = reinterpret_cast<uintptr_t>(p) & 3;
+    const int* base = reinterpret_cast<const int*>(reinterpret_cast<uintptr_t>(p) - misalign);
+    const __m512i bytes = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(misalign)), lane_stride(2 * stride));
+    const __m512i word_at = _mm512_andnot_si512(_mm512_set1_epi32(3), bytes);
+    const __m512i shift = _mm512_slli_epi32(_mm512_and_si512(bytes, _mm512_set1_epi32(2)), 3);
+    const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes_below(avail), word_at, base, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srlv_epi32(words, shift)));
+  }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static float reduce_add(F a) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float reduce_max(F a) { return _mm512_reduce_max_ps(a); }
+  static F round(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F pow2n(F p, F n) { return _mm512_scalef_ps(p, n); }
+  static F below_to_zero(F x, float lo, F y) { return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(lo), _CMP_LT_OQ), zero()); }
+  static F exp(F x) { return exp_ps<Avx512>(x); }
+  static F mask_tail(F x, size_t avail) { return _mm512_maskz_mov_ps(lanes_below(avail), x); }
+  static uint32_t ge_mask(F x, F t) { return _mm512_cmp_ps_mask(x, t, _CMP_GE_OQ); }
+  static D dzero() { return D{_mm512_setzero_pd(), _mm512_setzero_pd()}; }
+  static D dadd(D s, F x) {
+    return D{_mm512_add_pd(s.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))), _mm512_add_pd(s.hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)))};
+  }
+  static double dreduce(D s) { return _mm512_reduce_add_pd(_mm512_add_pd(s.lo, s.hi)); }
+  static void prefetch_row(const void* p, size_t bytes) { Scalar::prefetch_row(p, bytes); }
+};
+#endif
+
+}  // namespace
+}  // namespace sparq

@@ -1,0 +1,27 @@
+// Dense products with f32 activations: w (rows, cols) of f32 | f16 | bf16 |
+// q4_0 | q4_1 | q8_0 @ x (n, cols)^T -> out (n, rows). Every kernel reads one
+// row of w once for a tile of up to 4 rows of x, and works on a row range
+// [row_begin, row_end) so callers can split the rows across threads.
+#pragma once
+#include <cstdint>
+
+#include "quant.h"
+
+namespace sparq {
+
+void matmul_ref(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+                int64_t row_end);
+void matmul_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+                 int64_t row_end);
+void matmul_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+                   int64_t row_end);
+// Dispatch by basic_kernel_path(), all rows.
+void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out);
+
+// Sum of x[0, n): a streaming read, used to measure memory read bandwidth.
+float read_sum_ref(const float* x, int64_t n);
+float read_sum_avx2(const float* x, int64_t n);
+float read_sum_avx512(const float* x, int64_t n);
+float read_sum(const float* x, int64_t n);
+
+}  // namespace sparq

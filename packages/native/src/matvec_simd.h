@@ -1,0 +1,282 @@
+// The SIMD dense kernels written once as templates over a vector type V
+// (Vec256: AVX2 + FMA + F16C, 8 lanes; Vec512: AVX-512, 16 lanes), included by
+// matvec_avx2.cc and matvec_avx512.cc, each compiled with its ISA flags.
+// Everything here has internal linkage, so the two instantiations never meet.
+//
+// Accumulation is f32 with FMA; leftover elements (cols not a multiple of the
+// width) run through a scalar tail. Block formats fold the block scale once
+// per block: acc += d * sum_j q_j x_j.
+#pragma once
+#include "avx512_headers.h"
+
+#include <type_traits>
+#include <vector>
+
+#include "half.h"
+#include "int4.h"
+#include "quant.h"
+
+namespace sparq {
+namespace {
+
+#if defined(__AVX512F__)
+struct Vec512 {
+  static constexpr int W = 16;
+  using F = __m512;
+  using Table = __m512;  // the 16 values (q - zero) a signed nibble stands for
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static float sum(F v) { return _mm512_reduce_add_ps(v); }
+  static F load_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F load_bf16(const uint8_t* p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  }
+  static __m512i bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F load_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+  // Low and high nibbles of W bytes, as floats in [0, 15].
+  static void nibbles(const uint8_t* p, F& lo, F& hi) {
+    const __m512i b = bytes(p);
+    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0x0f)));
+    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  }
+  // Lane n holds (n ^ 8) - 8 - zero: the value of nibble n with the zero point removed.
+  static Table int4_table(int zero) {
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1), _mm512_set1_epi32(zero)));
+  }
+  // W packed bytes -> the W even (low nibble) and W odd (high nibble) elements, minus zero, by table look-up.
+  static void int4_pair(const uint8_t* p, Table t, F& even, F& odd) {
+    const __m512i b = bytes(p);
+    even = _mm512_permutexvar_ps(_mm512_and_si512(b, _mm512_set1_epi32(0x0f)), t);
+    odd = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
+  }
+};
+#endif
+
+struct Vec256 {
+  static constexpr int W = 8;
+  using F = __m256;
+  using Table = __m256i;  // 8 + zero, subtracted from n ^ 8
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static float sum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static F load_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F load_bf16(const uint8_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
+  static __m256i bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static F load_i8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  static void nibbles(const uint8_t* p, F& lo, F& hi) {
+    const __m256i b = bytes(p);
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0f)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+  static Table int4_table(int zero) { return _mm256_set1_epi32(8 + zero); }
+  // (n ^ 8) - (8 + zero) sign-extends the nibble and removes the zero point.
+  static void int4_pair(const uint8_t* p, Table bias, F& even, F& odd) {
+    const __m256i b = bytes(p), eight = _mm256_set1_epi32(8);
+    even = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x0f)), eight), bias));
+    odd = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_srli_epi32(b, 4), eight), bias));
+  }
+};
+
+// Calls step(i, acc) for i = 0, 1, ... < count, alternating two accumulator sets
+// (two independent FMA chains per activation row), then stores the sums in res.
+template <class V, int NX, class Step>
+inline void two_chains(int64_t count, Step step, float* res) {
+  typename V::F a[NX], b[NX];
+  for (int k = 0; k < NX; ++k) a[k] = b[k] = V::zero();
+  int64_t i = 0;
+  for (; i + 2 <= count; i += 2) {
+    step(i, a);
+    step(i + 1, b);
+  }
+  if (i < count) step(i, a);
+  for (int k = 0; k < NX; ++k) res[k] = V::sum(V::add(a[k], b[k]));
+}
+
+// One row of w (f32 | f16 | bf16) against NX activation rows x + k * cols.
+template <class V, int NX, class Load>
+inline void dot_plain(Load load, float (*scalar)(const uint8_t*, int64_t), const uint8_t* w, const float* x, int64_t cols, float* res) {
+  constexpr int W = V::W;
+  two_chains<V, NX>(cols / W, [&](int64_t i, typename V::F* acc) {
+    const typename V::F wv = load(w, i * W);
+    for (int k = 0; k < NX; ++k) acc[k] = V::fma(wv, V::load(x + k * cols + i * W), acc[k]);
+  }, res);
+  for (int64_t j = cols / W * W; j < cols; ++j)
+    for (int k = 0; k < NX; ++k) res[k] += scalar(w, j) * x[k * cols + j];
+}
+
+// One row of blocks against NX activation rows: per block sum_j q_j x_j, then scaled by d (and m * sum x for q4_1).
+template <class V, int NX>
+inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
+  using F = typename V::F;
+  constexpr int W = V::W;
+  const int64_t bytes = weight_bytes(t, QK);
+  two_chains<V, NX>(cols / QK, [&](int64_t b, F* acc) {
+    const uint8_t* blk = w + b * bytes;
+    const float* xb = x + b * QK;
+    const F d = V::set1(fp16_to_fp32_ref(load_u16(blk)));
+    F part[NX], xsum[NX];
+    for (int k = 0; k < NX; ++k) part[k] = xsum[k] = V::zero();
+    if (t == WeightType::q8_0) {
+      for (int h = 0; h < QK; h += W) {
+        const F q = V::load_i8(blk + 2 + h);
+        for (int k = 0; k < NX; ++k) part[k] = V::fma(q, V::load(xb + k * cols + h), part[k]);
+      }
+    } else {
+      // q4_0 stores q + 8; q4_1 stores q and adds m * sum(x) below. Byte j holds elements j and j + 16.
+      const bool q4_0 = t == WeightType::q4_0;
+      const F bias = V::set1(q4_0 ? 8.0f : 0.0f);
+      for (int h = 0; h < QK / 2; h += W) {
+        F lo, hi;
+        V::nibbles(blk + (q4_0 ? 2 : 4) + h, lo, hi);
+        lo = V::sub(lo, bias);
+        hi = V::sub(hi, bias);
+        for (int k = 0; k < NX; ++k) {
+          const F x0 = V::load(xb + k * cols + h), x1 = V::load(xb + k * cols + QK / 2 + h);
+          part[k] = V::fma(hi, x1, V::fma(lo, x0, part[k]));
+          if (!q4_0) xsum[k] = V::add(xsum[k], V::add(x0, x1));
+        }
+      }
+      if (!q4_0) {
+        const F m = V::set1(fp16_to_fp32_ref(load_u16(blk + 2)));
+        for (int k = 0; k < NX; ++k) acc[k] = V::fma(xsum[k], m, acc[k]);
+      }
+    }
+    for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], d, acc[k]);
+  }, res);
+}
+
+inline float scalar_f32(const uint8_t* w, int64_t j) {
+  float v;
+  std::memcpy(&v, w + 4 * j, 4);
+  return v;
+}
+inline float scalar_f16(const uint8_t* w, int64_t j) { return fp16_to_fp32_ref(load_u16(w + 2 * j)); }
+inline float scalar_bf16(const uint8_t* w, int64_t j) { return bf16_to_fp32(load_u16(w + 2 * j)); }
+
+template <class V, int NX>
+void dot_row(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
+  switch (t) {
+    case WeightType::f32:
+      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols, res);
+    case WeightType::f16:
+      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_f16(p + 2 * j); }, scalar_f16, w, x, cols, res);
+    case WeightType::bf16:
+      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(p + 2 * j); }, scalar_bf16, w, x, cols, res);
+    default: return dot_blocks<V, NX>(t, w, x, cols, res);
+  }
+}
+
+// Rows [row_begin, row_end), each against the activation rows in tiles of up to 4, calling
+// tile<NX>(r, t0, res) and storing res[k] at out[(t0 + k) * rows + r].
+template <class Tile>
+inline void for_each_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+  float res[4];
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t t0 = 0; t0 < n; t0 += 4) {
+      const int64_t nx = n - t0 < 4 ? n - t0 : 4;
+      if (nx == 4) tile(std::integral_constant<int, 4>(), r, t0, res);
+      else if (nx == 3) tile(std::integral_constant<int, 3>(), r, t0, res);
+      else if (nx == 2) tile(std::integral_constant<int, 2>(), r, t0, res);
+      else tile(std::integral_constant<int, 1>(), r, t0, res);
+      for (int64_t k = 0; k < nx; ++k) out[(t0 + k) * rows + r] = res[k];
+    }
+  }
+}
+
+template <class V>
+void matmul_simd(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+                 int64_t row_end) {
+  const int64_t row_bytes = weight_bytes(t, cols);
+  for_each_tile(n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    dot_row<V, decltype(nx)::value>(t, w + r * row_bytes, x + t0 * cols, cols, res);
+  });
+}
+
+// INT4 'dequant' path. The activation rows are first split into even and odd
+// elements (x_even[j] = x[2j]) so a packed byte's two nibbles meet their
+// activations without shuffles; per group sum_j (q_j - zero) x_j, times the scale.
+template <class V>
+void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {
+  using F = typename V::F;
+  constexpr int W = V::W;
+  const int64_t half = w.cols / 2, hg = w.group / 2, groups = w.groups();
+  std::vector<float> split(static_cast<size_t>(n * w.cols));  // (n, [even | odd])
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < half; ++j) {
+      split[k * w.cols + j] = x[k * w.cols + 2 * j];
+      split[k * w.cols + half + j] = x[k * w.cols + 2 * j + 1];
+    }
+  for_each_tile(n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    constexpr int NX = decltype(nx)::value;
+    const float* xs = split.data() + t0 * w.cols;
+    const uint8_t* row = w.packed + r * half;
+    float tail[NX] = {};
+    two_chains<V, NX>(groups, [&](int64_t g, F* acc) {
+      const float scale = w.scales[r * groups + g];
+      const int zero = w.zeros[r * groups + g];
+      const typename V::Table table = V::int4_table(zero);
+      F part[NX];
+      for (int k = 0; k < NX; ++k) part[k] = V::zero();
+      int64_t j = g * hg;
+      for (; j + W <= (g + 1) * hg; j += W) {
+        F even, odd;
+        V::int4_pair(row + j, table, even, odd);
+        for (int k = 0; k < NX; ++k) part[k] = V::fma(odd, V::load(xs + k * w.cols + half + j), V::fma(even, V::load(xs + k * w.cols + j), part[k]));
+      }
+      for (; j < (g + 1) * hg; ++j)  // only when a whole-row group is not a multiple of 2W
+        for (int k = 0; k < NX; ++k)
+          tail[k] += scale * (static_cast<float>(nibble_lo(row[j]) - zero) * xs[k * w.cols + j] +
+                              static_cast<float>(nibble_hi(row[j]) - zero) * xs[k * w.cols + half + j]);
+      const F s = V::set1(scale);
+      for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], s, acc[k]);
+    }, res);
+    for (int k = 0; k < NX; ++k) res[k] += tail[k];
+  });
+}
+
+template <class V>
+float read_sum_simd(const float* x, int64_t n) {
+  constexpr int W = V::W;
+  typename V::F a = V::zero(), b = V::zero(), c = V::zero(), d = V::zero();
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    a = V::add(a, V::load(x + i));
+    b = V::add(b, V::load(x + i + W));
+    c = V::add(c, V::load(x + i + 2 * W));
+    d = V::add(d, V::load(x + i + 3 * W));
+  }
+  float s = V::sum(V::add(V::add(a, b), V::add(c, d)));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+}  // namespace
+}  // namespace sparq
+
+// The entry points of one ISA file: matmul_<isa>, matmul_int4_dequant_<isa>, read_sum_<isa>.
+#define SPARQ_MATVEC_ENTRY_POINTS(isa, V)                                                                                       \
+  namespace sparq {                                                                                                         \
+  void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,         \
+                    int64_t row_begin, int64_t row_end) {                                                                   \
+    matmul_simd<V>(t, w, x, n, rows, cols, out, row_begin, row_end);                                                        \
+  }                                                                                                                         \
+  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) { \
+    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                          \
+  }                                                                                                                         \
+  float read_sum_##isa(const float* x, int64_t n) { return read_sum_simd<V>(x, n); }                                        \
+  }

@@ -1,0 +1,92 @@
+// Scalar ggml block quantization: the reference every SIMD twin must match byte
+// for byte. Plain f32 arithmetic in ggml's order; this file is compiled without
+// FMA, so no multiply-add is ever contracted.
+#include <algorithm>
+#include <cmath>
+
+#include "half.h"
+#include "quant.h"
+
+namespace sparq {
+namespace {
+
+void quantize_q4_0_block(const float* x, uint8_t* y) {
+  // max = the signed value of largest magnitude (the first one on ties); d = max / -8.
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < QK; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  const float d = max / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(y, fp32_to_fp16_ref(d));
+  for (int j = 0; j < QK / 2; ++j) {
+    // Truncation toward zero after +8.5 rounds x/d + 8 to nearest (x/d + 8 >= 0).
+    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + QK / 2] * id + 8.5f)));
+    y[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_q4_1_block(const float* x, uint8_t* y) {
+  float min = 3.402823466e+38f, max = -3.402823466e+38f;
+  for (int j = 0; j < QK; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / 15.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(y, fp32_to_fp16_ref(d));
+  store_u16(y + 2, fp32_to_fp16_ref(min));
+  for (int j = 0; j < QK / 2; ++j) {
+    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
+    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + QK / 2] - min) * id + 0.5f)));
+    y[4 + j] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+}
+
+void quantize_q8_0_block(const float* x, uint8_t* y) {
+  float amax = 0.0f;
+  for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(y, fp32_to_fp16_ref(d));
+  // roundf: half away from zero, as ggml.
+  for (int j = 0; j < QK; ++j) y[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
+}
+
+}  // namespace
+
+void quantize_blocks_ref(WeightType t, const float* x, uint8_t* y, int64_t nblocks) {
+  quantize_blocks_with({quantize_q4_0_block, quantize_q4_1_block, quantize_q8_0_block}, t, x, y, nblocks);
+}
+
+void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
+  for (int64_t b = 0; b < nblocks; ++b) {
+    float* yb = y + b * QK;
+    if (t == WeightType::q4_0) {
+      const uint8_t* xb = x + b * Q4_0_BYTES;
+      const float d = fp16_to_fp32_ref(load_u16(xb));
+      for (int j = 0; j < QK / 2; ++j) {
+        yb[j] = static_cast<float>((xb[2 + j] & 0x0f) - 8) * d;
+        yb[j + QK / 2] = static_cast<float>((xb[2 + j] >> 4) - 8) * d;
+      }
+    } else if (t == WeightType::q4_1) {
+      const uint8_t* xb = x + b * Q4_1_BYTES;
+      const float d = fp16_to_fp32_ref(load_u16(xb));
+      const float m = fp16_to_fp32_ref(load_u16(xb + 2));
+      for (int j = 0; j < QK / 2; ++j) {
+        yb[j] = static_cast<float>(xb[4 + j] & 0x0f) * d + m;
+        yb[j + QK / 2] = static_cast<float>(xb[4 + j] >> 4) * d + m;
+      }
+    } else if (t == WeightType::q8_0) {
+      const uint8_t* xb = x + b * Q8_0_BYTES;
+      const float d = fp16_to_fp32_ref(load_u16(xb));
+      for (int j = 0; j < QK; ++j) yb[j] = static_cast<float>(static_cast<int8_t>(xb[2 + j])) * d;
+    }
+  }
+}
+
+}  // namespace sparq

@@ -1,0 +1,19 @@
+// Row-wise ops of a decode step: rmsnorm, rope, softmax, top-k. Scalar only, on
+// purpose: they mirror the reference's f32 arithmetic operation by operation
+// (llama2.c's run.c), because the end-to-end test compares generated text byte
+// for byte, and they are a negligible part of a step's time.
+#pragma once
+#include <cstdint>
+
+namespace sparq {
+
+// x, out (n, dim); weight (dim). out may be x.
+void rmsnorm_ref(float* out, const float* x, const float* weight, int64_t n, int64_t dim, float eps);
+// x (n, n_heads, head_dim) in place; positions (n).
+void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta);
+// Each row of x (n, len) in place.
+void softmax_ref(float* x, int64_t n, int64_t len);
+// out (n, k): indices of the k largest of each row of x (n, len); NaN first, ties to the lowest index.
+void topk_ref(int32_t* out, const float* x, int64_t n, int64_t len, int64_t k);
+
+}  // namespace sparq

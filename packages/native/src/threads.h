@@ -1,0 +1,18 @@
+// A small persistent thread pool for the attention ops: work is split over
+// (sequence, KV head) tasks, taken one at a time from an atomic counter by the
+// calling thread and the pool's workers. Size: SPARQ_THREADS, else the hardware's.
+#pragma once
+#include <cstddef>
+#include <functional>
+
+namespace sparq {
+
+// Threads used by parallel_for (the caller counts as one).
+int pool_threads();
+// Resizes the pool (1 = run everything on the calling thread).
+void set_pool_threads(int n);
+// Runs task(i) for i in [0, n); returns when all are done. An exception thrown by
+// a task is rethrown here, on the calling thread.
+void parallel_for(size_t n, const std::function<void(size_t)>& task);
+
+}  // namespace sparq
