@@ -2,9 +2,7 @@
  * Decode attention benchmark (SPEC 8's setting): 32 heads x d 128, batch 1.
  *   pnpm exec tsx bench/attention.ts [--quick]
  *
- * - Read bandwidth, measured in this run by the addon's attnReadSum (a plain SIMD
- *   sum of a 1 GiB buffer on every pool thread; bench/bandwidth.ts did not exist
- *   when this was written).
+ * - Read bandwidth on 1 and 2 threads, measured in this run (bench/bandwidth.ts).
  * - Dense decode, native, f32 and f16 KV, S in {1k, 4k, 16k, 32k, 64k}: ms and
  *   GB/s of K and V read (target: >= 80% of the measured read bandwidth at S >= 32k).
  * - SparQ (r 16, k 128, l 32, reallocate) vs native dense: speed-up beside SPEC 3's
@@ -12,12 +10,12 @@
  * - Thread scaling 1 vs 2; native vs reference (reference at S <= 4k only: it is slow).
  * Times are tinybench medians (p50), robust on this noisy shared machine.
  */
-import { Bench } from 'tinybench';
 import { KVCache, Tensor, type Engine, loadBackends, f32ToF16 } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { measureReadBandwidth, medianMs } from './bandwidth.ts';
 
 const quick = process.argv.includes('--quick');
 const H = 32;
@@ -64,16 +62,6 @@ function makeCache(S: number, dtype: 'f32' | 'f16', layout: 'k-twice' | 'single-
   return cache;
 }
 
-async function median(name: string, fn: () => void, timeMs: number): Promise<number> {
-  const bench = new Bench({ time: timeMs, warmupTime: Math.min(100, timeMs / 2), warmupIterations: 3, iterations: 5 });
-  bench.add(name, fn);
-  await bench.run();
-  const result = bench.tasks[0].result as unknown as { latency?: { p50?: number; mean: number } } | undefined;
-  const ms = result?.latency?.p50 ?? result?.latency?.mean;
-  if (ms === undefined) throw new Error(`${name}: tinybench gave no latency`);
-  return ms;
-}
-
 function withThreads<T>(n: number, body: () => T): T {
   addon.attnSetThreads(n);
   try {
@@ -83,25 +71,15 @@ function withThreads<T>(n: number, body: () => T): T {
   }
 }
 
-// ---- read bandwidth ----
-async function readBandwidth(threads: number): Promise<number> {
-  const x = new Float32Array(256 * 1024 * 1024); // 1 GiB
-  x.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
-  addon.attnSetThreads(threads);
-  const ms = await median(`read ${threads}t`, () => addon.attnReadSum(x), 1500);
-  addon.attnSetThreads(defaultThreads);
-  return x.byteLength / (ms * 1e6);
-}
-
 const out = Tensor.zeros('f32', [1, H, D]);
 const q = Tensor.zeros('f32', [1, H, D]);
 fillRandom(q.data, false);
 
 function denseMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
-  return median('dense', () => engine.attentionDecode(out, q, cache), timeMs);
+  return medianMs('dense', () => engine.attentionDecode(out, q, cache), timeMs);
 }
 function sparqMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
-  return median('sparq', () => engine.sparqDecode(out, q, cache, SPARQ), timeMs);
+  return medianMs('sparq', () => engine.sparqDecode(out, q, cache, SPARQ), timeMs);
 }
 
 /** SPEC 3: dense / SparQ elements per KV head. */
@@ -113,10 +91,10 @@ function sparqTheory(S: number): number {
 
 const fmt = (x: number, digits = 2) => x.toFixed(digits).padStart(8);
 console.log(`# attention decode benchmark: ${H} heads x d ${D}, batch 1; native kernel ${addon.attnKernel()}, threads ${defaultThreads}${quick ? ' (--quick)' : ''}`);
-const bw1 = await readBandwidth(1);
-const bw2 = await readBandwidth(2);
+const bw1 = await measureReadBandwidth(1);
+const bw2 = await measureReadBandwidth(2);
 const bwDefault = defaultThreads >= 2 ? bw2 : bw1;
-console.log(`read bandwidth (attnReadSum over 1 GiB): 1 thread ${bw1.toFixed(1)} GB/s, 2 threads ${bw2.toFixed(1)} GB/s`);
+console.log(`read bandwidth (bench/bandwidth.ts, 1 GiB): 1 thread ${bw1.toFixed(1)} GB/s, 2 threads ${bw2.toFixed(1)} GB/s`);
 
 interface Row {
   S: number;

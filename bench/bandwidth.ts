@@ -1,37 +1,50 @@
 /**
- * Memory read bandwidth on one core, measured in the same run as a benchmark so
- * its "percent of the bandwidth bound" is against this machine's state right now
- * (SPEC 8: about 41 GB/s, noisy 33-45 run to run).
+ * Memory read bandwidth, measured in the same run as a benchmark, so that its
+ * "percent of the bandwidth bound" is against this machine's state right now
+ * (SPEC 8: about 41 GB/s on one core, noisy 33-45 run to run; 2 cores 46-90).
  *
  *   import { measureReadBandwidth } from './bandwidth.ts';
- *   const { gbPerSecond } = measureReadBandwidth();   // or: pnpm exec tsx bench/bandwidth.ts
+ *   const gbPerSecond = await measureReadBandwidth(1);   // or: pnpm exec tsx bench/bandwidth.ts
  *
- * The native addon's readBandwidth sums a 256 MB Float32Array with SIMD (four
- * accumulators, no stores) and reports the fastest of `repeats` passes; the
- * buffer is far larger than the caches, so every pass streams from DRAM.
+ * The native addon's attnReadSum sums a 1 GiB Float32Array with SIMD on the
+ * given number of native threads (no stores); the buffer is far larger than the
+ * caches, so every pass streams from DRAM. The median of several passes wins.
  */
+import { Bench } from 'tinybench';
 import { loadAddon } from '../packages/native/lib/addon.ts';
-import { basicAddon } from '../packages/native/lib/basic-ops.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
 
-export interface ReadBandwidth {
-  /** Bytes read per pass. */
-  bytes: number;
-  /** Fastest pass, seconds. */
-  seconds: number;
-  /** bytes / seconds / 1e9. */
-  gbPerSecond: number;
+const addon = attentionAddon(loadAddon());
+let buffer: Float32Array | null = null;
+
+/** Median time in ms of `fn` over about `timeMs` of runs (tinybench, after warm-up). */
+export async function medianMs(name: string, fn: () => void, timeMs: number): Promise<number> {
+  const bench = new Bench({ time: timeMs, warmupTime: Math.min(100, timeMs / 2), warmupIterations: 3, iterations: 5 });
+  bench.add(name, fn);
+  await bench.run();
+  const result = bench.tasks[0].result as unknown as { latency?: { p50?: number; mean: number } } | undefined;
+  const ms = result?.latency?.p50 ?? result?.latency?.mean;
+  if (ms === undefined) throw new Error(`${name}: tinybench gave no latency`);
+  return ms;
 }
 
-/** Reads a `megabytes` MB buffer `repeats` times with the native addon; the best pass wins. */
-export function measureReadBandwidth(megabytes = 256, repeats = 5): ReadBandwidth {
-  const addon = basicAddon(loadAddon());
-  const x = new Float32Array((megabytes * 2 ** 20) / 4);
-  x.fill(1); // touch every page first, so the passes measure reads, not page faults
-  const { seconds, bytes } = addon.readBandwidth(x, repeats);
-  return { bytes, seconds, gbPerSecond: bytes / seconds / 1e9 };
+/** GB/s of a streaming read on `threads` native threads (the default thread count is restored after). */
+export async function measureReadBandwidth(threads: number): Promise<number> {
+  if (!buffer) {
+    buffer = new Float32Array(256 * 1024 * 1024); // 1 GiB
+    buffer.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
+  }
+  const x = buffer;
+  const before = addon.attnThreads();
+  addon.attnSetThreads(threads);
+  try {
+    const ms = await medianMs(`read ${threads}t`, () => addon.attnReadSum(x), 1500);
+    return x.byteLength / (ms * 1e6);
+  } finally {
+    addon.attnSetThreads(before);
+  }
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const bw = measureReadBandwidth();
-  console.log(`read bandwidth: ${bw.gbPerSecond.toFixed(1)} GB/s (${(bw.bytes / 2 ** 20).toFixed(0)} MB in ${(bw.seconds * 1e3).toFixed(2)} ms, best of 5, one core)`);
+  for (const threads of [1, 2]) console.log(`read bandwidth, ${threads} thread${threads > 1 ? 's' : ''}: ${(await measureReadBandwidth(threads)).toFixed(1)} GB/s`);
 }

@@ -31,7 +31,6 @@ export interface BasicAddon {
   forceKernelPath(name: string | null): string;
   basicKernelPaths(): { supported: string[]; current: string; vnni: boolean };
   /** The fastest of `repeats` full reads of x, in seconds. */
-  readBandwidth(x: Float32Array, repeats: number): { seconds: number; bytes: number; sum: number };
 }
 
 export function basicAddon(addon: NativeAddon): BasicAddon {

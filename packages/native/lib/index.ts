@@ -18,7 +18,7 @@ export function createNativeBackend(): Backend {
         .filter(([, on]) => on)
         .map(([name]) => name)
         .join(' ');
-      return { name: 'native', kernel: info.kernel, threads: typeof addon.attnThreads === 'function' ? (addon.attnThreads() as number) : 1, details: { features } };
+      return { name: 'native', kernel: info.kernel, threads: addon.attnThreads() as number, details: { features } };
     },
     ...basicOps(addon),
     ...attentionOps(addon),

@@ -117,19 +117,12 @@ struct Avx2 {
     if (avail >= 8) return _mm256_i32gather_ps(p, idx, 4);
     return _mm256_mask_i32gather_ps(zero(), p, idx, _mm256_castsi256_ps(lanes_below(avail)), 4);
   }
-  // f16 lanes: gather the aligned 32-bit word holding each half (never crosses a page), then shift it out.
+  // f16 lanes: load each half on its own, then convert all at once. (A hardware
+  // gather works on 32-bit words, which could reach 2 bytes past the buffer.)
   static F gather(const uint16_t* p, size_t stride, size_t avail) {
-    const uintptr_t misalign = reinterpret_cast<uintptr_t>(p) & 3;
-    const int* base = reinterpret_cast<const int*>(reinterpret_cast<uintptr_t>(p) - misalign);
-    const __m256i bytes = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(misalign)),
-                                           _mm256_mullo_epi32(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), _mm256_set1_epi32(static_cast<int>(stride))));
-    const __m256i word_at = _mm256_andnot_si256(_mm256_set1_epi32(3), bytes);
-    const __m256i shift = _mm256_slli_epi32(_mm256_and_si256(bytes, _mm256_set1_epi32(2)), 3);
-    const __m256i words = avail >= 8 ? _mm256_i32gather_epi32(base, word_at, 1)
-                                     : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), base, word_at, lanes_below(avail), 1);
-    const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(words, shift), _mm256_set1_epi32(0xffff));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
-    return _mm256_cvtph_ps(_mm256_castsi256_si128(packed));
+    alignas(16) uint16_t h[8] = {};
+    for (size_t l = 0; l < avail && l < 8; l++) h[l] = p[l * stride];
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
   }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
@@ -194,15 +187,12 @@ struct Avx512 {
   static F gather(const float* p, size_t stride, size_t avail) {
     return _mm512_mask_i32gather_ps(zero(), lanes_below(avail), lane_stride(stride), p, 4);
   }
-  // f16 lanes: gather the aligned 32-bit word holding each half (never crosses a page), then shift it out.
+  // f16 lanes: load each half on its own, then convert all at once. (A hardware
+  // gather works on 32-bit words, which could reach 2 bytes past the buffer.)
   static F gather(const uint16_t* p, size_t stride, size_t avail) {
-    const uintptr_t misalign = reinterpret_cast<uintptr_t>(p) & 3;
-    const int* base = reinterpret_cast<const int*>(reinterpret_cast<uintptr_t>(p) - misalign);
-    const __m512i bytes = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(misalign)), lane_stride(2 * stride));
-    const __m512i word_at = _mm512_andnot_si512(_mm512_set1_epi32(3), bytes);
-    const __m512i shift = _mm512_slli_epi32(_mm512_and_si512(bytes, _mm512_set1_epi32(2)), 3);
-    const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes_below(avail), word_at, base, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srlv_epi32(words, shift)));
+    alignas(32) uint16_t h[16] = {};
+    for (size_t l = 0; l < avail && l < 16; l++) h[l] = p[l * stride];
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
   }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }

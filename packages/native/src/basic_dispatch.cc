@@ -75,13 +75,4 @@ void int4_group_sums(const Int4View& w, const float* x, int64_t n, int32_t* sums
   else int4_group_sums_ref(w, acts, sums);
 }
 
-float read_sum(const float* x, int64_t n) {
-  switch (basic_kernel_path()) {
-    case KernelPath::avx512: return read_sum_avx512(x, n);
-    case KernelPath::avx2: return read_sum_avx2(x, n);
-    case KernelPath::scalar: return read_sum_ref(x, n);
-  }
-  return 0;
-}
-
 }  // namespace sparq

@@ -2,7 +2,6 @@
 // one call into the dispatchers (basic_dispatch.cc). Offsets and counts are in
 // elements, as in core; block tensors' element offsets become bytes here.
 // Every bad call throws a JS TypeError / RangeError, never aborts.
-#include <chrono>
 #include <string>
 #include <type_traits>
 
@@ -23,42 +22,10 @@ using Call = const Napi::CallbackInfo&;
   throw Napi::RangeError::New(call.Env(), op + ": " + what);
 }
 
-// Typed-array elements [offset, offset + count) as T*, length-checked. Like common.h's
-// typed_data (and, like it, fine with SharedArrayBuffer views), but stricter: it checks
-// the array kind, not only the element size, so an Int32Array passed where a
-// Float32Array belongs is a TypeError rather than integers read as floats.
-template <typename T>
-bool is_array_of(napi_typedarray_type type) {
-  if constexpr (std::is_same_v<T, float>) return type == napi_float32_array;
-  if constexpr (std::is_same_v<T, int32_t>) return type == napi_int32_array;
-  if constexpr (std::is_same_v<T, uint16_t>) return type == napi_uint16_array;
-  if constexpr (std::is_same_v<T, int8_t>) return type == napi_int8_array;
-  if constexpr (std::is_same_v<T, uint8_t>) return type == napi_uint8_array || type == napi_uint8_clamped_array;
-  return false;
-}
-
-constexpr const char* array_name(float*) { return "Float32Array"; }
-constexpr const char* array_name(int32_t*) { return "Int32Array"; }
-constexpr const char* array_name(uint16_t*) { return "Uint16Array"; }
-constexpr const char* array_name(int8_t*) { return "Int8Array"; }
-constexpr const char* array_name(uint8_t*) { return "Uint8Array"; }
-
+// Elements [offset, offset + count) of argument `index` (common.h's typed_span).
 template <typename T>
 T* span(Call call, int index, int64_t offset, int64_t count, const char* op, const char* name) {
-  const Napi::Value value = call[index];
-  const std::string what = std::string(op) + ": " + name;
-  if (!value.IsTypedArray()) throw Napi::TypeError::New(call.Env(), what + " must be a typed array");
-  napi_typedarray_type type;
-  size_t length = 0, byte_offset = 0;
-  void* data = nullptr;
-  if (napi_get_typedarray_info(call.Env(), value, &type, &length, &data, nullptr, &byte_offset) != napi_ok) {
-    throw Napi::TypeError::New(call.Env(), what + " could not be read");
-  }
-  if (!is_array_of<T>(type)) throw Napi::TypeError::New(call.Env(), what + std::string(" must be a ") + array_name(static_cast<T*>(nullptr)));
-  if (static_cast<uint64_t>(offset + count) > length) {
-    throw Napi::RangeError::New(call.Env(), what + " holds " + std::to_string(length) + " elements, the call needs " + std::to_string(offset + count));
-  }
-  return static_cast<T*>(data) + offset;
+  return typed_span<T>(call[index], offset, count, op, name);
 }
 
 int64_t arg(Call call, int index, const char* op, const char* name) {
@@ -266,27 +233,6 @@ Napi::Value basic_kernel_paths(Call call) {
   return out;
 }
 
-// readBandwidth(x f32, repeats) -> { seconds, bytes, sum }: the fastest of `repeats` full reads of x.
-Napi::Value read_bandwidth(Call call) {
-  const char* op = "readBandwidth";
-  Napi::Value value = call[0];
-  if (!value.IsTypedArray()) throw Napi::TypeError::New(call.Env(), "readBandwidth: x must be a Float32Array");
-  const int64_t count = static_cast<int64_t>(value.As<Napi::TypedArray>().ElementLength());
-  const float* x = span<float>(call, 0, 0, count, op, "x");
-  const int64_t repeats = std::max<int64_t>(1, arg(call, 1, op, "repeats"));
-  double best = 1e300, sum = 0;
-  for (int64_t i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    sum += read_sum(x, count);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  Napi::Object out = Napi::Object::New(call.Env());
-  out.Set("seconds", best);
-  out.Set("bytes", static_cast<double>(count) * 4);
-  out.Set("sum", sum);
-  return out;
-}
-
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -304,7 +250,6 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"topk", topk},
       {"forceKernelPath", force_kernel_path},
       {"basicKernelPaths", basic_kernel_paths},
-      {"readBandwidth", read_bandwidth},
   };
   for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));
 }

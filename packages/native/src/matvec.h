@@ -18,10 +18,4 @@ void matmul_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, in
 // Dispatch by basic_kernel_path(), all rows.
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out);
 
-// Sum of x[0, n): a streaming read, used to measure memory read bandwidth.
-float read_sum_ref(const float* x, int64_t n);
-float read_sum_avx2(const float* x, int64_t n);
-float read_sum_avx512(const float* x, int64_t n);
-float read_sum(const float* x, int64_t n);
-
 }  // namespace sparq

@@ -36,13 +36,4 @@ void matmul_ref(WeightType t, const uint8_t* w, const float* x, int64_t n, int64
   }
 }
 
-float read_sum_ref(const float* x, int64_t n) {
-  float acc[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) acc[k] += x[i + k];
-  for (; i < n; ++i) acc[0] += x[i];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
 }  // namespace sparq

@@ -249,26 +249,10 @@ void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, floa
   });
 }
 
-template <class V>
-float read_sum_simd(const float* x, int64_t n) {
-  constexpr int W = V::W;
-  typename V::F a = V::zero(), b = V::zero(), c = V::zero(), d = V::zero();
-  int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    a = V::add(a, V::load(x + i));
-    b = V::add(b, V::load(x + i + W));
-    c = V::add(c, V::load(x + i + 2 * W));
-    d = V::add(d, V::load(x + i + 3 * W));
-  }
-  float s = V::sum(V::add(V::add(a, b), V::add(c, d)));
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 }  // namespace
 }  // namespace sparq
 
-// The entry points of one ISA file: matmul_<isa>, matmul_int4_dequant_<isa>, read_sum_<isa>.
+// The entry points of one ISA file: matmul_<isa>, matmul_int4_dequant_<isa>.
 #define SPARQ_MATVEC_ENTRY_POINTS(isa, V)                                                                                       \
   namespace sparq {                                                                                                         \
   void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,         \
@@ -278,5 +262,4 @@ float read_sum_simd(const float* x, int64_t n) {
   void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) { \
     matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                          \
   }                                                                                                                         \
-  float read_sum_##isa(const float* x, int64_t n) { return read_sum_simd<V>(x, n); }                                        \
   }
