@@ -62,10 +62,11 @@ function makeCache(S: number, dtype: 'f32' | 'f16', layout: 'k-twice' | 'single-
   return cache;
 }
 
-function withThreads<T>(n: number, body: () => T): T {
+/** Runs the (async) measurement with `n` native threads, restoring the default after it settles. */
+async function withThreads<T>(n: number, body: () => Promise<T>): Promise<T> {
   addon.attnSetThreads(n);
   try {
-    return body();
+    return await body();
   } finally {
     addon.attnSetThreads(defaultThreads);
   }

@@ -90,8 +90,7 @@ function cases(engine: Engine, size: number, streamed: boolean): Case[] {
 }
 
 const bandwidth = await measureReadBandwidth(1); // the matvec kernels run on one thread
-const kernel = basicAddon(loadAddon()).basicKernelPaths();
-console.log(`native kernel path: ${kernel.current}${kernel.vnni ? ' (VNNI int8 path)' : ''}; read bandwidth ${bandwidth.toFixed(1)} GB/s (one thread, bench/bandwidth.ts)`);
+console.log(`native kernel: ${loadAddon().info().kernel}; read bandwidth ${bandwidth.toFixed(1)} GB/s (one thread, bench/bandwidth.ts)`);
 
 const all = [...cases(native, SIZE, true), ...cases(native, SIZE, false), ...cases(reference, REF_SIZE, false)];
 const bench = new Bench({ time: quick ? 200 : 1000, warmupTime: 100 });

@@ -1,6 +1,6 @@
 /**
  * Native attention ops vs the reference engine (the oracle), on every kernel path
- * this CPU has (forced with the addon's attnForceKernel test hook), over random
+ * this CPU has (forced with the addon's forceKernelPath test hook), over random
  * shapes: odd d, S = 1, k >= S, r = d, GQA g in {1, 2, 4}, left padding, batch 2
  * with different lengths, f16 and f32, both layouts.
  *
@@ -30,9 +30,9 @@ const EPS_SCORE = 1e-4;
 const RUNS = Number(process.env.SPARQ_FC_RUNS ?? 40);
 
 const native = engines.find((e) => e.name === 'native');
-const addon: AttentionAddon | null = native ? attentionAddon(loadAddon()) : null;
-const PATHS = addon ? ['scalar', 'avx2', 'avx512'].filter((p) => addon.attnForceKernel(p)) : [];
-addon?.attnForceKernel('');
+const raw = native ? loadAddon() : null;
+const addon: AttentionAddon | null = raw ? attentionAddon(raw) : null;
+const PATHS = raw ? raw.kernelPaths().supported : [];
 
 // ---------------------------------------------------------------- fixtures
 
@@ -244,11 +244,11 @@ if (!native || !addon) {
   for (const path of PATHS) {
     describe(`native attention [${path}]`, () => {
       beforeAll(() => {
-        expect(addon.attnForceKernel(path)).toBe(true);
-        expect(addon.attnKernel()).toBe(path);
+        expect(raw!.forceKernelPath(path)).toBe(path);
+        expect(addon!.attnKernel()).toBe(path);
       });
       afterAll(() => {
-        addon.attnForceKernel('');
+        raw!.forceKernelPath(null);
       });
 
       it('kvAppend writes the same rows, columns and f64 vSum as the reference (bit-exact)', () => {

@@ -26,8 +26,9 @@ const TOL_DOT = (n: number, absSum: number) => 2 * (n + 1) * U * absSum;
 const RUNS = 25;
 
 const native = engines.find((e) => e.name === 'native');
-const addon = native ? basicAddon(loadAddon()) : null;
-const paths = addon ? addon.basicKernelPaths().supported : [];
+const raw = native ? loadAddon() : null;
+const addon = raw ? basicAddon(raw) : null;
+const paths = raw ? raw.kernelPaths().supported : [];
 
 /** Values with zeros, -0, negatives, exact halves (rounding ties) and a wide magnitude range. */
 const valueArb = fc.oneof(
@@ -84,10 +85,10 @@ for (const path of paths) {
     const nat = native as Engine;
     const ref = referenceEngine;
     beforeAll(() => {
-      expect(addon!.forceKernelPath(path)).toBe(path);
+      expect(raw!.forceKernelPath(path)).toBe(path);
     });
     afterAll(() => {
-      addon!.forceKernelPath(null);
+      raw!.forceKernelPath(null);
     });
 
     it('quantize: q4_0 / q4_1 / q8_0 bytes identical with the reference (ggml byte-exact)', () => {
@@ -265,7 +266,7 @@ for (const path of paths) {
           ref.quantizeInt4(w, wf);
           const x = Tensor.f32([n, cols], Array.from({ length: n * cols }, (_, i) => Math.sin(seed * 0.37 + i) * 5));
           const sums = (p: string) => {
-            addon!.forceKernelPath(p);
+            raw!.forceKernelPath(p);
             const out = new Int32Array(n * rows * w.groupsPerRow);
             addon!.int4GroupSums(out, ...int4Args(w), x.data, x.offset, n);
             return out;
@@ -359,7 +360,7 @@ describe.runIf(addon !== null)('native basic bindings reject bad buffers with JS
     ['topk out as Float32Array', () => a.topk(f(4), 0, f(8), 0, 2, 4, 2)],
     ['non-number size', () => a.softmax(f(8), 0, '2', 4)],
     ['non-integer offset', () => a.softmax(f(8), 0.5, 1, 4)],
-    ['forceKernelPath unknown', () => a.forceKernelPath('avx1024')],
+    ['forceKernelPath unknown', () => raw!.forceKernelPath('avx1024')],
   ];
   for (const [name, call] of cases) {
     it(`${name}: throws RangeError or TypeError`, () => {

@@ -18,9 +18,13 @@ export interface NativeInfo {
   features: Record<string, boolean>;
 }
 
-/** The raw addon: info() plus one function per bound op (see the bind_*.cc files). */
+/** The raw addon: info(), the kernel-path switch, and one function per bound op (see the bind_*.cc files). */
 export interface NativeAddon {
   info(): NativeInfo;
+  /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' from now on; null restores the default. Returns the path in use. */
+  forceKernelPath(name: string | null): string;
+  /** The paths this CPU runs, narrowest first, and the one in use. */
+  kernelPaths(): { supported: string[]; current: string };
   [fn: string]: (...args: never[]) => unknown;
 }
 

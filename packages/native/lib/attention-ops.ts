@@ -23,8 +23,6 @@ export interface AttentionAddon {
   attnKernel(): string;
   /** Sums x with every pool thread: the streaming read the benchmark measures bandwidth with. */
   attnReadSum(x: Float32Array): number;
-  /** Test hook: 'scalar' | 'avx2' | 'avx512', or '' for the CPU's best; false when this CPU lacks it. */
-  attnForceKernel(name: string): boolean;
 }
 
 export function attentionAddon(addon: NativeAddon): AttentionAddon {

@@ -27,10 +27,6 @@ export interface BasicAddon {
   rope: Fn;
   softmax: Fn;
   topk: Fn;
-  /** Tests only: forces the kernel family of the basic ops ('scalar' | 'avx2' | 'avx512'; null restores the default). */
-  forceKernelPath(name: string | null): string;
-  basicKernelPaths(): { supported: string[]; current: string; vnni: boolean };
-  /** The fastest of `repeats` full reads of x, in seconds. */
 }
 
 export function basicAddon(addon: NativeAddon): BasicAddon {

@@ -1,4 +1,6 @@
 // Module entry: the info() function, then every op group's bindings.
+#include <initializer_list>
+#include <string>
 #include <thread>
 
 #include "bindings.h"
@@ -24,8 +26,44 @@ Napi::Value info(const Napi::CallbackInfo& call) {
   return out;
 }
 
+// forceKernelPath(name | null) -> the path every op now uses; null restores the
+// default. Tests and benchmarks only: it compares the paths on one machine.
+Napi::Value force_kernel_path_js(const Napi::CallbackInfo& call) {
+  Napi::Env env = call.Env();
+  if (call[0].IsNull() || call[0].IsUndefined()) {
+    force_kernel_path(nullptr);
+  } else {
+    if (!call[0].IsString()) throw Napi::TypeError::New(env, "forceKernelPath: name must be a string or null");
+    const std::string name = call[0].As<Napi::String>().Utf8Value();
+    bool known = false;
+    for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512}) {
+      if (name != path_name(p)) continue;
+      known = true;
+      if (!path_supported(p)) throw Napi::RangeError::New(env, "forceKernelPath: path '" + name + "' is not supported by this CPU");
+      force_kernel_path(&p);
+    }
+    if (!known) throw Napi::RangeError::New(env, "forceKernelPath: path '" + name + "', expected 'scalar' | 'avx2' | 'avx512'");
+  }
+  return Napi::String::New(env, path_name(kernel_path()));
+}
+
+// kernelPaths() -> { supported: the paths this CPU runs, narrowest first; current }.
+Napi::Value kernel_paths_js(const Napi::CallbackInfo& call) {
+  Napi::Env env = call.Env();
+  Napi::Array supported = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512})
+    if (path_supported(p)) supported.Set(i++, path_name(p));
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("supported", supported);
+  out.Set("current", path_name(kernel_path()));
+  return out;
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, info));
+  exports.Set("forceKernelPath", Napi::Function::New(env, force_kernel_path_js));
+  exports.Set("kernelPaths", Napi::Function::New(env, kernel_paths_js));
   register_basic_ops(env, exports);
   register_attention_ops(env, exports);
   return exports;

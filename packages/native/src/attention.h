@@ -78,10 +78,8 @@ struct AttnKernels {
 const AttnKernels& attn_kernels_ref();
 const AttnKernels& attn_kernels_avx2();
 const AttnKernels& attn_kernels_avx512();
-// The table of kernel_path() (or of a path forced for tests; see set_attn_kernel_path).
+// The table of cpu.h's kernel_path().
 const AttnKernels& attn_kernels();
-// Test hook: "scalar" | "avx2" | "avx512" | "" (auto); false if this CPU lacks the path.
-bool set_attn_kernel_path(const char* name);
 
 // ---- exact top-k selection (topk_select.cc) ----
 // The m best of x[0..n) by (x descending, index ascending), written to out in

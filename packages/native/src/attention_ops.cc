@@ -17,8 +17,6 @@
 namespace sparq {
 namespace {
 
-std::atomic<const AttnKernels*> forced_kernels{nullptr};
-
 // Per-thread buffers, grown on demand and kept (the pool's threads are persistent).
 struct Scratch {
   std::vector<float> logits, probs, score, sel, qs, vmean;
@@ -87,25 +85,11 @@ void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows,
 }  // namespace
 
 const AttnKernels& attn_kernels() {
-  if (const AttnKernels* k = forced_kernels.load()) return *k;
   switch (kernel_path()) {
     case KernelPath::avx512: return attn_kernels_avx512();
     case KernelPath::avx2: return attn_kernels_avx2();
     default: return attn_kernels_ref();
   }
-}
-
-bool set_attn_kernel_path(const char* name) {
-  const std::string want = name ? name : "";
-  const CpuFeatures& f = cpu_features();
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
-  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  if (want.empty()) forced_kernels.store(nullptr);
-  else if (want == "scalar") forced_kernels.store(&attn_kernels_ref());
-  else if (want == "avx2" && avx2) forced_kernels.store(&attn_kernels_avx2());
-  else if (want == "avx512" && avx512) forced_kernels.store(&attn_kernels_avx512());
-  else return false;
-  return true;
 }
 
 double read_sum(const float* x, size_t n) {

@@ -1,52 +1,27 @@
-// The basic ops' dispatchers: each picks the kernel family of basic_kernel_path()
+// The basic ops' dispatchers: each picks the kernel family of kernel_path()
 // and falls back to the scalar _ref twin where a family has no kernel.
 #include "basic_dispatch.h"
-
-#include <atomic>
 
 #include "int4.h"
 #include "matvec.h"
 #include "quant.h"
 
 namespace sparq {
-namespace {
 
-std::atomic<int> forced{-1};  // -1: follow kernel_path(); else a KernelPath value
-
-}  // namespace
-
-bool basic_path_supported(KernelPath path) {
-  const CpuFeatures& f = cpu_features();
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
-  switch (path) {
-    case KernelPath::scalar: return true;
-    case KernelPath::avx2: return avx2;
-    case KernelPath::avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  }
-  return false;
-}
-
-void force_basic_kernel_path(KernelPath path, bool reset) { forced.store(reset ? -1 : static_cast<int>(path)); }
-
-KernelPath basic_kernel_path() {
-  const int f = forced.load();
-  return f < 0 ? kernel_path() : static_cast<KernelPath>(f);
-}
-
-bool basic_vnni_enabled() { return basic_kernel_path() == KernelPath::avx512 && cpu_features().avx512vnni; }
+bool basic_vnni_enabled() { return kernel_path() == KernelPath::avx512 && cpu_features().avx512vnni; }
 
 void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks) {
-  if (basic_kernel_path() == KernelPath::avx512) quantize_blocks_avx512(t, x, y, nblocks);
+  if (kernel_path() == KernelPath::avx512) quantize_blocks_avx512(t, x, y, nblocks);
   else quantize_blocks_ref(t, x, y, nblocks);
 }
 
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
-  if (basic_kernel_path() == KernelPath::avx512) dequantize_blocks_avx512(t, x, y, nblocks);
+  if (kernel_path() == KernelPath::avx512) dequantize_blocks_avx512(t, x, y, nblocks);
   else dequantize_blocks_ref(t, x, y, nblocks);
 }
 
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
-  switch (basic_kernel_path()) {
+  switch (kernel_path()) {
     case KernelPath::avx512: return matmul_avx512(t, w, x, n, rows, cols, out, 0, rows);
     case KernelPath::avx2: return matmul_avx2(t, w, x, n, rows, cols, out, 0, rows);
     case KernelPath::scalar: return matmul_ref(t, w, x, n, rows, cols, out, 0, rows);
@@ -61,7 +36,7 @@ void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool 
     else matmul_int4_int8_ref(w, acts, out, 0, w.rows);
     return;
   }
-  switch (basic_kernel_path()) {
+  switch (kernel_path()) {
     case KernelPath::avx512: return matmul_int4_dequant_avx512(w, x, n, out, 0, w.rows);
     case KernelPath::avx2: return matmul_int4_dequant_avx2(w, x, n, out, 0, w.rows);
     case KernelPath::scalar: return matmul_int4_dequant_ref(w, x, n, out, 0, w.rows);

@@ -8,7 +8,7 @@
 //   attnSparq(cache, q, out, nHeads, r, k, l, reallocate, stats?, trace?)
 //   attnTopk / attnLmInfinite(cache, q, out, nHeads, k, stats?)
 //   attnH2O(cache, q, out, nHeads, k, acc, evicted, stats?)
-//   attnThreads(), attnSetThreads(n), attnKernel(), attnForceKernel(name), attnReadSum(x)
+//   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x)
 // stats: Float64Array(4) <- elements read (k, v, aux, io); trace: SparqTrace.
 #include <string>
 
@@ -222,12 +222,6 @@ Napi::Value read_sum_js(const Napi::CallbackInfo& call) {
 
 Napi::Value kernel_js(const Napi::CallbackInfo& call) { return Napi::String::New(call.Env(), attn_kernels().name); }
 
-// Test hook: force 'scalar' | 'avx2' | 'avx512', or '' for the CPU's best; false when unsupported.
-Napi::Value force_kernel_js(const Napi::CallbackInfo& call) {
-  const std::string name = call[0].ToString().Utf8Value();
-  return Napi::Boolean::New(call.Env(), set_attn_kernel_path(name.c_str()));
-}
-
 }  // namespace
 
 void register_attention_ops(Napi::Env env, Napi::Object exports) {
@@ -242,7 +236,6 @@ void register_attention_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("attnSetThreads", Napi::Function::New(env, set_threads_js));
   exports.Set("attnReadSum", Napi::Function::New(env, read_sum_js));
   exports.Set("attnKernel", Napi::Function::New(env, kernel_js));
-  exports.Set("attnForceKernel", Napi::Function::New(env, force_kernel_js));
 }
 
 }  // namespace sparq

@@ -202,37 +202,6 @@ Napi::Value topk(Call call) {
   return call.Env().Undefined();
 }
 
-const char* path_name(KernelPath p) { return p == KernelPath::avx512 ? "avx512" : p == KernelPath::avx2 ? "avx2" : "scalar"; }
-
-// forceKernelPath(name | null) -> the path the basic ops now use. Tests only: null restores the default.
-Napi::Value force_kernel_path(Call call) {
-  if (call[0].IsNull() || call[0].IsUndefined()) {
-    force_basic_kernel_path(KernelPath::scalar, true);
-  } else {
-    if (!call[0].IsString()) throw Napi::TypeError::New(call.Env(), "forceKernelPath: name must be a string or null");
-    const std::string name = call[0].As<Napi::String>().Utf8Value();
-    const KernelPath p = name == "avx512" ? KernelPath::avx512 : name == "avx2" ? KernelPath::avx2 : KernelPath::scalar;
-    if (name != path_name(p)) range_error(call, "forceKernelPath", "path '" + name + "', expected 'scalar' | 'avx2' | 'avx512'");
-    if (!basic_path_supported(p)) range_error(call, "forceKernelPath", "path '" + name + "' is not supported by this CPU");
-    force_basic_kernel_path(p, false);
-  }
-  return Napi::String::New(call.Env(), path_name(basic_kernel_path()));
-}
-
-// basicKernelPaths() -> the paths this CPU supports, narrowest first, and the one in use.
-Napi::Value basic_kernel_paths(Call call) {
-  Napi::Env env = call.Env();
-  Napi::Array paths = Napi::Array::New(env);
-  uint32_t i = 0;
-  for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512})
-    if (basic_path_supported(p)) paths.Set(i++, path_name(p));
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("supported", paths);
-  out.Set("current", path_name(basic_kernel_path()));
-  out.Set("vnni", basic_vnni_enabled());
-  return out;
-}
-
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -248,8 +217,6 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"rope", rope},
       {"softmax", softmax},
       {"topk", topk},
-      {"forceKernelPath", force_kernel_path},
-      {"basicKernelPaths", basic_kernel_paths},
   };
   for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));
 }

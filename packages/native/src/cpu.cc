@@ -6,9 +6,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 namespace sparq {
 namespace {
@@ -54,18 +56,19 @@ CpuFeatures detect() {
   return f;
 }
 
-KernelPath choose(const CpuFeatures& f) {
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
-  const bool avx512 = avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  KernelPath best = avx512 ? KernelPath::avx512 : avx2 ? KernelPath::avx2 : KernelPath::scalar;
-  // SPARQ_NATIVE_KERNEL=scalar|avx2|avx512 forces a narrower path (for tests and benchmarks).
+KernelPath choose() {
+  KernelPath best = path_supported(KernelPath::avx512) ? KernelPath::avx512 : path_supported(KernelPath::avx2) ? KernelPath::avx2 : KernelPath::scalar;
+  // SPARQ_NATIVE_KERNEL=scalar|avx2|avx512 narrows the path (for comparisons).
   if (const char* want = std::getenv("SPARQ_NATIVE_KERNEL")) {
-    if (std::strcmp(want, "scalar") == 0) return KernelPath::scalar;
-    if (std::strcmp(want, "avx2") == 0 && avx2) return KernelPath::avx2;
-    if (std::strcmp(want, "avx512") == 0 && avx512) return KernelPath::avx512;
+    for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512}) {
+      if (std::strcmp(want, path_name(p)) == 0 && path_supported(p) && p < best) best = p;
+    }
   }
   return best;
 }
+
+// -1: no forced path; else a KernelPath value.
+std::atomic<int> forced{-1};
 
 }  // namespace
 
@@ -74,9 +77,32 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
+bool path_supported(KernelPath path) {
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (path) {
+    case KernelPath::scalar: return true;
+    case KernelPath::avx2: return avx2;
+    case KernelPath::avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  }
+  return false;
+}
+
 KernelPath kernel_path() {
-  static const KernelPath path = choose(cpu_features());
-  return path;
+  static const KernelPath detected = choose();
+  const int f = forced.load(std::memory_order_relaxed);
+  return f < 0 ? detected : static_cast<KernelPath>(f);
+}
+
+void force_kernel_path(const KernelPath* path) { forced.store(path ? static_cast<int>(*path) : -1); }
+
+const char* path_name(KernelPath path) {
+  switch (path) {
+    case KernelPath::avx512: return "avx512";
+    case KernelPath::avx2: return "avx2";
+    case KernelPath::scalar: return "scalar";
+  }
+  return "scalar";
 }
 
 const char* kernel_path_name() {

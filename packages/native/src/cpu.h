@@ -14,8 +14,16 @@ struct CpuFeatures {
 enum class KernelPath { scalar, avx2, avx512 };
 
 const CpuFeatures& cpu_features();
+// True when this CPU can run `path` (scalar always can).
+bool path_supported(KernelPath path);
+// The path every op dispatches on: one forced by force_kernel_path (tests),
+// else the widest this CPU supports (narrowed by SPARQ_NATIVE_KERNEL).
 KernelPath kernel_path();
-// 'scalar', 'avx2', 'avx512', 'avx512-vnni' or 'avx512-vnni-bf16': what runs.
+// Forces `path` for every op, or restores the default with nullptr (tests and benchmarks only).
+void force_kernel_path(const KernelPath* path);
+// 'scalar', 'avx2' or 'avx512'.
+const char* path_name(KernelPath path);
+// The path with the extensions its kernels use: 'avx512-vnni-bf16', 'avx2', ...
 const char* kernel_path_name();
 
 }  // namespace sparq

@@ -46,7 +46,7 @@ void matmul_int4_int8_vnni(const Int4View& w, const Int8Acts& a, float* out, int
 void int4_group_sums_ref(const Int4View& w, const Int8Acts& a, int32_t* sums);
 void int4_group_sums_vnni(const Int4View& w, const Int8Acts& a, int32_t* sums);
 
-// Dispatch by basic_kernel_path(); int8 = true picks the 'int8' path.
+// Dispatch by kernel_path(); int8 = true picks the 'int8' path.
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8);
 void int4_group_sums(const Int4View& w, const float* x, int64_t n, int32_t* sums);
 

@@ -15,7 +15,7 @@ void matmul_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
                  int64_t row_end);
 void matmul_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                    int64_t row_end);
-// Dispatch by basic_kernel_path(), all rows.
+// Dispatch by kernel_path(), all rows.
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out);
 
 }  // namespace sparq
