@@ -17,7 +17,6 @@ import '@sparq/reference';
 import '@sparq/native';
 import { Bench } from 'tinybench';
 import { loadAddon } from '../packages/native/lib/addon.ts';
-import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 import { measureReadBandwidth } from './bandwidth.ts';
 
 const quick = process.argv.includes('--quick');
