@@ -29,40 +29,89 @@ inline typename V::F load_n(const T* p, size_t avail) {
   return avail >= static_cast<size_t>(V::W) ? V::load(p) : V::load_part(p, avail);
 }
 
+// Contiguous K / V rows are read as one long stream, but the hardware prefetchers alone
+// keep too few lines in flight for one core to reach the read bandwidth when there is
+// compute per line (f16 conversion, FMAs). Measured on the 2-core AVX-512 VM, one thread,
+// S = 32k f16: the V pass went from ~80% to ~97% of the read bandwidth with software
+// prefetches kStreamAhead bytes ahead of the rows in use (qk likewise, less markedly).
+constexpr size_t kStreamAhead = 4096;  // 2-8 KB measured alike; 0 (only the current block) a little slower
+// SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream.
+constexpr size_t kColsAhead = 1024;
+template <class T>
+inline size_t stream_ahead_rows(size_t d) {
+  const size_t row = d * sizeof(T);
+  return row >= kStreamAhead ? 1 : (kStreamAhead + row - 1) / row;
+}
+
 // ---- q · K rows: R rows x G heads per block ----
+// Logits are reduced W accumulators at a time (V::reduce_add_w, lane k = flat
+// accumulator k = r * G + t): a per-accumulator horizontal sum would cost more
+// than the FMAs themselves for d = 128 and keep the core from keeping up with the
+// memory stream. Blocks whose R * G is not a multiple of W (row tails) reduce one by one.
 template <class V, class T, int R, int G>
 inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
                      float scale) {
   using F = typename V::F;
-  F acc[R][G];
+  F acc[R * G];
   const T* row[R];
   for (int r = 0; r < R; r++) {
     row[r] = k + static_cast<size_t>(pos[j0 + r]) * d;
-    for (int t = 0; t < G; t++) acc[r][t] = V::zero();
+    for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
   }
-  // Over the head dimension, one vector of every row at a time.
-  for (size_t i = 0; i < d; i += V::W) {
-    const size_t avail = d - i;
+  // Rows in sub-blocks of S (about 4 rows' worth of accumulators); per sub-block, over the
+  // head dimension one vector of every row at a time: a short run of addresses at a time,
+  // which the prefetchers follow better than W rows interleaved. The loops are unrolled
+  // whole: an accumulator array indexed by a loop counter would live on the stack.
+  constexpr int S = R * G >= 4 ? (4 / G > 0 ? 4 / G : 1) : R;
+  const size_t full = d - d % V::W;  // whole vectors; a partial one (d % W lanes) after them
+  auto step = [&](int r0, size_t i, auto load) {
     F qv[G];
-    for (int t = 0; t < G; t++) qv[t] = load_n<V>(q + t * d + i, avail);
-    for (int r = 0; r < R; r++) {
-      const F x = load_n<V>(row[r] + i, avail);
-      for (int t = 0; t < G; t++) acc[r][t] = V::fma(x, qv[t], acc[r][t]);
+#pragma GCC unroll 16
+    for (int t = 0; t < G; t++) qv[t] = load(q + t * d + i);
+#pragma GCC unroll 16
+    for (int r = r0; r < r0 + S; r++) {
+      const F x = load(row[r] + i);
+#pragma GCC unroll 16
+      for (int t = 0; t < G; t++) acc[r * G + t] = V::fma(x, qv[t], acc[r * G + t]);
     }
+  };
+#pragma GCC unroll 16
+  for (int r0 = 0; r0 < R; r0 += S) {
+    for (size_t i = 0; i < full; i += V::W) step(r0, i, [](const auto* x) { return V::load(x); });
+    if (full < d) step(r0, full, [&](const auto* x) { return V::load_part(x, d - full); });
   }
-  for (int r = 0; r < R; r++)
-    for (int t = 0; t < G; t++) scores[t * ld + j0 + r] = V::reduce_add(acc[r][t]) * scale;
+  if constexpr ((R * G) % V::W == 0) {
+    const F sv = V::set1(scale);
+    for (int c = 0; c < R * G; c += V::W) {
+      const F sums = V::mul(V::reduce_add_w(acc + c), sv);
+      if constexpr (G == 1) {
+        V::store(scores + j0 + c, sums);
+      } else {
+        float tmp[V::W];
+        V::store(tmp, sums);
+        for (int l = 0; l < V::W; l++) scores[((c + l) % G) * ld + j0 + (c + l) / G] = tmp[l];
+      }
+    }
+  } else {
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < G; t++) scores[t * ld + j0 + r] = V::reduce_add(acc[r * G + t]) * scale;
+  }
 }
 
 template <class V, class T, int G>
 inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q,
                      float scale) {
-  constexpr int R = G >= 4 ? 1 : 4 / G;
+  // R * G = max(W, G) accumulators: one batched reduction per block.
+  constexpr int R = G >= V::W ? 1 : V::W / G;
+  const size_t ahead = stream_ahead_rows<T>(d);
   size_t j = 0;
   for (; j + R <= n; j += R) {
     // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
-    if (pos.pos && j + 4 * R < n) {
-      for (int r = 0; r < R; r++) V::prefetch_row(k + static_cast<size_t>(pos[j + 4 * R + r]) * d, d * sizeof(T));
+    if (pos.pos) {
+      for (int r = 0; r < R && j + 2 * R + r < n; r++)
+        V::prefetch_row(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
+    } else if (j + ahead + R <= n) {
+      V::prefetch_row(k + static_cast<size_t>(pos[j + ahead]) * d, R * d * sizeof(T));  // see kStreamAhead
     }
     qk_block<V, T, R, G>(scores, ld, k, d, pos, j, q, scale);
   }
@@ -87,34 +136,55 @@ void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32
 }
 
 // ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
+// One pass over the rows for the C vectors of output columns from i0; with `Full` all are
+// whole vectors, else only `cols` columns are valid (masked loads read zeros past them).
+template <class V, class T, int G, int C, bool Full>
+inline void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t i0,
+                    size_t cols) {
+  using F = typename V::F;
+  auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
+  F acc[G][C];
+#pragma GCC unroll 16
+  for (int t = 0; t < G; t++)
+#pragma GCC unroll 16
+    for (int c = 0; c < C; c++) acc[t][c] = V::zero();
+  const size_t ahead = stream_ahead_rows<T>(d);
+  for (size_t j = 0; j < n; j++) {
+    const T* row = v + static_cast<size_t>(pos[j]) * d + i0;
+    // Gathered rows: the prefetcher cannot guess them. Contiguous rows: see kStreamAhead.
+    if (pos.pos) {
+      if (j + 4 < n) V::prefetch_row(v + static_cast<size_t>(pos[j + 4]) * d + i0, C * V::W * sizeof(T));
+    } else if (j + ahead < n) {
+      V::prefetch_row(row + ahead * d, C * V::W * sizeof(T));
+    }
+    F w[G];
+#pragma GCC unroll 16
+    for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
+#pragma GCC unroll 16
+    for (int c = 0; c < C; c++) {
+      const F x = Full ? V::load(row + c * V::W) : V::load_part(row + c * V::W, avail(c));
+#pragma GCC unroll 16
+      for (int t = 0; t < G; t++) acc[t][c] = V::fma(w[t], x, acc[t][c]);
+    }
+  }
+  for (int t = 0; t < G; t++)
+    for (int c = 0; c < C; c++) V::store_n(out + t * d + i0 + c * V::W, acc[t][c], Full ? V::W : avail(c));
+}
+
+// Columns [i0, d) in passes of C whole vectors while they fit, then C / 2, ... (at most one
+// pass of each smaller width), then one partial vector: no per-vector bounds checks in the row loop.
+template <class V, class T, int G, int C>
+inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t i0) {
+  constexpr size_t step = static_cast<size_t>(C) * V::W;
+  for (; i0 + step <= d; i0 += step) pv_pass<V, T, G, C, true>(out, v, d, pos, n, p, ldp, i0, step);
+  if constexpr (C > 1) pv_passes<V, T, G, C / 2>(out, v, d, pos, n, p, ldp, i0);
+  else if (i0 < d) pv_pass<V, T, G, 1, false>(out, v, d, pos, n, p, ldp, i0, d - i0);
+}
+
 template <class V, class T, int G>
 inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp) {
-  using F = typename V::F;
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
-  for (size_t i0 = 0; i0 < d; i0 += C * V::W) {
-    F acc[G][C];
-    for (int t = 0; t < G; t++)
-      for (int c = 0; c < C; c++) acc[t][c] = V::zero();
-    for (size_t j = 0; j < n; j++) {
-      const T* row = v + static_cast<size_t>(pos[j]) * d;
-      if (pos.pos && j + 4 < n) V::prefetch_row(v + static_cast<size_t>(pos[j + 4]) * d, d * sizeof(T));
-      F w[G];
-      for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
-#pragma GCC unroll 16
-      for (int c = 0; c < C; c++) {
-        const size_t i = i0 + c * V::W;
-        if (i >= d) break;
-        const F x = load_n<V>(row + i, d - i);
-        for (int t = 0; t < G; t++) acc[t][c] = V::fma(w[t], x, acc[t][c]);
-      }
-    }
-    for (int t = 0; t < G; t++)
-      for (int c = 0; c < C; c++) {
-        const size_t i = i0 + c * V::W;
-        if (i >= d) break;
-        V::store_n(out + t * d + i, acc[t][c], d - i);
-      }
-  }
+  pv_passes<V, T, G, C>(out, v, d, pos, n, p, ldp, 0);
 }
 
 template <class V, class T>
@@ -177,8 +247,12 @@ inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const floa
 template <class V, class T>
 void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
                const float* qs, size_t g) {
+  // r column streams at once: prefetch each kColsAhead bytes ahead (see kStreamAhead), once per
+  // 64-byte line of the column (every vector for f32, every other one for f16).
+  constexpr size_t ahead = kColsAhead / sizeof(T);
   cols_groups<V>(logits, ld, n, r, qs, g, [=](size_t c, size_t j) {
     const T* col = kT + static_cast<size_t>(i1[c]) * cap + first + j;
+    if ((j * sizeof(T)) % 64 == 0 && j + ahead < n) __builtin_prefetch(col + ahead);
     return load_n<V>(col, n - j);
   });
 }
@@ -259,15 +333,14 @@ size_t filter_ge(const float* x, size_t n, float t, int32_t* out, size_t cap, in
   const typename V::F tv = V::set1(t);
   size_t count = 0;
   size_t j = 0;
-  // One compare per vector; the mask is almost always empty, so the bit loop is rare.
+  // One compare per vector. No branch on the mask: SparQ's thresholds keep a few percent of the
+  // positions, scattered, so "empty or not" is unpredictable; store_lanes writes only popcount lanes.
   for (; j + V::W <= n; j += V::W) {
-    uint32_t mask = V::ge_mask(V::load(x + j), tv);
-    if (!mask) continue;
-    if (count + __builtin_popcount(mask) > cap) return cap + 1;
-    while (mask) {
-      out[count++] = base + static_cast<int32_t>(j) + __builtin_ctz(mask);
-      mask &= mask - 1;
-    }
+    const uint32_t mask = V::ge_mask(V::load(x + j), tv);
+    const size_t c = static_cast<size_t>(__builtin_popcount(mask));
+    if (count + c > cap) return cap + 1;
+    V::store_lanes(out + count, mask, base + static_cast<int32_t>(j));
+    count += c;
   }
   for (; j < n; j++) {
     if (x[j] >= t) {

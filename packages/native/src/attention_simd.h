@@ -66,10 +66,15 @@ struct Scalar {
   static F sub(F a, F b) { return a - b; }
   static F max(F a, F b) { return a > b ? a : b; }
   static float reduce_add(F a) { return a; }
+  static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
   static F exp(F x) { return std::exp(x); }
   static F mask_tail(F x, size_t avail) { return avail ? x : 0.f; }
   static uint32_t ge_mask(F x, F t) { return x >= t ? 1u : 0u; }
+  // out[0 .. popcount(mask)) = first + l for the set bits l of mask, ascending.
+  static void store_lanes(int32_t* out, uint32_t mask, int32_t first) {
+    for (; mask; mask &= mask - 1) *out++ = first + __builtin_ctz(mask);
+  }
   static D dzero() { return 0.0; }
   static D dadd(D s, F x) { return s + x; }
   static double dreduce(D s) { return s; }
@@ -135,6 +140,13 @@ struct Avx2 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Lane r = reduce_add(a[r]) for the W vectors a[0..8): a transposing tree, ~1 op per vector
+  // instead of ~6 per reduce_add. hadd pairs within 128-bit halves, then the halves are added.
+  static F reduce_add_w(const F* a) {
+    const F f = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));  // rows 0-3 per half
+    const F g = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));  // rows 4-7 per half
+    return _mm256_add_ps(_mm256_permute2f128_ps(f, g, 0x20), _mm256_permute2f128_ps(f, g, 0x31));
+  }
   static float reduce_max(F a) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
@@ -150,6 +162,7 @@ struct Avx2 {
   static F exp(F x) { return exp_ps<Avx2>(x); }
   static F mask_tail(F x, size_t avail) { return _mm256_and_ps(x, _mm256_castsi256_ps(lanes_below(avail))); }
   static uint32_t ge_mask(F x, F t) { return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(x, t, _CMP_GE_OQ))); }
+  static void store_lanes(int32_t* out, uint32_t mask, int32_t first) { Scalar::store_lanes(out, mask, first); }
   static D dzero() { return D{_mm256_setzero_pd(), _mm256_setzero_pd()}; }
   static D dadd(D s, F x) {
     return D{_mm256_add_pd(s.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))), _mm256_add_pd(s.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
@@ -206,6 +219,27 @@ struct Avx512 {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // Lane r = reduce_add(a[r]) for the W vectors a[0..16): a transposing tree of 15 pair
+  // merges (2 shuffles + 1 add each), ~3 ops per vector instead of ~8 per reduce_add.
+  static F reduce_add_w(const F* a) {
+    // 16 -> 8: per 128-bit chunk of pair (x, y): [x0+x2, y0+y2, x1+x3, y1+y3].
+    F b[8];
+    for (int i = 0; i < 8; i++)
+      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    // 8 -> 4: per chunk, the chunk's partial sums of rows 4i .. 4i + 3, in order.
+    F c[4];
+    for (int i = 0; i < 4; i++) {
+      const __m512d x = _mm512_castps_pd(b[2 * i]), y = _mm512_castps_pd(b[2 * i + 1]);
+      c[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    // 4 -> 2 -> 1: add the 128-bit chunks pairwise; chunk k of the result ends up holding rows 4k .. 4k + 3.
+    F e[2];
+    for (int i = 0; i < 2; i++)
+      e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
   static float reduce_max(F a) { return _mm512_reduce_max_ps(a); }
   static F round(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static F pow2n(F p, F n) { return _mm512_scalef_ps(p, n); }
@@ -213,6 +247,11 @@ struct Avx512 {
   static F exp(F x) { return exp_ps<Avx512>(x); }
   static F mask_tail(F x, size_t avail) { return _mm512_maskz_mov_ps(lanes_below(avail), x); }
   static uint32_t ge_mask(F x, F t) { return _mm512_cmp_ps_mask(x, t, _CMP_GE_OQ); }
+  // One compress-store, no loop over the bits (their count is data-dependent: mispredicted branches).
+  static void store_lanes(int32_t* out, uint32_t mask, int32_t first) {
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm512_mask_compressstoreu_epi32(out, static_cast<__mmask16>(mask), _mm512_add_epi32(_mm512_set1_epi32(first), lanes));
+  }
   static D dzero() { return D{_mm512_setzero_pd(), _mm512_setzero_pd()}; }
   static D dadd(D s, F x) {
     return D{_mm512_add_pd(s.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))), _mm512_add_pd(s.hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)))};
