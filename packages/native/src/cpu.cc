@@ -106,15 +106,11 @@ const char* path_name(KernelPath path) {
 }
 
 const char* kernel_path_name() {
-  const CpuFeatures& f = cpu_features();
-  switch (kernel_path()) {
-    case KernelPath::scalar: return "scalar";
-    case KernelPath::avx2: return "avx2";
-    case KernelPath::avx512:
-      if (f.avx512vnni && f.avx512bf16) return "avx512-vnni-bf16";
-      return f.avx512vnni ? "avx512-vnni" : "avx512";
-  }
-  return "scalar";
+  // Names only what the kernels execute: AVX-512 VNNI drives the int8 INT4 path.
+  // No kernel uses AVX-512 BF16 instructions (bf16 weights widen to f32 exactly
+  // with a shift), so BF16 support is listed in info().features, not here.
+  if (kernel_path() == KernelPath::avx512 && cpu_features().avx512vnni) return "avx512-vnni";
+  return path_name(kernel_path());
 }
 
 }  // namespace sparq

@@ -23,7 +23,7 @@ KernelPath kernel_path();
 void force_kernel_path(const KernelPath* path);
 // 'scalar', 'avx2' or 'avx512'.
 const char* path_name(KernelPath path);
-// The path with the extensions its kernels use: 'avx512-vnni-bf16', 'avx2', ...
+// The path with the extensions its kernels use: 'avx512-vnni', 'avx512', 'avx2' or 'scalar'.
 const char* kernel_path_name();
 
 }  // namespace sparq
