@@ -43,13 +43,25 @@ void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const floa
   const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
   const size_t tasks = static_cast<size_t>(rows * c.nkv);
   std::vector<Counts> per(tasks);
-  parallel_for(tasks, [&](size_t task) {
+  auto run = [&](size_t task) {
     const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
     const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
     Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
     per[task].io += 2.0 * g * d;  // the group's q read and y written
     body(grp, row, per[task]);
-  });
+  };
+  // Waking the pool costs microseconds; a small call (tiny heads, short
+  // contexts) is faster on the calling thread alone. The bound is the K and V
+  // elements the call could read: 2^16 (256 KiB of f32) is about 20 us of
+  // reading at this machine's bandwidth, the same order as a thread hand-off.
+  int64_t longest = 0;
+  for (int64_t b = 0; b < c.batch; b++) longest = std::max(longest, c.nvalid(b));
+  constexpr double kMinParallelElements = 1 << 16;
+  if (2.0 * static_cast<double>(tasks) * static_cast<double>(longest) * static_cast<double>(d) < kMinParallelElements) {
+    for (size_t task = 0; task < tasks; task++) run(task);
+  } else {
+    parallel_for(tasks, run);
+  }
   if (counts)
     for (const Counts& p : per) counts->add(p);
 }
