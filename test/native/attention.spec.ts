@@ -401,7 +401,9 @@ if (!native || !addon) {
 
   describe('native attention: threads', () => {
     it('1 and 2 threads give identical results (work split by sequence and KV head)', () => {
-      const c: Config = { nKv: 2, g: 2, d: 24, batch: 2, lens: [300, 200], pads: [3, 0], dtype: 'f16', layout: 'k-twice', seed: 5 };
+      // Large enough to use the pool: calls under 2^16 K/V elements run on the calling thread
+      // (attention_ops.cc); here 2 * (2 sequences * 2 KV heads) * 1197 positions * 24 = 229,824.
+      const c: Config = { nKv: 2, g: 2, d: 24, batch: 2, lens: [1200, 800], pads: [3, 0], dtype: 'f16', layout: 'k-twice', seed: 5 };
       const { nat, rand } = buildPair(c);
       const q = decodeQ(c, rand);
       const before = addon.attnThreads();

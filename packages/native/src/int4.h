@@ -41,10 +41,15 @@ void matmul_int4_dequant_avx512(const Int4View& w, const float* x, int64_t n, fl
 void matmul_int4_int8_ref(const Int4View& w, const Int8Acts& a, float* out, int64_t row_begin, int64_t row_end);
 bool int4_vnni_supports(int64_t group, int64_t cols);  // group sizes the VNNI lane layout handles
 void matmul_int4_int8_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_begin, int64_t row_end);
+// AMX (int4_amx.cc): only whole 16 x 16 blocks, out[t, r] for t < n / 16 * 16 and r < rows / 16 * 16
+// (the caller does the tails). Call only when cpu_features().amx_tile && amx_int8: else SIGILL.
+bool int4_amx_supports(int64_t group);  // groups of a multiple of 32 columns
+void matmul_int4_int8_amx(const Int4View& w, const Int8Acts& a, float* out);
 
 // The int32 group sums sum_j (q_w - zero) * q_x -> sums (n, rows, groups), for tests.
 void int4_group_sums_ref(const Int4View& w, const Int8Acts& a, int32_t* sums);
 void int4_group_sums_vnni(const Int4View& w, const Int8Acts& a, int32_t* sums);
+void int4_group_sums_amx(const Int4View& w, const Int8Acts& a, int32_t* sums);  // whole blocks only, as above
 
 // Dispatch by kernel_path(); int8 = true picks the 'int8' path.
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8);
