@@ -10,7 +10,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const buildDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
-export const ADDON_PATH = join(buildDir, 'sparq_native.node');
 
 export interface NativeInfo {
   kernel: string;
@@ -28,15 +27,17 @@ export interface NativeAddon {
   [fn: string]: (...args: never[]) => unknown;
 }
 
-export function loadAddon(): NativeAddon {
-  if (!existsSync(ADDON_PATH)) {
-    const reasonFile = join(buildDir, 'UNAVAILABLE.txt');
+/** Loads the addon from `dir` (default: this package's build/), or throws BackendUnavailableError with the build's reason. */
+export function loadAddon(dir: string = buildDir): NativeAddon {
+  const path = join(dir, 'sparq_native.node');
+  if (!existsSync(path)) {
+    const reasonFile = join(dir, 'UNAVAILABLE.txt');
     const reason = existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'the addon has not been built (run `pnpm build:native`)';
     throw new BackendUnavailableError(`native addon not built: ${reason}`);
   }
   try {
-    return createRequire(import.meta.url)(ADDON_PATH) as NativeAddon;
+    return createRequire(import.meta.url)(path) as NativeAddon;
   } catch (error) {
-    throw new BackendUnavailableError(`native addon failed to load from ${ADDON_PATH}`, { cause: error });
+    throw new BackendUnavailableError(`native addon failed to load from ${path}`, { cause: error });
   }
 }

@@ -23,6 +23,10 @@ export interface BasicAddon {
   matmul: Fn;
   matmulInt4: Fn;
   int4GroupSums: Fn;
+  /** Whether matmulInt4 'int8' runs on AMX tiles now (opt-in: SPARQ_NATIVE_AMX=1 on a CPU with AMX-INT8). */
+  amxEnabled: () => boolean;
+  /** Tests and benchmarks: turns the AMX opt-in on / off, null restores the environment's; returns amxEnabled(). */
+  setAmx: (on: boolean | null) => boolean;
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;

@@ -8,8 +8,9 @@ import { loadAddon } from './addon.ts';
 import { attentionOps } from './attention-ops.ts';
 import { basicOps } from './basic-ops.ts';
 
-export function createNativeBackend(): Backend {
-  const addon = loadAddon();
+/** The native backend over the addon in `buildDir` (default: this package's build/). */
+export function createNativeBackend(buildDir?: string): Backend {
+  const addon = loadAddon(buildDir);
   return {
     name: 'native',
     info: () => {
@@ -25,4 +26,4 @@ export function createNativeBackend(): Backend {
   };
 }
 
-registerBackend('native', createNativeBackend, 100);
+registerBackend('native', () => createNativeBackend(), 100);

@@ -1,0 +1,57 @@
+/**
+ * Install never fails: without a C++ compiler the build script exits 0 and
+ * leaves its reason in build/UNAVAILABLE.txt, the loader turns that reason into
+ * BackendUnavailableError, and selection falls back to the reference with it.
+ * The script runs on a copy of the package in a temporary folder, with a PATH
+ * that holds node and nothing else, so the real build is never touched.
+ */
+import { BackendRegistry, BackendUnavailableError } from '@sparq/core';
+import { createReferenceBackend } from '@sparq/reference';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadAddon } from '../../packages/native/lib/addon.ts';
+import { createNativeBackend } from '@sparq/native';
+
+const nativeDir = resolve(dirname(fileURLToPath(import.meta.url)), '../../packages/native');
+
+describe('native install without a compiler', () => {
+  const root = mkdtempSync(join(tmpdir(), 'sparq-nocc-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it('exits 0, records why, and selection falls back to the reference with that reason', async () => {
+    cpSync(join(nativeDir, 'scripts'), join(root, 'scripts'), { recursive: true });
+    cpSync(join(nativeDir, 'src'), join(root, 'src'), { recursive: true });
+    const bin = join(root, 'bin');
+    mkdirSync(bin);
+    symlinkSync(process.execPath, join(bin, 'node'));
+    // No compiler reachable: PATH has node only, CXX unset, REQUIRE_NATIVE off (CI sets it).
+    const env = { PATH: bin, HOME: root };
+    execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { env, stdio: 'pipe' });
+    expect(existsSync(join(root, 'build', 'sparq_native.node'))).toBe(false);
+    const reason = readFileSync(join(root, 'build', 'UNAVAILABLE.txt'), 'utf8');
+    expect(reason).toMatch(/no C\+\+ compiler found/);
+
+    expect(() => loadAddon(join(root, 'build'))).toThrow(BackendUnavailableError);
+    expect(() => loadAddon(join(root, 'build'))).toThrow('native addon not built: no C++ compiler found');
+
+    const registry = new BackendRegistry();
+    registry.register('reference', createReferenceBackend, 0);
+    registry.register('native', () => createNativeBackend(join(root, 'build')), 100);
+    const forced = process.env.SPARQ_BACKEND;
+    delete process.env.SPARQ_BACKEND; // selection by priority, whatever the caller forced
+    const engine = await registry.select().finally(() => {
+      if (forced !== undefined) process.env.SPARQ_BACKEND = forced;
+    });
+    expect(engine.name).toBe('reference');
+    expect(registry.report()[0]).toMatchObject({ name: 'native', status: 'unavailable', reason: expect.stringContaining('no C++ compiler found') });
+  });
+
+  it('with REQUIRE_NATIVE=1 the same build exits non-zero, so CI cannot hide it', () => {
+    const env = { PATH: join(root, 'bin'), HOME: root, REQUIRE_NATIVE: '1' };
+    expect(() => execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { env, stdio: 'pipe' })).toThrow();
+  });
+});
