@@ -202,6 +202,18 @@ Napi::Value topk(Call call) {
   return call.Env().Undefined();
 }
 
+// amxEnabled() -> whether matmulInt4 'int8' runs on AMX tiles now (SPARQ_NATIVE_AMX=1 on an AMX CPU).
+Napi::Value amx_enabled(Call call) { return Napi::Boolean::New(call.Env(), amx_int8_enabled()); }
+
+// setAmx(true | false | null) -> amxEnabled() afterwards; null restores SPARQ_NATIVE_AMX's choice.
+// Tests and benchmarks only. true where AMX is unavailable leaves it off (never SIGILL).
+Napi::Value set_amx(Call call) {
+  if (call[0].IsNull() || call[0].IsUndefined()) force_amx(-1);
+  else if (call[0].IsBoolean()) force_amx(call[0].As<Napi::Boolean>().Value() ? 1 : 0);
+  else throw Napi::TypeError::New(call.Env(), "setAmx: expected a boolean or null");
+  return Napi::Boolean::New(call.Env(), amx_int8_enabled());
+}
+
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -213,6 +225,8 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"matmul", matmul_binding},
       {"matmulInt4", matmul_int4_binding},
       {"int4GroupSums", int4_group_sums_binding},
+      {"amxEnabled", amx_enabled},
+      {"setAmx", set_amx},
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},
