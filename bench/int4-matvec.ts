@@ -17,6 +17,7 @@ import '@sparq/reference';
 import '@sparq/native';
 import { Bench } from 'tinybench';
 import { loadAddon } from '../packages/native/lib/addon.ts';
+import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 import { measureReadBandwidth } from './bandwidth.ts';
 
 const quick = process.argv.includes('--quick');
@@ -107,4 +108,30 @@ for (const path of ['dequant', 'int8']) {
   const row = rows.find((r) => r.task === `native int4 ${path} (DRAM) ${SIZE}x${SIZE}`)!;
   const ratio = Number(row['GB/s']) / bandwidth;
   console.log(`native int4 ${path}: ${(100 * ratio).toFixed(0)}% of the bandwidth bound: target ${TARGET * 100}% ${ratio >= TARGET ? 'MET' : 'NOT met'}`);
+}
+
+// ---- batched products (prefill): VNNI vs AMX tiles, x (64, 4096) @ W^T ----
+const addon = basicAddon(loadAddon());
+if (!addon.setAmx(true)) {
+  console.log('\nAMX: not available on this CPU or not permitted by the OS; batched AMX product skipped');
+} else {
+  addon.setAmx(null);
+  const n = 64;
+  let s = 777;
+  const random = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32) * 2 - 1;
+  const w = new Int4Matrix(SIZE, SIZE, { groupSize: GROUP, symmetric: false });
+  native.quantizeInt4(w, Tensor.f32([SIZE, SIZE], Float32Array.from({ length: SIZE * SIZE }, random)));
+  const x = Tensor.f32([n, SIZE], Float32Array.from({ length: n * SIZE }, random));
+  const out = Tensor.zeros('f32', [n, SIZE]);
+  const timeOf = async (amx: boolean): Promise<number> => {
+    addon.setAmx(amx);
+    const b = new Bench({ time: quick ? 300 : 1500, warmupTime: 100 });
+    b.add('matmulInt4', () => native.matmulInt4(out, w, x, 'int8'));
+    await b.run();
+    addon.setAmx(null);
+    return b.tasks[0].result!.latency.p50!;
+  };
+  const vnni = await timeOf(false);
+  const amx = await timeOf(true);
+  console.log(`\nbatched matmulInt4 'int8', n ${n}, ${SIZE}x${SIZE}, group ${GROUP} asym, one thread: VNNI ${vnni.toFixed(1)} ms, AMX ${amx.toFixed(1)} ms (${(vnni / amx).toFixed(2)}x)`);
 }
