@@ -207,11 +207,109 @@ void matmul_simd(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
   });
 }
 
+#if defined(__AVX512F__)
+// INT4 'dequant' path, AVX-512: 64 packed bytes (a chunk of 128 elements) as 16 dwords; dword i
+// holds the nibbles of elements 8i .. 8i + 7, so (dword >> 4k) has element 8i + k in its low four
+// bits, which vpermps uses as the index into the 16 nibble values: shift + permute + FMA per 16
+// elements. The activations are permuted once per call to match (xp[c*128 + 16k + i] = x[c*128 + 8i + k]).
+// Per lane: sum_k (q - zero) x over its 8 elements (one group), times the lane's group scale.
+// Needs groups that tile the chunk (128 % group == 0 with group % 8 == 0, or group % 128 == 0).
+inline bool int4_dequant_512_supports(int64_t group) {
+  return group > 0 && ((group % 8 == 0 && 128 % group == 0) || group % 128 == 0);
+}
+
+template <int NX, bool ASYM>
+inline void int4_dequant_512_row(const Int4View& w, const float* xp, int64_t r, __m512i gidx, __mmask16 gmask, float* res) {
+  const int64_t half = w.cols / 2, groups = w.groups(), chunks = w.cols / 128;
+  const uint8_t* row = w.packed + r * half;
+  const uint8_t* end = w.packed + w.rows * half;
+  constexpr int64_t PF = 2048;  // best of 512 / 1024 / 2048 on the bench machine
+  const float* sc = w.scales + r * groups;
+  const int8_t* zr = w.zeros + r * groups;
+  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  __m512 acc0[NX], acc1[NX];
+  for (int k = 0; k < NX; ++k) acc0[k] = acc1[k] = _mm512_setzero_ps();
+  auto chunk = [&](int64_t c, __m512* acc) {
+    // Software prefetch PF bytes ahead (into the next rows too), never past the matrix: the
+    // hardware prefetcher alone leaves the DRAM stream short of bandwidth.
+    if (row + c * 64 + PF < end) _mm_prefetch(reinterpret_cast<const char*>(row + c * 64 + PF), _MM_HINT_T0);
+    const __m512i b = _mm512_loadu_si512(row + c * 64);
+    const int64_t g0 = c * 128 / w.group;
+    const __m512 s = _mm512_permutexvar_ps(gidx, _mm512_maskz_loadu_ps(gmask, sc + g0));
+    __m512 z = _mm512_setzero_ps();
+    if (ASYM) z = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(gidx, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(gmask, zr + g0))));
+    const float* xc = xp + c * 128;
+    __m512 p0[NX], p1[NX];
+    for (int k = 0; k < NX; ++k) p0[k] = p1[k] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; kk += 2) {
+      __m512 v0 = _mm512_permutexvar_ps(kk == 0 ? b : _mm512_srli_epi32(b, 4 * kk), table);
+      __m512 v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4 * kk + 4), table);
+      if (ASYM) {
+        v0 = _mm512_sub_ps(v0, z);
+        v1 = _mm512_sub_ps(v1, z);
+      }
+      for (int k = 0; k < NX; ++k) {
+        p0[k] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(xc + k * w.cols + 16 * kk), p0[k]);
+        p1[k] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(xc + k * w.cols + 16 * kk + 16), p1[k]);
+      }
+    }
+    for (int k = 0; k < NX; ++k) acc[k] = _mm512_fmadd_ps(_mm512_add_ps(p0[k], p1[k]), s, acc[k]);
+  };
+  int64_t c = 0;
+  for (; c + 2 <= chunks; c += 2) {
+    chunk(c, acc0);
+    chunk(c + 1, acc1);
+  }
+  if (c < chunks) chunk(c, acc0);
+  for (int k = 0; k < NX; ++k) res[k] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[k], acc1[k]));
+  // Columns past the last whole chunk, scalar (xp holds them unpermuted).
+  for (int64_t j = chunks * 128; j < w.cols; ++j) {
+    const uint8_t byte = row[j / 2];
+    const int64_t g = j / w.group;
+    const float wv = static_cast<float>((j % 2 == 0 ? nibble_lo(byte) : nibble_hi(byte)) - zr[g]) * sc[g];
+    for (int k = 0; k < NX; ++k) res[k] += wv * xp[k * w.cols + j];
+  }
+}
+
+template <bool ASYM>
+void matmul_int4_dequant_512(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {
+  const int64_t cols = w.cols, chunks = cols / 128;
+  std::vector<float> xp(static_cast<size_t>(n * cols));
+  for (int64_t k = 0; k < n; ++k) {
+    const float* xr = x + k * cols;
+    float* dst = xp.data() + k * cols;
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int kk = 0; kk < 8; ++kk)
+        for (int i = 0; i < 16; ++i) dst[c * 128 + 16 * kk + i] = xr[c * 128 + 8 * i + kk];
+    for (int64_t j = chunks * 128; j < cols; ++j) dst[j] = xr[j];
+  }
+  // Lane i of a chunk is in group g0 + 8i / group (g0 = the chunk's first group).
+  const int per = w.group >= 128 ? 1 : static_cast<int>(128 / w.group);
+  alignas(64) int32_t idx[16];
+  for (int i = 0; i < 16; ++i) idx[i] = w.group >= 128 ? 0 : static_cast<int32_t>(8 * i / w.group);
+  const __m512i gidx = _mm512_load_si512(idx);
+  const __mmask16 gmask = static_cast<__mmask16>((1u << per) - 1);
+  for_each_tile(n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    int4_dequant_512_row<decltype(nx)::value, ASYM>(w, xp.data() + t0 * cols, r, gidx, gmask, res);
+  });
+}
+#endif
+
 // INT4 'dequant' path. The activation rows are first split into even and odd
 // elements (x_even[j] = x[2j]) so a packed byte's two nibbles meet their
 // activations without shuffles; per group sum_j (q_j - zero) x_j, times the scale.
 template <class V>
 void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same<V, Vec512>::value) {
+    if (int4_dequant_512_supports(w.group)) {
+      if (w.symmetric) matmul_int4_dequant_512<false>(w, x, n, out, row_begin, row_end);
+      else matmul_int4_dequant_512<true>(w, x, n, out, row_begin, row_end);
+      return;
+    }
+  }
+#endif
   using F = typename V::F;
   constexpr int W = V::W;
   const int64_t half = w.cols / 2, hg = w.group / 2, groups = w.groups();
