@@ -15,6 +15,17 @@ export function dotBound(n: number, absSum: number): number {
   return (n + 1) * U * absSum;
 }
 
+/** SPEC 5: native vs reference on the same quantized data, f32 results, NMSE at most this. */
+export const TOL_NATIVE_NMSE = 1e-7;
+
+/**
+ * Native vs reference, element by element: each side is within dotBound of the exact product
+ * and they sum in different orders, so they differ by at most twice that.
+ */
+export function nativeVsReferenceBound(n: number, absSum: number): number {
+  return 2 * dotBound(n, absSum);
+}
+
 /** Normalised mean squared error sum (a - b)^2 / sum a^2, `a` the reference (SPEC 5). */
 export function nmse(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let num = 0;

@@ -15,12 +15,11 @@ import { basicAddon, int4Args } from '../../packages/native/lib/basic-ops.ts';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nmse } from '../conformance/numeric.ts';
+import { TOL_NATIVE_NMSE, nativeVsReferenceBound, nmse } from '../conformance/numeric.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
-const U = 2 ** -24;
-const TOL_NMSE = 1e-7;
-const TOL_DOT = (n: number, absSum: number) => 2 * (n + 1) * U * absSum;
+const TOL_NMSE = TOL_NATIVE_NMSE;
+const TOL_DOT = nativeVsReferenceBound;
 const RUNS = 20;
 
 const native = engines.find((e) => e.name === 'native');

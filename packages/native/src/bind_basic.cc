@@ -3,7 +3,6 @@
 // elements, as in core; block tensors' element offsets become bytes here.
 // Every bad call throws a JS TypeError / RangeError, never aborts.
 #include <string>
-#include <type_traits>
 
 #include "basic_dispatch.h"
 #include "bindings.h"
