@@ -28,8 +28,8 @@ export async function medianMs(name: string, fn: () => void, timeMs: number): Pr
   return ms;
 }
 
-/** GB/s of a streaming read on `threads` native threads (the default thread count is restored after). */
-export async function measureReadBandwidth(threads: number): Promise<number> {
+/** GB/s of a streaming read on `threads` native threads over about `timeMs` (the default thread count is restored after). */
+export async function measureReadBandwidth(threads: number, timeMs = 1500): Promise<number> {
   if (!buffer) {
     buffer = new Float32Array(256 * 1024 * 1024); // 1 GiB
     buffer.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
@@ -38,7 +38,7 @@ export async function measureReadBandwidth(threads: number): Promise<number> {
   const before = addon.attnThreads();
   addon.attnSetThreads(threads);
   try {
-    const ms = await medianMs(`read ${threads}t`, () => addon.attnReadSum(x), 1500);
+    const ms = await medianMs(`read ${threads}t`, () => addon.attnReadSum(x), timeMs);
     return x.byteLength / (ms * 1e6);
   } finally {
     addon.attnSetThreads(before);

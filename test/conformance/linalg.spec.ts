@@ -7,11 +7,12 @@
  * - The int8 path's int32 group sums, bit-exact against BigInt sums computed here.
  * - Agreement with the reference backend on the same quantized data: NMSE <= 1e-7 (SPEC 5).
  */
-import { Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, type Engine, type Int4GroupSize, type Int4Path, type MatrixDType } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, isBlockDType, type Engine, type Int4GroupSize, type Int4Path, type MatrixDType } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
-import { U, dotBound, f64Product, nmse, seeded, uniform } from './numeric.ts';
+import { nmseBound } from '../support/ggml-layout.ts';
+import { U, dotBound, f64Product, nativeVsReferenceBound, nmse, seeded, uniform } from './numeric.ts';
 
 const f32 = Math.fround;
 
@@ -20,10 +21,13 @@ const NMSE_QUANTIZED = 1e-2;
 /** SPEC 5: a backend vs the reference on the same quantized data. */
 const NMSE_VS_REFERENCE = 1e-7;
 
-const MATRIX_DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q4_1', 'q8_0'];
+const MATRIX_DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
+
+/** Elements per block of a weight dtype's rows (1 for plain dtypes): cols must be a multiple. */
+const rowUnit = (dtype: MatrixDType) => (isBlockDType(dtype) ? BLOCK_LAYOUT[dtype].elements : 1);
 const PATHS: readonly Int4Path[] = ['dequant', 'int8'];
 
-/** w (rows, cols) f32 values stored as `dtype` (f16/bf16 rounded, blocks quantized by `engine`). */
+/** w (rows, cols) f32 values stored as `dtype` (f16/bf16 rounded, blocks quantized by `engine`, or by the reference where `engine` only reads the dtype). */
 function weights(engine: Engine, dtype: MatrixDType, values: Float32Array, rows: number, cols: number): Tensor {
   if (dtype === 'f32') return Tensor.f32([rows, cols], values);
   if (dtype === 'f16' || dtype === 'bf16') {
@@ -32,7 +36,7 @@ function weights(engine: Engine, dtype: MatrixDType, values: Float32Array, rows:
     return t;
   }
   const t = Tensor.zeros(dtype, [rows, cols]);
-  engine.quantize(t, Tensor.f32([rows, cols], values));
+  (engine.has('quantize', dtype) ? engine : referenceEngine).quantize(t, Tensor.f32([rows, cols], values));
   return t;
 }
 
@@ -42,7 +46,7 @@ function decoded(engine: Engine, w: Tensor): Float32Array {
   if (w.dtype === 'f16') return Float32Array.from(w.data as Uint16Array, f16ToF32);
   if (w.dtype === 'bf16') return Float32Array.from(w.data as Uint16Array, bf16ToF32);
   const out = Tensor.zeros('f32', w.shape);
-  engine.dequantize(out, w as Tensor<'q4_0'>);
+  engine.dequantize(out, w as Tensor<'q4_0'>); // any block dtype
   return out.data;
 }
 
@@ -70,10 +74,10 @@ function expectWithinDotBound(got: ArrayLike<number>, exact: { value: Float64Arr
   expect(worst).toBeLessThanOrEqual(1);
 }
 
-/** Random shapes including odd sizes: cols a multiple of 32 (1..5 blocks), rows 1..7, n 1..3. */
-const shapes = fc.record({
+/** Random shapes including odd sizes: cols 1..5 units of 32 (1..2 blocks of 256 for K-quants and IQ4_XS), rows 1..7, n 1..3. */
+const shapes = (unit: number) => fc.record({
   rows: fc.integer({ min: 1, max: 7 }),
-  blocks: fc.integer({ min: 1, max: 5 }),
+  blocks: fc.integer({ min: 1, max: unit > 32 ? 2 : 5 }),
   n: fc.integer({ min: 1, max: 3 }),
   seed: fc.integer(),
 });
@@ -96,8 +100,8 @@ forEachBackend('matvec / matmul', (engine) => {
   for (const dtype of MATRIX_DTYPES) {
     opIt(engine, 'matmul', `${dtype} weights: within the f32 dot bound of the exact product (random shapes)`, () => {
       fc.assert(
-        fc.property(shapes, ({ rows, blocks, n, seed }) => {
-          const cols = 32 * blocks;
+        fc.property(shapes(rowUnit(dtype)), ({ rows, blocks, n, seed }) => {
+          const cols = Math.max(32, rowUnit(dtype)) * blocks;
           const random = seeded(seed);
           const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
           const x = uniform(random, n * cols);
@@ -110,7 +114,34 @@ forEachBackend('matvec / matmul', (engine) => {
         }),
         { numRuns: 40 },
       );
-    });
+    }, dtype);
+  }
+
+  for (const dtype of BLOCK_DTYPES) {
+    opIt(engine, 'matvec', `${dtype} block matvec vs dequantize then f32 matvec: within twice the f32 dot bound`, () => {
+      // Both products dot the same decoded weights with x; they may only sum in different orders.
+      const random = seeded(17);
+      const [rows, cols] = [5, 2 * Math.max(32, rowUnit(dtype))];
+      const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
+      const x = uniform(random, cols);
+      const onBlocks = Tensor.zeros('f32', [rows]);
+      engine.matvec(onBlocks, w, Tensor.f32([cols], x));
+      const dense = Tensor.zeros('f32', [rows]);
+      engine.matvec(dense, Tensor.f32([rows, cols], decoded(engine, w)), Tensor.f32([cols], x));
+      const { absSum } = f64Product(decoded(engine, w), x, rows, cols, 1);
+      for (let r = 0; r < rows; r++) expect(Math.abs(onBlocks.data[r] - dense.data[r])).toBeLessThanOrEqual(nativeVsReferenceBound(cols, absSum[r]));
+    }, dtype);
+
+    opIt(engine, 'matvec', `${dtype} vs f32 matvec: NMSE <= ${nmseBound(dtype).toPrecision(3)} (its round-trip bound; uniform data)`, () => {
+      // Uniform weights and x: the output error sum_c e_c x_c has variance cols * var(e) * E[x^2]
+      // against cols * var(w) * E[x^2], so the output NMSE is the weights' round-trip NMSE.
+      const random = seeded(11);
+      const [rows, cols] = [64, 512];
+      const values = uniform(random, rows * cols);
+      const x = uniform(random, cols);
+      const exact = matmulOf(engine, weights(engine, 'f32', values, rows, cols), x, 1);
+      expect(nmse(exact, matmulOf(engine, weights(engine, dtype, values, rows, cols), x, 1))).toBeLessThanOrEqual(nmseBound(dtype));
+    }, dtype);
   }
 
   opIt(engine, 'matvec', 'honours tensor offsets (views into larger buffers)', () => {
@@ -140,16 +171,16 @@ forEachBackend('matvec / matmul', (engine) => {
     }
   });
 
-  opIt(engine, 'matmul', `agrees with the reference backend on the same quantized weights: NMSE <= ${NMSE_VS_REFERENCE}`, () => {
-    const random = seeded(13);
-    const [rows, cols, n] = [7, 96, 3];
-    const values = uniform(random, rows * cols);
-    const x = uniform(random, n * cols);
-    for (const dtype of MATRIX_DTYPES) {
+  for (const dtype of MATRIX_DTYPES) {
+    opIt(engine, 'matmul', `${dtype}: agrees with the reference backend on the same quantized weights: NMSE <= ${NMSE_VS_REFERENCE}`, () => {
+      const random = seeded(13);
+      const [rows, cols, n] = [7, 3 * Math.max(32, rowUnit(dtype)), 3];
+      const values = uniform(random, rows * cols);
+      const x = uniform(random, n * cols);
       const w = weights(referenceEngine, dtype, values, rows, cols);
       expect(nmse(matmulOf(referenceEngine, w, x, n), matmulOf(engine, w, x, n))).toBeLessThanOrEqual(NMSE_VS_REFERENCE);
-    }
-  });
+    }, dtype);
+  }
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -201,7 +232,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
   for (const path of PATHS) {
     opIt(engine, 'matmulInt4', `${path} path: within the f32 dot bound of the exact product of the decoded weights`, () => {
       fc.assert(
-        fc.property(shapes, fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, n, seed }, groupSize, symmetric) => {
+        fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, n, seed }, groupSize, symmetric) => {
           const cols = 128 * blocks;
           const random = seeded(seed);
           const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);
@@ -258,7 +289,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
     // activations with a +-127 in every group get scale_x = 2^f, so the codes are the integers
     // themselves and each output is 2^(e+f) * sum_g isum_g exactly (all sums < 2^24).
     fc.assert(
-      fc.property(shapes, fc.constantFrom(...groupSizes), fc.boolean(), fc.integer({ min: -20, max: 20 }), fc.integer({ min: -20, max: 20 }), ({ rows, blocks, n, seed }, groupSize, symmetric, e, f) => {
+      fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), fc.integer({ min: -20, max: 20 }), fc.integer({ min: -20, max: 20 }), ({ rows, blocks, n, seed }, groupSize, symmetric, e, f) => {
         const cols = 32 * blocks * (groupSize === 'row' || groupSize === 32 ? 1 : groupSize / 32);
         const group = groupSize === 'row' ? cols : groupSize;
         const random = seeded(seed);
@@ -292,7 +323,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
     // cols partial terms, each scaled with two roundings, summed with at most cols - 1 more, so
     // (cols + 2) * U * sum_c |(q_w - zero) * q_x * scale_w * scale_x|.
     fc.assert(
-      fc.property(shapes, fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, seed }, groupSize, symmetric) => {
+      fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, seed }, groupSize, symmetric) => {
         const cols = 128 * blocks;
         const random = seeded(seed);
         const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);

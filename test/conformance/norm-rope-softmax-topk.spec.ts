@@ -23,6 +23,13 @@ const rmsnormRel = (dim: number) => (dim / 2 + 5) * U;
  */
 const ropeAbs = (norm: number, angle: number, theta: number) => norm * (5 + 1.5 * angle * (Math.log(theta) + 3)) * U;
 
+/**
+ * rope with given frequencies and a scale, absolute per element: the angle pos * freq rounds once
+ * (angle U); cos and sin add U each and the scale's product U each; the products and the sum
+ * (sqrt 2 + 1) U, all relative to scale * norm. So scale * norm * (7 + 1.5 * angle) U.
+ */
+const ropeFreqsAbs = (norm: number, angle: number, scale: number) => scale * norm * (7 + 1.5 * angle) * U;
+
 /** rope keeps each pair's norm up to the roundings of cos^2 + sin^2 and of the products: 5 U relative. */
 const ROPE_NORM_REL = 5 * U;
 
@@ -123,6 +130,57 @@ forEachBackend('rope', (engine) => {
             } else {
               const before = Math.hypot(values[i], values[i + 1]);
               expect(Math.abs(Math.hypot(x.data[i], x.data[i + 1]) - before)).toBeLessThanOrEqual(ROPE_NORM_REL * before);
+            }
+          }
+        },
+      ),
+      { numRuns: 50 },
+    );
+  });
+});
+
+forEachBackend('rope with frequencies, scale and pair layout', (engine) => {
+  opIt(engine, 'rope', "hand-worked 'halves' pairs: headDim 4 pairs (0, 2) and (1, 3)", () => {
+    // freqs [1, 0.5], position 2: pair 0 turns by 2 rad, pair 1 by 1 rad; scale 2 doubles the result.
+    const x = Tensor.f32([1, 1, 4], [1, 0, 0, 1]);
+    engine.rope(x, Tensor.wrap('i32', Int32Array.from([2]), [1]), 10000, { freqs: Tensor.f32([2], [1, 0.5]), scale: 2, pairs: 'halves' });
+    // (x0, x2) = (1, 0) -> 2 (cos 2, sin 2); (x1, x3) = (0, 1) -> 2 (-sin 1, cos 1).
+    const want = [2 * Math.cos(2), -2 * Math.sin(1), 2 * Math.sin(2), 2 * Math.cos(1)];
+    want.forEach((w, i) => expect(Math.abs(x.data[i] - w)).toBeLessThanOrEqual(ropeFreqsAbs(1, 2, 2)));
+  });
+
+  opIt(engine, 'rope', 'random shapes, frequencies, scales and layouts: within the f32 bound of the f64 rotation', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          n: fc.integer({ min: 1, max: 3 }),
+          nHeads: fc.integer({ min: 1, max: 4 }),
+          half: fc.integer({ min: 1, max: 9 }),
+          seed: fc.integer(),
+          pos: fc.integer({ min: 0, max: 4096 }),
+          scale: fc.double({ min: 0.5, max: 2, noNaN: true }),
+          pairs: fc.constantFrom('adjacent' as const, 'halves' as const),
+        }),
+        ({ n, nHeads, half, seed, pos, scale, pairs }) => {
+          const headDim = 2 * half;
+          const random = seeded(seed);
+          const values = uniform(random, n * nHeads * headDim);
+          // Frequencies as context-extension schemes make them: from 1 down to 1e-4, some 0.
+          const freqs = Tensor.f32([half], Array.from({ length: half }, (_, i) => (i === half - 1 && half > 2 ? 0 : 10 ** (-4 * random()))));
+          const x = Tensor.f32([n, nHeads, headDim], values);
+          const positions = Int32Array.from({ length: n }, (_, t) => pos + t);
+          engine.rope(x, Tensor.wrap('i32', positions, [n]), 10000, { freqs, scale, pairs });
+          for (let t = 0; t < n; t++) {
+            for (let h = 0; h < nHeads; h++) {
+              for (let i = 0; i < half; i++) {
+                const base = (t * nHeads + h) * headDim;
+                const [a, b] = pairs === 'halves' ? [base + i, base + i + half] : [base + 2 * i, base + 2 * i + 1];
+                const angle = positions[t] * freqs.data[i];
+                const s = Math.fround(scale);
+                const bound = ropeFreqsAbs(Math.hypot(values[a], values[b]), angle, s);
+                expect(Math.abs(x.data[a] - s * (values[a] * Math.cos(angle) - values[b] * Math.sin(angle)))).toBeLessThanOrEqual(bound);
+                expect(Math.abs(x.data[b] - s * (values[a] * Math.sin(angle) + values[b] * Math.cos(angle)))).toBeLessThanOrEqual(bound);
+              }
             }
           }
         },

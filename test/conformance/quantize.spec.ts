@@ -5,7 +5,7 @@
  *   the comments), not by running any implementation.
  * - Round trips as fast-check properties with bounds derived from each format's arithmetic.
  */
-import { Int4Matrix, Tensor, f16ToF32, f32ToF16, type BlockDType, type Engine, type Int4GroupSize } from '@sparq/core';
+import { BLOCK_DTYPES, Int4Matrix, Tensor, f16ToF32, f32ToF16, type BlockDType, type Engine, type Int4GroupSize } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
@@ -55,7 +55,7 @@ const blockRows = fc
  * error of d times its largest code (and of m), plus f32 rounding of x * id (a few ulps of the at most
  * 16 or 128 steps the block spans: 2^-19 d for 4 bits, 2^-16 d for 8).
  */
-const ROUND_TRIP: Record<BlockDType, { bytes: number; rule: string; bound: (block: Float32Array, bytes: Uint8Array, at: number) => (j: number) => number }> = {
+const ROUND_TRIP: Record<'q4_0' | 'q4_1' | 'q8_0', { bytes: number; rule: string; bound: (block: Float32Array, bytes: Uint8Array, at: number) => (j: number) => number }> = {
   q4_0: {
     bytes: 18,
     rule: 'within half a step (one step for the clamped far extreme)',
@@ -105,7 +105,7 @@ forEachBackend('quantize ggml blocks', (engine) => {
     engine.quantize(q, Tensor.f32([32], x));
     const qs = [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 15];
     expect(dequantized(engine, q)).toEqual(qs.map((v) => (v - 8) * 2));
-  });
+  }, 'q4_0');
 
   opIt(engine, 'quantize', 'Q4_0: the f16 rounding of d (one value -0.3, the rest 0)', () => {
     // d = -0.3f / -8 = 0.0375 = 1.2 * 2^-5: f16 exponent 10, mantissa 0.2 * 1024 = 204.8 -> 205,
@@ -117,7 +117,7 @@ forEachBackend('quantize ggml blocks', (engine) => {
     const q = Tensor.zeros('q4_0', [32]);
     engine.quantize(q, Tensor.f32([32], x));
     expect(dequantized(engine, q)).toEqual([-0.300048828125, ...new Array<number>(31).fill(0)]);
-  });
+  }, 'q4_0');
 
   opIt(engine, 'quantize', 'Q4_1: hand-worked block x[j] = (j mod 16) - 4, with x[16] = -3.75, x[17] = -2.5', () => {
     // min = -4, max = 11 -> d = 15 / 15 = 1 (f16 0x3c00 -> 00 3c), m = -4 (f16 0xc400 -> 00 c4), id = 1.
@@ -135,7 +135,7 @@ forEachBackend('quantize ggml blocks', (engine) => {
     want[16] = -4;
     want[17] = -2;
     expect(dequantized(engine, q)).toEqual(want);
-  });
+  }, 'q4_1');
 
   opIt(engine, 'quantize', 'Q8_0: hand-worked block with halves rounded away from zero', () => {
     // amax = 127 -> d = 1 (f16 0x3c00 -> 00 3c), id = 1; q = roundf(x):
@@ -146,24 +146,24 @@ forEachBackend('quantize ggml blocks', (engine) => {
     const q = Tensor.zeros('q8_0', [32]);
     engine.quantize(q, Tensor.f32([32], x));
     expect(dequantized(engine, q)).toEqual([-127, 3, -3, 0, -1, 127, 100, ...new Array<number>(25).fill(0)]);
-  });
+  }, 'q8_0');
 
-  opIt(engine, 'quantize', 'writes and reads at tensor offsets (views of a larger buffer)', () => {
-    // Rows 1..2 of a (3, 64) f32 tensor into rows 1..2 of a (3, 64) q8_0 tensor; row 0 untouched.
-    const x = Tensor.f32([3, 64], Array.from({ length: 192 }, (_, i) => Math.sin(i)));
-    for (const dtype of ['q4_0', 'q4_1', 'q8_0'] as const) {
-      const whole = Tensor.zeros(dtype, [3, 64]);
+  for (const dtype of BLOCK_DTYPES) {
+    opIt(engine, 'quantize', `${dtype}: writes and reads at tensor offsets (views of a larger buffer)`, () => {
+      // Rows 1..2 of a (3, 512) f32 tensor into rows 1..2 of a (3, 512) block tensor; row 0 untouched.
+      const x = Tensor.f32([3, 512], Array.from({ length: 3 * 512 }, (_, i) => Math.sin(i)));
+      const whole = Tensor.zeros(dtype, [3, 512]);
       engine.quantize(whole.slice(0, 1, 3), x.slice(0, 1, 3));
-      const alone = Tensor.zeros(dtype, [2, 64]);
+      const alone = Tensor.zeros(dtype, [2, 512]);
       engine.quantize(alone, x.slice(0, 1, 3).contiguous());
       const rowBytes = whole.data.length / 3;
       expect(Array.from(whole.data.subarray(0, rowBytes)).every((b) => b === 0)).toBe(true);
       expect(Array.from(whole.data.subarray(rowBytes))).toEqual(Array.from(alone.data));
-      const back = Tensor.zeros('f32', [3, 64]);
+      const back = Tensor.zeros('f32', [3, 512]);
       engine.dequantize(back.slice(0, 1, 3), whole.slice(0, 1, 3));
-      expect(Array.from(back.data.subarray(64))).toEqual(dequantized(engine, alone));
-    }
-  });
+      expect(Array.from(back.data.subarray(512))).toEqual(dequantized(engine, alone));
+    }, dtype);
+  }
 
   for (const dtype of ['q4_0', 'q4_1', 'q8_0'] as const) {
     const { bytes, rule } = ROUND_TRIP[dtype];
@@ -181,7 +181,7 @@ forEachBackend('quantize ggml blocks', (engine) => {
           expect(worst).toBeLessThanOrEqual(0);
         }),
       );
-    });
+    }, dtype);
   }
 
   opIt(engine, 'quantize', 'stores d as the round-to-nearest-even f16 of the f32 scale', () => {
@@ -193,7 +193,7 @@ forEachBackend('quantize ggml blocks', (engine) => {
         expect(q.data[0] | (q.data[1] << 8)).toBe(f32ToF16(d));
       }),
     );
-  });
+  }, 'q8_0');
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { BackendRegistry, BackendUnavailableError, Engine, UnsupportedOpError, formatBackendReport, type Backend } from '@sparq/core';
+import { BackendRegistry, BackendUnavailableError, Engine, Tensor, UnsupportedOpError, formatBackendReport, type Backend } from '@sparq/core';
 import { afterEach, describe, expect, it } from 'vitest';
 
 const fake = (name: string): Backend => ({ name, info: () => ({ name, kernel: `${name}-kernel`, threads: 1 }) });
@@ -76,5 +76,21 @@ describe('BackendRegistry', () => {
     const x = { dtype: 'f32', shape: [1, 2], isContiguous: () => true, rank: 2 } as never;
     expect(() => engine.softmax(x)).toThrow(UnsupportedOpError);
     expect(() => engine.softmax(x)).toThrow("softmax: not implemented by backend 'bare'");
+  });
+
+  it('throws UnsupportedOpError for a block dtype the backend does not list, before calling it', () => {
+    const calls: string[] = [];
+    const engine = new Engine({ ...fake('q8only'), blockDTypes: ['q8_0'], matvec: () => calls.push('matvec'), quantize: () => calls.push('quantize') });
+    expect(engine.has('matvec')).toBe(true);
+    expect(engine.has('matvec', 'q8_0')).toBe(true);
+    expect(engine.has('matvec', 'q4_k')).toBe(false);
+    expect(engine.has('matvec', 'f16')).toBe(true); // plain dtypes are not listed: every matvec takes them
+    const w = Tensor.zeros('q4_k', [2, 256]);
+    expect(() => engine.matvec(Tensor.zeros('f32', [2]), w, Tensor.zeros('f32', [256]))).toThrow(
+      new UnsupportedOpError('matvec', 'q8only', 'q4_k', ['q8_0']),
+    );
+    expect(() => engine.quantize(w, Tensor.zeros('f32', [2, 256]))).toThrow("quantize: dtype q4_k is not implemented by backend 'q8only' (it has q8_0)");
+    engine.matvec(Tensor.zeros('f32', [2]), Tensor.zeros('q8_0', [2, 32]), Tensor.zeros('f32', [32]));
+    expect(calls).toEqual(['matvec']);
   });
 });

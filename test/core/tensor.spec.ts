@@ -1,4 +1,4 @@
-import { ShapeError, SparqRangeError, Tensor, DTypeError } from '@sparq/core';
+import { BLOCK_LAYOUT, DTypeError, ShapeError, SparqRangeError, Tensor, isBlockDType, type BlockDType } from '@sparq/core';
 import { describe, expect, it } from 'vitest';
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
@@ -70,6 +70,34 @@ describe('Tensor', () => {
     expect(q.slice(0, 1, 3).contiguous().data.byteLength).toBe(2 * 2 * 18);
     expect(() => q.slice(1, 0, 32)).toThrow(/cannot be sliced inside a row/);
     expect(() => q.transpose()).toThrow(ShapeError);
+  });
+
+  it('sizes every ggml block dtype as ggml-common.h lays its block out', () => {
+    // Bytes per block summed field by field from ggml's block structs (f16 scalars are 2 bytes).
+    const f16 = 2;
+    const fields: Record<BlockDType, [elements: number, bytes: number]> = {
+      q4_0: [32, f16 + 32 / 2], // d, 4-bit codes
+      q4_1: [32, 2 * f16 + 32 / 2], // d, m, 4-bit codes
+      q5_0: [32, f16 + 32 / 8 + 32 / 2], // d, 5th bits, low nibbles
+      q5_1: [32, 2 * f16 + 32 / 8 + 32 / 2],
+      q8_0: [32, f16 + 32], // d, int8 codes
+      q2_k: [256, 16 + 256 / 4 + 2 * f16], // 16 packed scale/min bytes, 2-bit codes, d, dmin
+      q3_k: [256, 256 / 8 + 256 / 4 + 12 + f16], // high bits, low 2 bits, 16 6-bit scales, d
+      q4_k: [256, 2 * f16 + 12 + 256 / 2], // d, dmin, 8 6-bit scales + 8 6-bit mins, nibbles
+      q5_k: [256, 2 * f16 + 12 + 256 / 8 + 256 / 2],
+      q6_k: [256, 256 / 2 + 256 / 4 + 16 + f16], // low nibbles, high 2 bits, 16 int8 scales, d
+      iq4_nl: [32, f16 + 32 / 2], // d, 4-bit table indices
+      iq4_xs: [256, f16 + 2 + 8 / 2 + 256 / 2], // d, 8 high scale 2-bit pairs, 8 low scale nibbles, indices
+    };
+    expect(Object.keys(BLOCK_LAYOUT).sort()).toEqual(Object.keys(fields).sort());
+    for (const [dtype, [elements, bytes]] of Object.entries(fields) as [BlockDType, [number, number]][]) {
+      expect(BLOCK_LAYOUT[dtype]).toEqual({ elements, bytes });
+      expect(isBlockDType(dtype)).toBe(true);
+      expect(Tensor.zeros(dtype, [3, 2 * elements]).data.byteLength).toBe(3 * 2 * bytes);
+    }
+    expect(() => Tensor.zeros('q4_k', [1, 128])).toThrow(/whole 256-element blocks/);
+    expect(isBlockDType('f16')).toBe(false);
+    expect(isBlockDType('bf16')).toBe(false);
   });
 
   it('rejects bad shapes, indices and storage with the valid range', () => {

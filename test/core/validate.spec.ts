@@ -96,6 +96,16 @@ describe('validation before dispatch', () => {
   it('rejects NaN in quantization input, naming the first bad element', () => {
     const x = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i === 7 ? NaN : i)));
     expect(() => engine.quantize(Tensor.zeros('q4_0', [1, 32]), x)).toThrow(new NonFiniteError('quantize: x element 7 is NaN, expected a finite number'));
+    // Scales that would round to f16 infinity (the NaN-block bug): refused, naming the limit and why.
+    const big = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i === 3 ? 70000 : 1)));
+    expect(() => engine.quantize(Tensor.zeros('q4_1', [1, 32]), big)).toThrow(
+      new SparqRangeError('quantize: x element 3 is 70000, expected |x| <= 65504 for q4_1 (it stores the block minimum as f16, at most 65504)'),
+    );
+    expect(() => engine.quantize(Tensor.zeros('q4_0', [1, 32]), Tensor.f32([1, 32], new Array<number>(32).fill(-524033)))).toThrow(
+      'quantize: x element 0 is -524033, expected |x| <= 524032 for q4_0 (its f16 scale is max|x| / 8, at most 65504)',
+    );
+    expect(() => engine.quantize(Tensor.zeros('q4_k', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(1e5)))).toThrow(/expected \|x\| <= 65504 for q4_k/);
+    expect(() => engine.quantize(Tensor.zeros('iq4_xs', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(-Infinity)))).toThrow(NonFiniteError);
     x.data[7] = Infinity;
     expect(() => engine.quantizeInt4(new Int4Matrix(1, 32), x)).toThrow('quantizeInt4: x element 7 is Infinity');
     expect(calls).toEqual([]);
@@ -108,6 +118,10 @@ describe('validation before dispatch', () => {
     positions.data[1] = -1;
     expect(() => engine.rope(Tensor.zeros('f32', [2, 1, 4]), positions)).toThrow('rope: positions[1] -1, expected an integer >= 0');
     expect(() => engine.rope(Tensor.zeros('f32', [2, 1, 3]), Tensor.zeros('i32', [2]))).toThrow(/must be even/);
+    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { freqs: Tensor.zeros('f32', [3]) })).toThrow(/freqs/);
+    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { freqs: Tensor.f32([2], [1, NaN]) })).toThrow('rope: freqs[1] NaN, expected a finite number >= 0');
+    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { scale: 0 })).toThrow(/scale 0/);
+    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { pairs: 'odd' as never })).toThrow(/pairs odd/);
     expect(() => engine.topk(Tensor.zeros('i32', [1, 5]), Tensor.zeros('f32', [1, 4]))).toThrow('topk: k (out.shape[1]) 5, expected an integer in [1, 4]');
     expect(() => engine.rmsnorm(Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [4]), 0)).toThrow('rmsnorm: eps 0, expected a finite number > 0');
     expect(() => engine.matvecInt4(Tensor.zeros('f32', [1]), new Int4Matrix(1, 32), Tensor.zeros('f32', [32]), 'fp8' as never)).toThrow("matvecInt4: path fp8, expected 'dequant' | 'int8'");

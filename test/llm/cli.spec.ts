@@ -4,8 +4,8 @@
  * summary, conversion to GGUF and generation from it, and the errors for bad
  * flags (exit 2 with usage) and bad files (exit 1, FormatError).
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,9 +60,65 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     expect(sparq('generate', '--model', files.model.path, '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
     expect(sparq('generate').stderr).toContain('--model FILE is required');
     const bad = join(dir, 'bad.gguf');
-    writeFileSync(bad, Buffer.from('GGUF\x02\x00\x00\x00'));
+    writeFileSync(bad, Buffer.from('GGUF\x01\x00\x00\x00'));
     const file = sparq('generate', '--model', bad);
     expect(file.code).toBe(1);
-    expect(file.stderr).toMatch(/FormatError: .*version at byte offset 4: 2, only GGUF version 3/);
+    expect(file.stderr).toMatch(/FormatError: .*version at byte offset 4: 1, expected GGUF version 2 or 3/);
+  });
+});
+
+describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
+  const base = ['generate', '--model', files.model.path, '--tokenizer', files.tok512.path, '--temperature', '0'];
+
+  it('--version prints the package version', () => {
+    const r = sparq('--version');
+    expect(r.code).toBe(0);
+    expect(r.stdout.toString('utf8')).toMatch(/^sparq \d+\.\d+\.\d+\n$/);
+  });
+
+  it('--prompt-file gives the same text as --prompt; --stop ends before the stop text', () => {
+    const prompt = join(dir, 'prompt.txt');
+    writeFileSync(prompt, 'Once upon a time, there was a dog');
+    const fromFlag = sparq(...base, '-n', '120', '--prompt', 'Once upon a time, there was a dog');
+    const fromFile = sparq(...base, '-n', '120', '--prompt-file', prompt);
+    expect(fromFile.code).toBe(0);
+    expect(fromFile.stdout.toString('utf8')).toBe(fromFlag.stdout.toString('utf8'));
+    const text = fromFlag.stdout.toString('utf8');
+    const cut = text.indexOf('.', 'Once upon a time, there was a dog'.length);
+    expect(cut).toBeGreaterThan(0);
+    const stopped = sparq(...base, '-n', '120', '--prompt-file', prompt, '--stop', '.');
+    expect(stopped.stdout.toString('utf8')).toBe(text.slice(0, cut));
+    expect(stopped.stderr).toContain('finished: stop text');
+  });
+
+  it('--json puts the summary on stderr as one JSON object; --json-file writes it to a file', () => {
+    const out = join(dir, 'summary.json');
+    const r = sparq(...base, '-n', '40', '--json', '--json-file', out);
+    expect(r.code).toBe(0);
+    const lines = r.stderr.trim().split('\n');
+    const summary = JSON.parse(lines[lines.length - 1]);
+    expect(summary).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 } });
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(summary);
+  });
+
+  it('Ctrl-C stops generation, prints the partial summary and exits 130', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), ...base, '-n', '0', '--temperature', '1', '--seed', '7', '--json'], {
+      cwd: ROOT,
+      env: { ...process.env, SPARQ_BACKEND: 'reference' },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    // Interrupt once the first generated text has arrived.
+    child.stdout.on('data', (d) => {
+      if (!stdout) child.kill('SIGINT');
+      stdout += d;
+    });
+    const code = await new Promise<number | null>((done) => child.on('close', done));
+    expect(code, stderr).toBe(130);
+    const summary = JSON.parse(stderr.trim().split('\n').pop()!);
+    expect(summary).toMatchObject({ interrupted: true, finishReason: 'abort' });
+    expect(summary.generatedTokens).toBeLessThan(500);
+    expect(stdout.length).toBeGreaterThan(0);
   });
 });

@@ -50,7 +50,7 @@ describeStories(`stories260K as GGUF${storiesMissing ? ` skipped: ${storiesMissi
       }
       const embedded = findTokenizer(back);
       expect(embedded.source).toContain('GGUF metadata');
-      expect(embedded.tokenizer.pieces.map((p) => Buffer.from(p).toString('latin1'))).toEqual(tokenizer.pieces.map((p) => Buffer.from(p).toString('latin1')));
+      expect(embedded.tokenizer.vocab.tokens).toEqual(tokenizer.vocab.tokens);
       expect(Array.from(embedded.tokenizer.scores)).toEqual(Array.from(tokenizer.scores));
       const r = greedy(engine, buildModel(engine, back.loaded), embedded.tokenizer);
       expect(Buffer.from(r.text).toString('utf8')).toBe(expectedText());

@@ -135,7 +135,8 @@ describe('GGUF files', () => {
 
   it('rejects a wrong magic and an unsupported version', () => {
     expectFormatError(() => readGGUF(patch(good, 0, (dv) => dv.setUint32(0, 0x46554746, true)), 'g.gguf'), 'magic', 0);
-    expectFormatError(() => readGGUF(patch(good, 4, (dv) => dv.setUint32(0, 2, true)), 'g.gguf'), 'version', 4);
+    for (const v of [0, 1, 4]) expectFormatError(() => readGGUF(patch(good, 4, (dv) => dv.setUint32(0, v, true)), 'g.gguf'), `version at byte offset 4: ${v}, expected GGUF version 2 or 3`, 4);
+    expectFormatError(() => readGGUF(patch(good, 4, (dv) => dv.setUint32(0, 3, false)), 'g.gguf'), 'big-endian GGUF files are not supported', 4);
   });
 
   it('rejects absurd counts and lengths at once, without allocating', () => {
@@ -160,8 +161,10 @@ describe('GGUF files', () => {
     expectFormatError(() => readGGUF(patch(good, AT.ne0, (dv) => dv.setBigUint64(0, 0n, true)), 'g.gguf'), 'ne[0]', AT.ne0);
     expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 62n, true)), 'g.gguf'), 'ne[1]', AT.ne1);
     // Huge but representable dims: the data cannot be in the file.
-    expectCheap(() => expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 40n, true)), 'g.gguf'), 'tensor "x" data', AT.data));
-    expectFormatError(() => readGGUF(patch(good, AT.type, (dv) => dv.setUint32(0, 12, true)), 'g.gguf'), /tensor "x" type.*ggml type 12/, AT.type);
+    expectCheap(() => expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 40n, true)), 'g.gguf'), 'more than a 352-byte file can hold', AT.ne1));
+    // Few enough elements for the file's size, but not in the bytes after the data offset.
+    expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 3n, true)), 'g.gguf'), 'tensor "x" data', AT.data);
+    expectFormatError(() => readGGUF(patch(good, AT.type, (dv) => dv.setUint32(0, 99, true)), 'g.gguf'), /tensor "x" type.*ggml type 99 is unknown; supported: F32, F16, Q4_0/, AT.type);
     expectFormatError(() => readGGUF(patch(good, AT.valueType, (dv) => dv.setUint32(0, 13, true)), 'g.gguf'), '"k" value type', AT.valueType);
     expectFormatError(() => readGGUF(patch(good, AT.offset, (dv) => dv.setBigUint64(0, 4n, true)), 'g.gguf'), 'offset', AT.offset);
     // Q4_0 needs ne[0] in whole blocks of 32.

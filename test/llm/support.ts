@@ -4,8 +4,20 @@
  */
 import type { Engine } from '@sparq/core';
 import { Session, argmax, buildModel, defaultAttention, generate, readModelFile, readTokenizerFile, type AttentionConfig, type Model, type Tokenizer, type WeightType } from '@sparq/llm';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { sharedFile } from '../support/shared.ts';
+
+/** The repository root. */
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** `sparq ...` as a user runs it (from source), text output. */
+export function runSparq(...args: string[]): { code: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
 
 export const files = {
   model: sharedFile('models/stories260K.bin'),

@@ -295,6 +295,13 @@ for (const path of paths) {
           ref.rope(ra, positions, 10000);
           nat.rope(rb, positions, 10000);
           expectSameBits(ra.data, rb.data, 'rope');
+          // Given frequencies, a scale and the 'halves' layout.
+          const options = { freqs: Tensor.f32([headDim / 2], Array.from({ length: headDim / 2 }, (_, i) => 0.9 ** i / (1 + (seed & 3)))), scale: 1.0625, pairs: 'halves' as const };
+          const sa2 = Tensor.f32([n, heads, headDim], xv);
+          const sb2 = Tensor.f32([n, heads, headDim], xv);
+          ref.rope(sa2, positions, 10000, options);
+          nat.rope(sb2, positions, 10000, options);
+          expectSameBits(sa2.data, sb2.data, 'rope with options');
           const sa = Tensor.f32([n, heads * headDim], xv.map((v) => v * 10));
           const sb = Tensor.f32([n, heads * headDim], xv.map((v) => v * 10));
           ref.softmax(sa);
@@ -351,8 +358,10 @@ describe.runIf(addon !== null)('native basic bindings reject bad buffers with JS
     ['dequantizeInt4 out too short', () => a.dequantizeInt4(f(127), 0, w.packed, w.scales, w.zeros, 2, 64, 32, true)],
     ['int4GroupSums sums too short', () => a.int4GroupSums(new Int32Array(3), w.packed, w.scales, w.zeros, 2, 64, 32, true, f(64), 0, 1)],
     ['rmsnorm weight too short', () => a.rmsnorm(f(8), 0, f(8), 0, f(3), 0, 2, 4, 1e-5)],
-    ['rope odd headDim', () => a.rope(f(6), 0, new Int32Array(1), 0, 1, 2, 3, 10000)],
-    ['rope positions too short', () => a.rope(f(8), 0, new Int32Array(1), 0, 2, 1, 4, 10000)],
+    ['rope odd headDim', () => a.rope(f(6), 0, new Int32Array(1), 0, 1, 2, 3, 10000, null, 0, 1, false)],
+    ['rope positions too short', () => a.rope(f(8), 0, new Int32Array(1), 0, 2, 1, 4, 10000, null, 0, 1, false)],
+    ['rope freqs too short', () => a.rope(f(8), 0, new Int32Array(2), 0, 2, 1, 4, 10000, f(1), 0, 1, false)],
+    ['rope halves not a boolean', () => a.rope(f(8), 0, new Int32Array(2), 0, 2, 1, 4, 10000, null, 0, 1, 1)],
     ['softmax empty rows', () => a.softmax(f(4), 0, 2, 0)],
     ['softmax x too short', () => a.softmax(f(7), 0, 2, 4)],
     ['topk k > len', () => a.topk(new Int32Array(10), 0, f(8), 0, 2, 4, 5)],

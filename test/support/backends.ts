@@ -4,7 +4,7 @@
  * its reason, never as passed; under REQUIRE_NATIVE=1 or CI=true a missing
  * native backend fails the run instead.
  */
-import { loadBackends, type Engine, type OpName } from '@sparq/core';
+import { loadBackends, type DType, type Engine, type OpName } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
 import { describe, it } from 'vitest';
@@ -33,8 +33,11 @@ export function forEachBackend(title: string, body: (engine: Engine) => void): v
   }
 }
 
-/** `it` for one op: skipped, with the reason in its name, when the backend declares the op absent. */
-export function opIt(engine: Engine, op: OpName, name: string, fn: () => void | Promise<void>): void {
-  if (engine.has(op)) it(name, fn);
-  else it.skip(`${name} (skipped: ${engine.name} does not implement ${op})`, () => {});
+/**
+ * `it` for one op (on one block dtype, when given): skipped, with the reason in its name, when the
+ * backend declares the op absent or does not list the dtype (Backend.blockDTypes).
+ */
+export function opIt(engine: Engine, op: OpName, name: string, fn: () => void | Promise<void>, dtype?: DType): void {
+  if (engine.has(op, dtype)) it(name, fn);
+  else it.skip(`${name} (skipped: ${engine.name} does not implement ${op}${dtype === undefined || !engine.has(op) ? '' : ` on ${dtype}`})`, () => {});
 }

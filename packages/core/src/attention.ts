@@ -64,14 +64,18 @@ export class SparqTrace {
   readonly i2Count: Int32Array;
   readonly alpha: Float32Array;
   readonly tau: Float32Array;
+  readonly batch: number;
+  readonly nHeads: number;
+  readonly nKvHeads: number;
+  readonly r: number;
+  readonly k: number;
 
-  constructor(
-    readonly batch: number,
-    readonly nHeads: number,
-    readonly nKvHeads: number,
-    readonly r: number,
-    readonly k: number,
-  ) {
+  constructor(batch: number, nHeads: number, nKvHeads: number, r: number, k: number) {
+    this.batch = batch;
+    this.nHeads = nHeads;
+    this.nKvHeads = nKvHeads;
+    this.r = r;
+    this.k = k;
     this.i1 = new Int32Array(batch * nKvHeads * r);
     this.i2 = new Int32Array(batch * nKvHeads * k);
     this.i2Count = new Int32Array(batch * nKvHeads);

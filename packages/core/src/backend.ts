@@ -19,6 +19,22 @@ import type { Tensor } from './tensor.ts';
 /** How an INT4 product is computed: dequantize weights to f32, or quantize the activation to int8 and use integer dot products. */
 export type Int4Path = 'dequant' | 'int8';
 
+/**
+ * How rope turns a head (see BackendOps.rope). The defaults are llama2.c's rope;
+ * context-extension schemes (linear, YaRN, Llama 3 frequency factors) are all a
+ * per-pair frequency table plus a magnitude scale.
+ */
+export interface RopeOptions {
+  /** (headDim / 2) f32, finite and >= 0: pair i turns by pos * freqs[i] radians. */
+  freqs?: Tensor<'f32'>;
+  /** Multiplies cos and sin (YaRN's magnitude correction); finite, > 0. Default 1. */
+  scale?: number;
+  /** 'adjacent': pair i is (2i, 2i+1) (llama2.c, ggml NORM); 'halves': (i, i + headDim/2) (GPT-NeoX, ggml NEOX). */
+  pairs?: RopePairs;
+}
+
+export type RopePairs = 'adjacent' | 'halves';
+
 /** Weight dtypes the f32 matvec/matmul ops accept. */
 export type MatrixDType = 'f32' | 'f16' | 'bf16' | BlockDType;
 
@@ -33,16 +49,16 @@ export interface BackendInfo {
 }
 
 export interface BackendOps {
-  /** Quantize f32 rows to a ggml block format. x (..., n) f32 -> out (..., n) q4_0 | q4_1 | q8_0; n a multiple of 32; x finite. Byte-exact with ggml. */
+  /** Quantize f32 rows to a ggml block format. x (..., n) f32 -> out (..., n) any block dtype; n whole blocks; x finite. Byte-exact with ggml's reference quantizers. */
   quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void;
-  /** Dequantize ggml blocks. x (..., n) q4_0 | q4_1 | q8_0 -> out (..., n) f32. */
+  /** Dequantize ggml blocks. x (..., n) any block dtype -> out (..., n) f32. */
   dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void;
   /** Group-wise INT4 quantization. x (rows, cols) f32, finite -> out Int4Matrix (rows, cols). */
   quantizeInt4(out: Int4Matrix, x: Tensor<'f32'>): void;
   /** w Int4Matrix (rows, cols) -> out (rows, cols) f32. */
   dequantizeInt4(out: Tensor<'f32'>, w: Int4Matrix): void;
 
-  /** w (rows, cols) f32 | f16 | bf16 | q4_0 | q4_1 | q8_0 @ x (cols) f32 -> out (rows) f32. */
+  /** w (rows, cols) f32 | f16 | bf16 | any block dtype @ x (cols) f32 -> out (rows) f32. */
   matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
   /** x (n, cols) f32 @ w^T, w (rows, cols) -> out (n, rows) f32: n matvecs sharing one read of w. */
   matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
@@ -54,11 +70,13 @@ export interface BackendOps {
   /** out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. x, out (n, dim); weight (dim). out may be x. */
   rmsnorm(out: Tensor<'f32'>, x: Tensor<'f32'>, weight: Tensor<'f32'>, eps: number): void;
   /**
-   * Rotary position embedding in place, llama2.c's pair layout: within each head,
-   * pairs (2i, 2i+1) rotate by pos * theta^(-2i / headDim). x (n, nHeads, headDim),
-   * headDim even; positions (n) i32 >= 0.
+   * Rotary position embedding in place: within each head, pair i rotates by
+   * pos * freq_i, freq_i = theta^(-2i / headDim) unless `options.freqs` gives
+   * them, and cos and sin are multiplied by `options.scale` (default 1).
+   * Pair i is (2i, 2i+1) (llama2.c's layout, the default) or (i, i + headDim/2)
+   * with `pairs: 'halves'`. x (n, nHeads, headDim), headDim even; positions (n) i32 >= 0.
    */
-  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta: number): void;
+  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta: number, options?: RopeOptions): void;
   /** Softmax of each row in place (max subtracted first). x (n, len). */
   softmax(x: Tensor<'f32'>): void;
   /** Indices of the k largest of each row, largest first, ties to the lowest index. x (n, len) f32 -> out (n, k) i32; 1 <= k <= len. */
@@ -118,6 +136,13 @@ export const OP_NAMES: readonly OpName[] = [
 /** A backend: a name, what it reports about itself, and the ops it implements. */
 export interface Backend extends Partial<BackendOps> {
   readonly name: string;
+  /**
+   * The block dtypes its quantize, dequantize, matvec and matmul handle (absent: none). The Engine
+   * throws UnsupportedOpError for the others, before the backend sees them.
+   */
+  readonly blockDTypes?: readonly BlockDType[];
+  /** The block dtypes its quantize handles, when fewer than blockDTypes (absent: all of blockDTypes). */
+  readonly quantizeDTypes?: readonly BlockDType[];
   info(): BackendInfo;
   /** Releases threads or native resources (optional). */
   dispose?(): void | Promise<void>;

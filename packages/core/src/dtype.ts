@@ -2,29 +2,11 @@
  * Element types a tensor can hold, and how each is stored.
  *
  * Plain types (f32, f16, bf16, i8, u8, i32) store one element per array slot.
- * Block types (q4_0, q4_1, q8_0: ggml's formats, SPEC section 5) store a row as
- * blocks of 32 elements, each block a fixed number of bytes; their tensors keep
- * the logical shape in elements and the bytes in a Uint8Array.
+ * Block types (ggml's quantized formats, SPEC section 5, and the ones GGUF files from
+ * model hubs use) store a row as blocks of a fixed number of elements, each block a fixed
+ * number of bytes; their tensors keep the logical shape in elements and the bytes in a
+ * Uint8Array. BLOCK_LAYOUT below is the one list of them.
  */
-
-export type PlainDType = 'f32' | 'f16' | 'bf16' | 'i8' | 'u8' | 'i32';
-export type BlockDType = 'q4_0' | 'q4_1' | 'q8_0';
-export type DType = PlainDType | BlockDType;
-
-/** The typed array behind each plain dtype. f16 and bf16 are raw bit patterns. */
-export interface StorageOf {
-  f32: Float32Array;
-  f16: Uint16Array;
-  bf16: Uint16Array;
-  i8: Int8Array;
-  u8: Uint8Array;
-  i32: Int32Array;
-  q4_0: Uint8Array;
-  q4_1: Uint8Array;
-  q8_0: Uint8Array;
-}
-
-export type Storage = StorageOf[DType];
 
 /** Layout of a ggml block: elements per block and bytes per block. */
 export interface BlockLayout {
@@ -32,14 +14,58 @@ export interface BlockLayout {
   readonly bytes: number;
 }
 
-/** q4_0: f16 scale + 16 bytes of nibbles; q4_1: f16 scale, f16 min + 16 bytes; q8_0: f16 scale + 32 int8. */
-export const BLOCK_LAYOUT: Readonly<Record<BlockDType, BlockLayout>> = {
+/**
+ * Every block dtype with its layout, as ggml stores it (ggml-common.h's block_* structs; d, dmin
+ * and m are f16). The bytes add up as:
+ *   q4_0   32 el:  d | qs[16] nibbles                                     2 + 16           =  18
+ *   q4_1   32 el:  d | m | qs[16]                                         4 + 16           =  20
+ *   q5_0   32 el:  d | qh[4] (5th bits) | qs[16]                          2 + 4 + 16       =  22
+ *   q5_1   32 el:  d | m | qh[4] | qs[16]                                 4 + 4 + 16       =  24
+ *   q8_0   32 el:  d | qs[32] int8                                        2 + 32           =  34
+ *   q2_k  256 el:  scales[16] (4-bit scale, 4-bit min) | qs[64] | d | dmin  16 + 64 + 4    =  84
+ *   q3_k  256 el:  hmask[32] | qs[64] | scales[12] (6-bit) | d             32 + 64 + 12 + 2 = 110
+ *   q4_k  256 el:  d | dmin | scales[12] (6-bit scales, mins) | qs[128]    4 + 12 + 128     = 144
+ *   q5_k  256 el:  d | dmin | scales[12] | qh[32] | qs[128]                4 + 12 + 32 + 128 = 176
+ *   q6_k  256 el:  ql[128] | qh[64] | scales[16] int8 | d                  128 + 64 + 16 + 2 = 210
+ *   iq4_nl 32 el:  d | qs[16] (indices into a 16-value non-linear table)   2 + 16           =  18
+ *   iq4_xs 256 el: d | scales_h u16 | scales_l[4] | qs[128]                2 + 2 + 4 + 128  = 136
+ * The reference dequantizers (packages/reference/src/ops) draw each layout bit by bit.
+ */
+export const BLOCK_LAYOUT = {
   q4_0: { elements: 32, bytes: 18 },
   q4_1: { elements: 32, bytes: 20 },
+  q5_0: { elements: 32, bytes: 22 },
+  q5_1: { elements: 32, bytes: 24 },
   q8_0: { elements: 32, bytes: 34 },
-};
+  q2_k: { elements: 256, bytes: 84 },
+  q3_k: { elements: 256, bytes: 110 },
+  q4_k: { elements: 256, bytes: 144 },
+  q5_k: { elements: 256, bytes: 176 },
+  q6_k: { elements: 256, bytes: 210 },
+  iq4_nl: { elements: 32, bytes: 18 },
+  iq4_xs: { elements: 256, bytes: 136 },
+} as const satisfies Record<string, BlockLayout>;
 
-export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i8', 'u8', 'i32', 'q4_0', 'q4_1', 'q8_0'];
+export type PlainDType = 'f32' | 'f16' | 'bf16' | 'i8' | 'u8' | 'i32';
+export type BlockDType = keyof typeof BLOCK_LAYOUT;
+export type DType = PlainDType | BlockDType;
+
+/** The block dtypes, in BLOCK_LAYOUT's order. */
+export const BLOCK_DTYPES = Object.keys(BLOCK_LAYOUT) as readonly BlockDType[];
+
+/** The typed array behind each dtype. f16 and bf16 are raw bit patterns; block types are bytes. */
+export type StorageOf = {
+  f32: Float32Array;
+  f16: Uint16Array;
+  bf16: Uint16Array;
+  i8: Int8Array;
+  u8: Uint8Array;
+  i32: Int32Array;
+} & { [K in BlockDType]: Uint8Array };
+
+export type Storage = StorageOf[DType];
+
+export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i8', 'u8', 'i32', ...BLOCK_DTYPES];
 
 const ARRAY_OF: Readonly<Record<PlainDType, { new (buffer: ArrayBufferLike, byteOffset: number, length: number): Storage; BYTES_PER_ELEMENT: number }>> = {
   f32: Float32Array,
@@ -51,7 +77,7 @@ const ARRAY_OF: Readonly<Record<PlainDType, { new (buffer: ArrayBufferLike, byte
 };
 
 export function isBlockDType(dtype: DType): dtype is BlockDType {
-  return dtype === 'q4_0' || dtype === 'q4_1' || dtype === 'q8_0';
+  return Object.hasOwn(BLOCK_LAYOUT, dtype);
 }
 
 export function isDType(value: unknown): value is DType {

@@ -5,8 +5,8 @@
  * Models, the CLI and tests are written against this class only.
  */
 import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
-import type { Backend, BackendInfo, BackendOps, Int4Path, OpName } from './backend.ts';
-import type { BlockDType } from './dtype.ts';
+import type { Backend, BackendInfo, BackendOps, Int4Path, OpName, RopeOptions } from './backend.ts';
+import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
 import type { KVCache } from './kv-cache.ts';
@@ -14,7 +14,11 @@ import type { Tensor } from './tensor.ts';
 import * as v from './validate.ts';
 
 export class Engine {
-  constructor(readonly backend: Backend) {}
+  readonly backend: Backend;
+
+  constructor(backend: Backend) {
+    this.backend = backend;
+  }
 
   get name(): string {
     return this.backend.name;
@@ -24,26 +28,34 @@ export class Engine {
     return this.backend.info();
   }
 
-  /** True when the backend implements `op`. */
-  has(op: OpName): boolean {
-    return typeof this.backend[op] === 'function';
+  /** True when the backend implements `op` (for a block `dtype`: and handles that dtype, see Backend.blockDTypes). */
+  has(op: OpName, dtype?: DType): boolean {
+    if (typeof this.backend[op] !== 'function') return false;
+    return dtype === undefined || !isBlockDType(dtype) || this.blockDTypesOf(op).includes(dtype as BlockDType);
   }
 
-  /** The backend's implementation of `op`, or UnsupportedOpError. */
-  private op<K extends OpName>(name: K): BackendOps[K] {
+  /** The block dtypes the backend handles in `op`. */
+  private blockDTypesOf(op: OpName): readonly BlockDType[] {
+    const all = this.backend.blockDTypes ?? [];
+    return op === 'quantize' && this.backend.quantizeDTypes ? this.backend.quantizeDTypes : all;
+  }
+
+  /** The backend's implementation of `op` (on `dtype`, when given), or UnsupportedOpError. */
+  private op<K extends OpName>(name: K, dtype?: DType): BackendOps[K] {
     const fn = this.backend[name];
     if (typeof fn !== 'function') throw new UnsupportedOpError(name, this.backend.name);
+    if (!this.has(name, dtype)) throw new UnsupportedOpError(name, this.backend.name, dtype, this.blockDTypesOf(name));
     return (fn as (...args: unknown[]) => void).bind(this.backend) as BackendOps[K];
   }
 
   quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
     v.validateQuantize('quantize', out, x);
-    this.op('quantize')(out, x);
+    this.op('quantize', out.dtype)(out, x);
   }
 
   dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void {
     v.validateDequantize('dequantize', out, x);
-    this.op('dequantize')(out, x);
+    this.op('dequantize', x.dtype)(out, x);
   }
 
   quantizeInt4(out: Int4Matrix, x: Tensor<'f32'>): void {
@@ -58,12 +70,12 @@ export class Engine {
 
   matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
     v.validateMatrixProduct('matvec', out, w, x, false);
-    this.op('matvec')(out, w, x);
+    this.op('matvec', w.dtype)(out, w, x);
   }
 
   matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
     v.validateMatrixProduct('matmul', out, w, x, true);
-    this.op('matmul')(out, w, x);
+    this.op('matmul', w.dtype)(out, w, x);
   }
 
   matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path = 'dequant'): void {
@@ -83,9 +95,9 @@ export class Engine {
     this.op('rmsnorm')(out, x, weight, eps);
   }
 
-  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta = 10000): void {
-    v.validateRope('rope', x, positions, theta);
-    this.op('rope')(x, positions, theta);
+  rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta = 10000, options?: RopeOptions): void {
+    v.validateRope('rope', x, positions, theta, options);
+    this.op('rope')(x, positions, theta, options);
   }
 
   softmax(x: Tensor<'f32'>): void {

@@ -37,14 +37,25 @@ export class CapacityError extends SparqError {
   override name = 'CapacityError';
 }
 
-/** The backend does not implement this op (declared absent, never faked). */
+/**
+ * The backend does not implement this op, or not for this dtype (declared absent, never faked).
+ * With a dtype, the message lists the dtypes the backend does handle.
+ */
 export class UnsupportedOpError extends SparqError {
   override name = 'UnsupportedOpError';
-  constructor(
-    readonly op: string,
-    readonly backend: string,
-  ) {
-    super(`${op}: not implemented by backend '${backend}'`);
+  readonly op: string;
+  readonly backend: string;
+  readonly dtype: string | undefined;
+
+  constructor(op: string, backend: string, dtype?: string, supported: readonly string[] = []) {
+    super(
+      dtype === undefined
+        ? `${op}: not implemented by backend '${backend}'`
+        : `${op}: dtype ${dtype} is not implemented by backend '${backend}' (it has ${supported.join(', ') || 'none'})`,
+    );
+    this.op = op;
+    this.backend = backend;
+    this.dtype = dtype;
   }
 }
 

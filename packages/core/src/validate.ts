@@ -5,8 +5,8 @@
  * Messages follow `op: what, got X, expected Y`.
  */
 import type { BudgetParams, H2OState, SparqParams, SparqTrace } from './attention.ts';
-import type { Int4Path } from './backend.ts';
-import { isBlockDType, type DType } from './dtype.ts';
+import type { Int4Path, RopeOptions } from './backend.ts';
+import { BLOCK_DTYPES, isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { DTypeError, NonFiniteError, ShapeError, SparqRangeError, formatShape } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
 import type { KVCache } from './kv-cache.ts';
@@ -53,18 +53,53 @@ export function checkFinite(op: string, name: string, x: Tensor<'f32'>): void {
   }
 }
 
-const MATRIX_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q4_1', 'q8_0'];
+const MATRIX_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
+
+/** The largest finite f16: a block's f16 scale (or minimum) must not round past it to infinity. */
+const F16_MAX = 65504;
+
+/**
+ * The largest |x| each block dtype can quantize with every stored f16 finite, and why. The direct
+ * formats store a fixed fraction of the block's largest value: Q4_0 d = max / -8, Q5_0 max / -16,
+ * Q8_0 amax / 127. Q4_1 / Q5_1 store the minimum itself. The searched formats (K-quants, IQ4)
+ * store super-scales at most about max |x| (their sub-block scales are fits of at most max |x| per
+ * step, then divided by 15..128 for the super-scale), and dmin / the IQ4_XS super-scale likewise,
+ * so values an f16 can hold are safe; we accept exactly those, which every real model weight is.
+ */
+const QUANTIZE_LIMIT: Readonly<Record<BlockDType, { max: number; why: string }>> = {
+  q4_0: { max: 8 * F16_MAX, why: 'its f16 scale is max|x| / 8' },
+  q5_0: { max: 16 * F16_MAX, why: 'its f16 scale is max|x| / 16' },
+  q8_0: { max: 127 * F16_MAX, why: 'its f16 scale is max|x| / 127' },
+  q4_1: { max: F16_MAX, why: 'it stores the block minimum as f16' },
+  q5_1: { max: F16_MAX, why: 'it stores the block minimum as f16' },
+  q2_k: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  q3_k: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  q4_k: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  q5_k: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  q6_k: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  iq4_nl: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+  iq4_xs: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
+};
 
 export function validateQuantize(op: string, out: Tensor, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
-  if (!isBlockDType(out.dtype)) throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected q4_0 | q4_1 | q8_0`);
+  if (!isBlockDType(out.dtype)) throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
   checkTensor(op, 'out', out, [out.dtype]);
   checkShape(op, 'out', out, x.shape);
   checkFinite(op, 'x', x as Tensor<'f32'>);
+  // Without this, a scale rounding to f16 infinity turns the whole block into NaN.
+  const { max, why } = QUANTIZE_LIMIT[out.dtype];
+  const data = (x as Tensor<'f32'>).data;
+  for (let i = 0; i < x.size; i++) {
+    const v = data[x.offset + i];
+    if (Math.abs(v) > max) {
+      throw new SparqRangeError(`${op}: x element ${i} is ${v}, expected |x| <= ${max} for ${out.dtype} (${why}, at most ${F16_MAX})`);
+    }
+  }
 }
 
 export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
-  if (!isBlockDType(x.dtype)) throw new DTypeError(`${op}: x has dtype ${x.dtype}, expected q4_0 | q4_1 | q8_0`);
+  if (!isBlockDType(x.dtype)) throw new DTypeError(`${op}: x has dtype ${x.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
   checkTensor(op, 'x', x, [x.dtype]);
   checkTensor(op, 'out', out, ['f32']);
   checkShape(op, 'out', out, x.shape);
@@ -114,7 +149,7 @@ export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tens
   checkPositive(op, 'eps', eps);
 }
 
-export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number): void {
+export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number, options?: RopeOptions): void {
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'positions', positions, ['i32']);
   checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
@@ -122,6 +157,19 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
   checkShape(op, 'positions', positions, [x.shape[0]]);
   for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
   checkPositive(op, 'theta', theta);
+  if (options?.freqs !== undefined) {
+    checkTensor(op, 'freqs', options.freqs, ['f32']);
+    checkShape(op, 'freqs', options.freqs, [x.shape[2] / 2]);
+    const f = options.freqs;
+    for (let i = 0; i < f.size; i++) {
+      const value = f.data[f.offset + i];
+      if (!Number.isFinite(value) || value < 0) throw new SparqRangeError(`${op}: freqs[${i}] ${value}, expected a finite number >= 0`);
+    }
+  }
+  if (options?.scale !== undefined) checkPositive(op, 'scale', options.scale);
+  if (options?.pairs !== undefined && options.pairs !== 'adjacent' && options.pairs !== 'halves') {
+    throw new SparqRangeError(`${op}: pairs ${String(options.pairs)}, expected 'adjacent' or 'halves'`);
+  }
 }
 
 export function validateSoftmax(op: string, x: Tensor): void {

@@ -1,11 +1,14 @@
 /**
- * The forward pass of a Llama model, as llama2.c's forward() with a KV cache
- * per layer and batched prefill:
+ * The forward pass of a Llama-family model, as llama2.c's forward() with a
+ * KV cache per layer and batched prefill:
  *
  *   x = embedding rows of the tokens                                (n, dim)
  *   per layer:
- *     xb = rmsnorm(x) ; q, k, v = xb @ wq^T, wk^T, wv^T              (n, dim), (n, kv_dim) x2
- *     rope(q, k) at the tokens' positions ; append k, v to the cache
+ *     xb = rmsnorm(x) ; q, k, v = xb @ wq^T, wk^T, wv^T              (n, q_dim), (n, kv_dim) x2
+ *     [+ bq, bk, bv]          (Qwen 2: q/k/v biases)
+ *     [rmsnorm each head of q and k]   (Qwen 3: per-head q/k norms)
+ *     rope(q, k) at the tokens' positions (pair layout and frequency table per family / RoPE scaling)
+ *     append k, v to the cache
  *     att = attention(q, cache)  prefill: dense causal; decode: the chosen method
  *     x += att @ wo^T
  *     xb = rmsnorm(x) ; hb = silu(xb @ w1^T) * (xb @ w3^T) ; x += hb @ w2^T
@@ -15,7 +18,7 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState.
  */
-import { AttentionStats, H2OState, KVCache, SparqRangeError, Tensor, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { RunState } from './run-state.ts';
@@ -47,12 +50,14 @@ export class Session {
   pos = 0;
   private readonly int4Path: Int4Path;
   private readonly dense: AttentionConfig;
+  readonly engine: Engine;
+  readonly model: Model;
+  readonly options: SessionOptions;
 
-  constructor(
-    readonly engine: Engine,
-    readonly model: Model,
-    readonly options: SessionOptions,
-  ) {
+  constructor(engine: Engine, model: Model, options: SessionOptions) {
+    this.engine = engine;
+    this.model = model;
+    this.options = options;
     const c = model.config;
     if (!Number.isInteger(options.capacity) || options.capacity < 1 || options.capacity > c.seqLen) {
       throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
@@ -64,6 +69,13 @@ export class Session {
     this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
     this.int4Path = options.int4Path ?? 'dequant';
     this.dense = { ...options.attention, method: 'dense' };
+  }
+
+  /** Empties the caches (and H2O's history) for a new sequence from position 0; statistics are kept. */
+  reset(): void {
+    for (const cache of this.caches) cache.reset(0);
+    for (const h of this.h2o) h?.reset(0);
+    this.pos = 0;
   }
 
   /** Forwards the prompt with dense causal attention, in chunks of maxPrefill; logits of its last token. */
@@ -98,8 +110,18 @@ export class Session {
       linear(engine, r.q, layer.wq, r.xbIn, this.int4Path);
       linear(engine, r.k, layer.wk, r.xbIn, this.int4Path);
       linear(engine, r.v, layer.wv, r.xbIn, this.int4Path);
-      engine.rope(r.qHeads, r.positions, c.ropeTheta);
-      engine.rope(r.kHeads, r.positions, c.ropeTheta);
+      // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
+      if (layer.bias) {
+        addRows(this.state.q, layer.bias.q, n);
+        addRows(this.state.k, layer.bias.k, n);
+        addRows(this.state.v, layer.bias.v, n);
+      }
+      if (layer.qkNorm) {
+        engine.rmsnorm(r.qRows, r.qRows, layer.qkNorm.q, c.normEps);
+        engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
+      }
+      engine.rope(r.qHeads, r.positions, c.ropeTheta, w.rope);
+      engine.rope(r.kHeads, r.positions, c.ropeTheta, w.rope);
       engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
       if (decode) {
         if (l === 0) this.countStep(cache.nValid(0));
@@ -133,9 +155,10 @@ export class Session {
     if (table.dtype === 'f32') {
       const from = table.offset + token * dim;
       x.set((table.data as Float32Array).subarray(from, from + dim), i * dim);
-    } else if (table.dtype === 'f16') {
+    } else if (table.dtype === 'f16' || table.dtype === 'bf16') {
       const src = table.data as Uint16Array;
-      for (let j = 0; j < dim; j++) x[i * dim + j] = f16ToF32(src[table.offset + token * dim + j]);
+      const widen = table.dtype === 'f16' ? f16ToF32 : bf16ToF32;
+      for (let j = 0; j < dim; j++) x[i * dim + j] = widen(src[table.offset + token * dim + j]);
     } else {
       this.engine.dequantize(new Tensor('f32', x, [1, dim], undefined, i * dim), table.slice(0, token, token + 1) as Tensor<'q4_0'>);
     }
@@ -154,6 +177,12 @@ export class Session {
 /** x[i] += y[i] for i < n (the residual connection). */
 function addInto(x: Float32Array, y: Float32Array, n: number): void {
   for (let i = 0; i < n; i++) x[i] += y[i];
+}
+
+/** Adds `bias` (width) to each of the first n rows of x (n, width), in f32 as ggml's add. */
+function addRows(x: Float32Array, bias: Tensor<'f32'>, n: number): void {
+  const width = bias.size;
+  for (let t = 0; t < n; t++) for (let i = 0; i < width; i++) x[t * width + i] += bias.data[bias.offset + i];
 }
 
 /** hb[i] = silu(hb[i]) * hb2[i], silu(v) = v * (1 / (1 + exp(-v))), each step rounded to f32 as run.c does. */

@@ -1,17 +1,21 @@
 /**
- * Text generation with run.c's loop semantics: `steps` counts positions
- * including BOS at position 0 (0 or more than seq_len means seq_len); the
- * prompt (BOS, dummy prefix, pieces) is forwarded in one batched prefill; then
- * each sampled token is printed and, while positions remain, forwarded with
- * the chosen decode attention. Sampling BOS ends the text, as in run.c. What
- * run.c prints goes to `onPiece`: the prompt's pieces after BOS, then every
- * sampled token, each through safe_printf's filter.
+ * Text generation with run.c's loop semantics, synchronously: `steps` counts
+ * positions including BOS at position 0 (0 or more than seq_len means
+ * seq_len); the prompt (BOS, dummy prefix, pieces) is forwarded in one batched
+ * prefill; then each sampled token is shown and, while positions remain,
+ * forwarded with the chosen decode attention. Sampling BOS (or EOS) ends the
+ * text of a llama2.c model; an end-of-generation token (not BOS) that of a
+ * GGUF model, as in llama.cpp (generation-limits.ts). What run.c prints goes to `onPiece`: the prompt's text, then each
+ * sampled token's (see text-stream.ts for the one difference from run.c).
+ * This is a TextSession of `steps` positions run to the end with `step()`.
  */
 import { SparqRangeError, type Engine, type Int4Path, type KVDType } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
-import { Session } from './forward.ts';
-import { Sampler } from './sampler.ts';
-import { printable, type Tokenizer } from './tokenizer.ts';
+import type { Session } from './forward.ts';
+import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
+import { TextSession } from './text-session.ts';
+import { detokenize } from './text-stream.ts';
+import type { Tokenizer } from './tokenizer.ts';
 import type { Model } from './weights.ts';
 
 export interface GenerateOptions {
@@ -24,7 +28,11 @@ export interface GenerateOptions {
   kvDType?: KVDType;
   int4Path?: Int4Path;
   /** Called with each printed piece as soon as it is known (streaming). */
-  onPiece?: (bytes: Uint8Array) => void;
+  onPiece?: (text: string) => void;
+  /** What ends the text (generation-limits.ts); default: the model's (GGUF: end-of-generation tokens; llama2.c: also BOS). */
+  stop?: StopRule;
+  /** Context size: the most positions, at most the model's trained context (the default). */
+  context?: number;
 }
 
 export interface GenerateResult {
@@ -32,10 +40,10 @@ export interface GenerateResult {
   tokens: number[];
   promptTokens: number;
   /** Everything printed. */
-  text: Uint8Array;
+  text: string;
   prefillMs: number;
   decodeMs: number;
-  /** The session: decode stats, SPEC 3 costs, caches. */
+  /** The forward session: decode stats, SPEC 3 costs, caches. */
   session: Session;
 }
 
@@ -45,36 +53,19 @@ export function clampSteps(steps: number, seqLen: number): number {
 }
 
 export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
-  const steps = clampSteps(options.steps, model.config.seqLen);
-  const tokens = tokenizer.encode(prompt, true, false);
+  const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
+  const tokens = tokenizer.encode(prompt, { parseSpecial: true });
   if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
-  const session = new Session(engine, model, { capacity: steps, maxPrefill: tokens.length, attention: options.attention, kvDType: options.kvDType, int4Path: options.int4Path });
-  const sampler = new Sampler(model.config.vocabSize, options);
-  const printed: Uint8Array[] = [];
-  const emit = (prev: number, next: number) => {
-    const piece = printable(tokenizer.decodePiece(prev, next));
-    if (piece.length === 0) return;
-    printed.push(piece);
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: tokens.length, attention: options.attention, kvDType: options.kvDType, int4Path: options.int4Path, stop: options.stop ?? stopRuleOf(model.format) });
+  // The prompt prints as run.c echoes it.
+  let text = detokenize(tokenizer, tokens);
+  if (text) options.onPiece?.(text);
+  const run = session.generate(tokens, { temperature: options.temperature, topP: options.topp, seed: options.seed });
+  for (let piece = run.step(); piece !== null; piece = run.step()) {
+    if (!piece) continue;
+    text += piece;
     options.onPiece?.(piece);
-  };
-  // The prompt prints as run.c echoes it: each token after its predecessor.
-  for (let i = 1; i < tokens.length; i++) emit(tokens[i - 1], tokens[i]);
-
-  const promptTokens = tokens.length;
-  const t0 = performance.now();
-  let logits = session.prefill(tokens);
-  const t1 = performance.now();
-  let token = tokens[tokens.length - 1];
-  // Positions 0..P-1 are forwarded; each loop samples the token for position `pos`.
-  for (let pos = tokens.length; ; pos++) {
-    const next = sampler.sample(logits);
-    if (next === tokenizer.bosId) break;
-    emit(token, next);
-    tokens.push(next);
-    token = next;
-    if (pos >= steps) break;
-    logits = session.decode(token);
   }
-  const t2 = performance.now();
-  return { tokens, promptTokens, text: Buffer.concat(printed), prefillMs: t1 - t0, decodeMs: t2 - t1, session };
+  const r = run.result!;
+  return { tokens: session.history, promptTokens: tokens.length, text, prefillMs: r.prefillMs, decodeMs: r.decodeMs, session: session.forward };
 }

@@ -1,30 +1,32 @@
 /**
- * A loaded model (llama2.c or GGUF) as GGUF tensors of one type: F32, F16,
- * Q4_0, Q4_1 or Q8_0 for the matrices (ggml blocks quantized by the engine,
- * byte-exact with ggml), F32 for 1-D norms as llama.cpp keeps them. A matrix
- * whose rows are not whole 32-element blocks stays F32 (noted). With a shared
+ * A loaded model (llama2.c or GGUF) as GGUF tensors of one type for the
+ * matrices: F32, F16, BF16, or any ggml block type the engine quantizes
+ * (byte-exact with ggml's reference quantizers); F32 for 1-D norms as
+ * llama.cpp keeps them. A matrix whose rows are not whole blocks of the type
+ * (32 elements, 256 for K-quants and IQ4_XS) stays F32 (noted). With a shared
  * classifier no output.weight is written: llama.cpp then uses token_embd.
  */
-import { Tensor, f32ToF16, type BlockDType, type Engine } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, f32ToBf16, f32ToF16, isBlockDType, type BlockDType, type Engine } from '@sparq/core';
 import { toF32 } from './gguf-llama.ts';
 import type { GGUFTensorEntry } from './gguf-write.ts';
 import type { LoadedModel } from './llama2c.ts';
 import { expectedTensors } from './tensor-names.ts';
 
-export type GGUFFileType = 'f32' | 'f16' | 'q4_0' | 'q4_1' | 'q8_0';
-export const GGUF_FILE_TYPES: readonly GGUFFileType[] = ['f32', 'f16', 'q4_0', 'q4_1', 'q8_0'];
+export type GGUFFileType = 'f32' | 'f16' | 'bf16' | BlockDType;
+export const GGUF_FILE_TYPES: readonly GGUFFileType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
 /** `t` converted to `type` (a new tensor unless it already is that type). */
 export function convertTensor(engine: Engine, t: Tensor, type: GGUFFileType): Tensor {
   if (t.dtype === type) return t;
   const f32 = toF32(t, engine);
   if (type === 'f32') return f32;
-  if (type === 'f16') {
-    const out = Tensor.zeros('f16', f32.shape);
-    for (let i = 0; i < out.size; i++) out.data[i] = f32ToF16(f32.data[f32.offset + i]);
+  if (type === 'f16' || type === 'bf16') {
+    const out = Tensor.zeros(type, f32.shape);
+    const round = type === 'f16' ? f32ToF16 : f32ToBf16;
+    for (let i = 0; i < out.size; i++) out.data[i] = round(f32.data[f32.offset + i]);
     return out;
   }
-  const out = Tensor.zeros(type as BlockDType, f32.shape);
+  const out = Tensor.zeros(type, f32.shape);
   engine.quantize(out, f32);
   return out;
 }
@@ -35,13 +37,14 @@ export function ggufTensors(engine: Engine, loaded: LoadedModel, type: GGUFFileT
   const notes: string[] = [];
   const tensors = list.map(({ name }, i) => {
     const t = loaded.tensors.get(name)!;
-    let want = t.rank === 1 ? 'f32' : type;
-    // Block types need whole 32-element blocks along each row.
-    if (want !== 'f32' && want !== 'f16' && t.shape[t.rank - 1] % 32 !== 0) {
-      notes.push(`${name} kept F32: ${t.shape[t.rank - 1]} columns are not whole 32-element blocks`);
+    let want: GGUFFileType = t.rank === 1 ? 'f32' : type;
+    // Block types need whole blocks along each row.
+    const cols = t.shape[t.rank - 1];
+    if (isBlockDType(want) && cols % BLOCK_LAYOUT[want].elements !== 0) {
+      notes.push(`${name} kept F32: ${cols} columns are not whole ${BLOCK_LAYOUT[want].elements}-element ${want} blocks`);
       want = 'f32';
     }
-    const tensor = convertTensor(engine, t, want as GGUFFileType);
+    const tensor = convertTensor(engine, t, want);
     progress?.(i + 1, list.length, name, tensor.dtype);
     return { name, tensor };
   });

@@ -1,5 +1,6 @@
 /**
- * GGUF version 3 (llama.cpp's file format), the pieces reader and writer share:
+ * GGUF versions 2 and 3 (llama.cpp's file format; the same layout), the
+ * pieces reader and writer share:
  *
  *   magic "GGUF" | u32 version | u64 tensor_count | u64 kv_count
  *   kv_count x (string key | u32 value_type | value)
@@ -11,10 +12,12 @@
  * row-major (rows, cols) matrix has ne = [cols, rows]. Offsets are relative
  * to the start of the data section and multiples of the alignment.
  */
-import { BLOCK_LAYOUT, isBlockDType, type DType, type Tensor } from '@sparq/core';
+import { isBlockDType, isDType, type DType, type Tensor } from '@sparq/core';
 
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
+/** The version this writer produces; the reader takes 2 and 3 (the same layout, v3 allowed big-endian files, which we refuse). */
 export const GGUF_VERSION = 3;
+export const GGUF_READ_VERSIONS: readonly number[] = [2, 3];
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 /** ggml's GGML_MAX_DIMS. */
 export const GGUF_MAX_DIMS = 4;
@@ -57,39 +60,72 @@ export type GGUFValue =
   | { type: 'string'; value: string }
   | { type: 'array'; value: GGUFArray };
 
-/** Tensor types this engine reads and writes: ggml type id -> name and our dtype. */
-export const GGML_TYPES: ReadonlyMap<number, { name: string; dtype: DType }> = new Map([
-  [0, { name: 'F32', dtype: 'f32' as DType }],
-  [1, { name: 'F16', dtype: 'f16' as DType }],
-  [2, { name: 'Q4_0', dtype: 'q4_0' as DType }],
-  [3, { name: 'Q4_1', dtype: 'q4_1' as DType }],
-  [8, { name: 'Q8_0', dtype: 'q8_0' as DType }],
-]);
-
-/** ggml type id of a dtype we can store. */
-export function ggmlTypeOf(dtype: DType): number {
-  for (const [id, t] of GGML_TYPES) if (t.dtype === dtype) return id;
-  throw new Error(`GGUF: dtype ${dtype} has no GGUF tensor type here (F32, F16, Q4_0, Q4_1, Q8_0)`);
+/** A ggml tensor type: its name in llama.cpp, block layout, and our dtype when we compute on it. */
+export interface GGMLType {
+  readonly id: number;
+  readonly name: string;
+  /** Elements per block (1 for plain types) and bytes per block. */
+  readonly elements: number;
+  readonly bytes: number;
+  /** Our dtype for it, or null when the engine cannot compute on this type. */
+  readonly dtype: DType | null;
 }
 
-/** Elements per block and bytes per block of a storable dtype (1 element for plain types). */
-export function blockOf(dtype: DType): { elements: number; bytes: number } {
-  if (isBlockDType(dtype)) return BLOCK_LAYOUT[dtype];
-  return { elements: 1, bytes: dtype === 'f32' ? 4 : 2 };
+/**
+ * Every ggml type id a GGUF file can hold (ids 4, 5 and 31-33, 36-38 were
+ * retired by ggml) with the size of one block: facts from ggml's block
+ * structs (for example Q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales, 128
+ * bytes of nibbles = 144 bytes per 256 elements). The dtype is ours where the
+ * engine (core's DTYPES) knows the type, so a type becomes loadable as soon
+ * as core computes on it.
+ */
+const GGML_TYPE_LIST: [id: number, name: string, elements: number, bytes: number][] = [
+  [0, 'F32', 1, 4], [1, 'F16', 1, 2], [2, 'Q4_0', 32, 18], [3, 'Q4_1', 32, 20],
+  [6, 'Q5_0', 32, 22], [7, 'Q5_1', 32, 24], [8, 'Q8_0', 32, 34], [9, 'Q8_1', 32, 36],
+  [10, 'Q2_K', 256, 84], [11, 'Q3_K', 256, 110], [12, 'Q4_K', 256, 144], [13, 'Q5_K', 256, 176],
+  [14, 'Q6_K', 256, 210], [15, 'Q8_K', 256, 292], [16, 'IQ2_XXS', 256, 66], [17, 'IQ2_XS', 256, 74],
+  [18, 'IQ3_XXS', 256, 98], [19, 'IQ1_S', 256, 50], [20, 'IQ4_NL', 32, 18], [21, 'IQ3_S', 256, 110],
+  [22, 'IQ2_S', 256, 82], [23, 'IQ4_XS', 256, 136], [24, 'I8', 1, 1], [25, 'I16', 1, 2],
+  [26, 'I32', 1, 4], [27, 'I64', 1, 8], [28, 'F64', 1, 8], [29, 'IQ1_M', 256, 56],
+  [30, 'BF16', 1, 2], [34, 'TQ1_0', 256, 54], [35, 'TQ2_0', 256, 66], [39, 'MXFP4', 32, 17],
+];
+
+/** Integer tensor types are not weights: their lowercase names (i8, i32) mean something else to us. */
+const NOT_WEIGHTS = new Set(['I8', 'I16', 'I32', 'I64', 'F64']);
+
+export const GGML_TYPES: ReadonlyMap<number, GGMLType> = new Map(
+  GGML_TYPE_LIST.map(([id, name, elements, bytes]) => {
+    const lower = name.toLowerCase();
+    return [id, { id, name, elements, bytes, dtype: !NOT_WEIGHTS.has(name) && isDType(lower) ? lower : null }];
+  }),
+);
+
+/** Names of the tensor types the engine computes on, for messages: 'F32, F16, ...'. */
+export function supportedTypeNames(): string {
+  return [...GGML_TYPES.values()].filter((t) => t.dtype).map((t) => t.name).join(', ');
 }
 
-/** Bytes of a tensor of `count` elements (whole blocks). */
+/** The ggml type of a dtype we can store. */
+export function ggmlTypeOf(dtype: DType): GGMLType {
+  for (const t of GGML_TYPES.values()) if (t.dtype === dtype) return t;
+  throw new Error(`GGUF: dtype ${dtype} has no GGUF tensor type here (${supportedTypeNames()})`);
+}
+
+/** Bytes of a tensor of `count` elements of ggml type `t` (whole blocks). */
+export function ggmlByteSize(t: GGMLType, count: number): number {
+  return (count / t.elements) * t.bytes;
+}
+
+/** Bytes of a tensor of `count` elements of a storable dtype (whole blocks). */
 export function tensorByteSize(dtype: DType, count: number): number {
-  const { elements, bytes } = blockOf(dtype);
-  return (count / elements) * bytes;
+  return ggmlByteSize(ggmlTypeOf(dtype), count);
 }
 
 /** The raw bytes of a contiguous tensor (a view, no copy). */
 export function tensorBytes(t: Tensor): Uint8Array {
-  const { elements, bytes } = blockOf(t.dtype);
+  const { elements, bytes } = ggmlTypeOf(t.dtype);
   const data = t.data;
-  const perElement = isBlockDType(t.dtype) ? 1 : data.BYTES_PER_ELEMENT;
-  const start = data.byteOffset + (isBlockDType(t.dtype) ? (t.offset / elements) * bytes : t.offset * perElement);
+  const start = data.byteOffset + (isBlockDType(t.dtype) ? (t.offset / elements) * bytes : t.offset * data.BYTES_PER_ELEMENT);
   return new Uint8Array(data.buffer, start, tensorByteSize(t.dtype, t.size));
 }
 

@@ -1,10 +1,11 @@
 /**
  * GGUF v3 writer: metadata (every value type, arrays nested), tensor infos
  * with offsets aligned to `general.alignment` (default 32), then the data.
+ * It lays the file out in memory without copying tensors; model-file.ts
+ * writes the pieces to disk.
  * Tensors are written as they are stored (row-major (rows, cols) becomes
  * ne = [cols, rows]); the caller picks their types.
  */
-import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Tensor } from '@sparq/core';
 import {
   GGUF_DEFAULT_ALIGNMENT,
@@ -21,7 +22,7 @@ import {
 
 export interface GGUFTensorEntry {
   name: string;
-  /** Contiguous, dtype f32 | f16 | q4_0 | q4_1 | q8_0. */
+  /** Contiguous, of a dtype GGUF stores (gguf-format's GGML_TYPES). */
   tensor: Tensor;
 }
 
@@ -90,8 +91,16 @@ function writeArray(w: ByteWriter, a: GGUFArray): void {
   }
 }
 
-/** The file as chunks: header + infos + padding, then each tensor's bytes and padding. */
-export function encodeGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): Uint8Array[] {
+/** Where everything goes in the file: the header (through the infos) at 0, each tensor's bytes at its offset. */
+export interface GGUFLayout {
+  header: Uint8Array;
+  data: { at: number; bytes: Uint8Array }[];
+  /** File size: the last tensor padded to the alignment. Gaps between the pieces are zeros. */
+  size: number;
+}
+
+/** Lays out a GGUF v3 file without copying any tensor's bytes. */
+export function layoutGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): GGUFLayout {
   const entries = [...metadata];
   const align = entries.find(([k]) => k === 'general.alignment')?.[1];
   const alignment = align?.type === 'u32' ? align.value : GGUF_DEFAULT_ALIGNMENT;
@@ -107,41 +116,27 @@ export function encodeGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: rea
   }
   // Tensor infos: ne reversed from our row-major shape; offsets packed at the alignment.
   let offset = 0;
-  const data: Uint8Array[] = [];
+  const placed: { offset: number; bytes: Uint8Array }[] = [];
   for (const { name, tensor } of tensors) {
     const bytes = tensorBytes(tensor);
     w.string(name);
     w.u32(tensor.rank);
     for (let d = tensor.rank - 1; d >= 0; d--) w.u64(tensor.shape[d]);
-    w.u32(ggmlTypeOf(tensor.dtype));
+    w.u32(ggmlTypeOf(tensor.dtype).id);
     w.u64(offset);
-    data.push(bytes, new Uint8Array(alignUp(bytes.length, alignment) - bytes.length));
+    placed.push({ offset, bytes });
     offset = alignUp(offset + bytes.length, alignment);
   }
   const header = w.result();
-  return [header, new Uint8Array(alignUp(header.length, alignment) - header.length), ...data];
+  const dataOffset = alignUp(header.length, alignment);
+  return { header, data: placed.map((p) => ({ at: dataOffset + p.offset, bytes: p.bytes })), size: dataOffset + offset };
 }
 
-/** encodeGGUF as one buffer of its own (byte offset 0, so tensor views are aligned). */
+/** The whole file as one buffer of its own (byte offset 0, so tensor views are aligned). */
 export function writeGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): Uint8Array {
-  const chunks = encodeGGUF(metadata, tensors);
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
+  const { header, data, size } = layoutGGUF(metadata, tensors);
+  const out = new Uint8Array(size);
+  out.set(header, 0);
+  for (const { at, bytes } of data) out.set(bytes, at);
   return out;
-}
-
-/** Writes the file chunk by chunk (no second copy of the weights in memory). */
-export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
-  const fd = openSync(path, 'w');
-  let total = 0;
-  try {
-    for (const chunk of encodeGGUF(metadata, tensors)) total += writeSync(fd, chunk);
-  } finally {
-    closeSync(fd);
-  }
-  return total;
 }

@@ -11,10 +11,10 @@
  *
  * run.c's constants: RMSNorm epsilon 1e-5f (as an f32, so GGUF's f32 key holds the
  * same value) and RoPE base 10000. Sizes are checked against the file length before any view is made, and the
- * file must be consumed exactly. Tensors are f32 views into the file's bytes.
+ * file must be consumed exactly. Tensors are read one by one, so the file is never held whole.
  */
 import { Tensor } from '@sparq/core';
-import { ByteReader } from './byte-reader.ts';
+import { ByteReader, type ByteSource } from './byte-reader.ts';
 import { makeConfig, type ConfigFields, type ModelConfig } from './config.ts';
 import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, TOKEN_EMBD, layerName, layerShape, type LayerTensor } from './tensor-names.ts';
 
@@ -34,9 +34,16 @@ const HEADER_NAMES = ['dim', 'hidden_dim', 'n_layers', 'n_heads', 'n_kv_heads', 
 /** File order of the per-layer kinds between token_embedding and rms_final. */
 const LAYER_ORDER: LayerTensor[] = ['attnNorm', 'wq', 'wk', 'wv', 'wo', 'ffnNorm', 'w1', 'w2', 'w3'];
 
-/** Parses a llama2.c checkpoint held in `bytes` (8-byte aligned). */
-export function readLlama2c(bytes: Uint8Array, file: string): LoadedModel {
-  const r = new ByteReader(bytes, file);
+/** A region of the checkpoint: a stacked kind of weight, its row-major shape (layers first) and byte offset. */
+export interface Llama2cRegion {
+  name: string;
+  shape: number[];
+  at: number;
+}
+
+/** The header's config and where each region lies, checked against the file's size before anything is read. */
+export function llama2cLayout(source: ByteSource | Uint8Array, file?: string): { config: ModelConfig; regions: Llama2cRegion[] } {
+  const r = new ByteReader(source, file);
   // Header: 7 x int32; a negative vocab_size means an unshared classifier follows.
   const raw = HEADER_FIELDS.map((_, i) => r.i32(`header ${HEADER_NAMES[i]}`));
   const fields = Object.fromEntries(HEADER_FIELDS.map((f, i) => [f, raw[i]])) as unknown as ConfigFields;
@@ -48,26 +55,38 @@ export function readLlama2c(bytes: Uint8Array, file: string): LoadedModel {
   });
 
   // Plan every region with its byte offset, then check the total before making any view.
-  const regions: { name: string; floats: number; at: number }[] = [];
+  const regions: Llama2cRegion[] = [];
   let at = LLAMA2C_HEADER_BYTES;
-  const plan = (name: string, floats: number) => {
-    regions.push({ name, floats, at });
-    at += floats * 4;
+  const plan = (name: string, shape: number[]) => {
+    regions.push({ name, shape, at });
+    at += size(shape) * 4;
   };
-  const size = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
-  plan('token_embedding', config.vocabSize * config.dim);
-  for (const t of LAYER_ORDER) plan(LAYER_TENSORS[t], config.nLayers * size(layerShape(config, t)));
-  plan('rms_final', config.dim);
-  plan('freq_cis', config.seqLen * config.headDim);
-  if (!sharedClassifier) plan('wcls', config.vocabSize * config.dim);
-  for (const reg of regions) r.need(reg.name, reg.floats * 4, reg.at);
+  plan('token_embedding', [config.vocabSize, config.dim]);
+  for (const t of LAYER_ORDER) plan(LAYER_TENSORS[t], [config.nLayers, ...layerShape(config, t)]);
+  plan('rms_final', [config.dim]);
+  plan('freq_cis', [config.seqLen, config.headDim]);
+  if (!sharedClassifier) plan('wcls', [config.vocabSize, config.dim]);
+  for (const reg of regions) r.need(reg.name, size(reg.shape) * 4, reg.at);
   if (at !== r.length) {
     throw r.error('end of weights', `the header implies a ${at}-byte file, it has ${r.length} bytes (${r.length - at} bytes left over)`, at);
   }
+  return { config, regions };
+}
 
-  // Views: one tensor per layer of each stacked kind.
+const size = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+/** Parses a llama2.c checkpoint from `source` (or from bytes in memory named `file`); each tensor is read into its own buffer. */
+export function readLlama2c(source: ByteSource | Uint8Array, file?: string): LoadedModel {
+  const r = new ByteReader(source, file);
+  const { config, regions } = llama2cLayout(r.source);
+
+  // One tensor per layer of each stacked kind, each read on its own (a view when the bytes are in memory and aligned).
   const tensors = new Map<string, Tensor>();
-  const view = (at: number, shape: number[]) => new Tensor('f32', new Float32Array(bytes.buffer, bytes.byteOffset + at, size(shape)), shape);
+  const view = (at: number, shape: number[]) => {
+    let bytes = r.source.read(at, size(shape) * 4);
+    if (bytes.byteOffset % 4 !== 0) bytes = bytes.slice();
+    return new Tensor('f32', new Float32Array(bytes.buffer, bytes.byteOffset, size(shape)), shape);
+  };
   const byName = new Map(regions.map((reg) => [reg.name, reg.at]));
   tensors.set(TOKEN_EMBD, view(byName.get('token_embedding')!, [config.vocabSize, config.dim]));
   for (const t of LAYER_ORDER) {
@@ -76,6 +95,6 @@ export function readLlama2c(bytes: Uint8Array, file: string): LoadedModel {
     for (let l = 0; l < config.nLayers; l++) tensors.set(layerName(l, t), view(byName.get(LAYER_TENSORS[t])! + l * size(shape) * 4, shape));
   }
   tensors.set(OUTPUT_NORM, view(byName.get('rms_final')!, [config.dim]));
-  if (!sharedClassifier) tensors.set(OUTPUT, view(byName.get('wcls')!, [config.vocabSize, config.dim]));
+  if (!config.sharedClassifier) tensors.set(OUTPUT, view(byName.get('wcls')!, [config.vocabSize, config.dim]));
   return { config, tensors, format: 'llama2.c legacy (version 0), f32' };
 }

@@ -1,39 +1,180 @@
 /**
- * Opening model and tokenizer files by path: one readFileSync per file, the
- * format told by its magic ("GGUF" or else llama2.c's legacy header), and
- * the tokenizer found the way the CLI promises: the explicit path, else the
- * one inside a GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
+ * Opening model and tokenizer files by path. This is where node's file system
+ * meets the parsers: a model file becomes a ByteSource read piece by piece
+ * (no whole-file buffer, so any size works), its format known from its bytes:
+ * the "GGUF" magic, else a llama2.c header whose sizes match the file's, else
+ * a FormatError saying what was expected. A split GGUF model
+ * (`<prefix>-00001-of-0000N.gguf`) is read from all its parts. The tokenizer
+ * is found the way the CLI promises: the explicit path, else the one inside a
+ * GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { FormatError, type Engine } from '@sparq/core';
-import { alignedBytes } from './byte-reader.ts';
-import { GGUF_MAGIC } from './gguf-format.ts';
-import { llamaFromGGUF, tokenizerFromGGUF } from './gguf-llama.ts';
-import { readGGUF, type GGUFFile } from './gguf-read.ts';
-import { readLlama2c, type LoadedModel } from './llama2c.ts';
+import type { ByteSource } from './byte-reader.ts';
+import { GGUF_MAGIC, type GGUFValue } from './gguf-format.ts';
+import { llamaFromGGUF } from './gguf-llama.ts';
+import { tokenizerFromGGUF } from './gguf-tokenizer.ts';
+import { joinGGUFParts, readGGUF, splitPartNames, type GGUFFile } from './gguf-read.ts';
+import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
+import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
 
 export interface ModelFile {
   path: string;
   loaded: LoadedModel;
-  /** The parsed GGUF container, when the file is GGUF. */
+  /** The parsed GGUF container (all parts of a split model), when the file is GGUF. */
   gguf: GGUFFile | null;
 }
 
-/** The file's bytes, 8-byte aligned so tensors can be typed-array views. */
-export function readBytes(path: string): Uint8Array {
-  return alignedBytes(readFileSync(path));
+/** Largest single read: readSync takes at most 2 GiB at a time. */
+const MAX_READ = 1 << 30;
+
+/**
+ * An open file as a ByteSource: each read is one buffer of its own, filled by
+ * positioned reads. Close it when done; a read after close throws (the fd
+ * number may already belong to another file).
+ */
+export function openFileSource(path: string): ByteSource & { close(): void } {
+  let fd: number | null = openSync(path, 'r');
+  const size = fstatSync(fd).size;
+  return {
+    name: path,
+    size,
+    read(offset, length) {
+      if (fd === null) throw new Error(`${path}: read after the file was closed (tensors are read while the model loads)`);
+      const out = new Uint8Array(length);
+      for (let done = 0; done < length; ) {
+        const n = readSync(fd, out, done, Math.min(length - done, MAX_READ), offset + done);
+        if (n === 0) throw new FormatError(`${path}: ends at byte offset ${offset + done}, inside a read of ${length} bytes from ${offset} (the file changed while it was read?)`);
+        done += n;
+      }
+      return out;
+    },
+    close() {
+      if (fd !== null) closeSync(fd);
+      fd = null;
+    },
+  };
+}
+
+/** Runs `use` on the open files at `paths`, closing them all afterwards. */
+function withSources<T>(paths: readonly string[], use: (sources: ByteSource[]) => T): T {
+  const open: (ByteSource & { close(): void })[] = [];
+  try {
+    for (const p of paths) open.push(openFileSource(p));
+    return use(open);
+  } finally {
+    for (const s of open) s.close();
+  }
+}
+
+/** The files of a model: every part of a split GGUF (named as llama.cpp names them), else the file alone. */
+export function modelParts(path: string): string[] {
+  const names = splitPartNames(basename(path));
+  return names ? names.map((n) => join(dirname(path), n)) : [path];
+}
+
+/** True when the source starts with the GGUF magic. */
+function isGGUF(source: ByteSource): boolean {
+  return source.size >= 4 && firstWord(source) === GGUF_MAGIC;
+}
+
+/** The file's first 4 bytes as a little-endian u32 (the file has them). */
+function firstWord(source: ByteSource): number {
+  const head = source.read(0, 4);
+  return new DataView(head.buffer, head.byteOffset, 4).getUint32(0, true);
+}
+
+/** The GGUF header of every part, joined; `use` runs while the files are open (to read tensors). */
+export function withGGUF<T>(path: string, use: (gguf: GGUFFile) => T): T {
+  const parts = modelParts(path);
+  const missing = parts.filter((p) => !existsSync(p));
+  if (missing.length > 0 && parts.length > 1) throw new FormatError(`${path}: split model of ${parts.length} parts (by its name): missing ${missing.join(', ')}`);
+  return withSources(parts, (sources) => use(joinGGUFParts(sources.map((s, i) => readGGUF(s, undefined, i)))));
 }
 
 /** Reads a llama2.c checkpoint or a GGUF llama model (the engine dequantizes non-f32 norms). */
 export function readModelFile(path: string, engine?: Engine): ModelFile {
-  const bytes = readBytes(path);
-  const isGGUF = bytes.length >= 4 && new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true) === GGUF_MAGIC;
-  if (!isGGUF) return { path, loaded: readLlama2c(bytes, path), gguf: null };
-  const gguf = readGGUF(bytes, path);
-  return { path, loaded: llamaFromGGUF(gguf, path, engine), gguf };
+  const gguf = withSources([path], ([source]) => isGGUF(source));
+  if (gguf) {
+    return withGGUF(path, (f) => {
+      if (f.tensors.length === 0) throw new FormatError(`${path}: the GGUF has no tensors (a vocab-only file?): it can tokenize (sparq tokenize) but not run`);
+      return { path, loaded: llamaFromGGUF(f, path, engine), gguf: f };
+    });
+  }
+  return withSources([path], ([source]) => ({ path, loaded: asLlama2c(source, () => readLlama2c(source)), gguf: null }));
+}
+
+/** A model file's header, no tensors read: the GGUF container (all parts; its files closed again) or llama2.c's layout. */
+export function readModelHeader(path: string): { gguf: GGUFFile } | { llama2c: ReturnType<typeof llama2cLayout> } {
+  const gguf = withSources([path], ([source]) => isGGUF(source));
+  if (gguf) return { gguf: withGGUF(path, (f) => f) };
+  return withSources([path], ([source]) => ({ llama2c: asLlama2c(source, () => llama2cLayout(source)) }));
+}
+
+/** llama2.c has no magic: its header must agree with the file's size, else neither format fits and the error says so. */
+function asLlama2c<T>(source: ByteSource, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (!(error instanceof FormatError)) throw error;
+    const head = source.size >= 4 ? `found 0x${firstWord(source).toString(16).padStart(8, '0')}` : `the file has ${source.size} bytes`;
+    const why = error.message.startsWith(`${source.name}: `) ? error.message.slice(source.name.length + 2) : error.message;
+    throw new FormatError(`${source.name}: not a model file: expected GGUF (magic "GGUF" at byte offset 0; ${head}) or a llama2.c checkpoint (${why})`);
+  }
+}
+
+/**
+ * Writes a GGUF file piece by piece (no second copy of the weights in memory;
+ * alignment padding left as holes, which read as zeros). It goes to a
+ * temporary file beside `path`, renamed over `path` only once complete, so a
+ * failure leaves neither a partial file nor a damaged previous one.
+ * Returns the file size.
+ */
+export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
+  const { header, data, size } = layoutGGUF(metadata, tensors);
+  const temp = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
+  const fd = openSync(temp, 'w');
+  try {
+    try {
+      writeAll(fd, header, 0);
+      for (const { at, bytes } of data) writeAll(fd, bytes, at);
+      ftruncateSync(fd, size);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  } catch (error) {
+    rmSync(temp, { force: true });
+    throw error;
+  }
+  return size;
+}
+
+/** All of `bytes` at file position `at` (writeSync may write less than asked). */
+function writeAll(fd: number, bytes: Uint8Array, at: number): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_READ), at + done);
+}
+
+/** A small file's bytes (tokenizers). */
+export function readBytes(path: string): Uint8Array {
+  return new Uint8Array(readFileSync(path));
+}
+
+/**
+ * The tokenizer of a GGUF file (its metadata only: a vocab-only file with no
+ * tensors works, as with llama.cpp's tokenizer tools), or of a llama2.c
+ * tokenizer file.
+ */
+export function readTokenizerOnly(path: string): { tokenizer: Tokenizer; source: string } {
+  const gguf = withSources([path], ([source]) => isGGUF(source));
+  if (!gguf) return { tokenizer: readLlama2cTokenizer(readBytes(path), path), source: `${path} (llama2.c tokenizer)` };
+  const tokenizer = withGGUF(path, (f) => tokenizerFromGGUF(f, path));
+  if (!tokenizer) throw new FormatError(`${path}: GGUF without a tokenizer (no tokenizer.ggml.tokens)`);
+  const v = tokenizer.vocab;
+  return { tokenizer, source: `${path} (GGUF ${v.model}${v.pre ? ` ${v.pre}` : ''}, ${tokenizer.vocabSize} tokens)` };
 }
 
 /** Reads a llama2.c tokenizer file holding exactly `vocabSize` tokens (or any count when omitted). */

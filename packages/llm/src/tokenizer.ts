@@ -1,133 +1,154 @@
 /**
- * SentencePiece-style BPE with byte fallback, behaving as llama2.c's run.c
- * encode() and decode() do:
+ * Text <-> token ids for the two GGUF tokenizer models (vocab.ts): the part
+ * both share, as llama.cpp's llama_tokenize / llama_token_to_piece behave.
  *
- *   encode: optional BOS; a dummy-prefix space token when the text is not
- *           empty; each UTF-8 code point looked up whole, else its bytes as
- *           byte tokens (byteBase + byte, run.c's id + 3); then repeatedly
- *           merge the adjacent pair whose concatenation is the vocab entry of
- *           highest score (leftmost on ties) until no pair merges.
- *   decode: after BOS a leading space is stripped; `<0xAB>` pieces are the raw
- *           byte 0xAB; `printable()` drops a single byte that is neither
- *           printable ASCII nor whitespace (run.c's safe_printf).
+ * encode(text, { addSpecial, parseSpecial }):
+ *   1. BOS first when addSpecial and the vocab's addBos flag say so;
+ *   2. the text cut at special tokens written in it (special-tokens.ts);
+ *   3. each plain stretch encoded by the model: SentencePiece (spm.ts) or
+ *      byte-level BPE (bpe.ts); SentencePiece's dummy-prefix space goes
+ *      before the first stretch and after each special token;
+ *   4. EOS last when addSpecial and addEos say so.
+ *   Text is UTF-8 for the tokenizer: a lone UTF-16 surrogate (which UTF-8
+ *   cannot spell) becomes U+FFFD first, as any UTF-8 conversion does.
  *
- * Pieces are byte strings (C strings in run.c: cut at the first NUL). Lookups
- * use latin1 strings as keys, one char per byte, so any byte sequence is a key.
- * Where a piece occurs twice the lowest id wins (run.c's bsearch is unspecified).
+ * Decoding: tokenToPiece(id) gives a token's bytes (control tokens give
+ * nothing unless asked); decodePiece / decodeBytes / decode keep llama2.c's
+ * run.c behaviour (no leading space after BOS, lone non-printable bytes
+ * dropped) that the byte-exact generation test holds us to.
+ *
+ * End of generation: isEog(id) for EOS, EOT, EOM and the tokens llama.cpp
+ * recognizes by their text (`<|eot_id|>`, `<|im_end|>`, `<|endoftext|>`, ...).
  */
+import { BytePairEncoder, CHAR_BYTES } from './bpe.ts';
+import { SpecialTokens } from './special-tokens.ts';
+import { SentencePieceEncoder } from './spm.ts';
+import { TOKEN_TYPE, type Vocab } from './vocab.ts';
 
-const EMPTY = new Uint8Array(0);
-/** run.c's best_score start: pairs scoring at or below -1e10 never merge. */
-const NO_SCORE = Math.fround(-1e10);
-
-export interface TokenizerOptions {
-  bosId?: number;
-  eosId?: number;
+export interface EncodeOptions {
+  /** Add BOS / EOS as the vocab's addBos / addEos flags say (llama.cpp's add_special). Default true. */
+  addSpecial?: boolean;
+  /** Turn control tokens written in the text (`<|begin_of_text|>`) into their ids (llama.cpp's parse_special). Default false. */
+  parseSpecial?: boolean;
 }
 
+/**
+ * Token texts that end generation besides the vocab's EOS / EOT / EOM ids:
+ * llama.cpp's list (llama-vocab.cpp), including its FIM pad / repo / file
+ * separator tokens. As in llama.cpp, such a token counts as a control token
+ * even where the file calls it normal (e.g. "</s>" in Qwen's vocab).
+ */
+const EOG_TEXTS = new Set([
+  '<|eot_id|>', '<|im_end|>', '<|end|>', '<|return|>', '<|call|>', '<|flush|>', '<|calls|>', '<end_of_turn>', '<|endoftext|>', '</s>',
+  '<|eom_id|>', '<EOT>', '_<EOT>', '[EOT]', '[EOS]', '<|end_of_text|>', '<end_of_utterance>', '<eos>', '<turn|>', '<|tool_response>',
+  '<｜end▁of▁sentence｜>', '[e~[',
+  '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '[PAD]', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>',
+]);
+/** Texts llama.cpp takes as the end-of-turn token when the file names none. */
+const EOT_TEXTS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|end_of_text|>', '<EOT>', '_<EOT>', '[EOT]', '<｜end▁of▁sentence｜>', '<end_of_utterance>'];
+
+const EMPTY = new Uint8Array(0);
+/** With the u flag, a surrogate pair is one code point, so this matches only unpaired halves. */
+const LONE_SURROGATE = /\p{Cs}/gu;
+
 export class Tokenizer {
-  /** (vocabSize) raw bytes of each piece. */
-  readonly pieces: Uint8Array[];
-  /** (vocabSize) merge priority of each piece. */
-  readonly scores: Float32Array;
+  readonly vocab: Vocab;
   readonly bosId: number;
   readonly eosId: number;
-  /** Id of the byte token `<0x00>`; bytes b map to byteBase + b (run.c assumes 3). */
-  readonly byteBase: number;
-  /** Longest piece in bytes. */
-  readonly maxTokenLength: number;
-  /** (vocabSize) latin1 key of each piece. */
-  private readonly keys: string[];
-  /** latin1 key -> lowest id with that piece. */
+  /** End of turn, end of message; -1 when absent. */
+  readonly eotId: number;
+  readonly eomId: number;
+  readonly addBos: boolean;
+  readonly addEos: boolean;
+  /** Every id that ends generation. */
+  readonly eogIds: ReadonlySet<number>;
+  /** (vocabSize) the bytes each token stands for, special tokens spelled out (llama.cpp's piece with special = true). */
+  readonly pieces: Uint8Array[];
+  /** (vocabSize) SentencePiece scores (zeros for BPE). */
+  readonly scores: Float32Array;
+  /** (vocabSize) token types as used: the vocab's, with every end-of-generation token control (as llama.cpp makes them). */
+  readonly types: Int32Array;
+  /** Token text -> lowest id with that text. */
   private readonly ids = new Map<string, number>();
-  /** (vocabSize) the raw byte of `<0xAB>` pieces, -1 for other pieces. */
-  private readonly byteOf: Int16Array;
+  private readonly specials: SpecialTokens;
+  private readonly encoder: SentencePieceEncoder | BytePairEncoder;
 
-  constructor(pieces: Uint8Array[], scores: Float32Array, options: TokenizerOptions = {}) {
-    this.pieces = pieces.map((p) => {
-      const nul = p.indexOf(0);
-      return nul < 0 ? p : p.subarray(0, nul);
+  constructor(vocab: Vocab) {
+    this.vocab = vocab;
+    vocab.tokens.forEach((text, id) => {
+      if (!this.ids.has(text)) this.ids.set(text, id);
     });
-    this.scores = scores;
-    this.bosId = options.bosId ?? 1;
-    this.eosId = options.eosId ?? 2;
-    this.keys = this.pieces.map((p) => latin1(p));
-    this.byteOf = new Int16Array(pieces.length).fill(-1);
-    let longest = 0;
-    this.keys.forEach((key, id) => {
-      if (!this.ids.has(key)) this.ids.set(key, id);
-      // run.c reads `<0x%02hhX>`: up to two hex digits after "<0x".
-      const m = /^<0x([0-9A-Fa-f]{1,2})/.exec(key);
-      if (m) this.byteOf[id] = parseInt(m[1], 16);
-      longest = Math.max(longest, key.length);
+    this.bosId = vocab.bos;
+    this.eosId = vocab.eos;
+    this.eotId = vocab.eot >= 0 ? vocab.eot : (EOT_TEXTS.map((t) => this.lookup(t)).find((id) => id >= 0) ?? -1);
+    this.eomId = vocab.eom >= 0 ? vocab.eom : this.lookup('<|eom_id|>');
+    this.addBos = vocab.addBos;
+    this.addEos = vocab.addEos;
+    const eog = new Set([this.eosId, this.eotId, this.eomId].filter((id) => id >= 0));
+    vocab.tokens.forEach((text, id) => {
+      if (EOG_TEXTS.has(text)) eog.add(id);
     });
-    this.maxTokenLength = longest;
-    this.byteBase = this.ids.get('<0x00>') ?? 3;
+    this.eogIds = eog;
+    this.types = Int32Array.from(vocab.types);
+    for (const id of [...eog, this.eotId, this.eomId]) if (id >= 0) this.types[id] = TOKEN_TYPE.control;
+    this.scores = vocab.scores;
+    this.pieces = vocab.tokens.map((text, id) => piece(vocab, text, vocab.types[id]));
+    this.specials = new SpecialTokens(vocab.tokens, this.types);
+    this.encoder = vocab.model === 'llama' ? new SentencePieceEncoder(vocab, this.ids) : new BytePairEncoder(vocab, this.ids);
   }
 
   get vocabSize(): number {
-    return this.pieces.length;
+    return this.vocab.tokens.length;
   }
 
-  /** Id of the piece with exactly these bytes (latin1 key), or -1. */
-  lookup(key: string): number {
-    return this.ids.get(key) ?? -1;
+  /** Id of the token with exactly this text (GGUF spelling: "▁" for a SentencePiece space), or -1. */
+  lookup(text: string): number {
+    return this.ids.get(text) ?? -1;
   }
 
-  /** Token ids of `text`: [BOS] [dummy prefix] pieces [EOS]. */
-  encode(text: string, bos = true, eos = false): number[] {
-    const tokens: number[] = [];
-    if (bos) tokens.push(this.bosId);
-    const bytes = Buffer.from(text, 'utf8');
-    if (bytes.length > 0) {
-      // The dummy prefix: sentencepiece adds a space before the text.
-      const space = this.lookup(' ');
-      tokens.push(space >= 0 ? space : this.byteBase + 0x20);
+  isEog(id: number): boolean {
+    return this.eogIds.has(id);
+  }
+
+  /** Token type of `id` (TOKEN_TYPE), as used (see `types`). */
+  tokenType(id: number): number {
+    return this.types[id];
+  }
+
+  /** Token ids of `text` (see the file comment for the steps). */
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    const { addSpecial = true, parseSpecial = false } = options;
+    const out: number[] = [];
+    if (addSpecial && this.addBos) out.push(this.required('BOS', this.bosId));
+    let afterSpecial = true;
+    for (const fragment of this.specials.split(text.replace(LONE_SURROGATE, '\uFFFD'), parseSpecial)) {
+      if (typeof fragment === 'number') out.push(fragment);
+      else this.encoder.encode(fragment, afterSpecial, out);
+      afterSpecial = typeof fragment === 'number';
     }
-    // Code points: a lead byte and up to 3 continuation bytes, looked up whole.
-    let start = 0;
-    for (let i = 0; i < bytes.length; i++) {
-      if ((bytes[i] & 0xc0) !== 0x80) start = i;
-      const next = i + 1 < bytes.length ? bytes[i + 1] : 0;
-      if ((next & 0xc0) === 0x80 && i + 1 - start < 4) continue;
-      const id = this.lookup(bytes.toString('latin1', start, i + 1));
-      if (id >= 0) tokens.push(id);
-      // Byte fallback: one token per byte of the unknown code point.
-      else for (let j = start; j <= i; j++) tokens.push(this.byteBase + bytes[j]);
-      start = i + 1;
-    }
-    this.merge(tokens);
-    if (eos) tokens.push(this.eosId);
-    return tokens;
+    if (addSpecial && this.addEos) out.push(this.required('EOS', this.eosId));
+    return out;
   }
 
-  /** Greedy BPE in place: merge the best-scoring adjacent pair until none is in the vocab. */
-  private merge(tokens: number[]): void {
-    for (;;) {
-      let bestScore = NO_SCORE;
-      let bestId = -1;
-      let bestAt = -1;
-      // Scan every adjacent pair; strict > keeps the leftmost of equal scores.
-      for (let i = 0; i + 1 < tokens.length; i++) {
-        const id = this.lookup(this.keys[tokens[i]] + this.keys[tokens[i + 1]]);
-        if (id >= 0 && this.scores[id] > bestScore) {
-          bestScore = this.scores[id];
-          bestId = id;
-          bestAt = i;
-        }
-      }
-      if (bestAt < 0) return;
-      tokens.splice(bestAt, 2, bestId);
-    }
+  /** The bytes token `id` stands for; control and unknown tokens give nothing unless `special`. Out of range: nothing. */
+  tokenToPiece(id: number, special = false): Uint8Array {
+    if (id < 0 || id >= this.pieces.length) return EMPTY;
+    const type = this.types[id];
+    if (type === TOKEN_TYPE.unused) return EMPTY;
+    if (!special && (type === TOKEN_TYPE.control || type === TOKEN_TYPE.unknown)) return EMPTY;
+    return this.pieces[id];
   }
 
-  /** The bytes run.c's decode(prev, token) gives: no leading space after BOS, byte pieces as raw bytes. */
+  /** The text of `ids`: their pieces joined, then read as UTF-8 (a broken sequence becomes U+FFFD). */
+  detokenize(ids: readonly number[], special = false): string {
+    return Buffer.concat(ids.map((id) => this.tokenToPiece(id, special))).toString('utf8');
+  }
+
+  /** The bytes run.c's decode(prev, token) gives: no leading space after BOS. */
   decodePiece(prev: number, token: number): Uint8Array {
-    if (token < 0 || token >= this.pieces.length) return EMPTY;
-    const b = this.byteOf[token];
-    if (b >= 0) return BYTE_PIECES[b];
-    const piece = this.pieces[token];
-    return prev === this.bosId && piece[0] === 0x20 ? piece.subarray(1) : piece;
+    const p = this.tokenToPiece(token, true);
+    const strip = prev === this.bosId && p[0] === 0x20 && this.tokenType(token) !== TOKEN_TYPE.byte;
+    return strip ? p.subarray(1) : p;
   }
 
   /** What the text of `tokens` prints as: each token decoded after its predecessor, as run.c's loop does. */
@@ -141,6 +162,33 @@ export class Tokenizer {
   decode(tokens: readonly number[]): string {
     return Buffer.from(this.decodeBytes(tokens)).toString('utf8');
   }
+
+  private required(what: string, id: number): number {
+    if (id < 0) throw new Error(`tokenizer: the vocab asks for ${what} (add_${what.toLowerCase()}_token) but has no ${what} token`);
+    return id;
+  }
+}
+
+/**
+ * The bytes a token stands for (llama.cpp's token_to_piece with special =
+ * true): byte tokens their byte; normal tokens their text with the model's
+ * spelling undone (SentencePiece "▁" -> space, BPE alphabet -> bytes); the
+ * rest (control, user-defined, unknown) their text as written.
+ */
+function piece(vocab: Vocab, text: string, type: number): Uint8Array {
+  if (type === TOKEN_TYPE.byte) {
+    const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(text);
+    if (m) return Uint8Array.of(parseInt(m[1], 16));
+  }
+  if (type !== TOKEN_TYPE.normal) return Buffer.from(text, 'utf8');
+  if (vocab.model === 'llama') return Buffer.from(text.replaceAll('\u2581', ' '), 'utf8');
+  const bytes: number[] = [];
+  for (const c of text) {
+    const b = CHAR_BYTES.get(c);
+    if (b !== undefined) bytes.push(b);
+    else bytes.push(...Buffer.from(c, 'utf8'));
+  }
+  return Uint8Array.from(bytes);
 }
 
 /** run.c's safe_printf: a lone byte is printed only if printable ASCII or whitespace. */
@@ -149,11 +197,4 @@ export function printable(piece: Uint8Array): Uint8Array {
   const b = piece[0];
   const ok = (b >= 0x20 && b <= 0x7e) || (b >= 0x09 && b <= 0x0d);
   return ok ? piece : EMPTY;
-}
-
-/** One-byte pieces for the 256 byte tokens. */
-const BYTE_PIECES = Array.from({ length: 256 }, (_, b) => Uint8Array.of(b));
-
-function latin1(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
 }

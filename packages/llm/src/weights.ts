@@ -9,14 +9,15 @@
  * are not a multiple of 32 (stories260K's w2, 172 columns) stays f32, and the
  * model's `notes` say so. Norms are always f32. The token embedding stays as
  * stored for row lookups; with a shared classifier the classifier is its own
- * quantized copy of it.
+ * quantized copy of it. Vectors (norms, biases, rope_freqs) are f32.
  */
-import { Int4Matrix, Tensor, type Engine } from '@sparq/core';
+import { Int4Matrix, Tensor, isBlockDType, type DType, type Engine, type RopeOptions } from '@sparq/core';
 import type { ModelConfig } from './config.ts';
 import { toF32 } from './gguf-llama.ts';
 import type { LoadedModel } from './llama2c.ts';
 import { matrixType, type Matrix } from './linear.ts';
-import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, TOKEN_EMBD, layerName, type LayerTensor } from './tensor-names.ts';
+import { ropeOptions } from './rope-scaling.ts';
+import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD, extraLayerName, extraLayerTensors, layerName, type ExtraLayerTensor, type LayerTensor } from './tensor-names.ts';
 
 export type WeightType = 'f32' | 'q4_0' | 'int4';
 export const WEIGHT_TYPES: readonly WeightType[] = ['f32', 'q4_0', 'int4'];
@@ -25,14 +26,18 @@ export const QUANT_GROUP = 32;
 
 export interface LayerWeights {
   attnNorm: Tensor<'f32'>; // (dim)
-  wq: Matrix; // (dim, dim)
+  wq: Matrix; // (q_dim, dim)
   wk: Matrix; // (kv_dim, dim)
   wv: Matrix; // (kv_dim, dim)
-  wo: Matrix; // (dim, dim)
+  wo: Matrix; // (dim, q_dim)
   ffnNorm: Tensor<'f32'>; // (dim)
   w1: Matrix; // (hidden_dim, dim)
   w2: Matrix; // (dim, hidden_dim)
   w3: Matrix; // (hidden_dim, dim)
+  /** q, k, v biases (Qwen 2), when the model has them. */
+  bias?: { q: Tensor<'f32'>; k: Tensor<'f32'>; v: Tensor<'f32'> }; // (q_dim), (kv_dim), (kv_dim)
+  /** Per-head RMSNorm weights of q and k (Qwen 3), when the family has them. */
+  qkNorm?: { q: Tensor<'f32'>; k: Tensor<'f32'> }; // (head_dim) each
 }
 
 export interface ModelWeights {
@@ -40,6 +45,8 @@ export interface ModelWeights {
   layers: LayerWeights[];
   finalNorm: Tensor<'f32'>; // (dim)
   classifier: Matrix; // (vocab_size, dim)
+  /** How rope turns q and k: the family's pair layout, and the frequency table and scale of RoPE scaling / rope_freqs. */
+  rope: RopeOptions;
 }
 
 export interface Model {
@@ -73,6 +80,12 @@ function convert(engine: Engine, name: string, t: Tensor, type: WeightType | und
   return w;
 }
 
+/** Dtypes of the model's tensors that `engine` cannot compute on as stored (products, and row lookups of block types). */
+export function unsupportedDTypes(engine: Engine, loaded: LoadedModel): DType[] {
+  const dtypes = new Set([...loaded.tensors.values()].map((t) => t.dtype));
+  return [...dtypes].filter((d) => !engine.has('matvec', d) || (isBlockDType(d) && !engine.has('dequantize', d)));
+}
+
 /** Builds the runnable model; `type` undefined keeps the matrices as the file stores them. */
 export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightType): Model {
   const { config, tensors } = loaded;
@@ -80,9 +93,13 @@ export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightTyp
   const get = (name: string) => tensors.get(name)!;
   const norm = (name: string) => toF32(get(name), engine);
   const layers: LayerWeights[] = [];
+  const extras = new Set(extraLayerTensors(config));
   for (let l = 0; l < config.nLayers; l++) {
     const m = (t: LayerTensor) => convert(engine, layerName(l, t), get(layerName(l, t)), type, notes);
+    const v = (t: ExtraLayerTensor) => norm(extraLayerName(l, t));
     layers.push({
+      ...(extras.has('bq') && { bias: { q: v('bq'), k: v('bk'), v: v('bv') } }),
+      ...(extras.has('qNorm') && { qkNorm: { q: v('qNorm'), k: v('kNorm') } }),
       attnNorm: norm(layerName(l, 'attnNorm')),
       wq: m('wq'),
       wk: m('wk'),
@@ -97,7 +114,8 @@ export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightTyp
   const tokenEmbedding = get(TOKEN_EMBD);
   const classifierName = config.sharedClassifier ? TOKEN_EMBD : OUTPUT;
   const classifier = convert(engine, classifierName, get(classifierName), type, notes);
-  const weights: ModelWeights = { tokenEmbedding, layers, finalNorm: norm(OUTPUT_NORM), classifier };
+  const rope = ropeOptions(config, config.ropeFreqs ? norm(ROPE_FREQS) : undefined);
+  const weights: ModelWeights = { tokenEmbedding, layers, finalNorm: norm(OUTPUT_NORM), classifier, rope };
   return { config, weights, format: loaded.format, weightType: describeTypes(weights), notes: collapse(notes) };
 }
 

@@ -1,6 +1,10 @@
 /**
- * Loads the compiled addon (build/sparq_native.node). When it is missing, the
- * reason the build script left in build/UNAVAILABLE.txt becomes the error, so
+ * Loads the compiled addon: the one built from source on this machine
+ * (build/sparq_native.node) if there is one, else the prebuilt binary for this
+ * platform that ships in the package (prebuilds/<platform>-<arch>/, the
+ * node-gyp-build layout). Both are built for the baseline ISA and pick their
+ * SIMD kernels at run time. When neither loads, the error says why (the build
+ * script's reason from build/UNAVAILABLE.txt) and how to build, so
  * `sparq backends` and the test report say why native is not in use.
  */
 import { BackendUnavailableError } from '@sparq/core';
@@ -9,7 +13,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const buildDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
+// SPARQ_NATIVE_BUILD points at another build (the sanitizer one: scripts/test-sanitize.sh).
+const buildDir = process.env.SPARQ_NATIVE_BUILD || join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
+
+/** How a consumer builds the addon from source (runs the package's install script). */
+export const BUILD_COMMAND = 'npm rebuild @sparq/native (needs a C++ compiler: g++, c++ or clang++)';
 
 export interface NativeInfo {
   kernel: string;
@@ -27,17 +35,26 @@ export interface NativeAddon {
   [fn: string]: (...args: never[]) => unknown;
 }
 
-/** Loads the addon from `dir` (default: this package's build/), or throws BackendUnavailableError with the build's reason. */
+/** The prebuilt binary for this platform beside `dir` (a package's build/), or null when none fits. */
+export function prebuiltPath(dir: string = buildDir): string | null {
+  // Prebuilt binaries are linked against glibc: none fits musl (Alpine).
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  if (process.platform === 'linux' && !header?.glibcVersionRuntime) return null;
+  const path = join(dir, '..', 'prebuilds', `${process.platform}-${process.arch}`, 'node.napi.glibc.node');
+  return existsSync(path) ? path : null;
+}
+
+/** Loads the addon built in `dir` (default: this package's build/), else the prebuilt one; or throws BackendUnavailableError saying why. */
 export function loadAddon(dir: string = buildDir): NativeAddon {
-  const path = join(dir, 'sparq_native.node');
-  if (!existsSync(path)) {
-    const reasonFile = join(dir, 'UNAVAILABLE.txt');
-    const reason = existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'the addon has not been built (run `pnpm build:native`)';
-    throw new BackendUnavailableError(`native addon not built: ${reason}`);
-  }
+  const built = join(dir, 'sparq_native.node');
+  const path = existsSync(built) ? built : prebuiltPath(dir);
+  const reasonFile = join(dir, 'UNAVAILABLE.txt');
+  const notBuilt = `native addon not built: ${existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'it has not been built'}`;
+  if (!path) throw new BackendUnavailableError(`${notBuilt}; no prebuilt binary for ${process.platform}-${process.arch}; to build it: ${BUILD_COMMAND}`);
   try {
     return createRequire(import.meta.url)(path) as NativeAddon;
   } catch (error) {
-    throw new BackendUnavailableError(`native addon failed to load from ${path}`, { cause: error });
+    const why = path === built ? '' : `${notBuilt}; `;
+    throw new BackendUnavailableError(`${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`, { cause: error });
   }
 }

@@ -10,7 +10,15 @@ import type { BackendOps, BlockDType, Int4Matrix, Int4Path, Tensor } from '@spar
 import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
-const DTYPE_CODE: Readonly<Record<string, number>> = { f32: 0, f16: 1, bf16: 2, q4_0: 3, q4_1: 4, q8_0: 5 };
+const DTYPE_CODE: Readonly<Record<string, number>> = {
+  f32: 0, f16: 1, bf16: 2, q4_0: 3, q4_1: 4, q8_0: 5, q5_0: 6, q5_1: 7,
+  q2_k: 8, q3_k: 9, q4_k: 10, q5_k: 11, q6_k: 12, iq4_nl: 13, iq4_xs: 14,
+};
+
+/** The block dtypes the addon dequantizes and multiplies by: every one core knows. */
+export const NATIVE_BLOCK_DTYPES: readonly BlockDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs'];
+/** The ones it also quantizes (the K-quants' and iq4's scale searches live in the reference only). */
+export const NATIVE_QUANTIZE_DTYPES: readonly BlockDType[] = ['q4_0', 'q4_1', 'q8_0'];
 
 type Fn = (...args: unknown[]) => unknown;
 
@@ -27,6 +35,12 @@ export interface BasicAddon {
   amxEnabled: () => boolean;
   /** Tests and benchmarks: turns the AMX opt-in on / off, null restores the environment's; returns amxEnabled(). */
   setAmx: (on: boolean | null) => boolean;
+  /**
+   * Tests and benchmarks: lets matmul (n >= 8) take the integer prefill product (activations
+   * quantized to 8 bits per 32-element block, AVX-512 VNNI) or keeps it f32; null restores
+   * SPARQ_NATIVE_INT8_PREFILL's choice (default on). Returns whether it runs for q8_0 now.
+   */
+  setInt8Prefill: (on: boolean | null) => boolean;
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;
@@ -73,9 +87,10 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
       const dim = x.shape[x.rank - 1];
       a.rmsnorm(out.data, out.offset, x.data, x.offset, weight.data, weight.offset, x.size / dim, dim, eps);
     },
-    rope: (x, positions, theta) => {
+    rope: (x, positions, theta, options = {}) => {
       const [n, nHeads, headDim] = x.shape;
-      a.rope(x.data, x.offset, positions.data, positions.offset, n, nHeads, headDim, theta);
+      const { freqs, scale = 1, pairs = 'adjacent' } = options;
+      a.rope(x.data, x.offset, positions.data, positions.offset, n, nHeads, headDim, theta, freqs?.data ?? null, freqs?.offset ?? 0, scale, pairs === 'halves');
     },
     softmax: (x) => {
       const len = x.shape[x.rank - 1];

@@ -6,13 +6,15 @@
 import { registerBackend, type Backend } from '@sparq/core';
 import { loadAddon } from './addon.ts';
 import { attentionOps } from './attention-ops.ts';
-import { basicOps } from './basic-ops.ts';
+import { NATIVE_BLOCK_DTYPES, NATIVE_QUANTIZE_DTYPES, basicOps } from './basic-ops.ts';
 
 /** The native backend over the addon in `buildDir` (default: this package's build/). */
 export function createNativeBackend(buildDir?: string): Backend {
   const addon = loadAddon(buildDir);
   return {
     name: 'native',
+    blockDTypes: NATIVE_BLOCK_DTYPES,
+    quantizeDTypes: NATIVE_QUANTIZE_DTYPES,
     info: () => {
       const info = addon.info();
       const features = Object.entries(info.features)

@@ -19,9 +19,16 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const srcDir = join(root, 'src');
-const buildDir = join(root, 'build');
+// --sanitize builds an AddressSanitizer + UBSan copy into build-sanitize/ for
+// `pnpm test:sanitize` (the loader takes it from SPARQ_NATIVE_BUILD).
+const sanitize = process.argv.includes('--sanitize');
+const SANITIZE_FLAGS = ['-fsanitize=address,undefined,float-cast-overflow', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', '-g'];
+const buildDir = join(root, sanitize ? 'build-sanitize' : 'build');
 const objDir = join(buildDir, 'obj');
-const output = join(buildDir, 'sparq_native.node');
+// --prebuilt: the addon that travels in the package, prebuilds/<platform>-<arch>/
+// (node-gyp-build's layout), with libstdc++ linked in so it needs only glibc.
+const prebuilt = process.argv.includes('--prebuilt');
+const output = prebuilt ? join(root, 'prebuilds', `${process.platform}-${process.arch}`, 'node.napi.glibc.node') : join(buildDir, 'sparq_native.node');
 const reasonFile = join(buildDir, 'UNAVAILABLE.txt');
 const strict = process.argv.includes('--strict') || process.env.REQUIRE_NATIVE === '1';
 const force = process.argv.includes('--force');
@@ -58,13 +65,42 @@ function isaOf(file) {
   return match ? match[1] : null;
 }
 
+/**
+ * Makes an ISA object's weak definitions its own. Inline and template code that
+ * the compiler emits out of line (std::vector's growth routines, say) is a weak
+ * symbol in a COMDAT group; the linker keeps one copy per name for the whole
+ * addon, and if it keeps the copy compiled with -mavx512f, portable code calls
+ * AVX-512 instructions and dies with SIGILL on an AVX2-only CPU. Renaming each
+ * weak symbol (and so its group) to `name.isa` leaves the ISA object calling its
+ * own copy and everyone else calling the portable one. Only the C++ personality
+ * reference, which is identical everywhere and holds no code, keeps its name.
+ */
+async function privatizeWeakSymbols(obj, isa) {
+  const listing = await run('nm', ['-P', '--defined-only', obj]);
+  if (!listing.ok) return { ok: false, stderr: `nm failed (binutils are needed to build the ISA kernels safely): ${listing.stderr}` };
+  const weak = listing.stdout
+    .split('\n')
+    .map((line) => line.split(' '))
+    .filter(([name, type]) => /^[WVuvw]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0')
+    .map(([name]) => name);
+  if (weak.length === 0) return { ok: true };
+  const renames = join(objDir, `${isa}-${weak.length}-${Date.now()}.syms`);
+  writeFileSync(renames, weak.map((name) => `${name} ${name}.${isa}`).join('\n') + '\n');
+  const result = await run('objcopy', [`--redefine-syms=${renames}`, obj]);
+  rmSync(renames, { force: true });
+  return result.ok ? result : { ok: false, stderr: `objcopy failed (binutils are needed to build the ISA kernels safely): ${result.stderr}` };
+}
+
+/** Runs a command to completion, keeping its output. */
 function run(cmd, args) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'inherit', 'pipe'] });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
     let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', (error) => resolve({ ok: false, stderr: error.message }));
-    child.on('close', (code) => resolve({ ok: code === 0, stderr }));
+    child.on('error', (error) => resolve({ ok: false, stdout, stderr: error.message }));
+    child.on('close', (code) => resolve({ ok: code === 0, stdout, stderr }));
   });
 }
 
@@ -86,7 +122,7 @@ const newestHeader = Math.max(0, ...headers.map((h) => statSync(join(srcDir, h))
 mkdirSync(objDir, { recursive: true });
 rmSync(reasonFile, { force: true });
 
-const common = ['-std=c++17', '-O3', '-fPIC', '-fexceptions', '-Wall', '-Wextra', '-Wno-unused-parameter', '-DNAPI_VERSION=8', '-DNAPI_CPP_EXCEPTIONS', ...includes.map((i) => `-I${i}`)];
+const common = ['-std=c++17', ...(sanitize ? ['-O1', ...SANITIZE_FLAGS] : ['-O3']), '-fPIC', '-fexceptions', '-Wall', '-Wextra', '-Wno-unused-parameter', '-DNAPI_VERSION=8', '-DNAPI_CPP_EXCEPTIONS', ...includes.map((i) => `-I${i}`)];
 const jobs = sources.map((file) => {
   const obj = join(objDir, file.replace(/\.cc$/, '.o'));
   const stale = force || !existsSync(obj) || statSync(obj).mtimeMs < Math.max(statSync(join(srcDir, file)).mtimeMs, newestHeader);
@@ -103,12 +139,20 @@ await Promise.all(
       console.error(`@sparq/native: compiling ${job.file}`);
       const result = await run(cxx, job.args);
       if (!result.ok) errors.push(`${job.file}:\n${result.stderr}`);
-      else if (result.stderr.trim()) console.error(result.stderr);
+      else {
+        if (result.stderr.trim()) console.error(result.stderr);
+        const isa = isaOf(job.file);
+        if (isa) {
+          const privatized = await privatizeWeakSymbols(job.obj, isa);
+          if (!privatized.ok) errors.push(`${job.file}: ${privatized.stderr}`);
+        }
+      }
     }
   }),
 );
 if (errors.length) fail(`compilation failed with ${cxx}:\n${errors.join('\n')}`);
 
-const link = await run(cxx, ['-shared', '-o', output, ...jobs.map((j) => j.obj), '-lpthread']);
+mkdirSync(dirname(output), { recursive: true });
+const link = await run(cxx, ['-shared', ...(sanitize ? SANITIZE_FLAGS : []), '-o', output, ...jobs.map((j) => j.obj), '-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])]);
 if (!link.ok) fail(`linking failed: ${link.stderr}`);
 console.error(`@sparq/native: built ${output}`);

@@ -117,17 +117,15 @@ struct Avx2 {
       std::memcpy(p, tmp, avail * 2);
     }
   }
-  static F gather(const float* p, size_t stride, size_t avail) {
-    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(stride)));
-    if (avail >= 8) return _mm256_i32gather_ps(p, idx, 4);
-    return _mm256_mask_i32gather_ps(zero(), p, idx, _mm256_castsi256_ps(lanes_below(avail)), 4);
-  }
-  // f16 lanes: load each half on its own, then convert all at once. (A hardware
-  // gather works on 32-bit words, which could reach 2 bytes past the buffer.)
-  static F gather(const uint16_t* p, size_t stride, size_t avail) {
-    alignas(16) uint16_t h[8] = {};
-    for (size_t l = 0; l < avail && l < 8; l++) h[l] = p[l * stride];
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+  // Lanes at a stride, loaded one by one and converted at once. Not vgatherdps:
+  // it is no faster than eight scalar loads on the AMD cores we run on, qemu 7.2
+  // (CI's AVX2-only CPU) mis-emulates it, and on f16 its 32-bit words could
+  // reach 2 bytes past the buffer.
+  template <class T>
+  static F gather(const T* p, size_t stride, size_t avail) {
+    alignas(32) T x[8] = {};
+    for (size_t l = 0; l < avail && l < 8; l++) x[l] = p[l * stride];
+    return load(x);
   }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }

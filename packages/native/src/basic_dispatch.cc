@@ -2,13 +2,16 @@
 // and falls back to the scalar _ref twin where a family has no kernel.
 #include "basic_dispatch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "gemm_q8.h"
 #include "int4.h"
 #include "matvec.h"
 #include "quant.h"
+#include "threads.h"
 
 namespace sparq {
 
@@ -30,20 +33,50 @@ bool amx_opted_in() {
 // AMX covers whole 16 x 16 blocks of (activation rows, weight rows) only.
 bool amx_runs(const Int4View& w, int64_t n) { return amx_int8_enabled() && n >= 16 && w.rows >= 16 && int4_amx_supports(w.group); }
 
-// The 'int8' product of weight rows [row_begin, row_end) by the VNNI kernel if it can, else the scalar one.
+// Products smaller than this (weight bytes times activation rows) run on the calling thread:
+// handing work to the pool costs some microseconds, about what a 512 KB read takes.
+constexpr int64_t SERIAL_BYTES = 512 * 1024;
+// Row ranges start at multiples of this, so every task but the last covers whole SIMD row tiles.
+constexpr int64_t ROW_ALIGN = 32;
+
+// Calls rows(row_begin, row_end) over a split of [0, rows) on the native pool: a few
+// ranges per thread, taken dynamically, so a thread slowed by another process on a
+// shared machine takes fewer. `work` is the bytes the whole product reads.
+template <class Rows>
+void split_rows(int64_t rows, int64_t work, Rows fn) {
+  const int64_t threads = pool_threads();
+  const int64_t tiles = (rows + ROW_ALIGN - 1) / ROW_ALIGN;
+  const int64_t tasks = threads <= 1 || work < SERIAL_BYTES ? 1 : std::min<int64_t>(tiles, 4 * threads);
+  if (tasks <= 1) return fn(0, rows);
+  parallel_for(static_cast<size_t>(tasks), [&](size_t i) {
+    const int64_t begin = tiles * static_cast<int64_t>(i) / tasks * ROW_ALIGN;
+    const int64_t end = std::min(rows, tiles * static_cast<int64_t>(i + 1) / tasks * ROW_ALIGN);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+// The 'int8' product of weight rows [row_begin, row_end) by the VNNI kernel if it can, else the
+// AVX2 one (also on AVX-512 CPUs without VNNI), else the scalar one.
 void int8_rows(const Int4View& w, const Int8Acts& acts, float* out, int64_t row_begin, int64_t row_end) {
   if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) matmul_int4_int8_vnni(w, acts, out, row_begin, row_end);
+  else if (kernel_path() != KernelPath::scalar && int4_avx2_int8_supports(w.group, w.cols)) matmul_int4_int8_avx2(w, acts, out, row_begin, row_end);
   else matmul_int4_int8_ref(w, acts, out, row_begin, row_end);
 }
 
 // Activation rows [t0, n) of acts.
 Int8Acts acts_from(const Int8Acts& a, int64_t t0) {
-  const int64_t groups = a.cols / a.group;
   Int8Acts tail;
   tail.n = a.n - t0, tail.cols = a.cols, tail.group = a.group;
-  tail.q.assign(a.q.begin() + t0 * a.cols, a.q.end());
-  tail.scale.assign(a.scale.begin() + t0 * groups, a.scale.end());
-  tail.qsum.assign(a.qsum.begin() + t0 * groups, a.qsum.end());
+  // Every per-row array drops its first t0 rows.
+  auto rows_from = [&](const auto& v, auto& dst) { dst.assign(v.begin() + static_cast<int64_t>(v.size()) / a.n * t0, v.end()); };
+  rows_from(a.q, tail.q);
+  rows_from(a.scale, tail.scale);
+  rows_from(a.qsum, tail.qsum);
+  rows_from(a.even, tail.even);
+  rows_from(a.odd, tail.odd);
+  rows_from(a.lane_sum, tail.lane_sum);
+  rows_from(a.lane_bias, tail.lane_bias);
+  rows_from(a.lane_scale, tail.lane_scale);
   return tail;
 }
 
@@ -64,23 +97,61 @@ void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks) 
 }
 
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
-  if (kernel_path() == KernelPath::avx512) dequantize_blocks_avx512(t, x, y, nblocks);
+  if (kernel_path() == KernelPath::avx512 && is_quantizable(t)) dequantize_blocks_avx512(t, x, y, nblocks);
   else dequantize_blocks_ref(t, x, y, nblocks);
 }
 
+namespace {
+
+std::atomic<int> int8_prefill_forced{-1};  // -1: SPARQ_NATIVE_INT8_PREFILL decides; else 0 / 1
+
+// Whether matmul may take the integer product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
+// SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0) keeps every product in f32.
+bool int8_prefill_on() {
+  static const bool env = [] {
+    const char* v = std::getenv("SPARQ_NATIVE_INT8_PREFILL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  const int forced = int8_prefill_forced.load(std::memory_order_relaxed);
+  return forced < 0 ? env : forced == 1;
+}
+
+}  // namespace
+
+void force_int8_prefill(int on) { int8_prefill_forced.store(on < 0 ? -1 : on != 0); }
+
+bool int8_prefill_runs(WeightType t, int64_t n) {
+  return n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t) && int8_prefill_on();
+}
+
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
-  switch (kernel_path()) {
-    case KernelPath::avx512: return matmul_avx512(t, w, x, n, rows, cols, out, 0, rows);
-    case KernelPath::avx2: return matmul_avx2(t, w, x, n, rows, cols, out, 0, rows);
-    case KernelPath::scalar: return matmul_ref(t, w, x, n, rows, cols, out, 0, rows);
+  if (int8_prefill_runs(t, n)) {
+    Q8Acts acts;
+    size_q8_acts(n, cols, acts);
+    // The activation rows in parallel too: on the calling thread alone they would take a
+    // noticeable share of the call (Amdahl) once the product itself is split.
+    const int64_t parts = std::min<int64_t>(n, pool_threads());
+    parallel_for(static_cast<size_t>(parts), [&](size_t i) {
+      quantize_q8_acts(x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, gemm_q8_offset(t), acts);
+    });
+    return split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) {
+      std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(end - begin, cols)));
+      gemm_q8_vnni(t, w, acts, rows, out, begin, end, scratch.data());
+    });
   }
+  const bool gemm = n >= GEMM_MIN_N;
+  auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)
+                : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_avx2 : matmul_avx2)
+                                                    : matmul_ref;
+  split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8) {
+  const int64_t work = (w.cols / 2 + w.groups() * 5) * w.rows * n;  // nibbles, f32 scales, int8 zeros
   if (int8) {
     Int8Acts acts;
     quantize_acts(x, n, w.cols, w.group, acts);
-    if (!amx_runs(w, n)) return int8_rows(w, acts, out, 0, w.rows);
+    if (!amx_runs(w, n)) return split_rows(w.rows, work, [&](int64_t begin, int64_t end) { int8_rows(w, acts, out, begin, end); });
     // AMX does the whole 16 x 16 blocks; the weight rows past the last block go to
     // int8_rows for every activation row, the activation rows past it for the other weight rows.
     matmul_int4_int8_amx(w, acts, out);
@@ -89,11 +160,11 @@ void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool 
     if (n16 < n) int8_rows(w, acts_from(acts, n16), out + n16 * w.rows, 0, rows16);
     return;
   }
-  switch (kernel_path()) {
-    case KernelPath::avx512: return matmul_int4_dequant_avx512(w, x, n, out, 0, w.rows);
-    case KernelPath::avx2: return matmul_int4_dequant_avx2(w, x, n, out, 0, w.rows);
-    case KernelPath::scalar: return matmul_int4_dequant_ref(w, x, n, out, 0, w.rows);
-  }
+  const bool gemm = n >= GEMM_MIN_N;
+  auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_int4_avx512 : matmul_int4_dequant_avx512)
+                : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_int4_avx2 : matmul_int4_dequant_avx2)
+                                                    : matmul_int4_dequant_ref;
+  split_rows(w.rows, work, [&](int64_t begin, int64_t end) { kernel(w, x, n, out, begin, end); });
 }
 
 void int4_group_sums(const Int4View& w, const float* x, int64_t n, int32_t* sums) {

@@ -1,6 +1,9 @@
 // The basic ops' dispatchers run the kernel family of cpu.h's kernel_path().
 #pragma once
+#include <cstdint>
+
 #include "cpu.h"
+#include "quant.h"
 
 namespace sparq {
 
@@ -17,5 +20,11 @@ bool amx_int8_enabled();
 // Tests and benchmarks: force_amx(1 | 0) turns the opt-in on or off, -1 restores the
 // environment's choice. Forcing it on never bypasses amx_int8_available().
 void force_amx(int on);
+
+// matmul's integer prefill product (gemm_q8.h) runs for this weight type and n activation rows:
+// n >= GEMM_MIN_N, AVX-512 VNNI on the current path, a type it handles, and not switched off
+// (SPARQ_NATIVE_INT8_PREFILL=0, or force_int8_prefill(0); -1 restores the environment's choice).
+bool int8_prefill_runs(WeightType t, int64_t n);
+void force_int8_prefill(int on);
 
 }  // namespace sparq

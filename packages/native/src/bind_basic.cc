@@ -42,13 +42,17 @@ int64_t product(Call call, const char* op, int64_t a, int64_t b) {
 
 WeightType weight_type(Call call, int index, const char* op, bool blocks_only) {
   const int64_t code = int_arg(call[index], op, "dtype code");
-  if (code > 5 || (blocks_only && code < 3)) range_error(call, op, "dtype code " + std::to_string(code) + (blocks_only ? ", expected 3..5" : ", expected 0..5"));
+  const int64_t first = blocks_only ? static_cast<int64_t>(WeightType::q4_0) : 0, last = WEIGHT_TYPE_COUNT - 1;
+  if (code < first || code > last) range_error(call, op, "dtype code " + std::to_string(code) + ", expected " + std::to_string(first) + ".." + std::to_string(last));
   return static_cast<WeightType>(code);
 }
 
-// Block types store `count` elements (a multiple of 32) from element `offset` (a block boundary).
+// Block types store `count` elements (whole blocks) from element `offset` (a block boundary).
 const uint8_t* blocks_at(Call call, int index, WeightType t, int64_t offset, int64_t count, const char* op, const char* name) {
-  if (offset % QK != 0 || count % QK != 0) range_error(call, op, std::string(name) + " offset and size must be whole 32-element blocks");
+  const int64_t block = block_shape(t).elements;
+  if (offset % block != 0 || count % block != 0) {
+    range_error(call, op, std::string(name) + " offset and size must be whole " + std::to_string(block) + "-element blocks");
+  }
   return span<uint8_t>(call, index, weight_bytes(t, offset), weight_bytes(t, count), op, name);
 }
 
@@ -56,6 +60,7 @@ const uint8_t* blocks_at(Call call, int index, WeightType t, int64_t offset, int
 Napi::Value quantize(Call call) {
   const char* op = "quantize";
   const WeightType t = weight_type(call, 0, op, true);
+  if (!is_quantizable(t)) range_error(call, op, "dtype code " + std::to_string(static_cast<int>(t)) + ": native quantizes q4_0, q4_1 and q8_0 (codes 3..5) only");
   const int64_t out_off = arg(call, 2, op, "outOffset"), x_off = arg(call, 4, op, "xOffset"), count = arg(call, 5, op, "count");
   uint8_t* out = const_cast<uint8_t*>(blocks_at(call, 1, t, out_off, count, op, "out"));
   const float* x = span<float>(call, 3, x_off, count, op, "x");
@@ -70,7 +75,7 @@ Napi::Value dequantize(Call call) {
   const int64_t out_off = arg(call, 2, op, "outOffset"), x_off = arg(call, 4, op, "xOffset"), count = arg(call, 5, op, "count");
   float* out = span<float>(call, 1, out_off, count, op, "out");
   const uint8_t* x = blocks_at(call, 3, t, x_off, count, op, "x");
-  dequantize_blocks(t, x, out, count / QK);
+  dequantize_blocks(t, x, out, count / block_shape(t).elements);
   return call.Env().Undefined();
 }
 
@@ -127,7 +132,8 @@ Napi::Value matmul_binding(Call call) {
   if (t == WeightType::f32) w = reinterpret_cast<const uint8_t*>(span<float>(call, 3, w_off, w_count, op, "w"));
   else if (t == WeightType::f16 || t == WeightType::bf16) w = reinterpret_cast<const uint8_t*>(span<uint16_t>(call, 3, w_off, w_count, op, "w"));
   else {
-    if (cols % QK != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of 32");
+    const int64_t block = block_shape(t).elements;
+    if (cols % block != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block));
     w = blocks_at(call, 3, t, w_off, w_count, op, "w");
   }
   matmul(t, w, x, n, rows, cols, out);
@@ -168,7 +174,7 @@ Napi::Value rmsnorm(Call call) {
   return call.Env().Undefined();
 }
 
-// rope(x, xOffset, positions i32, positionsOffset, n, nHeads, headDim, theta)
+// rope(x, xOffset, positions i32, positionsOffset, n, nHeads, headDim, theta, freqs f32 | null, freqsOffset, scale, halves)
 Napi::Value rope(Call call) {
   const char* op = "rope";
   const int64_t n = arg(call, 4, op, "n"), heads = arg(call, 5, op, "nHeads"), head_dim = arg(call, 6, op, "headDim");
@@ -176,7 +182,10 @@ Napi::Value rope(Call call) {
   float* x = span<float>(call, 0, arg(call, 1, op, "xOffset"), product(call, op, n, product(call, op, heads, head_dim)), op, "x");
   const int32_t* positions = span<int32_t>(call, 2, arg(call, 3, op, "positionsOffset"), n, op, "positions");
   if (!call[7].IsNumber()) throw Napi::TypeError::New(call.Env(), "rope: theta must be a number");
-  rope_ref(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue());
+  const float* freqs = call[8].IsNull() ? nullptr : span<float>(call, 8, arg(call, 9, op, "freqsOffset"), head_dim / 2, op, "freqs");
+  if (!call[10].IsNumber() || !call[11].IsBoolean()) throw Napi::TypeError::New(call.Env(), "rope: scale must be a number and halves a boolean");
+  rope_ref(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue(), freqs, call[10].As<Napi::Number>().FloatValue(),
+           call[11].As<Napi::Boolean>().Value());
   return call.Env().Undefined();
 }
 
@@ -213,6 +222,15 @@ Napi::Value set_amx(Call call) {
   return Napi::Boolean::New(call.Env(), amx_int8_enabled());
 }
 
+// setInt8Prefill(true | false | null) -> whether matmul may use the integer prefill product
+// (gemm_q8.h) afterwards; null restores SPARQ_NATIVE_INT8_PREFILL's choice. Tests and benchmarks.
+Napi::Value set_int8_prefill(Call call) {
+  if (call[0].IsNull() || call[0].IsUndefined()) force_int8_prefill(-1);
+  else if (call[0].IsBoolean()) force_int8_prefill(call[0].As<Napi::Boolean>().Value() ? 1 : 0);
+  else throw Napi::TypeError::New(call.Env(), "setInt8Prefill: expected a boolean or null");
+  return Napi::Boolean::New(call.Env(), int8_prefill_runs(WeightType::q8_0, GEMM_MIN_N));
+}
+
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -226,6 +244,7 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"int4GroupSums", int4_group_sums_binding},
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
+      {"setInt8Prefill", set_int8_prefill},
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},

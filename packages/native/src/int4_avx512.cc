@@ -13,12 +13,11 @@
 // No lane can overflow: |(q - zero) * qx| <= 15 * 127 per element.
 //
 // Layout. A chunk is 64 packed bytes = 128 elements. Low nibbles hold the even
-// elements, high nibbles the odd ones, so the activation is split into even and
-// odd int8 arrays once; lane i of a chunk covers elements 8i .. 8i + 7, which
-// lie in one group for every group size (32, 64, 128, or a whole row).
+// elements, high nibbles the odd ones, so they meet Int8Acts' even and odd
+// halves; lane i of a chunk covers elements 8i .. 8i + 7 (Int8Acts lane
+// 16 * chunk + i), which lie in one group for every group size (32, 64, 128, or
+// a whole row).
 #include "avx512_headers.h"
-
-#include <vector>
 
 #include "int4.h"
 #include "matvec_simd.h"
@@ -27,39 +26,6 @@ namespace sparq {
 namespace {
 
 constexpr int64_t CHUNK = 128;  // elements per 64-byte chunk of packed weights
-
-// The activation rearranged for the chunks (full chunks only; the tail uses Int8Acts directly).
-struct ChunkActs {
-  int64_t chunks = 0;
-  std::vector<int8_t> even, odd;     // (n, chunks * 64): x_q[2j], x_q[2j + 1]
-  std::vector<int32_t> lane_sum;     // (n, chunks * 16): sum of x_q over each lane's 8 elements
-  std::vector<int32_t> lane_bias;    // (n, chunks * 16): -8 * lane_sum, the start of every symmetric lane
-  std::vector<float> lane_scale;     // (n, chunks * 16): activation scale of each lane's group
-};
-
-ChunkActs split_acts(const Int8Acts& a) {
-  ChunkActs c;
-  c.chunks = a.cols / CHUNK;
-  const int64_t bytes = c.chunks * 64, lanes = c.chunks * 16, groups = a.cols / a.group;
-  c.even.resize(static_cast<size_t>(a.n * bytes));
-  c.odd.resize(c.even.size());
-  c.lane_sum.assign(static_cast<size_t>(a.n * lanes), 0);
-  c.lane_scale.resize(c.lane_sum.size());
-  c.lane_bias.resize(c.lane_sum.size());
-  for (int64_t t = 0; t < a.n; ++t) {
-    const int8_t* q = a.q.data() + t * a.cols;
-    for (int64_t j = 0; j < bytes; ++j) {
-      c.even[t * bytes + j] = q[2 * j];
-      c.odd[t * bytes + j] = q[2 * j + 1];
-    }
-    for (int64_t l = 0; l < lanes; ++l) {
-      for (int e = 0; e < 8; ++e) c.lane_sum[t * lanes + l] += q[8 * l + e];
-      c.lane_bias[t * lanes + l] = -8 * c.lane_sum[t * lanes + l];
-      c.lane_scale[t * lanes + l] = a.scale[t * groups + 8 * l / a.group];
-    }
-  }
-  return c;
-}
 
 // Per-chunk view of the weight's groups: which group each lane belongs to.
 struct LaneGroups {
@@ -82,13 +48,13 @@ struct LaneGroups {
 
 // The int32 lanes of one chunk for NX activation rows: lanes[k] = sum (q - zero) * x_q per lane.
 template <int NX, bool Symmetric>
-inline void chunk_lanes(const uint8_t* packed, const int8_t* zeros, const LaneGroups& lg, const ChunkActs& c, int64_t t0, int64_t chunk,
+inline void chunk_lanes(const uint8_t* packed, const int8_t* zeros, const LaneGroups& lg, const Int8Acts& c, int64_t t0, int64_t chunk,
                         __m512i* lanes) {
   const __m512i b = _mm512_xor_si512(_mm512_loadu_si512(packed), _mm512_set1_epi8(static_cast<char>(0x88)));  // u = n ^ 8
   const __m512i low = _mm512_set1_epi8(0x0f);
   const __m512i lo = _mm512_and_si512(b, low), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
   const __m512i zero = Symmetric ? _mm512_setzero_si512() : lg.spread(zeros);
-  const int64_t bytes = c.chunks * 64, lanes_per_row = c.chunks * 16;
+  const int64_t bytes = c.half(), lanes_per_row = c.lanes();
   for (int k = 0; k < NX; ++k) {
     const int64_t t = t0 + k;
     const int64_t lane = t * lanes_per_row + chunk * 16;
@@ -99,41 +65,25 @@ inline void chunk_lanes(const uint8_t* packed, const int8_t* zeros, const LaneGr
   }
 }
 
-// sum over the tail elements [from, cols) of (q - zero) * x_q, scaled per group, for activation row t.
-float tail_dot(const Int4View& w, const Int8Acts& a, int64_t r, int64_t t, int64_t from) {
-  const int64_t groups = w.groups();
-  float res = 0;
-  for (int64_t g = from / w.group; g < groups; ++g) {
-    int32_t isum = 0;
-    for (int64_t j = std::max(from, g * w.group); j < (g + 1) * w.group; ++j) {
-      const uint8_t b = w.packed[(r * w.cols + j) / 2];
-      isum += ((j % 2 == 0 ? nibble_lo(b) : nibble_hi(b)) - w.zeros[r * groups + g]) * a.q[t * w.cols + j];
-    }
-    res += static_cast<float>(isum) * (w.scales[r * groups + g] * a.scale[t * groups + g]);
-  }
-  return res;
-}
-
 template <bool Symmetric>
 void matmul_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_begin, int64_t row_end) {
-  const ChunkActs c = split_acts(a);
   const LaneGroups lg(w.group);
-  const int64_t groups = w.groups(), lanes_per_row = c.chunks * 16;
+  const int64_t groups = w.groups(), lanes_per_row = a.lanes(), chunks = w.cols / CHUNK;
   for_each_tile(a.n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
     constexpr int NX = decltype(nx)::value;
     const uint8_t* row = w.packed + r * w.cols / 2;
-    two_chains<Vec512, NX>(c.chunks, [&](int64_t chunk, __m512* acc) {
+    two_chains<Vec512, NX>(chunks, [&](int64_t chunk, __m512* acc) {
       const int64_t g0 = r * groups + lg.first(chunk);
       __m512i lanes[NX];
-      chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, c, t0, chunk, lanes);
+      chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, a, t0, chunk, lanes);
       const __m512 wscale = lg.spread(w.scales + g0);
       for (int k = 0; k < NX; ++k) {
-        const __m512 scale = _mm512_mul_ps(wscale, _mm512_loadu_ps(c.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
+        const __m512 scale = _mm512_mul_ps(wscale, _mm512_loadu_ps(a.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
         acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes[k]), scale, acc[k]);
       }
     }, res);
-    if (c.chunks * CHUNK < w.cols)
-      for (int k = 0; k < NX; ++k) res[k] += tail_dot(w, a, r, t0 + k, c.chunks * CHUNK);
+    if (chunks * CHUNK < w.cols)
+      for (int k = 0; k < NX; ++k) res[k] += int4_int8_tail(w, a, r, t0 + k, chunks * CHUNK);
   });
 }
 
@@ -151,22 +101,21 @@ void matmul_int4_int8_vnni(const Int4View& w, const Int8Acts& a, float* out, int
 }
 
 void int4_group_sums_vnni(const Int4View& w, const Int8Acts& a, int32_t* sums) {
-  const ChunkActs c = split_acts(a);
   const LaneGroups lg(w.group);
-  const int64_t groups = w.groups();
+  const int64_t groups = w.groups(), chunks = w.cols / CHUNK;
   alignas(64) int32_t lanes_out[16];
   for (int64_t t = 0; t < a.n; ++t) {
     for (int64_t r = 0; r < w.rows; ++r) {
       int32_t* s = sums + (t * w.rows + r) * groups;
       for (int64_t g = 0; g < groups; ++g) s[g] = 0;
-      for (int64_t chunk = 0; chunk < c.chunks; ++chunk) {
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
         __m512i lanes[1];
-        chunk_lanes<1, false>(w.packed + r * w.cols / 2 + chunk * 64, w.zeros + r * groups + lg.first(chunk), lg, c, t, chunk, lanes);
+        chunk_lanes<1, false>(w.packed + r * w.cols / 2 + chunk * 64, w.zeros + r * groups + lg.first(chunk), lg, a, t, chunk, lanes);
         _mm512_store_si512(lanes_out, lanes[0]);
         for (int i = 0; i < 16; ++i) s[(chunk * CHUNK + 8 * i) / w.group] += lanes_out[i];
       }
       // Tail elements: scalar integer products, added to their groups.
-      for (int64_t j = c.chunks * CHUNK; j < w.cols; ++j) {
+      for (int64_t j = chunks * CHUNK; j < w.cols; ++j) {
         const uint8_t b = w.packed[(r * w.cols + j) / 2];
         const int64_t g = j / w.group;
         s[g] += ((j % 2 == 0 ? nibble_lo(b) : nibble_hi(b)) - w.zeros[r * groups + g]) * a.q[t * w.cols + j];

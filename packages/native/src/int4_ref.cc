@@ -67,6 +67,26 @@ void dequantize_int4_ref(const Int4View& w, float* out, int64_t row_begin, int64
   }
 }
 
+float quantize_int8_group(const float* x, int64_t len, int8_t* q, int32_t& sum) {
+  // scale = amax / 127 (floored at 2^-126), q = roundf(x / scale) in [-127, 127].
+  float amax = 0;
+  for (int64_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float scale = std::max(amax / 127.0f, MIN_SCALE);
+  sum = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    // roundf(steps) (halves away from zero) without a libm call: |steps| <= 127.5, so the
+    // truncation and the fraction steps - trunc are exact.
+    const float steps = x[j] / scale;
+    int v = static_cast<int>(steps);
+    const float frac = steps - static_cast<float>(v);
+    if (frac >= 0.5f) v += 1;
+    else if (frac <= -0.5f) v -= 1;
+    q[j] = static_cast<int8_t>(v);
+    sum += v;
+  }
+  return scale;
+}
+
 void quantize_acts(const float* x, int64_t n, int64_t cols, int64_t group, Int8Acts& a) {
   const int64_t groups = cols / group;
   a.n = n;
@@ -77,22 +97,44 @@ void quantize_acts(const float* x, int64_t n, int64_t cols, int64_t group, Int8A
   a.qsum.assign(static_cast<size_t>(n * groups), 0);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t g = 0; g < groups; ++g) {
-      // scale = amax / 127 (floored at 2^-126), q = roundf(x / scale) in [-127, 127].
-      const float* xg = x + t * cols + g * group;
-      float amax = 0;
-      for (int64_t j = 0; j < group; ++j) amax = std::max(amax, std::fabs(xg[j]));
-      const float scale = std::max(amax / 127.0f, MIN_SCALE);
       int32_t sum = 0;
-      for (int64_t j = 0; j < group; ++j) {
-        const float steps = xg[j] / scale;
-        const int v = static_cast<int>(std::round(steps));
-        a.q[t * cols + g * group + j] = static_cast<int8_t>(v);
-        sum += v;
-      }
+      const float scale = quantize_int8_group(x + t * cols + g * group, group, a.q.data() + t * cols + g * group, sum);
       a.scale[t * groups + g] = scale;
       a.qsum[t * groups + g] = sum;
     }
   }
+  const int64_t half = a.half(), lanes = a.lanes();
+  a.even.resize(static_cast<size_t>(n * half));
+  a.odd.resize(a.even.size());
+  a.lane_sum.assign(static_cast<size_t>(n * lanes), 0);
+  a.lane_bias.resize(a.lane_sum.size());
+  a.lane_scale.resize(a.lane_sum.size());
+  for (int64_t t = 0; t < n; ++t) {
+    const int8_t* q = a.q.data() + t * cols;
+    for (int64_t j = 0; j < half; ++j) {
+      a.even[t * half + j] = q[2 * j];
+      a.odd[t * half + j] = q[2 * j + 1];
+    }
+    for (int64_t l = 0; l < lanes; ++l) {
+      for (int e = 0; e < 8; ++e) a.lane_sum[t * lanes + l] += q[8 * l + e];
+      a.lane_bias[t * lanes + l] = -8 * a.lane_sum[t * lanes + l];
+      a.lane_scale[t * lanes + l] = a.scale[t * groups + 8 * l / group];
+    }
+  }
+}
+
+float int4_int8_tail(const Int4View& w, const Int8Acts& a, int64_t r, int64_t t, int64_t from) {
+  const int64_t groups = w.groups();
+  float res = 0;
+  for (int64_t g = from / w.group; g < groups; ++g) {
+    int32_t isum = 0;
+    for (int64_t j = std::max(from, g * w.group); j < (g + 1) * w.group; ++j) {
+      const uint8_t b = w.packed[(r * w.cols + j) / 2];
+      isum += ((j % 2 == 0 ? nibble_lo(b) : nibble_hi(b)) - w.zeros[r * groups + g]) * a.q[t * w.cols + j];
+    }
+    res += static_cast<float>(isum) * (w.scales[r * groups + g] * a.scale[t * groups + g]);
+  }
+  return res;
 }
 
 void matmul_int4_dequant_ref(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {

@@ -15,7 +15,14 @@ void matmul_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
                  int64_t row_end);
 void matmul_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                    int64_t row_end);
-// Dispatch by kernel_path(), all rows.
+// The cache-blocked product for many activation rows (gemm_simd.h), same contract.
+void gemm_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+               int64_t row_end);
+void gemm_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+                 int64_t row_end);
+// Activation rows from which matmul takes the blocked product (below it the per-row kernels win).
+constexpr int64_t GEMM_MIN_N = 8;
+// Dispatch by kernel_path(), all rows, split across the native thread pool.
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out);
 
 }  // namespace sparq

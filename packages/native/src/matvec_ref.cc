@@ -15,7 +15,7 @@ void matmul_ref(WeightType t, const uint8_t* w, const float* x, int64_t n, int64
     // Row r of w as f32.
     const uint8_t* src = w + r * row_bytes;
     if (is_block_type(t)) {
-      dequantize_blocks_ref(t, src, row.data(), cols / QK);
+      dequantize_blocks_ref(t, src, row.data(), cols / block_shape(t).elements);
     } else {
       for (int64_t j = 0; j < cols; ++j) {
         if (t == WeightType::f32) std::memcpy(&row[j], src + 4 * j, 4);

@@ -7,90 +7,16 @@
 // width) run through a scalar tail. Block formats fold the block scale once
 // per block: acc += d * sum_j q_j x_j.
 #pragma once
-#include "avx512_headers.h"
-
 #include <type_traits>
 #include <vector>
 
-#include "half.h"
+#include "decode_simd.h"
 #include "int4.h"
-#include "quant.h"
+#include "simd_vec.h"
 
 namespace sparq {
 namespace {
 
-#if defined(__AVX512F__)
-struct Vec512 {
-  static constexpr int W = 16;
-  using F = __m512;
-  using Table = __m512;  // the 16 values (q - zero) a signed nibble stands for
-  static F zero() { return _mm512_setzero_ps(); }
-  static F set1(float v) { return _mm512_set1_ps(v); }
-  static F load(const float* p) { return _mm512_loadu_ps(p); }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  static float sum(F v) { return _mm512_reduce_add_ps(v); }
-  static F load_f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static F load_bf16(const uint8_t* p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-  }
-  static __m512i bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static F load_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
-  // Low and high nibbles of W bytes, as floats in [0, 15].
-  static void nibbles(const uint8_t* p, F& lo, F& hi) {
-    const __m512i b = bytes(p);
-    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(0x0f)));
-    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
-  }
-  // Lane n holds (n ^ 8) - 8 - zero: the value of nibble n with the zero point removed.
-  static Table int4_table(int zero) {
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1), _mm512_set1_epi32(zero)));
-  }
-  // W packed bytes -> the W even (low nibble) and W odd (high nibble) elements, minus zero, by table look-up.
-  static void int4_pair(const uint8_t* p, Table t, F& even, F& odd) {
-    const __m512i b = bytes(p);
-    even = _mm512_permutexvar_ps(_mm512_and_si512(b, _mm512_set1_epi32(0x0f)), t);
-    odd = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
-  }
-};
-#endif
-
-struct Vec256 {
-  static constexpr int W = 8;
-  using F = __m256;
-  using Table = __m256i;  // 8 + zero, subtracted from n ^ 8
-  static F zero() { return _mm256_setzero_ps(); }
-  static F set1(float v) { return _mm256_set1_ps(v); }
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-  static float sum(F v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-  }
-  static F load_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static F load_bf16(const uint8_t* p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
-  }
-  static __m256i bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-  static F load_i8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
-  static void nibbles(const uint8_t* p, F& lo, F& hi) {
-    const __m256i b = bytes(p);
-    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0f)));
-    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
-  }
-  static Table int4_table(int zero) { return _mm256_set1_epi32(8 + zero); }
-  // (n ^ 8) - (8 + zero) sign-extends the nibble and removes the zero point.
-  static void int4_pair(const uint8_t* p, Table bias, F& even, F& odd) {
-    const __m256i b = bytes(p), eight = _mm256_set1_epi32(8);
-    even = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x0f)), eight), bias));
-    odd = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_srli_epi32(b, 4), eight), bias));
-  }
-};
 
 // Calls step(i, acc) for i = 0, 1, ... < count, alternating two accumulator sets
 // (two independent FMA chains per activation row), then stores the sums in res.
@@ -128,7 +54,7 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
   two_chains<V, NX>(cols / QK, [&](int64_t b, F* acc) {
     const uint8_t* blk = w + b * bytes;
     const float* xb = x + b * QK;
-    const F d = V::set1(fp16_to_fp32_ref(load_u16(blk)));
+    const F d = V::set1(V::half(blk));
     F part[NX], xsum[NX];
     for (int k = 0; k < NX; ++k) part[k] = xsum[k] = V::zero();
     if (t == WeightType::q8_0) {
@@ -152,11 +78,28 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
         }
       }
       if (!q4_0) {
-        const F m = V::set1(fp16_to_fp32_ref(load_u16(blk + 2)));
+        const F m = V::set1(V::half(blk + 2));
         for (int k = 0; k < NX; ++k) acc[k] = V::fma(xsum[k], m, acc[k]);
       }
     }
     for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], d, acc[k]);
+  }, res);
+}
+
+// One row of a read-only block type (q5_*, the K-quants, iq4_*) against NX activation rows: each
+// block decoded to f32 in L1 (decode_simd.h), then SIMD FMAs.
+template <class V, int NX>
+inline void dot_decoded(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
+  constexpr int W = V::W;
+  const BlockShape s = block_shape(t);
+  alignas(64) float buf[QK_K];
+  two_chains<V, NX>(cols / s.elements, [&](int64_t b, typename V::F* acc) {
+    BlockDecoder<V>::block(t, w + b * s.bytes, buf);
+    const float* xb = x + b * s.elements;
+    for (int64_t h = 0; h < s.elements; h += W) {
+      const typename V::F wv = V::load(buf + h);
+      for (int k = 0; k < NX; ++k) acc[k] = V::fma(wv, V::load(xb + k * cols + h), acc[k]);
+    }
   }, res);
 }
 
@@ -177,7 +120,10 @@ void dot_row(WeightType t, const uint8_t* w, const float* x, int64_t cols, float
       return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_f16(p + 2 * j); }, scalar_f16, w, x, cols, res);
     case WeightType::bf16:
       return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(p + 2 * j); }, scalar_bf16, w, x, cols, res);
-    default: return dot_blocks<V, NX>(t, w, x, cols, res);
+    case WeightType::q4_0:
+    case WeightType::q4_1:
+    case WeightType::q8_0: return dot_blocks<V, NX>(t, w, x, cols, res);
+    default: return dot_decoded<V, NX>(t, w, x, cols, res);
   }
 }
 
@@ -349,15 +295,3 @@ void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, floa
 
 }  // namespace
 }  // namespace sparq
-
-// The entry points of one ISA file: matmul_<isa>, matmul_int4_dequant_<isa>.
-#define SPARQ_MATVEC_ENTRY_POINTS(isa, V)                                                                                       \
-  namespace sparq {                                                                                                         \
-  void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,         \
-                    int64_t row_begin, int64_t row_end) {                                                                   \
-    matmul_simd<V>(t, w, x, n, rows, cols, out, row_begin, row_end);                                                        \
-  }                                                                                                                         \
-  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) { \
-    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                          \
-  }                                                                                                                         \
-  }

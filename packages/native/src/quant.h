@@ -1,5 +1,6 @@
 // ggml's block formats (SPEC 5), byte-exact: q4_0 (f16 d + 16 bytes of
-// nibbles), q4_1 (f16 d, f16 m + 16 bytes), q8_0 (f16 d + 32 int8). Blocks are
+// nibbles), q4_1 (f16 d, f16 m + 16 bytes), q8_0 (f16 d + 32 int8), and the
+// read-only ones of model files: q5_0, q5_1, the K-quants, iq4_nl, iq4_xs. Blocks are
 // addressed as bytes (field offsets below) because a Uint8Array view may start
 // at any byte, so no block struct is ever dereferenced unaligned.
 #pragma once
@@ -8,27 +9,70 @@
 namespace sparq {
 
 // Weight element types of matvec/matmul; the numbers are the binding's dtype codes.
-enum class WeightType : int { f32 = 0, f16 = 1, bf16 = 2, q4_0 = 3, q4_1 = 4, q8_0 = 5 };
+enum class WeightType : int {
+  f32 = 0, f16 = 1, bf16 = 2,
+  q4_0 = 3, q4_1 = 4, q8_0 = 5, q5_0 = 6, q5_1 = 7,
+  q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12,
+  iq4_nl = 13, iq4_xs = 14,
+};
+constexpr int WEIGHT_TYPE_COUNT = 15;
 
-constexpr int64_t QK = 32;  // elements per block
+constexpr int64_t QK = 32;     // elements per block of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl
+constexpr int64_t QK_K = 256;  // elements per super-block of the K-quants and iq4_xs
 constexpr int64_t Q4_0_BYTES = 2 + QK / 2;
 constexpr int64_t Q4_1_BYTES = 4 + QK / 2;
 constexpr int64_t Q8_0_BYTES = 2 + QK;
 static_assert(Q4_0_BYTES == 18 && Q4_1_BYTES == 20 && Q8_0_BYTES == 34, "ggml block sizes");
 
-inline bool is_block_type(WeightType t) { return t == WeightType::q4_0 || t == WeightType::q4_1 || t == WeightType::q8_0; }
+// Elements and bytes of one block (one element for the plain types). The byte counts are
+// ggml's block_* structs (core/dtype.ts BLOCK_LAYOUT draws each layout).
+struct BlockShape {
+  int64_t elements, bytes;
+};
+// `static`: every translation unit keeps its own copy (no inline function shared with ISA files).
+static inline BlockShape block_shape(WeightType t) {
+  switch (t) {
+    case WeightType::f32: return {1, 4};
+    case WeightType::f16:
+    case WeightType::bf16: return {1, 2};
+    case WeightType::q4_0: return {QK, Q4_0_BYTES};
+    case WeightType::q4_1: return {QK, Q4_1_BYTES};
+    case WeightType::q8_0: return {QK, Q8_0_BYTES};
+    case WeightType::q5_0: return {QK, 22};
+    case WeightType::q5_1: return {QK, 24};
+    case WeightType::q2_k: return {QK_K, 84};
+    case WeightType::q3_k: return {QK_K, 110};
+    case WeightType::q4_k: return {QK_K, 144};
+    case WeightType::q5_k: return {QK_K, 176};
+    case WeightType::q6_k: return {QK_K, 210};
+    case WeightType::iq4_nl: return {QK, 18};
+    case WeightType::iq4_xs: return {QK_K, 136};
+  }
+  return {1, 4};
+}
+
+static inline bool is_block_type(WeightType t) { return static_cast<int>(t) >= static_cast<int>(WeightType::q4_0); }
+// The block types this backend also quantizes (the others it only reads).
+static inline bool is_quantizable(WeightType t) { return t == WeightType::q4_0 || t == WeightType::q4_1 || t == WeightType::q8_0; }
 
 // Bytes of `count` elements of `t` (count whole blocks for block types).
-inline int64_t weight_bytes(WeightType t, int64_t count) {
-  switch (t) {
-    case WeightType::f32: return count * 4;
-    case WeightType::f16:
-    case WeightType::bf16: return count * 2;
-    case WeightType::q4_0: return count / QK * Q4_0_BYTES;
-    case WeightType::q4_1: return count / QK * Q4_1_BYTES;
-    case WeightType::q8_0: return count / QK * Q8_0_BYTES;
+static inline int64_t weight_bytes(WeightType t, int64_t count) {
+  const BlockShape s = block_shape(t);
+  return count / s.elements * s.bytes;
+}
+
+// iq4_nl / iq4_xs: the 16 non-linear levels a nibble indexes (times the block scale).
+static constexpr int8_t IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// q4_k / q5_k: the 6-bit scale and minimum of 32-element sub-block j from the block's 12 packed bytes.
+static inline void scale_min_k(const uint8_t* p, int j, int& sc, int& mn) {
+  if (j < 4) {
+    sc = p[j] & 63;
+    mn = p[j + 4] & 63;
+  } else {
+    sc = (p[j + 4] & 0x0f) | ((p[j - 4] >> 6) << 4);
+    mn = (p[j + 4] >> 4) | ((p[j] >> 6) << 4);
   }
-  return 0;
 }
 
 // Block quantizers of one kernel family: 32 f32 -> one block.
@@ -50,9 +94,30 @@ void quantize_blocks_ref(WeightType t, const float* x, uint8_t* y, int64_t nbloc
 void quantize_blocks_avx512(WeightType t, const float* x, uint8_t* y, int64_t nblocks);
 void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks);  // dispatch
 
-// x (nblocks) blocks of t -> y (nblocks * 32) f32.
+// x (nblocks) blocks of t -> y (nblocks * block elements) f32, any block type: the reference
+// dequantizers' values bit for bit (quant_ref.cc, quant_k_ref.cc).
 void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks);
-void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t nblocks);
+void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // q4_0, q4_1, q8_0 only
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // dispatch
+// One block of a read-only type (q5_0, q5_1, iq4_nl, the K-quants, iq4_xs) -> y (quant_k_ref.cc).
+void dequantize_read_only_block(WeightType t, const uint8_t* x, float* y);
+
+// Calls D's decoder of one block of a read-only type: the scalar decoders (quant_k_ref.cc) and the
+// SIMD ones (decode_simd.h) share this table.
+template <class D>
+static inline void decode_read_only(WeightType t, const uint8_t* x, float* y) {
+  switch (t) {
+    case WeightType::q5_0: return D::q5(x, y, false);
+    case WeightType::q5_1: return D::q5(x, y, true);
+    case WeightType::iq4_nl: return D::iq4_nl(x, y);
+    case WeightType::q2_k: return D::q2_k(x, y);
+    case WeightType::q3_k: return D::q3_k(x, y);
+    case WeightType::q4_k: return D::qx_k(x, y, false);
+    case WeightType::q5_k: return D::qx_k(x, y, true);
+    case WeightType::q6_k: return D::q6_k(x, y);
+    case WeightType::iq4_xs: return D::iq4_xs(x, y);
+    default: return;
+  }
+}
 
 }  // namespace sparq

@@ -64,6 +64,13 @@ void quantize_blocks_ref(WeightType t, const float* x, uint8_t* y, int64_t nbloc
 }
 
 void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
+  if (t != WeightType::q4_0 && t != WeightType::q4_1 && t != WeightType::q8_0) {
+    const BlockShape s = block_shape(t);
+    for (int64_t b = 0; b < nblocks; ++b) {
+      dequantize_read_only_block(t, x + b * s.bytes, y + b * s.elements);
+    }
+    return;
+  }
   for (int64_t b = 0; b < nblocks; ++b) {
     float* yb = y + b * QK;
     if (t == WeightType::q4_0) {

@@ -29,21 +29,31 @@ void rmsnorm_ref(float* out, const float* x, const float* weight, int64_t n, int
   }
 }
 
-void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta) {
+void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta, const float* freqs, float scale,
+              bool halves) {
+  const int64_t half = head_dim / 2;
+  // Pair i is elements (2i, 2i+1) of a head, or (i, i + half) with halves.
+  const int64_t second = halves ? half : 1;
   for (int64_t t = 0; t < n; ++t) {
-    // Pair i rotates by pos * theta^(-2i / head_dim), the same angle in every head.
-    for (int64_t i = 0; i < head_dim / 2; ++i) {
-      const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-      const float freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+    // Pair i rotates by pos * freq_i, freq_i = theta^(-2i / head_dim) unless given; the same angle in every head.
+    for (int64_t i = 0; i < half; ++i) {
+      float freq;
+      if (freqs != nullptr) {
+        freq = freqs[i];
+      } else {
+        const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+        freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+      }
       const float val = static_cast<float>(static_cast<double>(positions[t]) * static_cast<double>(freq));
-      const float fcr = static_cast<float>(std::cos(static_cast<double>(val)));
-      const float fci = static_cast<float>(std::sin(static_cast<double>(val)));
+      // The scale multiplies the rounded cos and sin (exact when it is 1).
+      const float fcr = static_cast<float>(std::cos(static_cast<double>(val))) * scale;
+      const float fci = static_cast<float>(std::sin(static_cast<double>(val))) * scale;
       for (int64_t h = 0; h < n_heads; ++h) {
-        float* v = x + (t * n_heads + h) * head_dim + 2 * i;
-        const float x0 = v[0], x1 = v[1];
+        float* v = x + (t * n_heads + h) * head_dim + (halves ? i : 2 * i);
+        const float x0 = v[0], x1 = v[second];
         const float a = x0 * fcr, b = x1 * fci, c = x0 * fci, d = x1 * fcr;
         v[0] = a - b;
-        v[1] = c + d;
+        v[second] = c + d;
       }
     }
   }

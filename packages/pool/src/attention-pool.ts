@@ -55,6 +55,9 @@ export function planUnits(batch: number, nKvHeads: number, tasks: number): WorkU
   return plan;
 }
 
+/** Workers do not inherit a TypeScript loader: from sources they start through tsx (worker.mjs), built they run worker.js. */
+const WORKER = import.meta.url.endsWith('.ts') ? './worker.mjs' : './worker.js';
+
 export class AttentionPool {
   readonly threads: number;
   readonly backend: string;
@@ -65,7 +68,7 @@ export class AttentionPool {
     this.threads = options.threads ?? availableParallelism();
     if (!Number.isInteger(this.threads) || this.threads < 1) throw new SparqError(`AttentionPool: threads ${this.threads}, expected an integer >= 1`);
     this.piscina = new Piscina({
-      filename: new URL('./worker.mjs', import.meta.url).href,
+      filename: new URL(WORKER, import.meta.url).href,
       minThreads: this.threads,
       maxThreads: this.threads,
       idleTimeout: Infinity,

@@ -4,12 +4,14 @@
  * and attention-ops.ts (KV cache, dense, SparQ and the baselines).
  */
 import type { Backend } from '@sparq/core';
+import { BLOCK_CODEC_DTYPES } from './ops/quantize.ts';
 import { attentionOps } from './attention-ops.ts';
 import { basicOps } from './basic-ops.ts';
 
 export function createReferenceBackend(): Backend {
   return {
     name: 'reference',
+    blockDTypes: BLOCK_CODEC_DTYPES,
     info: () => ({ name: 'reference', kernel: 'typescript', threads: 1 }),
     ...basicOps,
     ...attentionOps,

@@ -2,22 +2,28 @@
  * `sparq convert`: a llama2.c checkpoint (or a GGUF model) to GGUF v3 with the
  * tokenizer embedded, matrices in one type, norms F32. Progress on stderr.
  */
-import { selectBackend } from '@sparq/core';
-import { GGUF_FILE_TYPES, findTokenizer, ggufTensors, llamaMetadata, readModelFile, writeGGUFFile, type GGUFFileType } from '@sparq/llm';
+import { isBlockDType, selectBackend, type Engine } from '@sparq/core';
+import { GGUF_FILE_TYPES, findTokenizer, ggufTensors, llamaMetadata, readModelFile, writeGGUFFile, type GGUFFileType, type LoadedModel } from '@sparq/llm';
 import { basename } from 'node:path';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, parseFlags } from '../flags.ts';
+import { progress } from '../progress.ts';
 
 export const convertCommand: Command = {
   name: 'convert',
-  summary: 'convert a llama2.c checkpoint to GGUF v3 (f32, f16, q4_0, q4_1, q8_0) with its tokenizer',
-  usage: `sparq convert --model IN.bin --out OUT.gguf [--type f32|f16|q4_0|q4_1|q8_0] [--tokenizer FILE]
+  summary: 'convert a llama2.c checkpoint or GGUF model to GGUF v3 in any supported tensor type, with its tokenizer',
+  usage: `sparq convert --model IN --out OUT.gguf [--type TYPE] [--tokenizer FILE]
+
+  --type TYPE   ${GGUF_FILE_TYPES.join(', ')}
 
 Writes GGUF v3 with llama.cpp's llama keys and tensor names and the tokenizer
 embedded (tokenizer.ggml.*). Matrices get --type (default f32; quantized by the
-selected backend, byte-exact with ggml); norms stay F32; a matrix whose rows are
-not whole 32-element blocks stays F32. wq/wk keep llama2.c's adjacent-pair RoPE
+selected backend, or by the reference backend when the selected one lacks the
+type; byte-exact with ggml's reference quantizers); norms stay F32; a matrix
+whose rows are not whole blocks of the type stays F32. The file is written to a
+temporary name beside OUT and renamed only when complete, so a failure leaves
+neither a partial file nor a damaged OUT. wq/wk keep llama2.c's adjacent-pair RoPE
 layout, which is also llama.cpp's for llama; the file says so in
 sparq.rope_layout = "adjacent". The tokenizer defaults to the input GGUF's own,
 else tok<vocab>.bin or tokenizer.bin next to the model.`,
@@ -27,17 +33,28 @@ else tok<vocab>.bin or tokenizer.bin next to the model.`,
     if (!values.out) throw new UsageError('--out FILE is required');
     const type = choice<GGUFFileType>('type', values.type, GGUF_FILE_TYPES, 'f32');
 
-    const engine = await selectBackend();
-    const file = readModelFile(values.model, engine);
+    const file = readModelFile(values.model, await selectBackend({ backend: 'reference' }));
+    const engine = await converter(file.loaded, type);
     const { tokenizer, source } = findTokenizer(file, values.tokenizer);
     process.stderr.write(`read ${values.model}: ${file.loaded.format}; tokenizer ${source}\n`);
-    const { tensors, notes } = ggufTensors(engine, file.loaded, type, (done, total, name, dtype) => {
-      process.stderr.write(`[${done}/${total}] ${name} ${dtype}\n`);
-    });
+    const bar = progress('convert', process.stderr);
+    const { tensors, notes } = ggufTensors(engine, file.loaded, type, (done, total, name, dtype) => bar.update(done, total, `${name} ${dtype}`));
+    bar.end();
     for (const note of notes) process.stderr.write(`note: ${note}\n`);
     const metadata = llamaMetadata(file.loaded.config, tokenizer, { name: basename(values.model).replace(/\.[^.]*$/, ''), fileType: type });
-    const bytes = writeGGUFFile(values.out, metadata, tensors);
-    process.stderr.write(`wrote ${values.out}: ${bytes} bytes, ${tensors.length} tensors, ${metadata.length} metadata keys (backend ${engine.name})\n`);
+    const size = writeGGUFFile(values.out, metadata, tensors);
+    process.stderr.write(`wrote ${values.out}: ${size} bytes, ${tensors.length} tensors, ${metadata.length} metadata keys (backend ${engine.name})\n`);
     return 0;
   },
 };
+
+/** The selected backend, or the reference one when the selected backend cannot read the model's block types or quantize to `type`. */
+async function converter(loaded: LoadedModel, type: GGUFFileType): Promise<Engine> {
+  const engine = await selectBackend();
+  const needed = new Set([...loaded.tensors.values()].map((t) => t.dtype).filter((d) => isBlockDType(d)));
+  if (isBlockDType(type)) needed.add(type);
+  const lacking = [...needed].filter((d) => !engine.has(d === type ? 'quantize' : 'dequantize', d));
+  if (lacking.length === 0) return engine;
+  process.stderr.write(`note: backend ${engine.name} does not convert ${lacking.join(', ')}; using the reference backend\n`);
+  return selectBackend({ backend: 'reference' });
+}

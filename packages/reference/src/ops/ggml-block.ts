@@ -1,29 +1,33 @@
 /**
- * What the three ggml block formats (SPEC 5: Q4_0, Q4_1, Q8_0) share: a block of 32 elements
- * opens with little-endian f16 numbers (the scale d, and for Q4_1 the minimum m), followed by
- * the quantized values; and the two 4-bit formats pack their 32 nibbles the same way.
+ * What ggml's block formats share. Every block opens or closes with little-endian f16 numbers
+ * (scales, minimums) and packs small integer codes into bytes; the layouts are drawn in each
+ * family's file:
  *
- *   Q4_0 block (18 bytes): d f16 | qs[16]
- *   Q4_1 block (20 bytes): d f16 | m f16 | qs[16]
- *   Q8_0 block (34 bytes): d f16 | qs[32] int8
+ *   qx-0.ts    Q4_0, Q5_0         32 elements, x = d * (q - 2^(bits-1))
+ *   qx-1.ts    Q4_1, Q5_1         32 elements, x = d * q + m
+ *   q8-0.ts    Q8_0               32 elements, x = d * q, q int8
+ *   q2-k.ts, q3-k.ts, qx-k.ts (Q4_K, Q5_K), q6-k.ts: 256-element super-blocks of 16 or 32-element
+ *              sub-blocks whose scales are themselves quantized against an f16 super-scale
+ *   iq4.ts     IQ4_NL, IQ4_XS     codes index a 16-entry non-linear table
  *
- * 4-bit packing (ggml's, not the engine's INT4 one): byte j of qs holds element j in its low
- * nibble and element j + 16 in its high nibble, j = 0..15. So the first half of the block sits in
- * the low nibbles and the second half in the high ones.
+ * The 32-nibble packing (ggml's, not the engine's INT4 one), used by Q4_0, Q4_1, the low nibbles
+ * of Q5_0 / Q5_1, and each 32-element sub-block of IQ4_NL / IQ4_XS: byte j of 16 holds element j
+ * in its low nibble and element j + 16 in its high nibble, j = 0..15. So the first half of the
+ * 32 sits in the low nibbles and the second half in the high ones.
  *
- * Each format file (q4-0.ts, q4-1.ts, q8-0.ts) provides a `BlockCodec`: how to turn 32 f32
- * values into one block and back. quantize.ts walks the blocks.
+ * Each format provides a `BlockCodec`: how to turn one block of f32 values into bytes and back.
+ * quantize.ts walks the blocks.
  */
 import { f16ToF32, f32ToF16 } from '@sparq/core';
 
-/** Elements per block, for all three formats (ggml's QK4_0 = QK4_1 = QK8_0 = 32). */
+/** Elements of a nibble group, and of every legacy block and IQ4_NL block (ggml's QK4_0 = ... = 32). */
 export const BLOCK = 32;
 
 /** One format's block conversion. `x` and `out` are flat arrays; `xAt`/`at` index the block's first element/byte. */
 export interface BlockCodec {
-  /** x[xAt .. xAt+32) f32 -> bytes[at .. at+blockBytes) */
+  /** x[xAt .. xAt+elements) f32 -> bytes[at .. at+blockBytes) */
   quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: number): void;
-  /** bytes[at .. at+blockBytes) -> out[outAt .. outAt+32) f32 */
+  /** bytes[at .. at+blockBytes) -> out[outAt .. outAt+elements) f32 */
   dequantizeBlock(out: Float32Array, outAt: number, bytes: Uint8Array, at: number): void;
 }
 
@@ -40,12 +44,12 @@ export function writeF16(bytes: Uint8Array, at: number, v: number): void {
 }
 
 /**
- * Packs 32 nibbles into qs = bytes[at .. at+16): `nibble(j)` gives element j's 4-bit code (0..15).
- * Byte j = element j (low) | element j + 16 (high).
+ * Packs 32 nibbles into qs = bytes[at .. at+16): `nibble(j)` gives element j's code; only its
+ * low 4 bits are kept (Q5's fifth bit goes elsewhere). Byte j = element j (low) | element j + 16 (high).
  */
 export function packNibbles(bytes: Uint8Array, at: number, nibble: (j: number) => number): void {
   for (let j = 0; j < BLOCK / 2; j++) {
-    bytes[at + j] = nibble(j) | (nibble(j + BLOCK / 2) << 4);
+    bytes[at + j] = (nibble(j) & 0x0f) | ((nibble(j + BLOCK / 2) & 0x0f) << 4);
   }
 }
 
@@ -53,4 +57,18 @@ export function packNibbles(bytes: Uint8Array, at: number, nibble: (j: number) =
 export function unpackNibble(bytes: Uint8Array, at: number, j: number): number {
   // Elements 0..15 are the low nibbles of bytes 0..15, elements 16..31 their high nibbles.
   return j < BLOCK / 2 ? bytes[at + j] & 0x0f : bytes[at + j - BLOCK / 2] >>> 4;
+}
+
+/** The little-endian uint32 at bytes[at .. at+4) (Q5's qh: bit j is element j's fifth bit). */
+export function readU32(bytes: Uint8Array, at: number): number {
+  return (bytes[at] | (bytes[at + 1] << 8) | (bytes[at + 2] << 16) | (bytes[at + 3] << 24)) >>> 0;
+}
+
+/** Writes `n` bits, bit i = bit(i), as a little-endian bit string at bytes[at ..] (n a multiple of 8). */
+export function packBits(bytes: Uint8Array, at: number, n: number, bit: (i: number) => number): void {
+  for (let b = 0; b < n / 8; b++) {
+    let byte = 0;
+    for (let k = 0; k < 8; k++) byte |= bit(8 * b + k) << k;
+    bytes[at + b] = byte;
+  }
 }

@@ -1,37 +1,46 @@
 /**
- * The `quantize` / `dequantize` ops for ggml's block formats (SPEC 5): f32 rows to Q4_0, Q4_1 or
- * Q8_0 blocks and back, byte-exact with ggml's reference code.
+ * The `quantize` / `dequantize` ops for ggml's block formats (SPEC 5 and the GGUF types of model
+ * hubs): f32 rows to blocks and back, byte-exact with ggml's reference code.
  *
- *   quantize:   x (..., n) f32          -> out (..., n) q4_0 | q4_1 | q8_0, n a multiple of 32
- *   dequantize: x (..., n) q4_0 | ...   -> out (..., n) f32
+ *   quantize:   x (..., n) f32           -> out (..., n) block dtype, n whole blocks
+ *   dequantize: x (..., n) block dtype   -> out (..., n) f32
  *
  * Core has checked that both tensors are contiguous with equal shapes, and (tensor.ts) that a
  * block tensor's offset is a whole number of blocks. A contiguous tensor is one run of elements,
  * and every row is whole blocks, so we can walk blocks straight through without looking at rows:
- * block b covers elements [32b, 32b + 32) of the run, i.e. bytes [b * blockBytes, ...) of the blocks.
- * The per-format arithmetic is in q4-0.ts, q4-1.ts and q8-0.ts.
+ * block b covers elements [E b, E b + E) of the run (E = BLOCK_LAYOUT elements, 32 or 256), i.e.
+ * bytes [b * blockBytes, ...) of the blocks. The per-format arithmetic is in one file per family.
  */
 import { BLOCK_LAYOUT, type BlockDType, type Tensor } from '@sparq/core';
-import { BLOCK, type BlockCodec } from './ggml-block.ts';
-import { q4_0 } from './q4-0.ts';
-import { q4_1 } from './q4-1.ts';
+import type { BlockCodec } from './ggml-block.ts';
+import { iq4_nl, iq4_xs } from './iq4.ts';
+import { q2_k } from './q2-k.ts';
+import { q3_k } from './q3-k.ts';
+import { q6_k } from './q6-k.ts';
 import { q8_0 } from './q8-0.ts';
+import { q4_0, q5_0 } from './qx-0.ts';
+import { q4_1, q5_1 } from './qx-1.ts';
+import { q4_k, q5_k } from './qx-k.ts';
 
-const CODECS: Readonly<Record<BlockDType, BlockCodec>> = { q4_0, q4_1, q8_0 };
+const CODECS: Readonly<Record<BlockDType, BlockCodec>> = { q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs };
+
+/** The block dtypes this backend quantizes, dequantizes and multiplies: all of them. */
+export const BLOCK_CODEC_DTYPES = Object.keys(CODECS) as readonly BlockDType[];
 
 /** Byte index in a block tensor's storage of its element `element` (a block boundary), counted from the tensor's offset. */
 function byteIndex(t: Tensor<BlockDType>, element: number): number {
-  // Offsets count elements; blocks are 32 elements of BLOCK_LAYOUT bytes each.
-  return ((t.offset + element) / BLOCK) * BLOCK_LAYOUT[t.dtype].bytes;
+  // Offsets count elements; blocks are `elements` elements of `bytes` bytes each.
+  const { elements, bytes } = BLOCK_LAYOUT[t.dtype];
+  return ((t.offset + element) / elements) * bytes;
 }
 
 /** x (..., n) f32 -> out (..., n) blocks. */
 export function quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
   const codec = CODECS[out.dtype];
-  const blocks = x.size / BLOCK;
-  // One block of 32 consecutive elements at a time.
-  for (let b = 0; b < blocks; b++) {
-    codec.quantizeBlock(out.data, byteIndex(out, b * BLOCK), x.data, x.offset + b * BLOCK);
+  const { elements } = BLOCK_LAYOUT[out.dtype];
+  // One block of consecutive elements at a time.
+  for (let e = 0; e < x.size; e += elements) {
+    codec.quantizeBlock(out.data, byteIndex(out, e), x.data, x.offset + e);
   }
 }
 
@@ -46,8 +55,9 @@ export function dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void {
  */
 export function dequantizeRun(out: Float32Array, outAt: number, x: Tensor<BlockDType>, first: number, count: number): void {
   const codec = CODECS[x.dtype];
-  // One block of 32 consecutive elements at a time.
-  for (let e = 0; e < count; e += BLOCK) {
+  const { elements } = BLOCK_LAYOUT[x.dtype];
+  // One block of consecutive elements at a time.
+  for (let e = 0; e < count; e += elements) {
     codec.dequantizeBlock(out, outAt + e, x.data, byteIndex(x, first + e));
   }
 }

@@ -1,0 +1,103 @@
+/**
+ * Prefill tokens/s, sparq (native) against llama.cpp (node-llama-cpp) on the same GGUF file and
+ * the same thread count, runs interleaved:
+ *   pnpm bench:prefill [--types q8_0,q4_0,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3]
+ *
+ * The file is a random-weight llama-shaped model written here (dim 2048, FFN 5632, 16 heads of
+ * 128, vocab 512 with ../shared/models/tok512.bin as its tokenizer), so the prefill time is the
+ * layers' weight products plus a small causal attention and a small classifier. Both engines
+ * forward the same `--tokens` random token ids from an empty context in one batch (sparq:
+ * Session.prefill with maxPrefill = tokens; llama.cpp: batch size = tokens). Each repetition runs
+ * sparq then llama.cpp; the table gives each side's best repetition and their ratio.
+ */
+import { Tensor, loadBackends, type BlockDType } from '@sparq/core';
+import '@sparq/native';
+import '@sparq/reference';
+import { NO_ROPE_SCALING, Session, buildModel, expectedTensors, ggufTensors, llamaMetadata, readModelFile, readTokenizerFile, writeGGUFFile, type GGUFFileType, type LoadedModel, type ModelConfig } from '@sparq/llm';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { getLlama, type Token } from 'node-llama-cpp';
+import { loadAddon } from '../packages/native/lib/addon.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string): string => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const types = option('types', 'q8_0,q4_0,f16,f32').split(',') as GGUFFileType[];
+const threadCounts = option('threads', '1,2').split(',').map(Number);
+const TOKENS = Number(option('tokens', '512'));
+const LAYERS = Number(option('layers', '1'));
+const REPS = Number(option('reps', '3'));
+const TOKENIZER = join(import.meta.dirname, '..', '..', 'shared', 'models', 'tok512.bin');
+if (!existsSync(TOKENIZER)) throw new Error(`bench/prefill.ts needs ${TOKENIZER} (the shared models directory)`);
+
+const { available } = await loadBackends();
+const engine = available.find((e) => e.name === 'native');
+if (!engine) throw new Error('bench/prefill.ts needs the native backend (pnpm build:native)');
+const reference = available.find((e) => e.name === 'reference')!;
+const threads = attentionAddon(loadAddon());
+
+const config: ModelConfig = {
+  dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 16, vocabSize: 512, seqLen: 2 * TOKENS,
+  headDim: 128, kvDim: 2048, normEps: 1e-5, ropeTheta: 10000, sharedClassifier: false,
+  arch: 'llama', qDim: 2048, ropeScaling: NO_ROPE_SCALING, attnBias: false, ropeFreqs: false,
+};
+
+/** A random-weight model: N(0, 0.02)-ish uniform matrices, unit norms. */
+function randomModel(): LoadedModel {
+  let s = 2024;
+  const random = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32 - 0.5) * 0.07;
+  const tensors = new Map<string, Tensor>();
+  for (const { name, shape } of expectedTensors(config)) {
+    const size = shape.reduce((a, b) => a * b, 1);
+    tensors.set(name, Tensor.f32(shape, shape.length === 1 ? new Float32Array(size).fill(1) : Float32Array.from({ length: size }, random)));
+  }
+  return { config, tensors, format: 'random llama-shaped' };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'sparq-prefill-'));
+const llama = await getLlama({ gpu: false, build: 'never' });
+let seed = 7;
+const tokens = Array.from({ length: TOKENS }, () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500));
+const loaded = randomModel();
+const table: Record<string, string>[] = [];
+try {
+  for (const type of types) {
+    const file = join(dir, `llama-${type}.gguf`);
+    const tokenizer = readTokenizerFile(TOKENIZER, config.vocabSize);
+    writeGGUFFile(file, llamaMetadata(config, tokenizer, { name: 'prefill-bench', fileType: type }), ggufTensors(engine.has('quantize', type as BlockDType) ? engine : reference, loaded, type).tensors);
+    const model = buildModel(engine, readModelFile(file, engine).loaded);
+    const lmodel = await llama.loadModel({ modelPath: file });
+    for (const t of threadCounts) {
+      threads.attnSetThreads(t);
+      const context = await lmodel.createContext({ contextSize: 2 * TOKENS, batchSize: TOKENS, threads: t, sequences: 1 });
+      const sequence = context.getSequence();
+      let sparqBest = Infinity;
+      let llamaBest = Infinity;
+      for (let rep = 0; rep < REPS; rep++) {
+        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false } });
+        let t0 = performance.now();
+        session.prefill(tokens);
+        sparqBest = Math.min(sparqBest, performance.now() - t0);
+        await sequence.clearHistory();
+        t0 = performance.now();
+        await sequence.evaluateWithoutGeneratingNewTokens(tokens as Token[]);
+        llamaBest = Math.min(llamaBest, performance.now() - t0);
+      }
+      await context.dispose();
+      const sparqTps = (1000 * TOKENS) / sparqBest;
+      const llamaTps = (1000 * TOKENS) / llamaBest;
+      table.push({ type, threads: String(t), tokens: String(TOKENS), 'sparq tok/s': sparqTps.toFixed(0), 'llama.cpp tok/s': llamaTps.toFixed(0), 'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2) });
+      console.log(JSON.stringify(table[table.length - 1]));
+    }
+    await lmodel.dispose();
+    rmSync(file);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log(`native ${loadAddon().info().kernel}; model: ${LAYERS} layer(s), dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
+console.table(table);

@@ -1,0 +1,79 @@
+/**
+ * The flags `generate` and `chat` share: the model, its context, sampling,
+ * decode attention, weight and KV types; parsed into the options the
+ * library takes, each bad value a UsageError naming the flag.
+ */
+import type { AttentionMethod, Int4Path, KVDType } from '@sparq/core';
+import { ATTENTION_METHODS, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { UsageError } from './command.ts';
+import { choice, isInt, number } from './flags.ts';
+
+export const RUN_FLAGS = {
+  model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
+  temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
+  r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
+  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' },
+} as const;
+
+type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
+
+export function sampling(values: Values, defaultTemperature: number): { temperature: number; topp: number; seed: bigint; seedGiven: boolean } {
+  const temperature = number('temperature', values.temperature, defaultTemperature, (t) => Number.isFinite(t) && t >= 0, 'a number >= 0');
+  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a number (0..1)');
+  if (values.seed !== undefined && !/^\d+$/.test(values.seed)) throw new UsageError(`--seed ${values.seed}, expected an integer >= 0`);
+  const seedGiven = values.seed !== undefined && BigInt(values.seed) > 0n;
+  const seed = seedGiven ? BigInt.asUintN(64, BigInt(values.seed!)) : BigInt(Math.floor(Date.now() / 1000));
+  return { temperature, topp, seed, seedGiven };
+}
+
+/** --ctx: the context size, up to the model's trained context (the default). */
+export function contextFlag(values: Values, seqLen: number): number {
+  return number('ctx', values.ctx, seqLen, isInt(1, seqLen), `an integer in [1, ${seqLen}] (the model's trained context)`);
+}
+
+/** Decode attention for a model of head dim `headDim` over `context` positions. */
+export function attention(values: Values, headDim: number, context: number): AttentionConfig {
+  const method = choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense');
+  const defaults = defaultAttention(method, headDim, context);
+  const k = number('k', values.k, defaults.k, isInt(1), 'an integer >= 1');
+  return {
+    method,
+    r: number('r', values.r, defaults.r, isInt(1, headDim), `an integer in [1, ${headDim}] (the head dim)`),
+    k,
+    l: number('l', values.l, Math.floor(k / 4), isInt(0), 'an integer >= 0'),
+    reallocate: !values['no-reallocate'],
+  };
+}
+
+/** Weight conversion on load, INT4 product path, KV element type. */
+export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType } {
+  return {
+    weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
+    int4Path: choice<Int4Path>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
+    kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], 'f32'),
+  };
+}
+
+/** " r=.. k=.. l=.." for summaries. */
+export function describeAttention(a: AttentionConfig): string {
+  if (a.method === 'dense') return '';
+  return a.method === 'sparq' ? ` r=${a.r} k=${a.k} l=${a.l}${a.reallocate ? '' : ' no-reallocate'}` : ` k=${a.k}`;
+}
+
+/** Usage lines of RUN_FLAGS. */
+export const runUsage = (defaultTemperature: number) => `  --model FILE        llama2.c checkpoint (.bin) or GGUF v3 model (llama, qwen2, qwen3)
+  --tokenizer FILE    llama2.c tokenizer; default: the GGUF's own, else tok<vocab>.bin
+                      or tokenizer.bin next to the model
+  --ctx N             context size (KV positions), up to the model's trained context (the default)
+  --temperature T     default ${defaultTemperature}; 0 = greedy
+  --top-p P           nucleus sampling, default 0.9 (<= 0 or >= 1: full distribution)
+  --seed S            xorshift seed as in run.c; default (or 0): the time in seconds
+  --attention METHOD  decode attention, default dense; prefill is always dense
+  --r R               SparQ query components, default ceil(head_dim / 4)
+  --k K               positions kept (sparq, oracle, h2o, lminf), default max(16, floor(ctx / 8))
+  --l L               SparQ local window, default floor(k / 4)
+  --no-reallocate     SparQ without the mean-value interpolation
+  --weights TYPE      convert matrices on load: f32, q4_0 (ggml) or int4 (group 32);
+                      default: as the file stores them
+  --int4-path PATH    INT4 products: dequant (default) or int8
+  --kv TYPE           KV cache element type, f32 (default) or f16`;

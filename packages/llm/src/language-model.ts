@@ -1,0 +1,138 @@
+/**
+ * A model ready for text: weights on an engine, its tokenizer, and the
+ * defaults its sessions start from (KV type, attention method and budget).
+ * `openModel` reads the files; `createSession` makes a TextSession.
+ */
+import { SparqRangeError, type AttentionMethod, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
+import type { ModelConfig } from './config.ts';
+import { findTokenizer, readModelFile } from './model-file.ts';
+import { stopRuleOf } from './generation-limits.ts';
+import { TextSession } from './text-session.ts';
+import { detokenize } from './text-stream.ts';
+import type { Tokenizer } from './tokenizer.ts';
+import { buildModel, unsupportedDTypes, type Model, type WeightType } from './weights.ts';
+
+/** Decode attention; what is left out is sized to the session's context (see defaultAttention). */
+export type AttentionSettings = Partial<AttentionConfig>;
+
+export interface ModelOptions {
+  /** llama2.c tokenizer file; default: the GGUF's own, else tok<vocab>.bin or tokenizer.bin beside the model. */
+  tokenizer?: string;
+  /** Convert the matrices on load: 'f32', 'q4_0' or 'int4'; default: as the file stores them. */
+  weights?: WeightType;
+  /** KV cache element type of sessions, default 'f32'. */
+  kv?: KVDType;
+  /** Decode attention of sessions, default { method: 'dense' }. */
+  attention?: AttentionSettings;
+  /** INT4 matrix products, default 'dequant'. */
+  int4Path?: Int4Path;
+  /**
+   * The engine for a file whose tensor types `engine` does not compute on
+   * (typically the reference); the model's notes say so. Without it such a file
+   * fails with UnsupportedOpError naming the type.
+   */
+  fallback?: Engine;
+}
+
+export interface CreateSessionOptions {
+  /** Positions of the conversation; default: the model's seq_len, at most 2048. */
+  contextSize?: number;
+  /** Overrides the model's attention settings. */
+  attention?: AttentionSettings;
+  /** Overrides the model's KV type. */
+  kv?: KVDType;
+  /** Most prompt tokens per forward step (default 64). */
+  prefillChunk?: number;
+}
+
+/** The context a session gets unless it asks: the model's, capped so the KV cache stays modest. */
+export const DEFAULT_CONTEXT_CAP = 2048;
+
+export class LanguageModel {
+  readonly engine: Engine;
+  readonly model: Model;
+  readonly tokenizer: Tokenizer;
+  /** Where the tokenizer came from. */
+  readonly tokenizerSource: string;
+  readonly kv: KVDType;
+  readonly attention: AttentionSettings;
+  readonly int4Path: Int4Path;
+
+  constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: Omit<ModelOptions, 'tokenizer' | 'weights'> & { tokenizerSource?: string } = {}) {
+    this.engine = engine;
+    this.model = model;
+    this.tokenizer = tokenizer;
+    this.tokenizerSource = options.tokenizerSource ?? 'given';
+    this.kv = options.kv ?? 'f32';
+    this.attention = options.attention ?? {};
+    this.int4Path = options.int4Path ?? 'dequant';
+  }
+
+  get config(): ModelConfig {
+    return this.model.config;
+  }
+
+  /** The backend the model runs on ('native' or 'reference'). */
+  get backend(): string {
+    return this.engine.name;
+  }
+
+  /** Storage of the matrices, e.g. 'f32' or 'q4_0 (w2 f32)'. */
+  get weightType(): string {
+    return this.model.weightType;
+  }
+
+  /** The complete attention settings a session of `contextSize` positions uses, checked against the model. */
+  resolveAttention(contextSize: number, settings: AttentionSettings = {}): AttentionConfig {
+    const wanted = { ...this.attention, ...settings };
+    const method: AttentionMethod = wanted.method ?? 'dense';
+    if (!ATTENTION_METHODS.includes(method)) throw new SparqRangeError(`attention.method '${method}', expected one of ${ATTENTION_METHODS.join(', ')}`);
+    const d = defaultAttention(method, this.config.headDim, contextSize);
+    const k = wanted.k ?? d.k;
+    const a: AttentionConfig = { method, r: wanted.r ?? d.r, k, l: wanted.l ?? Math.floor(k / 4), reallocate: wanted.reallocate ?? d.reallocate };
+    const int = (v: number, min: number, max: number) => Number.isInteger(v) && v >= min && v <= max;
+    if (!int(a.r, 1, this.config.headDim)) throw new SparqRangeError(`attention.r ${a.r}, expected an integer in [1, ${this.config.headDim}] (the head dim)`);
+    if (!int(a.k, 1, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`attention.k ${a.k}, expected an integer >= 1`);
+    if (!int(a.l, 0, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`attention.l ${a.l}, expected an integer >= 0`);
+    return a;
+  }
+
+  /** A new conversation with its own KV cache. */
+  createSession(options: CreateSessionOptions = {}): TextSession {
+    const seqLen = this.config.seqLen;
+    const contextSize = options.contextSize ?? Math.min(seqLen, DEFAULT_CONTEXT_CAP);
+    if (!Number.isInteger(contextSize) || contextSize < 1 || contextSize > seqLen) {
+      throw new SparqRangeError(`createSession: contextSize ${contextSize}, expected an integer in [1, ${seqLen}] (the model's seq_len)`);
+    }
+    return new TextSession(this.engine, this.model, this.tokenizer, {
+      contextSize,
+      attention: this.resolveAttention(contextSize, options.attention),
+      kvDType: options.kv ?? this.kv,
+      int4Path: this.int4Path,
+      prefillChunk: options.prefillChunk,
+      stop: stopRuleOf(this.model.format),
+    });
+  }
+
+  /** Token ids of `text`, with BOS (and EOS) as the vocab adds them unless `bos` is false (the tokenizer's dummy-prefix space included); special-token text stays text. */
+  tokenize(text: string, options: { bos?: boolean } = {}): number[] {
+    return this.tokenizer.encode(text, { addSpecial: options.bos ?? true });
+  }
+
+  /** The text of `tokens` as generation shows it (a leading BOS is dropped). */
+  detokenize(tokens: readonly number[]): string {
+    return detokenize(this.tokenizer, tokens);
+  }
+}
+
+/** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
+export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
+  const file = readModelFile(path, engine);
+  const { tokenizer, source } = findTokenizer(file, options.tokenizer);
+  const lacking = unsupportedDTypes(engine, file.loaded);
+  const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
+  const model = buildModel(runOn, file.loaded, options.weights);
+  if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
+  return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
+}

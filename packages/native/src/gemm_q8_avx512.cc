@@ -1,0 +1,185 @@
+// The integer prefill product (gemm_q8.h) on AVX-512 VNNI.
+//
+// Per call of a row range, 32 weight rows at a time: every 32-element sub-block
+// of those rows is decoded once to unsigned codes u, its scale dw and minimum mw,
+// into a panel laid out for vpdpbusd: dword k of the panel's rows is 32 rows x 4
+// bytes (row i's codes of columns 4k .. 4k + 3), two vectors. All panels of the
+// range are decoded first (about 1.25 bytes per weight, in L3), then the
+// activation rows go in blocks that stay in L2 past every panel, MR rows at a
+// time, per sub-block: int32 lanes start from -off * sum q (the
+// activation's correction), take 8 vpdpbusd (u unsigned x q signed, 4 products
+// per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
+// accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). Each weight is
+// decoded once per call and each activation code read once per 32 weight rows.
+#include "avx512_headers.h"
+
+#include <cstring>
+
+#include "gemm_q8.h"
+#include "half.h"
+
+namespace sparq {
+namespace {
+
+constexpr int NR = 32;  // weight rows per panel: two vectors of 16 int32 lanes
+constexpr int MR = 6;   // activation rows per tile: 2 * 6 int32 + 2 * 6 f32 accumulators
+
+// Element j's nibble in a 16-byte run holding elements j (low) and j + 16 (high).
+inline int nib(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
+
+// Sub-block sb (32 elements) of a weight row: codes u, scale dw and minimum mw, w_j = dw (u_j - off) + mw.
+void decode_sub(WeightType t, const uint8_t* row, int64_t sb, uint8_t* u, float& dw, float& mw) {
+  const BlockShape s = block_shape(t);
+  mw = 0;
+  if (s.elements == QK) {
+    const uint8_t* x = row + sb * s.bytes;
+    dw = fp16_to_fp32_ref(load_u16(x));
+    switch (t) {
+      case WeightType::q4_0:
+        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(x + 2, j));
+        return;
+      case WeightType::q4_1:
+        mw = fp16_to_fp32_ref(load_u16(x + 2));
+        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(x + 4, j));
+        return;
+      case WeightType::q8_0:
+        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(x[2 + j] ^ 0x80);  // q + 128
+        return;
+      case WeightType::iq4_nl:
+        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(IQ4_LEVELS[nib(x + 2, j)] + 128);
+        return;
+      default: {  // q5_0, q5_1: the fifth bits in a little-endian 32-bit qh
+        const bool q5_1 = t == WeightType::q5_1;
+        if (q5_1) mw = fp16_to_fp32_ref(load_u16(x + 2));
+        const uint8_t* qh = x + (q5_1 ? 4 : 2);
+        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(qh + 4, j) | (((qh[j >> 3] >> (j & 7)) & 1) << 4));
+        return;
+      }
+    }
+  }
+  const uint8_t* x = row + (sb / 8) * s.bytes;
+  const int sub = static_cast<int>(sb % 8);
+  if (t == WeightType::iq4_xs) {
+    const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
+    dw = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
+    for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(IQ4_LEVELS[nib(x + 8 + 16 * sub, j)] + 128);
+    return;
+  }
+  // q4_k / q5_k: sub-block `sub` is the low (even) or high (odd) nibbles of qs[32 (sub / 2) ..], fifth bits bit `sub` of qh.
+  const bool five = t == WeightType::q5_k;
+  int sc, mn;
+  scale_min_k(x + 4, sub, sc, mn);
+  dw = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
+  mw = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
+  const uint8_t* qs = x + (five ? 48 : 16) + 32 * (sub / 2);
+  for (int j = 0; j < 32; ++j) {
+    const int low = sub % 2 ? qs[j] >> 4 : qs[j] & 0x0f;
+    u[j] = static_cast<uint8_t>(low | (five ? ((x[16 + j] >> sub) & 1) << 4 : 0));
+  }
+}
+
+struct Panel {
+  uint8_t* u;  // (cols / 4) dwords x NR rows x 4 bytes
+  float* dw;   // (cols / 32) x NR
+  float* mw;   // (cols / 32) x NR
+};
+
+// Rows r0 .. r0 + nr of w into the panel; rows past nr get zero codes and scales.
+void decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Panel& p) {
+  const int64_t row_bytes = weight_bytes(t, cols), subs = cols / QK;
+  alignas(64) uint8_t u[32];
+  for (int i = 0; i < NR; ++i) {
+    for (int64_t sb = 0; sb < subs; ++sb) {
+      float dw = 0, mw = 0;
+      if (i < nr) decode_sub(t, w + (r0 + i) * row_bytes, sb, u, dw, mw);
+      else std::memset(u, 0, sizeof u);
+      p.dw[sb * NR + i] = dw;
+      p.mw[sb * NR + i] = mw;
+      for (int k = 0; k < 8; ++k) std::memcpy(p.u + ((sb * 8 + k) * NR + i) * 4, u + 4 * k, 4);
+    }
+  }
+}
+
+template <int M, bool MIN>
+void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out) {
+  const int64_t subs = a.cols / QK;
+  __m512 f0[M], f1[M];
+  for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < subs; ++sb) {
+    __m512i i0[M], i1[M];
+    for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_set1_epi32(a.corr[(t0 + m) * subs + sb]);
+    const uint8_t* up = p.u + sb * 8 * NR * 4;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      const __m512i w0 = _mm512_loadu_si512(up + k * NR * 4), w1 = _mm512_loadu_si512(up + k * NR * 4 + 64);
+      for (int m = 0; m < M; ++m) {
+        int32_t xq;
+        std::memcpy(&xq, a.q.data() + (t0 + m) * a.cols + sb * QK + 4 * k, 4);
+        const __m512i xb = _mm512_set1_epi32(xq);
+        i0[m] = _mm512_dpbusd_epi32(i0[m], w0, xb);
+        i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xb);
+      }
+    }
+    const __m512 d0 = _mm512_loadu_ps(p.dw + sb * NR), d1 = _mm512_loadu_ps(p.dw + sb * NR + 16);
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + sb]);
+      f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), _mm512_mul_ps(d0, dx), f0[m]);
+      f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), _mm512_mul_ps(d1, dx), f1[m]);
+    }
+    if (MIN) {
+      const __m512 m0 = _mm512_loadu_ps(p.mw + sb * NR), m1 = _mm512_loadu_ps(p.mw + sb * NR + 16);
+      for (int m = 0; m < M; ++m) {
+        const __m512 s = _mm512_set1_ps(a.ds[(t0 + m) * subs + sb]);
+        f0[m] = _mm512_fmadd_ps(m0, s, f0[m]);
+        f1[m] = _mm512_fmadd_ps(m1, s, f1[m]);
+      }
+    }
+  }
+  const __mmask16 k0 = static_cast<__mmask16>(nr >= 16 ? 0xffff : (1u << nr) - 1);
+  const __mmask16 k1 = static_cast<__mmask16>(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
+  for (int m = 0; m < M; ++m) {
+    float* o = out + (t0 + m) * rows + r0;
+    _mm512_mask_storeu_ps(o, k0, f0[m]);
+    _mm512_mask_storeu_ps(o + 16, k1, f1[m]);
+  }
+}
+
+template <bool MIN, int M = MR>
+void tiles(int m, const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out) {
+  if constexpr (M > 0) {
+    if (m == M) return tile<M, MIN>(p, a, t0, rows, r0, nr, out);
+    tiles<MIN, M - 1>(m, p, a, t0, rows, r0, nr, out);
+  }
+}
+
+}  // namespace
+
+void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                  uint8_t* scratch) {
+  const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(cols);
+  // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the range.
+  uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
+  auto panel = [&](int64_t r0) {
+    uint8_t* u = base + (r0 - row_begin) / NR * panel_bytes;
+    float* dw = reinterpret_cast<float*>(u + NR * cols);
+    return Panel{u, dw, dw + subs * NR};
+  };
+  const bool has_min = t == WeightType::q4_1 || t == WeightType::q5_1 || t == WeightType::q4_k || t == WeightType::q5_k;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) decode_panel(t, w, cols, r0, static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR), panel(r0));
+  // Token blocks of about 256 KB of codes stay in L2 while every panel of the range passes.
+  const int64_t block = (262144 / cols / MR > 1 ? 262144 / cols / MR : 1) * MR;
+  for (int64_t tb = 0; tb < a.n; tb += block) {
+    const int64_t tend = a.n - tb < block ? a.n : tb + block;
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) {
+      const int nr = static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR);
+      const Panel p = panel(r0);
+      for (int64_t t0 = tb; t0 < tend; t0 += MR) {
+        const int m = static_cast<int>(tend - t0 < MR ? tend - t0 : MR);
+        if (has_min) tiles<true>(m, p, a, t0, rows, r0, nr, out);
+        else tiles<false>(m, p, a, t0, rows, r0, nr, out);
+      }
+    }
+  }
+}
+
+}  // namespace sparq

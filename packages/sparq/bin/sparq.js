@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// The `sparq` command (see `sparq --help`).
+import '@sparq/cli';

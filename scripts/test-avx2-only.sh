@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the native backend on an emulated AVX2-only CPU (qemu-user's Haswell model:
+# AVX2, FMA, F16C, no AVX-512), as users with AMD EPYC machines without AVX-512
+# have it. Catches any instruction wider than the CPU in code that runs there:
+# a SIGILL, or a wrong kernel choice, fails this script.
+#   bash scripts/test-avx2-only.sh            # sparq backends + native and conformance suites
+# Needs qemu-user (apt-get install -y qemu-user). vitest runs its workers as
+# threads, so every test runs inside the one emulated process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v qemu-x86_64 >/dev/null 2>&1; then
+  echo "test-avx2-only: qemu-x86_64 not found (apt-get install -y qemu-user)" >&2
+  exit 1
+fi
+node_bin="$(command -v node)"
+emulate() { qemu-x86_64 -cpu Haswell "$node_bin" "$@" 2> >(grep -v "TCG doesn't support" >&2); }
+
+out=$(emulate --conditions=sparq-source --import tsx packages/cli/src/main.ts backends)
+echo "$out"
+if ! grep -q "native: active (kernel avx2" <<<"$out"; then
+  echo "test-avx2-only: expected the native backend on its avx2 kernels, got the lines above" >&2
+  exit 1
+fi
+emulate node_modules/vitest/vitest.mjs run test/native test/conformance --pool=threads

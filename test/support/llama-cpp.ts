@@ -1,0 +1,66 @@
+/**
+ * llama.cpp itself (node-llama-cpp's prebuilt CPU binaries) as an oracle for
+ * model files: load a GGUF, decode greedily from BOS, and record each step's
+ * token and full logits. getLlama never builds from source here: when no
+ * prebuilt binary fits the machine, `llamaCppMissing` says why.
+ */
+type Llama = Awaited<ReturnType<typeof import('node-llama-cpp').getLlama>>;
+
+let instance: Promise<Llama> | null = null;
+
+function llama(): Promise<Llama> {
+  instance ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }));
+  return instance;
+}
+
+/** Why llama.cpp cannot run here, or null. */
+export async function llamaCppMissing(): Promise<string | null> {
+  try {
+    await llama();
+    return null;
+  } catch (error) {
+    return `node-llama-cpp has no usable prebuilt llama.cpp: ${(error as Error).message}`;
+  }
+}
+
+export interface LlamaCppRun {
+  /** Greedy tokens after BOS, one per step. */
+  tokens: number[];
+  /** (steps) each step's logits over the vocab, before the token was chosen. */
+  logits: Float32Array[];
+  /** Milliseconds to load the model. */
+  loadMs: number;
+}
+
+/**
+ * Greedy decoding of `steps` tokens from `bos` by llama.cpp, one token per evaluation.
+ * `useMmap: false` makes llama.cpp read each tensor instead of mapping the file (a mapped sparse
+ * file of tens of GiB gets its holes paged in).
+ */
+export async function llamaCppGreedy(path: string, bos: number, steps: number, vocab: number, options: { useMmap?: boolean } = {}): Promise<LlamaCppRun> {
+  const l = await llama();
+  const t0 = performance.now();
+  const model = await l.loadModel({ modelPath: path, useMmap: options.useMmap ?? true });
+  const loadMs = performance.now() - t0;
+  // One thread: for these tiny models llama.cpp's thread barriers cost more than the work, and on a
+  // loaded 2-core machine two threads measured ~300 ms per token against ~1.4 ms with one.
+  const context = await model.createContext({ contextSize: Math.max(64, steps + 8), threads: 1, batchSize: 8 });
+  try {
+    const sequence = context.getSequence();
+    const tokens: number[] = [];
+    const logits: Float32Array[] = [];
+    let next = bos;
+    for (let i = 0; i < steps; i++) {
+      const [out] = await sequence.controlledEvaluate([[next as never, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }]]);
+      const row = new Float32Array(vocab).fill(Number.NaN);
+      for (const [token, logit] of out!.next.logits!) row[token as number] = logit;
+      logits.push(row);
+      next = out!.next.token as number;
+      tokens.push(next);
+    }
+    return { tokens, logits, loadMs };
+  } finally {
+    await context.dispose();
+    await model.dispose();
+  }
+}
