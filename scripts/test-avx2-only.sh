@@ -21,4 +21,6 @@ if ! grep -q "native: active (kernel avx2" <<<"$out"; then
   echo "test-avx2-only: expected the native backend on its avx2 kernels, got the lines above" >&2
   exit 1
 fi
-emulate node_modules/vitest/vitest.mjs run test/native test/conformance --pool=threads
+# One test file at a time: the files share one process here (worker threads), and the
+# kernel path a test forces (forceKernelPath) is process-wide.
+emulate node_modules/vitest/vitest.mjs run test/native test/conformance --pool=threads --no-file-parallelism
