@@ -52,7 +52,7 @@ export const playgroundCommand: Command = {
     const values = parseFlags(argv, { model: { type: 'string' }, tokenizer: { type: 'string' }, port: { type: 'string' } });
     const port = number('port', values.port, DEFAULT_PORT, isInt(0, 65535), 'an integer in [0, 65535]');
     if (!existsSync(join(PAGE, 'index.html'))) {
-      throw new UsageError(`the page is not built (${PAGE} has no index.html): run pnpm install, or pnpm --filter @sparq/playground build`);
+      throw new UsageError(`the page is not built (${PAGE} has no index.html). The playground runs from a checkout of the repository: run pnpm install there (or pnpm --filter @sparq/playground build)`);
     }
     const model = values.model ?? DEFAULT_MODEL;
     if (!existsSync(model)) throw new UsageError(`--model ${model}: no such file`);
