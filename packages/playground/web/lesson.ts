@@ -4,7 +4,9 @@
  * through the reference backend's own ops (dense, SparQ with its trace, the
  * oracle, H2O, LM-Infinite), each counting what it reads. What the ops do not
  * return (the scores over all positions) is computed here from the same K,
- * for the charts; the positions SparQ chose come from its trace.
+ * for the charts; the positions SparQ chose come from its trace. The oracle
+ * does not report its positions either: they are dense's top-k of the scores
+ * computed here (f64; the op's f32 sums could order a near-tie differently).
  */
 import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type AttentionMethod, type Engine } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm/browser';
