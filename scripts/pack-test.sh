@@ -30,7 +30,8 @@ PREBUILT="prebuilds/$(node -p 'process.platform + "-" + process.arch')/node.napi
 
 step "pack"
 mkdir -p "$WORK/tarballs"
-pnpm -s -r pack --pack-destination "$WORK/tarballs" >/dev/null
+# The playground is private: it runs from the repository (sparq playground), not from npm.
+pnpm -s -r --filter '!@sparq/playground' pack --pack-destination "$WORK/tarballs" >/dev/null
 for tgz in "$WORK"/tarballs/*.tgz; do
   files="$(tar tzf "$tgz" | sed 's|^package/||' | sort)"
   echo "  $(basename "$tgz"): $(du -k "$tgz" | cut -f1) KiB packed, $(echo "$files" | wc -l) files"

@@ -78,7 +78,9 @@ export class BackendRegistry {
    * nothing works, or when the forced backend is unavailable.
    */
   async select(options: SelectOptions = {}): Promise<Engine> {
-    const forced = options.backend ?? process.env.SPARQ_BACKEND ?? '';
+    // `process` is absent in a browser (the playground's worker).
+    const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env;
+    const forced = options.backend ?? env?.SPARQ_BACKEND ?? '';
     if (forced !== '') {
       if (!this.registrations.has(forced)) {
         const source = options.backend ? 'requested' : 'forced by SPARQ_BACKEND';

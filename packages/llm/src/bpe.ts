@@ -17,6 +17,7 @@ import { mergePairs } from './merge-pairs.ts';
 import { preTokenizer } from './pre-tokenize.ts';
 import type { Vocab } from './vocab.ts';
 import { WordCache } from './word-cache.ts';
+import { encodeUtf8 } from './utf8.ts';
 
 /**
  * GPT-2's byte alphabet: the printable bytes ('!'..'~', '¡'..'¬', '®'..'ÿ')
@@ -60,7 +61,7 @@ export class BytePairEncoder {
 
   private encodeWord(word: string): number[] {
     let spelled = '';
-    for (const b of Buffer.from(word, 'utf8')) spelled += BYTE_CHARS[b];
+    for (const b of encodeUtf8(word)) spelled += BYTE_CHARS[b];
     const whole = this.ids.get(spelled);
     if (this.ignoreMerges && whole !== undefined) return [whole];
 

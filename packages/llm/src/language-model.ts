@@ -1,17 +1,17 @@
 /**
  * A model ready for text: weights on an engine, its tokenizer, and the
  * defaults its sessions start from (KV type, attention method and budget).
- * `openModel` reads the files; `createSession` makes a TextSession.
+ * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
+ * No file access here, so it runs in a browser too.
  */
 import { SparqRangeError, type AttentionMethod, type Engine, type Int4Path, type KVDType } from '@sparq/core';
 import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
-import { findTokenizer, readModelFile } from './model-file.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
-import { buildModel, unsupportedDTypes, type Model, type WeightType } from './weights.ts';
+import type { Model, WeightType } from './weights.ts';
 
 /** Decode attention; what is left out is sized to the session's context (see defaultAttention). */
 export type AttentionSettings = Partial<AttentionConfig>;
@@ -124,15 +124,4 @@ export class LanguageModel {
   detokenize(tokens: readonly number[]): string {
     return detokenize(this.tokenizer, tokens);
   }
-}
-
-/** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
-export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
-  const file = readModelFile(path, engine);
-  const { tokenizer, source } = findTokenizer(file, options.tokenizer);
-  const lacking = unsupportedDTypes(engine, file.loaded);
-  const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
-  const model = buildModel(runOn, file.loaded, options.weights);
-  if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
-  return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
 }

@@ -20,6 +20,8 @@ import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
+import { LanguageModel, type ModelOptions } from './language-model.ts';
+import { buildModel, unsupportedDTypes } from './weights.ts';
 
 export interface ModelFile {
   path: string;
@@ -193,8 +195,25 @@ export function findTokenizer(model: ModelFile, explicit?: string): { tokenizer:
       return { tokenizer: t, source: `${model.path} (GGUF metadata)` };
     }
   }
-  const candidates = [`tok${vocab}.bin`, 'tokenizer.bin'].map((f) => join(dirname(model.path), f));
-  const found = candidates.find((p) => existsSync(p));
-  if (!found) throw new FormatError(`${model.path}: no tokenizer given and none found (looked for ${candidates.join(', ')}); pass --tokenizer`);
+  const found = tokenizerBeside(model.path, vocab);
   return { tokenizer: readTokenizerFile(found, vocab), source: found };
+}
+
+/** The llama2.c tokenizer next to a model of `vocab` tokens: tok<vocab>.bin, else tokenizer.bin; a FormatError when neither exists. */
+export function tokenizerBeside(modelPath: string, vocab: number): string {
+  const candidates = [`tok${vocab}.bin`, 'tokenizer.bin'].map((f) => join(dirname(modelPath), f));
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) throw new FormatError(`${modelPath}: no tokenizer given and none found (looked for ${candidates.join(', ')}); pass --tokenizer`);
+  return found;
+}
+
+/** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
+export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
+  const file = readModelFile(path, engine);
+  const { tokenizer, source } = findTokenizer(file, options.tokenizer);
+  const lacking = unsupportedDTypes(engine, file.loaded);
+  const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
+  const model = buildModel(runOn, file.loaded, options.weights);
+  if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
+  return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
 }

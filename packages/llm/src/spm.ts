@@ -22,6 +22,7 @@
 import { mergePairs } from './merge-pairs.ts';
 import { WordCache } from './word-cache.ts';
 import { byteTokenText, type Vocab } from './vocab.ts';
+import { encodeUtf8 } from './utf8.ts';
 
 const SPACE_MARK = '\u2581';
 /** A piece with "▁" after another character: it would join across a chunk boundary. */
@@ -84,7 +85,7 @@ export class SentencePieceEncoder {
       const piece = s.substr(start[i], len[i]);
       const id = this.ids.get(piece);
       if (id !== undefined) out.push(id);
-      else for (const b of Buffer.from(piece, 'utf8')) out.push(this.byteIds[b] >= 0 ? this.byteIds[b] : this.unk);
+      else for (const b of encodeUtf8(piece)) out.push(this.byteIds[b] >= 0 ? this.byteIds[b] : this.unk);
     }
     return out;
   }

@@ -9,6 +9,7 @@
 import { ByteReader } from './byte-reader.ts';
 import { Tokenizer } from './tokenizer.ts';
 import { sentencePieceVocab } from './vocab.ts';
+import { decodeUtf8Strict } from './utf8.ts';
 
 export function readLlama2cTokenizer(bytes: Uint8Array, file: string, vocabSize?: number): Tokenizer {
   const r = new ByteReader(bytes, file);
@@ -26,9 +27,8 @@ export function readLlama2cTokenizer(bytes: Uint8Array, file: string, vocabSize?
     const bytesAt = r.pos;
     const raw = r.raw(`token ${id} bytes`, len);
     const nul = raw.indexOf(0);
-    const bytes = Buffer.from(raw.buffer, raw.byteOffset, nul < 0 ? raw.length : nul);
-    const text = bytes.toString('utf8');
-    if (!Buffer.from(text, 'utf8').equals(bytes)) throw r.error(`token ${id} bytes`, 'not valid UTF-8', bytesAt);
+    const text = decodeUtf8Strict(nul < 0 ? raw : raw.subarray(0, nul));
+    if (text === null) throw r.error(`token ${id} bytes`, 'not valid UTF-8', bytesAt);
     pieces.push(text);
   }
   if (r.remaining > 0) throw r.error('end of tokens', `${r.remaining} bytes left after ${vocabSize} tokens: the file holds more tokens than the model's vocab`);

@@ -24,6 +24,7 @@ import { BytePairEncoder, CHAR_BYTES } from './bpe.ts';
 import { SpecialTokens } from './special-tokens.ts';
 import { SentencePieceEncoder } from './spm.ts';
 import { TOKEN_TYPE, type Vocab } from './vocab.ts';
+import { concatBytes, decodeUtf8, encodeUtf8 } from './utf8.ts';
 
 export interface EncodeOptions {
   /** Add BOS / EOS as the vocab's addBos / addEos flags say (llama.cpp's add_special). Default true. */
@@ -141,7 +142,7 @@ export class Tokenizer {
 
   /** The text of `ids`: their pieces joined, then read as UTF-8 (a broken sequence becomes U+FFFD). */
   detokenize(ids: readonly number[], special = false): string {
-    return Buffer.concat(ids.map((id) => this.tokenToPiece(id, special))).toString('utf8');
+    return decodeUtf8(concatBytes(ids.map((id) => this.tokenToPiece(id, special))));
   }
 
   /** The bytes run.c's decode(prev, token) gives: no leading space after BOS. */
@@ -155,12 +156,12 @@ export class Tokenizer {
   decodeBytes(tokens: readonly number[]): Uint8Array {
     const parts: Uint8Array[] = [];
     for (let i = 1; i < tokens.length; i++) parts.push(printable(this.decodePiece(tokens[i - 1], tokens[i])));
-    return Buffer.concat(parts);
+    return concatBytes(parts);
   }
 
   /** decodeBytes as a string (invalid UTF-8 becomes U+FFFD). */
   decode(tokens: readonly number[]): string {
-    return Buffer.from(this.decodeBytes(tokens)).toString('utf8');
+    return decodeUtf8(this.decodeBytes(tokens));
   }
 
   private required(what: string, id: number): number {
@@ -180,13 +181,13 @@ function piece(vocab: Vocab, text: string, type: number): Uint8Array {
     const m = /^<0x([0-9A-Fa-f]{2})>$/.exec(text);
     if (m) return Uint8Array.of(parseInt(m[1], 16));
   }
-  if (type !== TOKEN_TYPE.normal) return Buffer.from(text, 'utf8');
-  if (vocab.model === 'llama') return Buffer.from(text.replaceAll('\u2581', ' '), 'utf8');
+  if (type !== TOKEN_TYPE.normal) return encodeUtf8(text);
+  if (vocab.model === 'llama') return encodeUtf8(text.replaceAll('\u2581', ' '));
   const bytes: number[] = [];
   for (const c of text) {
     const b = CHAR_BYTES.get(c);
     if (b !== undefined) bytes.push(b);
-    else bytes.push(...Buffer.from(c, 'utf8'));
+    else bytes.push(...encodeUtf8(c));
   }
   return Uint8Array.from(bytes);
 }

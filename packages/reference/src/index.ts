@@ -7,5 +7,6 @@ import { registerBackend } from '@sparq/core';
 import { createReferenceBackend } from './backend.ts';
 
 export { createReferenceBackend } from './backend.ts';
+export { lmInfinitePositions } from './attention/lm-infinite-decode.ts';
 
 registerBackend('reference', createReferenceBackend, 0);
