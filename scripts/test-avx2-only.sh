@@ -22,5 +22,6 @@ if ! grep -q "native: active (kernel avx2" <<<"$out"; then
   exit 1
 fi
 # One test file at a time: the files share one process here (worker threads), and the
-# kernel path a test forces (forceKernelPath) is process-wide.
-emulate node_modules/vitest/vitest.mjs run test/native test/conformance --pool=threads --no-file-parallelism
+# kernel path a test forces (forceKernelPath) is process-wide. Emulation runs code
+# 10-30x slower than the CPU would, so a test gets 5 minutes instead of 1.
+emulate node_modules/vitest/vitest.mjs run test/native test/conformance --pool=threads --no-file-parallelism --testTimeout=300000
