@@ -18,10 +18,11 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState.
  */
-import { AttentionStats, H2OState, KVCache, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { RunState } from './run-state.ts';
+import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
 
 export interface SessionOptions {
@@ -78,17 +79,43 @@ export class Session {
     this.pos = 0;
   }
 
-  /** Forwards the prompt with dense causal attention, in chunks of maxPrefill; logits of its last token. */
+  /**
+   * Forwards the prompt with dense causal attention, in chunks of maxPrefill;
+   * logits of its last token. All or nothing: if any chunk throws, the
+   * session is restored to where it was before the call.
+   */
   prefill(tokens: readonly number[]): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
-    let logits = this.state.logits.data;
-    for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false);
-    return logits;
+    return this.atomically(() => {
+      let logits = this.state.logits.data;
+      for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false);
+      return logits;
+    });
   }
 
-  /** Forwards one token with the configured decode attention; the next token's logits. */
+  /** Forwards one token with the configured decode attention; the next token's logits. All or nothing, as prefill. */
   decode(token: number): Float32Array {
-    return this.forward([token], true);
+    return this.atomically(() => this.forward([token], true));
+  }
+
+  /** The state a failed call is rolled back to (see session-checkpoint.ts). */
+  checkpoint(): SessionCheckpoint {
+    return saveCheckpoint(this);
+  }
+
+  /** Puts the caches, position and counters back as they were at `cp`. */
+  restore(cp: SessionCheckpoint): void {
+    restoreCheckpoint(this, cp);
+  }
+
+  private atomically(run: () => Float32Array): Float32Array {
+    const cp = this.checkpoint();
+    try {
+      return run();
+    } catch (error) {
+      this.restore(cp);
+      throw error;
+    }
   }
 
   private forward(tokens: readonly number[], decode: boolean): Float32Array {
@@ -138,12 +165,30 @@ export class Session {
       swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
       linear(engine, r.xb2, layer.w2, r.hb, this.int4Path);
       addInto(this.state.x, this.state.xb2, n * c.dim);
+      this.checkFinite(this.state.x, n * c.dim, `layer ${l} output`, n);
     }
     // Classifier on the last row only: its logits predict the next token.
     engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
     linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.int4Path);
+    this.checkFinite(this.state.logits.data, c.vocabSize, 'logits (final norm and classifier)', n);
     this.pos += n;
     return this.state.logits.data;
+  }
+
+  /**
+   * Throws NonFiniteError at the first NaN or infinity in x[0, count): a
+   * non-finite hidden state only spreads (every later layer mixes all of it),
+   * so the first layer that shows one is where it came from. Costs one pass
+   * over the activations per layer, nothing next to the matrix products.
+   */
+  private checkFinite(x: Float32Array, count: number, where: string, n: number): void {
+    for (let i = 0; i < count; i++) {
+      // x - x is 0 for finite x, NaN for NaN and infinities.
+      if (x[i] - x[i] !== 0) {
+        const steps = n === 1 ? `position ${this.pos}` : `positions ${this.pos}..${this.pos + n - 1}`;
+        throw new NonFiniteError(`forward: step at ${steps}: ${where} holds ${x[i]} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`);
+      }
+    }
   }
 
   /** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */

@@ -8,6 +8,7 @@ import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './att
 import type { ModelConfig } from './config.ts';
 import { findTokenizer, readModelFile } from './model-file.ts';
 import { stopRuleOf } from './generation-limits.ts';
+import { checkTensors } from './tensor-check.ts';
 import { TextSession } from './text-session.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
@@ -33,6 +34,8 @@ export interface ModelOptions {
    * fails with UnsupportedOpError naming the type.
    */
   fallback?: Engine;
+  /** Verify every weight and quantization scale is finite at load (checkTensors), as llama.cpp's --check-tensors. */
+  checkTensors?: boolean;
 }
 
 export interface CreateSessionOptions {
@@ -132,6 +135,7 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);
   const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
+  if (options.checkTensors) checkTensors(runOn, file.loaded);
   const model = buildModel(runOn, file.loaded, options.weights);
   if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
