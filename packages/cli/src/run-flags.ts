@@ -5,7 +5,6 @@
  */
 import type { AttentionMethod, Int4Path, KVDType } from '@sparq/core';
 import { ATTENTION_METHODS, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
-import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {
@@ -19,10 +18,11 @@ type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] ex
 
 export function sampling(values: Values, defaultTemperature: number): { temperature: number; topp: number; seed: bigint; seedGiven: boolean } {
   const temperature = number('temperature', values.temperature, defaultTemperature, (t) => Number.isFinite(t) && t >= 0, 'a number >= 0');
-  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a number (0..1)');
-  if (values.seed !== undefined && !/^\d+$/.test(values.seed)) throw new UsageError(`--seed ${values.seed}, expected an integer >= 0`);
-  const seedGiven = values.seed !== undefined && BigInt(values.seed) > 0n;
-  const seed = seedGiven ? BigInt.asUintN(64, BigInt(values.seed!)) : BigInt(Math.floor(Date.now() / 1000));
+  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a decimal number (0..1)');
+  // Seeds stay below 2^53 so the same seed means the same thing as a JS number (no wrap-around).
+  const given = number('seed', values.seed, 0, isInt(0), `an integer in [0, ${Number.MAX_SAFE_INTEGER}] (below 2^53)`);
+  const seedGiven = given > 0;
+  const seed = BigInt(seedGiven ? given : Math.floor(Date.now() / 1000));
   return { temperature, topp, seed, seedGiven };
 }
 
