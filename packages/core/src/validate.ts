@@ -27,10 +27,40 @@ export function checkPositive(op: string, name: string, value: number): void {
   }
 }
 
-/** Throws unless the tensor has one of `dtypes` and is contiguous. */
+/** Throws unless the tensor has one of `dtypes`, is contiguous, and its storage still holds it. */
 export function checkTensor(op: string, name: string, t: Tensor, dtypes: readonly DType[]): void {
   if (!dtypes.includes(t.dtype)) throw new DTypeError(`${op}: ${name} has dtype ${t.dtype}, expected ${dtypes.join(' | ')}`);
   if (!t.isContiguous()) throw new ShapeError(`${op}: ${name} ${formatShape(t.shape)} is a strided view; pass ${name}.contiguous()`);
+  // The Tensor checked its extent when made; an ArrayBuffer detached (transferred) or shrunk since holds less.
+  if (t.offset + t.size > t.elementCapacity) {
+    throw new SparqRangeError(`${op}: ${name} ${formatShape(t.shape)} needs elements [${t.offset}, ${t.offset + t.size}) of its storage, which holds ${t.elementCapacity} (a detached or shrunk ArrayBuffer)`);
+  }
+}
+
+/** Throws unless typed array `array` still has `length` elements (it may have been detached since it was made). */
+export function checkArray(op: string, name: string, array: { length: number } | null, length: number): void {
+  if (!array || array.length !== length) {
+    throw new SparqRangeError(`${op}: ${name} holds ${array?.length ?? 0} elements, expected ${length} (a detached or shrunk ArrayBuffer)`);
+  }
+}
+
+/** Every buffer of the cache still at its size. */
+export function checkCacheStorage(op: string, cache: KVCache): void {
+  const elements = cache.batch * cache.nKvHeads * cache.capacity * cache.headDim;
+  checkArray(op, 'cache.k', cache.k, elements);
+  checkArray(op, 'cache.v', cache.v, elements);
+  if (cache.kT) checkArray(op, 'cache.kT', cache.kT, elements);
+  checkArray(op, 'cache.vSum', cache.vSum, cache.batch * cache.nKvHeads * cache.headDim);
+  checkArray(op, 'cache.nPast', cache.nPast, cache.batch);
+  checkArray(op, 'cache.nPad', cache.nPad, cache.batch);
+}
+
+/** The packed values, scales and zero points of `w` still at their sizes. */
+function checkInt4Storage(op: string, name: string, w: Int4Matrix): void {
+  const groups = w.rows * (w.cols / w.groupSize);
+  checkArray(op, `${name}.packed`, w.packed, (w.rows * w.cols) / 2);
+  checkArray(op, `${name}.scales`, w.scales, groups);
+  checkArray(op, `${name}.zeros`, w.zeros, groups);
 }
 
 /** Throws unless `t.shape` equals `shape` exactly. */
@@ -107,12 +137,14 @@ export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
 
 export function validateQuantizeInt4(op: string, out: Int4Matrix, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
+  checkInt4Storage(op, 'out', out);
   checkShape(op, 'x', x, out.shape);
   checkFinite(op, 'x', x as Tensor<'f32'>);
 }
 
 export function validateDequantizeInt4(op: string, out: Tensor, w: Int4Matrix): void {
   checkTensor(op, 'out', out, ['f32']);
+  checkInt4Storage(op, 'w', w);
   checkShape(op, 'out', out, w.shape);
 }
 
@@ -122,6 +154,8 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
   if ('dtype' in w) {
     checkTensor(op, 'w', w, MATRIX_DTYPES);
     checkRank(op, 'w', w, 2, '(rows, cols)');
+  } else {
+    checkInt4Storage(op, 'w', w);
   }
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
@@ -188,6 +222,7 @@ export function validateTopk(op: string, out: Tensor, x: Tensor): void {
 
 export function validateSequence(op: string, cache: KVCache, seq: number): void {
   checkInt(op, 'sequence', seq, 0, cache.batch - 1);
+  checkCacheStorage(op, cache);
 }
 
 export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Tensor, v: Tensor): void {
@@ -214,6 +249,7 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
     throw new ShapeError(`${op}: q has ${nHeads} heads, expected a positive multiple of the cache's ${cache.nKvHeads} KV heads`);
   }
   checkShape(op, 'out', out, q.shape);
+  checkCacheStorage(op, cache);
   for (let b = 0; b < cache.batch; b++) {
     if (cache.nValid(b) < 1) throw new SparqRangeError(`${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`);
   }
@@ -250,6 +286,13 @@ export function validateSparq(op: string, cache: KVCache, params: SparqParams, t
     if (want.some((n, i) => n !== got[i])) {
       throw new ShapeError(`${op}: trace is sized for (batch, nHeads, nKvHeads, r, k) ${formatShape(got)}, expected ${formatShape(want)}`);
     }
+    // Its arrays too: a trace-like object (or one whose buffers were detached) may not match its fields.
+    const bh = cache.batch * cache.nKvHeads;
+    checkArray(op, 'trace.i1', trace.i1, bh * params.r);
+    checkArray(op, 'trace.i2', trace.i2, bh * params.k);
+    checkArray(op, 'trace.i2Count', trace.i2Count, bh);
+    checkArray(op, 'trace.alpha', trace.alpha, cache.batch * nHeads);
+    checkArray(op, 'trace.tau', trace.tau, cache.batch * nHeads);
   }
 }
 
@@ -257,4 +300,6 @@ export function validateH2OState(op: string, cache: KVCache, state: H2OState): v
   if (state.batch !== cache.batch || state.nKvHeads !== cache.nKvHeads || state.capacity !== cache.capacity) {
     throw new ShapeError(`${op}: H2O state is sized for (batch, nKvHeads, capacity) ${formatShape([state.batch, state.nKvHeads, state.capacity])}, the cache is ${formatShape([cache.batch, cache.nKvHeads, cache.capacity])}`);
   }
+  checkArray(op, 'state.acc', state.acc, cache.batch * cache.nKvHeads * cache.capacity);
+  checkArray(op, 'state.evicted', state.evicted, cache.batch * cache.nKvHeads * cache.capacity);
 }
