@@ -74,14 +74,27 @@ function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: s
   if (t.rank !== rank) throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected rank ${rank} ${meaning}`);
 }
 
-/** Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's scale). */
-export function checkFinite(op: string, name: string, x: Tensor<'f32'>): void {
+/**
+ * Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's
+ * scale, a row's sum, a softmax), and SparqRangeError for the first element above `maxAbs`.
+ */
+export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs = Infinity): void {
   const data = x.data;
   const end = x.offset + x.size;
   for (let i = x.offset; i < end; i++) {
-    if (!Number.isFinite(data[i])) throw new NonFiniteError(`${op}: ${name} element ${i - x.offset} is ${data[i]}, expected a finite number`);
+    const v = data[i];
+    // One comparison per element on the common path: finite and in range.
+    if (Math.abs(v) <= maxAbs) continue;
+    if (!Number.isFinite(v)) throw new NonFiniteError(`${op}: ${name} element ${i - x.offset} is ${v}, expected a finite number`);
+    throw new SparqRangeError(`${op}: ${name} element ${i - x.offset} is ${v}, expected |x| <= ${maxAbs} (2^56: then no q·k overflows f32)`);
   }
 }
+
+/**
+ * Largest |q|, |k|, |v| the attention ops take: |q·k| <= headDim * 2^112 stays below the f32
+ * limit 2^128 for any head size under 2^16, so no backend's scores overflow (docs/edge-cases.md).
+ */
+export const ATTENTION_MAX_ABS = 2 ** 56;
 
 const MATRIX_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
@@ -159,6 +172,7 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
   }
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
   if (batched) {
     checkRank(op, 'x', x, 2, '(n, cols)');
     if (x.shape[1] !== cols) throw new ShapeError(`${op}: x ${formatShape(x.shape)} does not fit w ${formatShape(w.shape)}: x needs ${cols} columns`);
@@ -181,6 +195,8 @@ export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tens
   checkShape(op, 'out', out, x.shape);
   checkShape(op, 'weight', weight, [x.shape[x.rank - 1]]);
   checkPositive(op, 'eps', eps);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'weight', weight as Tensor<'f32'>);
 }
 
 export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number, options?: RopeOptions): void {
@@ -189,6 +205,7 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
   checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
   if (x.shape[2] % 2 !== 0) throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
   checkShape(op, 'positions', positions, [x.shape[0]]);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
   for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
   checkPositive(op, 'theta', theta);
   if (options?.freqs !== undefined) {
@@ -209,6 +226,7 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
 export function validateSoftmax(op: string, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
   if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
 }
 
 export function validateTopk(op: string, out: Tensor, x: Tensor): void {
@@ -234,6 +252,8 @@ export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Ten
   checkShape(op, 'k', k, [k.shape[0], cache.nKvHeads, cache.headDim]);
   checkShape(op, 'v', v, k.shape);
   cache.checkRoom(op, seq, k.shape[0]);
+  checkFinite(op, 'k', k as Tensor<'f32'>, ATTENTION_MAX_ABS);
+  checkFinite(op, 'v', v as Tensor<'f32'>, ATTENTION_MAX_ABS);
 }
 
 /** q and out (batch, nHeads, headDim) against the cache; every sequence needs a valid position. */
@@ -250,6 +270,7 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
   }
   checkShape(op, 'out', out, q.shape);
   checkCacheStorage(op, cache);
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
   for (let b = 0; b < cache.batch; b++) {
     if (cache.nValid(b) < 1) throw new SparqRangeError(`${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`);
   }
@@ -266,6 +287,7 @@ export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCac
   }
   checkShape(op, 'out', out, q.shape);
   checkInt(op, 'N (new tokens)', n, 1, cache.nValid(seq));
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
 }
 
 export function validateBudget(op: string, params: BudgetParams): void {
