@@ -78,7 +78,7 @@ function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: s
  * Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's
  * scale, a row's sum, a softmax), and SparqRangeError for the first element above `maxAbs`.
  */
-export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs = Infinity): void {
+export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs = Number.MAX_VALUE): void {
   const data = x.data;
   const end = x.offset + x.size;
   for (let i = x.offset; i < end; i++) {
