@@ -89,11 +89,12 @@ forEachBackend('edge-case contract', (engine) => {
     expect([...out.data]).toEqual([0, 0, 0, 0]);
   });
 
-  it('refuses NaN and infinite activations in products, norms, rope and softmax, naming the element', () => {
+  it('refuses NaN and infinite activations in products, norms, rope and softmax (where -Infinity masks), naming the element', () => {
     const x = Tensor.f32([4], [1, 2, NaN, 4]);
     expect(() => engine.matvec(Tensor.zeros('f32', [1]), Tensor.f32([1, 4], [1, 1, 1, 1]), x)).toThrow(new NonFiniteError('matvec: x element 2 is NaN, expected a finite number'));
     expect(() => engine.rmsnorm(Tensor.zeros('f32', [4]), x, Tensor.f32([4], [1, 1, 1, 1]))).toThrow(NonFiniteError);
-    expect(() => engine.softmax(Tensor.f32([1, 3], [0, -Infinity, 1]))).toThrow(/softmax: x element 1 is -Infinity/);
+    expect(() => engine.softmax(Tensor.f32([1, 3], [0, Infinity, 1]))).toThrow(/softmax: x element 1 is Infinity, expected a finite number or -Infinity \(masked\)/);
+    expect(() => engine.softmax(Tensor.f32([2, 2], [0, 1, -Infinity, -Infinity]))).toThrow(new SparqRangeError('softmax: row 1 of x is all -Infinity (masked), expected at least one finite entry'));
     expect(() => engine.rope(Tensor.f32([1, 1, 2], [Infinity, 0]), Tensor.zeros('i32', [1]))).toThrow(NonFiniteError);
   });
 

@@ -226,7 +226,18 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
 export function validateSoftmax(op: string, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
   if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
+  // -Infinity masks an entry (probability 0); NaN, +Infinity and a row with nothing unmasked have no softmax.
+  const { data, offset } = x as Tensor<'f32'>;
+  const len = x.shape[x.rank - 1];
+  for (let row = 0; row < x.size / len; row++) {
+    let unmasked = false;
+    for (let j = 0; j < len; j++) {
+      const v = data[offset + row * len + j];
+      if (Number.isNaN(v) || v === Infinity) throw new NonFiniteError(`${op}: x element ${row * len + j} is ${v}, expected a finite number or -Infinity (masked)`);
+      unmasked ||= v !== -Infinity;
+    }
+    if (!unmasked) throw new SparqRangeError(`${op}: row ${row} of x is all -Infinity (masked), expected at least one finite entry`);
+  }
 }
 
 export function validateTopk(op: string, out: Tensor, x: Tensor): void {
