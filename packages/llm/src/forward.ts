@@ -22,10 +22,11 @@ import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Ten
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { RunState } from './run-state.ts';
-
-type Rows = ReturnType<RunState['rows']>;
 import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
+
+/** The run state's views for one forward call of n rows. */
+type Rows = ReturnType<RunState['rows']>;
 
 export interface SessionOptions {
   /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. */
