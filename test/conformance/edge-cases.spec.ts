@@ -98,6 +98,18 @@ forEachBackend('edge-case contract', (engine) => {
     expect(() => engine.rope(Tensor.f32([1, 1, 2], [Infinity, 0]), Tensor.zeros('i32', [1]))).toThrow(NonFiniteError);
   });
 
+  it('quantizes a block of subnormal values (1 / d overflows f32) to codes 0 and back to zeros, without undefined behaviour', () => {
+    // Regression (UBSan, quant_ref.cc): the code of x * (1/d) with 1/d = infinity was a float-to-int cast of infinity.
+    for (const type of ['q4_0', 'q4_1', 'q8_0'] as const) {
+      const x = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i % 2 ? 1 : -1) * 1e-39 * (1 + i / 32)));
+      const q = Tensor.zeros(type, [1, 32]);
+      engine.quantize(q, x);
+      const back = Tensor.zeros('f32', [1, 32]);
+      engine.dequantize(back, q);
+      expect([...back.data], type).toEqual(new Array<number>(32).fill(0));
+    }
+  });
+
   it('topk ranks NaN above every number (so it propagates), ties to the lowest index', () => {
     const out = Tensor.zeros('i32', [1, 3]);
     engine.topk(out, Tensor.f32([1, 5], [1, NaN, 3, 3, NaN]));
