@@ -10,7 +10,9 @@ node packages/native/scripts/build.mjs --sanitize --strict
 cxx="${CXX:-g++}"
 export LD_PRELOAD="$("$cxx" -print-file-name=libasan.so):$("$cxx" -print-file-name=libubsan.so)"
 # Node itself is not built with ASan: leak checking would report V8's own allocations.
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
+# allocator_may_return_null: an allocation too large for the machine fails as it would without ASan
+# (node throws its RangeError) instead of aborting the process.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export SPARQ_NATIVE_BUILD="$PWD/packages/native/build-sanitize"
 suites=("$@")

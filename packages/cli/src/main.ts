@@ -1,8 +1,15 @@
 /**
  * `sparq <subcommand>`: the command-line entry point (`pnpm sparq ...`).
  * Results go to stdout; progress, summaries and errors go to stderr.
+ *
+ * Exit status: 0 success; 1 bad input (a file, a value, the environment), one
+ * line on stderr; 2 usage (an unknown command or flag, a flag's value out of
+ * its range), one line; 130 interrupted (Ctrl-C): generate stops
+ * between forward steps and exits 130, the others keep node's default, ending
+ * by SIGINT, which shells report as 130 (a handler here could not interrupt
+ * a synchronous loop). `--debug` anywhere adds the stack trace to an error.
  */
-import { SparqError } from '@sparq/core';
+import { checkNativeEnvironment } from '@sparq/native';
 import { createRequire } from 'node:module';
 import { UsageError, type Command } from './command.ts';
 import { backendsCommand } from './commands/backends.ts';
@@ -28,8 +35,9 @@ function help(): string {
   return `usage: sparq <command> [options]\n\ncommands:\n${lines.join('\n')}\n\nRun 'sparq <command> --help' for a command's options, 'sparq --version' for the version.\nSPARQ_BACKEND=reference|native forces a backend.\n`;
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+async function main(args: string[]): Promise<number> {
+  const debug = args.includes('--debug');
+  const [name, ...rest] = args.filter((a) => a !== '--debug');
   if (name === '--version' || name === '-v') {
     process.stdout.write(`sparq ${version()}\n`);
     return 0;
@@ -40,7 +48,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
-    process.stderr.write(`sparq: unknown command '${name}'\n\n${help()}`);
+    process.stderr.write(`sparq: unknown command '${name}' (commands: ${COMMANDS.map((c) => c.name).join(', ')}; see 'sparq --help')\n`);
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
@@ -48,19 +56,19 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   try {
+    checkNativeEnvironment();
     return await command.run(rest);
   } catch (error) {
-    if (error instanceof UsageError) {
-      process.stderr.write(`sparq ${name}: ${error.message}\n\n${command.usage}\n`);
-      return 2;
-    }
-    if (error instanceof SparqError || (error instanceof Error && 'code' in error)) {
-      process.stderr.write(`sparq ${name}: ${error.name}: ${error.message}\n`);
-      return 1;
-    }
-    throw error;
+    const e = error instanceof Error ? error : new Error(String(error));
+    const usage = e instanceof UsageError;
+    // One line: the message's first line (a stack only on request).
+    const line = usage ? `sparq ${name}: ${firstLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${e.name}: ${firstLine(e.message)}`;
+    process.stderr.write(`${line}\n${debug && e.stack ? `${e.stack}\n` : ''}`);
+    return usage ? 2 : 1;
   }
 }
+
+const firstLine = (message: string) => message.split('\n')[0];
 
 // A closed pipe (`| head`) ends the output quietly, as it would for run.c.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

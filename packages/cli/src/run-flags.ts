@@ -5,24 +5,24 @@
  */
 import type { AttentionMethod, Int4Path, KVDType } from '@sparq/core';
 import { ATTENTION_METHODS, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
-import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {
   model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
   temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
   r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' },
+  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' }, 'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
 
 export function sampling(values: Values, defaultTemperature: number): { temperature: number; topp: number; seed: bigint; seedGiven: boolean } {
   const temperature = number('temperature', values.temperature, defaultTemperature, (t) => Number.isFinite(t) && t >= 0, 'a number >= 0');
-  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a number (0..1)');
-  if (values.seed !== undefined && !/^\d+$/.test(values.seed)) throw new UsageError(`--seed ${values.seed}, expected an integer >= 0`);
-  const seedGiven = values.seed !== undefined && BigInt(values.seed) > 0n;
-  const seed = seedGiven ? BigInt.asUintN(64, BigInt(values.seed!)) : BigInt(Math.floor(Date.now() / 1000));
+  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a decimal number (0..1)');
+  // Seeds stay below 2^53 so the same seed means the same thing as a JS number (no wrap-around).
+  const given = number('seed', values.seed, 0, isInt(0), `an integer in [0, ${Number.MAX_SAFE_INTEGER}] (below 2^53)`);
+  const seedGiven = given > 0;
+  const seed = BigInt(seedGiven ? given : Math.floor(Date.now() / 1000));
   return { temperature, topp, seed, seedGiven };
 }
 
@@ -45,9 +45,10 @@ export function attention(values: Values, headDim: number, context: number): Att
   };
 }
 
-/** Weight conversion on load, INT4 product path, KV element type. */
-export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType } {
+/** Weight conversion on load, INT4 product path, KV element type, whether to check the weights at load. */
+export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType; checkTensors: boolean } {
   return {
+    checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
     int4Path: choice<Int4Path>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
     kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], 'f32'),
@@ -76,4 +77,5 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --weights TYPE      convert matrices on load: f32, q4_0 (ggml) or int4 (group 32);
                       default: as the file stores them
   --int4-path PATH    INT4 products: dequant (default) or int8
-  --kv TYPE           KV cache element type, f32 (default) or f16`;
+  --kv TYPE           KV cache element type, f32 (default) or f16
+  --check-tensors     check every weight and quantization scale is finite at load`;

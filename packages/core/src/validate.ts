@@ -27,10 +27,40 @@ export function checkPositive(op: string, name: string, value: number): void {
   }
 }
 
-/** Throws unless the tensor has one of `dtypes` and is contiguous. */
+/** Throws unless the tensor has one of `dtypes`, is contiguous, and its storage still holds it. */
 export function checkTensor(op: string, name: string, t: Tensor, dtypes: readonly DType[]): void {
   if (!dtypes.includes(t.dtype)) throw new DTypeError(`${op}: ${name} has dtype ${t.dtype}, expected ${dtypes.join(' | ')}`);
   if (!t.isContiguous()) throw new ShapeError(`${op}: ${name} ${formatShape(t.shape)} is a strided view; pass ${name}.contiguous()`);
+  // The Tensor checked its extent when made; an ArrayBuffer detached (transferred) or shrunk since holds less.
+  if (t.offset + t.size > t.elementCapacity) {
+    throw new SparqRangeError(`${op}: ${name} ${formatShape(t.shape)} needs elements [${t.offset}, ${t.offset + t.size}) of its storage, which holds ${t.elementCapacity} (a detached or shrunk ArrayBuffer)`);
+  }
+}
+
+/** Throws unless typed array `array` still has `length` elements (it may have been detached since it was made). */
+export function checkArray(op: string, name: string, array: { length: number } | null, length: number): void {
+  if (!array || array.length !== length) {
+    throw new SparqRangeError(`${op}: ${name} holds ${array?.length ?? 0} elements, expected ${length} (a detached or shrunk ArrayBuffer)`);
+  }
+}
+
+/** Every buffer of the cache still at its size. */
+export function checkCacheStorage(op: string, cache: KVCache): void {
+  const elements = cache.batch * cache.nKvHeads * cache.capacity * cache.headDim;
+  checkArray(op, 'cache.k', cache.k, elements);
+  checkArray(op, 'cache.v', cache.v, elements);
+  if (cache.kT) checkArray(op, 'cache.kT', cache.kT, elements);
+  checkArray(op, 'cache.vSum', cache.vSum, cache.batch * cache.nKvHeads * cache.headDim);
+  checkArray(op, 'cache.nPast', cache.nPast, cache.batch);
+  checkArray(op, 'cache.nPad', cache.nPad, cache.batch);
+}
+
+/** The packed values, scales and zero points of `w` still at their sizes. */
+function checkInt4Storage(op: string, name: string, w: Int4Matrix): void {
+  const groups = w.rows * (w.cols / w.groupSize);
+  checkArray(op, `${name}.packed`, w.packed, (w.rows * w.cols) / 2);
+  checkArray(op, `${name}.scales`, w.scales, groups);
+  checkArray(op, `${name}.zeros`, w.zeros, groups);
 }
 
 /** Throws unless `t.shape` equals `shape` exactly. */
@@ -44,14 +74,27 @@ function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: s
   if (t.rank !== rank) throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected rank ${rank} ${meaning}`);
 }
 
-/** Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's scale). */
-export function checkFinite(op: string, name: string, x: Tensor<'f32'>): void {
+/**
+ * Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's
+ * scale, a row's sum, a softmax), and SparqRangeError for the first element above `maxAbs`.
+ */
+export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs = Number.MAX_VALUE): void {
   const data = x.data;
   const end = x.offset + x.size;
   for (let i = x.offset; i < end; i++) {
-    if (!Number.isFinite(data[i])) throw new NonFiniteError(`${op}: ${name} element ${i - x.offset} is ${data[i]}, expected a finite number`);
+    const v = data[i];
+    // One comparison per element on the common path: finite and in range.
+    if (Math.abs(v) <= maxAbs) continue;
+    if (!Number.isFinite(v)) throw new NonFiniteError(`${op}: ${name} element ${i - x.offset} is ${v}, expected a finite number`);
+    throw new SparqRangeError(`${op}: ${name} element ${i - x.offset} is ${v}, expected |x| <= ${maxAbs} (2^56: then no q·k overflows f32)`);
   }
 }
+
+/**
+ * Largest |q|, |k|, |v| the attention ops take: |q·k| <= headDim * 2^112 stays below the f32
+ * limit 2^128 for any head size under 2^16, so no backend's scores overflow (docs/edge-cases.md).
+ */
+export const ATTENTION_MAX_ABS = 2 ** 56;
 
 const MATRIX_DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
@@ -107,12 +150,14 @@ export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
 
 export function validateQuantizeInt4(op: string, out: Int4Matrix, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
+  checkInt4Storage(op, 'out', out);
   checkShape(op, 'x', x, out.shape);
   checkFinite(op, 'x', x as Tensor<'f32'>);
 }
 
 export function validateDequantizeInt4(op: string, out: Tensor, w: Int4Matrix): void {
   checkTensor(op, 'out', out, ['f32']);
+  checkInt4Storage(op, 'w', w);
   checkShape(op, 'out', out, w.shape);
 }
 
@@ -122,9 +167,12 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
   if ('dtype' in w) {
     checkTensor(op, 'w', w, MATRIX_DTYPES);
     checkRank(op, 'w', w, 2, '(rows, cols)');
+  } else {
+    checkInt4Storage(op, 'w', w);
   }
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
   if (batched) {
     checkRank(op, 'x', x, 2, '(n, cols)');
     if (x.shape[1] !== cols) throw new ShapeError(`${op}: x ${formatShape(x.shape)} does not fit w ${formatShape(w.shape)}: x needs ${cols} columns`);
@@ -147,6 +195,8 @@ export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tens
   checkShape(op, 'out', out, x.shape);
   checkShape(op, 'weight', weight, [x.shape[x.rank - 1]]);
   checkPositive(op, 'eps', eps);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'weight', weight as Tensor<'f32'>);
 }
 
 export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number, options?: RopeOptions): void {
@@ -155,6 +205,7 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
   checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
   if (x.shape[2] % 2 !== 0) throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
   checkShape(op, 'positions', positions, [x.shape[0]]);
+  checkFinite(op, 'x', x as Tensor<'f32'>);
   for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
   checkPositive(op, 'theta', theta);
   if (options?.freqs !== undefined) {
@@ -175,6 +226,18 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
 export function validateSoftmax(op: string, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
   if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
+  // -Infinity masks an entry (probability 0); NaN, +Infinity and a row with nothing unmasked have no softmax.
+  const { data, offset } = x as Tensor<'f32'>;
+  const len = x.shape[x.rank - 1];
+  for (let row = 0; row < x.size / len; row++) {
+    let unmasked = false;
+    for (let j = 0; j < len; j++) {
+      const v = data[offset + row * len + j];
+      if (Number.isNaN(v) || v === Infinity) throw new NonFiniteError(`${op}: x element ${row * len + j} is ${v}, expected a finite number or -Infinity (masked)`);
+      unmasked ||= v !== -Infinity;
+    }
+    if (!unmasked) throw new SparqRangeError(`${op}: row ${row} of x is all -Infinity (masked), expected at least one finite entry`);
+  }
 }
 
 export function validateTopk(op: string, out: Tensor, x: Tensor): void {
@@ -188,6 +251,7 @@ export function validateTopk(op: string, out: Tensor, x: Tensor): void {
 
 export function validateSequence(op: string, cache: KVCache, seq: number): void {
   checkInt(op, 'sequence', seq, 0, cache.batch - 1);
+  checkCacheStorage(op, cache);
 }
 
 export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Tensor, v: Tensor): void {
@@ -199,6 +263,8 @@ export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Ten
   checkShape(op, 'k', k, [k.shape[0], cache.nKvHeads, cache.headDim]);
   checkShape(op, 'v', v, k.shape);
   cache.checkRoom(op, seq, k.shape[0]);
+  checkFinite(op, 'k', k as Tensor<'f32'>, ATTENTION_MAX_ABS);
+  checkFinite(op, 'v', v as Tensor<'f32'>, ATTENTION_MAX_ABS);
 }
 
 /** q and out (batch, nHeads, headDim) against the cache; every sequence needs a valid position. */
@@ -214,6 +280,8 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
     throw new ShapeError(`${op}: q has ${nHeads} heads, expected a positive multiple of the cache's ${cache.nKvHeads} KV heads`);
   }
   checkShape(op, 'out', out, q.shape);
+  checkCacheStorage(op, cache);
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
   for (let b = 0; b < cache.batch; b++) {
     if (cache.nValid(b) < 1) throw new SparqRangeError(`${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`);
   }
@@ -230,6 +298,7 @@ export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCac
   }
   checkShape(op, 'out', out, q.shape);
   checkInt(op, 'N (new tokens)', n, 1, cache.nValid(seq));
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
 }
 
 export function validateBudget(op: string, params: BudgetParams): void {
@@ -250,6 +319,13 @@ export function validateSparq(op: string, cache: KVCache, params: SparqParams, t
     if (want.some((n, i) => n !== got[i])) {
       throw new ShapeError(`${op}: trace is sized for (batch, nHeads, nKvHeads, r, k) ${formatShape(got)}, expected ${formatShape(want)}`);
     }
+    // Its arrays too: a trace-like object (or one whose buffers were detached) may not match its fields.
+    const bh = cache.batch * cache.nKvHeads;
+    checkArray(op, 'trace.i1', trace.i1, bh * params.r);
+    checkArray(op, 'trace.i2', trace.i2, bh * params.k);
+    checkArray(op, 'trace.i2Count', trace.i2Count, bh);
+    checkArray(op, 'trace.alpha', trace.alpha, cache.batch * nHeads);
+    checkArray(op, 'trace.tau', trace.tau, cache.batch * nHeads);
   }
 }
 
@@ -257,4 +333,6 @@ export function validateH2OState(op: string, cache: KVCache, state: H2OState): v
   if (state.batch !== cache.batch || state.nKvHeads !== cache.nKvHeads || state.capacity !== cache.capacity) {
     throw new ShapeError(`${op}: H2O state is sized for (batch, nKvHeads, capacity) ${formatShape([state.batch, state.nKvHeads, state.capacity])}, the cache is ${formatShape([cache.batch, cache.nKvHeads, cache.capacity])}`);
   }
+  checkArray(op, 'state.acc', state.acc, cache.batch * cache.nKvHeads * cache.capacity);
+  checkArray(op, 'state.evicted', state.evicted, cache.batch * cache.nKvHeads * cache.capacity);
 }

@@ -18,11 +18,15 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState.
  */
-import { AttentionStats, H2OState, KVCache, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { RunState } from './run-state.ts';
+import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
+
+/** The run state's views for one forward call of n rows. */
+type Rows = ReturnType<RunState['rows']>;
 
 export interface SessionOptions {
   /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. */
@@ -78,17 +82,43 @@ export class Session {
     this.pos = 0;
   }
 
-  /** Forwards the prompt with dense causal attention, in chunks of maxPrefill; logits of its last token. */
+  /**
+   * Forwards the prompt with dense causal attention, in chunks of maxPrefill;
+   * logits of its last token. All or nothing: if any chunk throws, the
+   * session is restored to where it was before the call.
+   */
   prefill(tokens: readonly number[]): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
-    let logits = this.state.logits.data;
-    for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false);
-    return logits;
+    return this.atomically(() => {
+      let logits = this.state.logits.data;
+      for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false);
+      return logits;
+    });
   }
 
-  /** Forwards one token with the configured decode attention; the next token's logits. */
+  /** Forwards one token with the configured decode attention; the next token's logits. All or nothing, as prefill. */
   decode(token: number): Float32Array {
-    return this.forward([token], true);
+    return this.atomically(() => this.forward([token], true));
+  }
+
+  /** The state a failed call is rolled back to (see session-checkpoint.ts). */
+  checkpoint(): SessionCheckpoint {
+    return saveCheckpoint(this);
+  }
+
+  /** Puts the caches, position and counters back as they were at `cp`. */
+  restore(cp: SessionCheckpoint): void {
+    restoreCheckpoint(this, cp);
+  }
+
+  private atomically(run: () => Float32Array): Float32Array {
+    const cp = this.checkpoint();
+    try {
+      return run();
+    } catch (error) {
+      this.restore(cp);
+      throw error;
+    }
   }
 
   private forward(tokens: readonly number[], decode: boolean): Float32Array {
@@ -103,47 +133,83 @@ export class Session {
       r.positions.data[i] = this.pos + i;
     }
     for (let l = 0; l < c.nLayers; l++) {
-      const layer = w.layers[l];
-      const cache = this.caches[l];
-      // Attention block: rmsnorm, projections, rotary positions, cache append.
-      engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
-      linear(engine, r.q, layer.wq, r.xbIn, this.int4Path);
-      linear(engine, r.k, layer.wk, r.xbIn, this.int4Path);
-      linear(engine, r.v, layer.wv, r.xbIn, this.int4Path);
-      // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
-      if (layer.bias) {
-        addRows(this.state.q, layer.bias.q, n);
-        addRows(this.state.k, layer.bias.k, n);
-        addRows(this.state.v, layer.bias.v, n);
+      try {
+        this.layer(l, r, n, decode);
+      } catch (error) {
+        // An op refusing a NaN or infinity (a bad weight upstream): say where in the model it happened.
+        if (error instanceof NonFiniteError) throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
+        throw error;
       }
-      if (layer.qkNorm) {
-        engine.rmsnorm(r.qRows, r.qRows, layer.qkNorm.q, c.normEps);
-        engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
-      }
-      engine.rope(r.qHeads, r.positions, c.ropeTheta, w.rope);
-      engine.rope(r.kHeads, r.positions, c.ropeTheta, w.rope);
-      engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
-      if (decode) {
-        if (l === 0) this.countStep(cache.nValid(0));
-        decodeAttention(engine, this.options.attention, r.att, r.qHeads, cache, this.h2o[l], this.stats);
-      } else {
-        engine.attentionPrefill(r.att, r.qHeads, cache, 0);
-      }
-      linear(engine, r.xb2, layer.wo, r.attIn, this.int4Path);
-      addInto(this.state.x, this.state.xb2, n * c.dim);
-      // FFN block: rmsnorm, SwiGLU, down projection.
-      engine.rmsnorm(r.xb, r.x, layer.ffnNorm, c.normEps);
-      linear(engine, r.hb, layer.w1, r.xbIn, this.int4Path);
-      linear(engine, r.hb2, layer.w3, r.xbIn, this.int4Path);
-      swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
-      linear(engine, r.xb2, layer.w2, r.hb, this.int4Path);
-      addInto(this.state.x, this.state.xb2, n * c.dim);
+      this.checkFinite(this.state.x, n * c.dim, `layer ${l} output`, n);
     }
     // Classifier on the last row only: its logits predict the next token.
     engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
     linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.int4Path);
+    this.checkFinite(this.state.logits.data, c.vocabSize, 'logits (final norm and classifier)', n);
     this.pos += n;
     return this.state.logits.data;
+  }
+
+  /** 'position p' or 'positions p..q' of the n tokens being forwarded, for messages. */
+  private positions(n: number): string {
+    return n === 1 ? `position ${this.pos}` : `positions ${this.pos}..${this.pos + n - 1}`;
+  }
+
+  /** One transformer layer over the n rows of the run state (see the file comment). */
+  private layer(l: number, r: Rows, n: number, decode: boolean): void {
+    const { engine, model } = this;
+    const c = model.config;
+    const w = model.weights;
+    const layer = w.layers[l];
+    const cache = this.caches[l];
+    // Attention block: rmsnorm, projections, rotary positions, cache append.
+    engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
+    linear(engine, r.q, layer.wq, r.xbIn, this.int4Path);
+    linear(engine, r.k, layer.wk, r.xbIn, this.int4Path);
+    linear(engine, r.v, layer.wv, r.xbIn, this.int4Path);
+    // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
+    if (layer.bias) {
+      addRows(this.state.q, layer.bias.q, n);
+      addRows(this.state.k, layer.bias.k, n);
+      addRows(this.state.v, layer.bias.v, n);
+    }
+    if (layer.qkNorm) {
+      engine.rmsnorm(r.qRows, r.qRows, layer.qkNorm.q, c.normEps);
+      engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
+    }
+    engine.rope(r.qHeads, r.positions, c.ropeTheta, w.rope);
+    engine.rope(r.kHeads, r.positions, c.ropeTheta, w.rope);
+    engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
+    if (decode) {
+      if (l === 0) this.countStep(cache.nValid(0));
+      decodeAttention(engine, this.options.attention, r.att, r.qHeads, cache, this.h2o[l], this.stats);
+    } else {
+      engine.attentionPrefill(r.att, r.qHeads, cache, 0);
+    }
+    linear(engine, r.xb2, layer.wo, r.attIn, this.int4Path);
+    addInto(this.state.x, this.state.xb2, n * c.dim);
+    // FFN block: rmsnorm, SwiGLU, down projection.
+    engine.rmsnorm(r.xb, r.x, layer.ffnNorm, c.normEps);
+    linear(engine, r.hb, layer.w1, r.xbIn, this.int4Path);
+    linear(engine, r.hb2, layer.w3, r.xbIn, this.int4Path);
+    swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
+    linear(engine, r.xb2, layer.w2, r.hb, this.int4Path);
+    addInto(this.state.x, this.state.xb2, n * c.dim);
+  }
+
+  /**
+   * Throws NonFiniteError at the first NaN or infinity in x[0, count): a
+   * non-finite hidden state only spreads (every later layer mixes all of it),
+   * so the first layer that shows one is where it came from. Costs one pass
+   * over the activations per layer, nothing next to the matrix products.
+   */
+  private checkFinite(x: Float32Array, count: number, where: string, n: number): void {
+    for (let i = 0; i < count; i++) {
+      // x - x is 0 for finite x, NaN for NaN and infinities.
+      if (x[i] - x[i] !== 0) {
+        throw new NonFiniteError(`forward: step at ${this.positions(n)}: ${where} holds ${x[i]} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`);
+      }
+    }
   }
 
   /** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */

@@ -6,11 +6,15 @@
  * (32 elements, 256 for K-quants and IQ4_XS) stays F32 (noted). With a shared
  * classifier no output.weight is written: llama.cpp then uses token_embd.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, f32ToBf16, f32ToF16, isBlockDType, type BlockDType, type Engine } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, SparqRangeError, Tensor, f32ToBf16, f32ToF16, isBlockDType, type BlockDType, type Engine } from '@sparq/core';
 import { toF32 } from './gguf-llama.ts';
 import type { GGUFTensorEntry } from './gguf-write.ts';
 import type { LoadedModel } from './llama2c.ts';
+import { namingTensor } from './tensor-check.ts';
 import { expectedTensors } from './tensor-names.ts';
+
+/** The smallest |x| that f16 rounding (to nearest even) turns into infinity: 65504 + half a step of 32. */
+const F16_ROUNDS_TO_INF = 65520;
 
 export type GGUFFileType = 'f32' | 'f16' | 'bf16' | BlockDType;
 export const GGUF_FILE_TYPES: readonly GGUFFileType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
@@ -23,7 +27,12 @@ export function convertTensor(engine: Engine, t: Tensor, type: GGUFFileType): Te
   if (type === 'f16' || type === 'bf16') {
     const out = Tensor.zeros(type, f32.shape);
     const round = type === 'f16' ? f32ToF16 : f32ToBf16;
-    for (let i = 0; i < out.size; i++) out.data[i] = round(f32.data[f32.offset + i]);
+    for (let i = 0; i < out.size; i++) {
+      const v = f32.data[f32.offset + i];
+      // Past 65520 an f32 rounds to f16 infinity (bf16 has f32's range).
+      if (type === 'f16' && !(Math.abs(v) < F16_ROUNDS_TO_INF)) throw new SparqRangeError(`convert: element ${i} is ${v}, expected a finite |x| < ${F16_ROUNDS_TO_INF} to fit f16`);
+      out.data[i] = round(v);
+    }
     return out;
   }
   const out = Tensor.zeros(type, f32.shape);
@@ -44,7 +53,7 @@ export function ggufTensors(engine: Engine, loaded: LoadedModel, type: GGUFFileT
       notes.push(`${name} kept F32: ${cols} columns are not whole ${BLOCK_LAYOUT[want].elements}-element ${want} blocks`);
       want = 'f32';
     }
-    const tensor = convertTensor(engine, t, want);
+    const tensor = namingTensor(name, () => convertTensor(engine, t, want));
     progress?.(i + 1, list.length, name, tensor.dtype);
     return { name, tensor };
   });

@@ -10,3 +10,4 @@ export * from './gguf-write.ts';
 export * from './model-file.ts';
 export * from './chat.ts';
 export * from './gguf-convert.ts';
+export * from './tensor-check.ts';

@@ -33,6 +33,8 @@ export interface ModelOptions {
    * fails with UnsupportedOpError naming the type.
    */
   fallback?: Engine;
+  /** Verify every weight and quantization scale is finite at load (checkTensors), as llama.cpp's --check-tensors. */
+  checkTensors?: boolean;
 }
 
 export interface CreateSessionOptions {

@@ -22,6 +22,7 @@ import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import { LanguageModel, type ModelOptions } from './language-model.ts';
 import { buildModel, unsupportedDTypes } from './weights.ts';
+import { checkTensors } from './tensor-check.ts';
 
 export interface ModelFile {
   path: string;
@@ -213,6 +214,7 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);
   const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
+  if (options.checkTensors) checkTensors(runOn, file.loaded);
   const model = buildModel(runOn, file.loaded, options.weights);
   if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });

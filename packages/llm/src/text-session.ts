@@ -19,6 +19,9 @@
  *     generating N tokens, stopping, and generating M more gives the same tokens
  *     as generating N + M at once (greedy, or with the same sampler state).
  *   - `reset()` empties the session.
+ *   - A step that throws (a non-finite value, a failing backend) rolls the
+ *     whole call back: the cache, `tokens`, `pending` and the logits are as
+ *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
 import { SparqError, SparqRangeError, type Engine, type Int4Path, type KVDType } from '@sparq/core';
@@ -228,9 +231,24 @@ export class TextSession {
 
   /**
    * @internal The steps of one call: prefill chunks, then sampled tokens, each
-   * step at most one forward pass. Returns why it ended.
+   * step at most one forward pass. Returns why it ended. If a step throws,
+   * the session is put back as it was before the call.
    */
   *steps(prompt: string | readonly number[], maxTokens: number, sampler: Sampler, tally: Tally): Generator<Step, FinishReason, void> {
+    const before = { forward: this.forward.checkpoint(), cached: this.cached.length, pending: this.pending, logits: this.logits.slice() };
+    try {
+      return yield* this.unguardedSteps(prompt, maxTokens, sampler, tally);
+    } catch (error) {
+      this.forward.restore(before.forward);
+      this.cached.length = before.cached;
+      this.pending = before.pending;
+      this.logits.set(before.logits);
+      throw error;
+    }
+  }
+
+  /** steps() without the rollback. */
+  private *unguardedSteps(prompt: string | readonly number[], maxTokens: number, sampler: Sampler, tally: Tally): Generator<Step, FinishReason, void> {
     const fresh = this.cached.length === 0 && this.pending === null;
     const promptTokens = typeof prompt === 'string' ? this.tokenizer.encode(prompt, { addSpecial: fresh, parseSpecial: true }) : [...prompt];
     const input = this.pending === null ? promptTokens : [this.pending, ...promptTokens];

@@ -17,6 +17,7 @@ import { toF32 } from './gguf-llama.ts';
 import type { LoadedModel } from './llama2c.ts';
 import { matrixType, type Matrix } from './linear.ts';
 import { ropeOptions } from './rope-scaling.ts';
+import { namingTensor } from './tensor-check.ts';
 import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD, extraLayerName, extraLayerTensors, layerName, type ExtraLayerTensor, type LayerTensor } from './tensor-names.ts';
 
 export type WeightType = 'f32' | 'q4_0' | 'int4';
@@ -72,11 +73,11 @@ function convert(engine: Engine, name: string, t: Tensor, type: WeightType | und
   }
   if (type === 'q4_0') {
     const q = Tensor.zeros('q4_0', [rows, cols]);
-    engine.quantize(q, f32);
+    namingTensor(name, () => engine.quantize(q, f32));
     return q;
   }
   const w = new Int4Matrix(rows, cols, { groupSize: QUANT_GROUP, symmetric: true });
-  engine.quantizeInt4(w, f32);
+  namingTensor(name, () => engine.quantizeInt4(w, f32));
   return w;
 }
 

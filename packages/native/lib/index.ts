@@ -5,11 +5,13 @@
  */
 import { registerBackend, type Backend } from '@sparq/core';
 import { loadAddon } from './addon.ts';
+import { checkNativeEnvironment } from './environment.ts';
 import { attentionOps } from './attention-ops.ts';
 import { NATIVE_BLOCK_DTYPES, NATIVE_QUANTIZE_DTYPES, basicOps } from './basic-ops.ts';
 
 /** The native backend over the addon in `buildDir` (default: this package's build/). */
 export function createNativeBackend(buildDir?: string): Backend {
+  checkNativeEnvironment();
   const addon = loadAddon(buildDir);
   return {
     name: 'native',
@@ -27,5 +29,7 @@ export function createNativeBackend(buildDir?: string): Backend {
     ...attentionOps(addon),
   };
 }
+
+export { checkNativeEnvironment, KERNEL_NAMES, MAX_THREADS } from './environment.ts';
 
 registerBackend('native', () => createNativeBackend(), 100);

@@ -155,7 +155,9 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     });
     std::vector<int32_t> i1(s.idx.begin(), s.idx.begin() + r);
     std::sort(i1.begin(), i1.end());
-    // tau_t = sqrt(d * |q_t[i1]|_1 / |q_t|_1) (1 for an all-zero query); q_t[i1] / tau_t feeds the logits.
+    // tau_t = sqrt(d * |q_t[i1]|_1 / |q_t|_1) (1 for an all-zero query). The logits are q_t[i1] · K[:, i1]
+    // divided by tau_t afterwards, as SPEC writes it: scaling q first would round each component apart,
+    // so two positions with equal dot products could get different logits and break the tie rule.
     std::vector<double> tau(g);
     s.qs.resize(g * r);
     for (size_t t = 0; t < g; t++) {
@@ -163,12 +165,14 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
       for (size_t i = 0; i < d; i++) whole += std::fabs(static_cast<double>(grp.q[t * d + i]));
       for (int32_t i : i1) part += std::fabs(static_cast<double>(grp.q[t * d + i]));
       tau[t] = std::sqrt(static_cast<double>(d) * (whole > 0 ? part / whole : 1.0));
-      for (size_t k = 0; k < r; k++) s.qs[t * r + k] = static_cast<float>(grp.q[t * d + i1[k]] / tau[t]);
+      for (size_t k = 0; k < r; k++) s.qs[t * r + k] = grp.q[t * d + i1[k]];
     }
     // Approximate logits (g, n) from r components: contiguous columns of K transposed, or gathered from rows.
     s.logits.resize(g * n);
     if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g);
     else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g);
+    for (size_t t = 0; t < g; t++)
+      for (size_t j = 0; j < n; j++) s.logits[t * n + j] = static_cast<float>(s.logits[t * n + j] / tau[t]);
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),

@@ -10,6 +10,16 @@
 namespace sparq {
 namespace {
 
+// C's (int8_t) cast of a float as x86 compilers emit it (cvttss2si: truncate toward zero to an int32,
+// 0x80000000 for NaN, infinities and anything out of int32 range), then the low byte, as a signed
+// code. Written out so it is defined C++: the plain cast of NaN or infinity is undefined behaviour
+// (UBSan's float-cast-overflow), reached when a block's values are so tiny that 1 / d overflows f32.
+// The reference backend's truncToByte (ops/round.ts) is the same function.
+inline int trunc_to_int8(float v) {
+  const int32_t i = std::isfinite(v) && std::fabs(v) < 2147483648.0f ? static_cast<int32_t>(v) : INT32_MIN;
+  return static_cast<int8_t>(static_cast<uint8_t>(i & 0xff));
+}
+
 void quantize_q4_0_block(const float* x, uint8_t* y) {
   // max = the signed value of largest magnitude (the first one on ties); d = max / -8.
   float amax = 0.0f, max = 0.0f;
@@ -24,8 +34,8 @@ void quantize_q4_0_block(const float* x, uint8_t* y) {
   store_u16(y, fp32_to_fp16_ref(d));
   for (int j = 0; j < QK / 2; ++j) {
     // Truncation toward zero after +8.5 rounds x/d + 8 to nearest (x/d + 8 >= 0).
-    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + QK / 2] * id + 8.5f)));
+    const int lo = std::min(15, trunc_to_int8(x[j] * id + 8.5f));
+    const int hi = std::min(15, trunc_to_int8(x[j + QK / 2] * id + 8.5f));
     y[2 + j] = static_cast<uint8_t>(lo | (hi << 4));
   }
 }
@@ -41,8 +51,8 @@ void quantize_q4_1_block(const float* x, uint8_t* y) {
   store_u16(y, fp32_to_fp16_ref(d));
   store_u16(y + 2, fp32_to_fp16_ref(min));
   for (int j = 0; j < QK / 2; ++j) {
-    const int lo = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
-    const int hi = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + QK / 2] - min) * id + 0.5f)));
+    const int lo = std::min(15, trunc_to_int8((x[j] - min) * id + 0.5f));
+    const int hi = std::min(15, trunc_to_int8((x[j + QK / 2] - min) * id + 0.5f));
     y[4 + j] = static_cast<uint8_t>(lo | (hi << 4));
   }
 }
@@ -54,7 +64,7 @@ void quantize_q8_0_block(const float* x, uint8_t* y) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(y, fp32_to_fp16_ref(d));
   // roundf: half away from zero, as ggml.
-  for (int j = 0; j < QK; ++j) y[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
+  for (int j = 0; j < QK; ++j) y[2 + j] = static_cast<uint8_t>(trunc_to_int8(std::roundf(x[j] * id)));
 }
 
 }  // namespace

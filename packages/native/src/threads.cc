@@ -104,9 +104,12 @@ class Pool {
 };
 
 int default_threads() {
+  // The JS side rejects a bad SPARQ_THREADS before the addon loads; here a value outside [1, 256]
+  // (a pool of 10^5 threads aborts the process) falls back to the hardware's count.
   if (const char* env = std::getenv("SPARQ_THREADS")) {
-    const int n = std::atoi(env);
-    if (n >= 1) return n;
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 256) return static_cast<int>(n);
   }
   const unsigned hw = std::thread::hardware_concurrency();
   return hw ? static_cast<int>(hw) : 1;

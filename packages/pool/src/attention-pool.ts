@@ -11,7 +11,12 @@
  */
 import {
   AttentionStats,
+  CapacityError,
+  DTypeError,
+  NonFiniteError,
+  ShapeError,
   SparqError,
+  SparqRangeError,
   validateBudget,
   validateDecode,
   validateSparq,
@@ -22,7 +27,7 @@ import {
 } from '@sparq/core';
 import { availableParallelism } from 'node:os';
 import { Piscina } from 'piscina';
-import type { PooledMethod, StatsCounts, WorkTask, WorkUnit } from './work.ts';
+import type { PooledMethod, StatsCounts, WorkFailure, WorkTask, WorkUnit } from './work.ts';
 
 export type { PooledMethod } from './work.ts';
 
@@ -58,6 +63,15 @@ export function planUnits(batch: number, nKvHeads: number, tasks: number): WorkU
 /** Workers do not inherit a TypeScript loader: from sources they start through tsx (worker.mjs), built they run worker.js. */
 const WORKER = import.meta.url.endsWith('.ts') ? './worker.mjs' : './worker.js';
 
+/** The project errors a worker may throw, by class name, rebuilt with their class on this thread. */
+const ERROR_CLASSES: Record<string, new (message: string) => SparqError> = {
+  ShapeError, DTypeError, SparqRangeError, NonFiniteError, CapacityError, SparqError,
+};
+
+function workerError({ failed }: WorkFailure): SparqError {
+  return new (ERROR_CLASSES[failed.kind] ?? SparqError)(failed.message);
+}
+
 export class AttentionPool {
   readonly threads: number;
   readonly backend: string;
@@ -90,7 +104,11 @@ export class AttentionPool {
     }
     const plan = planUnits(cache.batch, cache.nKvHeads, this.threads);
     const base = { backend: this.backend, method, params, cache: { options: cache.options, buffers: cache.buffers }, q: q.data, out: out.data, nHeads: q.shape[1] };
-    const results: StatsCounts[] = await Promise.all(plan.map((units) => this.piscina.run({ ...base, units } satisfies WorkTask)));
+    const settled: (StatsCounts | WorkFailure)[] = await Promise.all(plan.map((units) => this.piscina.run({ ...base, units } satisfies WorkTask)));
+    const failure = settled.find((r): r is WorkFailure => 'failed' in r);
+    // The worker stays in the pool: the next call runs as if this one never failed.
+    if (failure) throw workerError(failure);
+    const results = settled as StatsCounts[];
     if (stats) {
       for (const r of results) {
         stats.kElements += r.kElements;

@@ -5,7 +5,7 @@
  * The views share memory with the main thread's cache, so nothing is copied:
  * each unit writes its own slice of `out`.
  */
-import { AttentionStats, KVCache, Tensor, selectBackend, type BudgetParams, type Engine, type KVCacheBuffers, type KVCacheOptions, type SparqParams } from '@sparq/core';
+import { AttentionStats, KVCache, SparqError, Tensor, selectBackend, type BudgetParams, type Engine, type KVCacheBuffers, type KVCacheOptions, type SparqParams } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
 
@@ -33,9 +33,27 @@ export interface WorkTask {
 /** Element counts of AttentionStats, summed over the task's units. */
 export type StatsCounts = Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements'>;
 
+/**
+ * A project error thrown in the worker, by class name: an Error crossing the thread boundary
+ * loses its class, so the pool rebuilds it on the main thread (attention-pool.ts).
+ */
+export interface WorkFailure {
+  failed: { kind: string; message: string };
+}
+
+/** Runs the task; a SparqError comes back as a WorkFailure, anything else is thrown as it is. */
+export async function runTask(task: WorkTask): Promise<StatsCounts | WorkFailure> {
+  try {
+    return await runUnits(task);
+  } catch (error) {
+    if (error instanceof SparqError) return { failed: { kind: error.constructor.name, message: error.message } };
+    throw error;
+  }
+}
+
 const engines = new Map<string, Promise<Engine>>();
 
-export async function runTask(task: WorkTask): Promise<StatsCounts> {
+async function runUnits(task: WorkTask): Promise<StatsCounts> {
   if (!engines.has(task.backend)) engines.set(task.backend, selectBackend({ backend: task.backend }));
   const engine = await engines.get(task.backend)!;
   const cache = new KVCache(task.cache.options, task.cache.buffers);

@@ -1,6 +1,7 @@
 import { formatBackendReport, loadBackends, selectBackend } from '@sparq/core';
 import '../backends.ts';
 import type { Command } from '../command.ts';
+import { parseFlags } from '../flags.ts';
 
 export const backendsCommand: Command = {
   name: 'backends',
@@ -10,7 +11,8 @@ export const backendsCommand: Command = {
 Initialises every registered backend and prints one line each: the selected one
 (highest priority that loads, or the one forced by SPARQ_BACKEND), the others
 that are available, and the reason for each that is not.`,
-  async run() {
+  async run(argv) {
+    parseFlags(argv, {});
     await loadBackends();
     await selectBackend();
     process.stdout.write(formatBackendReport() + '\n');

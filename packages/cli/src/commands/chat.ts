@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { selectBackend } from '@sparq/core';
-import { Chat, ChatTemplate, buildModel, chatTemplateSource, describeConfig, findTokenizer, readModelFile } from '@sparq/llm';
+import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
@@ -41,7 +41,7 @@ export const chatCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
     const { temperature, topp, seed } = sampling(values, 0.8);
-    const { weights, int4Path, kvDType } = storage(values);
+    const { weights, int4Path, kvDType, checkTensors: check } = storage(values);
 
     const engine = await selectBackend();
     const file = readModelFile(values.model, engine);
@@ -51,6 +51,7 @@ export const chatCommand: Command = {
     if (!source) throw new UsageError(`${values.model} has no tokenizer.chat_template; pass --template FILE`);
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
+    if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
       attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, int4Path,

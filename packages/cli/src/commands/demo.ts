@@ -12,10 +12,10 @@
  * then 1 warm-up step (not measured: JIT, and H2O's first step sees everything)
  * and T measured decode steps, each appending one token then running every method.
  */
-import { parseArgs } from 'node:util';
 import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, loadBackends, selectBackend, type Engine, type OpName } from '@sparq/core';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
+import { isInt, number, parseFlags } from '../flags.ts';
 
 /** mulberry32: a tiny seeded PRNG, uniform in [0, 1) (the conformance tests use it too). */
 export function prng(seed: number): () => number {
@@ -42,6 +42,10 @@ interface Method {
   err2: number;
 }
 
+/** Longest synthetic sequence, and most elements of one K or V copy (1 GiB of f32): the demo holds several copies. */
+const DEMO_MAX_SEQ = 1 << 20;
+const DEMO_MAX_ELEMENTS = 1 << 28;
+
 const range = (from: number, to: number) => Array.from({ length: Math.max(0, to - from) }, (_, i) => from + i);
 
 export const demoCommand: Command = {
@@ -58,28 +62,18 @@ ratio, the counted ratio (elements the kernels read / dense's), top-k agreement
 method attended, k' = the method's k), output error vs dense (relative L2) and
 time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
   async run(argv) {
-    let values;
-    try {
-      ({ values } = parseArgs({
-        args: argv,
-        options: {
-          backend: { type: 'string' }, seq: { type: 'string' }, steps: { type: 'string' }, heads: { type: 'string' },
-          'kv-heads': { type: 'string' }, 'head-dim': { type: 'string' }, seed: { type: 'string' },
-        },
-      }));
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-    const int = (flag: string, fallback: number, min: number): number => {
-      const raw = values[flag as keyof typeof values];
-      if (raw === undefined) return fallback;
-      const n = Number(raw);
-      if (!Number.isInteger(n) || n < min) throw new UsageError(`--${flag} ${raw}, expected an integer >= ${min}`);
-      return n;
-    };
-    const S = int('seq', 1024, 16), T = int('steps', 8, 1), H = int('heads', 8, 1), d = int('head-dim', 64, 8), seed = int('seed', 1, 0);
-    const nKv = int('kv-heads', H, 1);
+    const values = parseFlags(argv, {
+      backend: { type: 'string' }, seq: { type: 'string' }, steps: { type: 'string' }, heads: { type: 'string' },
+      'kv-heads': { type: 'string' }, 'head-dim': { type: 'string' }, seed: { type: 'string' },
+    });
+    const int = (flag: keyof typeof values, fallback: number, min: number, max: number): number =>
+      number(flag, values[flag] as string | undefined, fallback, isInt(min, max), `an integer in [${min}, ${max}]`);
+    const S = int('seq', 1024, 16, DEMO_MAX_SEQ), T = int('steps', 8, 1, 100_000), H = int('heads', 8, 1, 256), d = int('head-dim', 64, 8, 1024);
+    // mulberry32 takes 32 bits of seed.
+    const seed = int('seed', 1, 0, 2 ** 32 - 1);
+    const nKv = int('kv-heads', H, 1, H);
     if (H % nKv !== 0) throw new UsageError(`--heads ${H} must be a multiple of --kv-heads ${nKv}`);
+    if ((S + T) * nKv * d > DEMO_MAX_ELEMENTS) throw new UsageError(`--seq ${S} --steps ${T} --kv-heads ${nKv} --head-dim ${d} need ${(S + T) * nKv * d} cache elements per copy, at most ${DEMO_MAX_ELEMENTS} (1 GiB of f32)`);
     const g = H / nKv;
     const engine = await demoBackend(values.backend);
     process.stderr.write(`demo: backend ${engine.name}, S ${S}, T ${T}, heads ${H}, KV heads ${nKv}, d ${d}, seed ${seed}\n`);

@@ -55,13 +55,13 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, int4Path, kvDType: kv } = storage(values);
+    const { weights, int4Path, kvDType: kv, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, int4Path, fallback });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, int4Path, fallback, checkTensors });
     const c = model.config;
     const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
     const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));

@@ -6,9 +6,9 @@
  * checkpoint: its config and the stacked weight regions. Reads only headers,
  * so it is instant for a file of any size. `--json` prints the same as JSON.
  */
-import { parseArgs } from 'node:util';
 import { describeConfig, readModelHeader, type GGUFFile, type GGUFValue, type Llama2cRegion, type ModelConfig } from '@sparq/llm';
 import { UsageError, type Command } from '../command.ts';
+import { parseFlagsAndFiles } from '../flags.ts';
 
 const USAGE = `sparq inspect FILE [--json]
 
@@ -28,12 +28,7 @@ export const inspectCommand: Command = {
   summary: 'print a model file\'s metadata and tensor table (name, type, shape, bytes), as gguf dump',
   usage: USAGE,
   async run(argv) {
-    let parsed;
-    try {
-      parsed = parseArgs({ args: argv, options: { json: { type: 'boolean' } }, strict: true, allowPositionals: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseFlagsAndFiles(argv, { json: { type: 'boolean' } }, true);
     if (parsed.positionals.length !== 1) throw new UsageError(`expected one FILE, got ${parsed.positionals.length}`);
     const path = parsed.positionals[0];
     const header = readModelHeader(path);

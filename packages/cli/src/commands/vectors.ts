@@ -4,10 +4,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { loadBackends, selectBackend, type Engine, type OpName } from '@sparq/core';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
+import { parseFlagsAndFiles } from '../flags.ts';
 import { formatResult, parseVectors, runCase } from '../vectors-file.ts';
 
 /** The ops a case needs (with --backend, a missing one fails each case instead). */
@@ -29,12 +29,7 @@ unless named by --backend.
   --backend NAME  run only this backend (fails if it is unavailable)
   --out FILE      write each backend's y, i1, i2, alpha per case as {shape, data} JSON`,
   async run(argv) {
-    let parsed;
-    try {
-      parsed = parseArgs({ args: argv, allowPositionals: true, options: { backend: { type: 'string' }, out: { type: 'string' } } });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseFlagsAndFiles(argv, { backend: { type: 'string' }, out: { type: 'string' } }, true);
     const { values, positionals } = parsed;
     if (positionals.length !== 1) throw new UsageError(`expected one vector file, got ${positionals.length}`);
     const file = positionals[0];
