@@ -29,7 +29,8 @@ const CROSS_BACKEND_REL = 1e-4;
  * math (batched prefill vs decode steps, or a method at its exact limit vs
  * dense): they differ only in f32 summation order (eps 6e-8) through 5 layers,
  * each error scaled by the logits' size (|z| < 20) in the log-sum-exp:
- * about 20 * 5 * 1e-6; 1e-4 leaves a margin.
+ * about 20 * 5 * 1e-6 = 1e-4. Measured: 1.2e-5 (native, dense decode steps
+ * against the batched prefill, one window).
  */
 const SAME_MATH_NLL = 1e-4;
 /** Attention output of a method at its exact limit vs dense, relative (f32 reassociation over <= 512 terms). */

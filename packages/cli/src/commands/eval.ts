@@ -54,6 +54,7 @@ const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--bac
            [--weights f32|q4_0|int4] [--kv f32|f16] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
+sparq eval --from results.json [--out DIR]
 
 The accuracy comparisons of the SparQ paper on a real model (default: stories260K
 from ../shared/models, text: the first 100,000 characters of ../shared/data/tinystories_val.txt).
@@ -87,7 +88,8 @@ eval-results). --json prints the results JSON on stdout too.
   --sweep-r LIST     r values of the statistics sweep, default 1..head_dim
   --sweep-k LIST     k values of the statistics sweep, default 8,16,32,64
   --quick            CI-sized: 2 windows, 4 prompts of 32 tokens, 1 statistics window, k 16
-  --backend NAME     reference or native (default: the fastest available)`;
+  --backend NAME     reference or native (default: the fastest available)
+  --from FILE        write the tables and plots of a results.json again (no runs)`;
 
 export const evalCommand: Command = {
   name: 'eval',
@@ -100,8 +102,9 @@ export const evalCommand: Command = {
       'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, json: { type: 'boolean' },
       methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
-      quick: { type: 'boolean' }, out: { type: 'string' },
+      quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
     });
+    if (values.from !== undefined) return render(JSON.parse(readFileSync(values.from, 'utf8')) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');
     const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
@@ -142,11 +145,11 @@ export const evalCommand: Command = {
       return 0;
     }
 
-    const list = (flag: string, raw: string | undefined) => raw?.split(',').map((s) => s.trim()).filter(Boolean);
-    const methods = (list('methods', values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((mth) => choice<AttentionMethod>('methods', mth, ATTENTION_METHODS.filter((x) => x !== 'dense'), 'sparq'));
-    const targets = (list('targets', values.targets) ?? COMPRESSION_TARGETS.map(String)).map((t) => number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'));
-    const variants = (list('variants', values.variants) ?? VARIANTS.map((v) => v.name)).map((name) => VARIANTS.find((v) => v.name === name) ?? badVariant(name));
-    const ints = (flag: string, raw: string | undefined, fallback: number[], max: number) => (list(flag, raw) ?? fallback.map(String)).map((x) => number(flag, x, 0, isInt(1, max), `integers in [1, ${max}]`));
+    const list = (raw: string | undefined) => raw?.split(',').map((s) => s.trim()).filter(Boolean);
+    const methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((mth) => choice<AttentionMethod>('methods', mth, ATTENTION_METHODS.filter((x) => x !== 'dense'), 'sparq'));
+    const targets = (list(values.targets) ?? COMPRESSION_TARGETS.map(String)).map((t) => number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'));
+    const variants = (list(values.variants) ?? VARIANTS.map((v) => v.name)).map((name) => VARIANTS.find((v) => v.name === name) ?? badVariant(name));
+    const ints = (flag: string, raw: string | undefined, fallback: number[], max: number) => (list(raw) ?? fallback.map(String)).map((x) => number(flag, x, 0, isInt(1, max), `integers in [1, ${max}]`));
     const sweep = { r: ints('sweep-r', values['sweep-r'], Array.from({ length: c.headDim }, (_, i) => i + 1), c.headDim), k: ints('sweep-k', values['sweep-k'], defaults.sweepK, ppl.window) };
     const options: SweepOptions = { tasks: task ? [task] : EVAL_TASKS, methods, targets, ppl, greedy, stats: { windows: statsWindows, sweep }, onProgress };
     const results: VariantResult[] = [];
@@ -163,15 +166,18 @@ export const evalCommand: Command = {
       model: modelPath, data: dataPath, backend: engine.name, config: c, tokens: tokens.length,
       protocol: { ppl, greedy, stats: options.stats }, methods, targets, variants: results,
     };
-    const out = values.out ?? 'eval-results';
-    mkdirSync(out, { recursive: true });
-    const written = writeEvalReport(report, out);
-    if (values.json) process.stdout.write(JSON.stringify(report) + '\n');
-    else process.stdout.write(readFileSync(join(out, 'results.md'), 'utf8'));
-    process.stderr.write(`wrote ${written.join(', ')}\n`);
-    return 0;
+    return render(report, values.out ?? 'eval-results', !!values.json);
   },
 };
+
+/** Writes the report's files to `out`; prints the JSON (json) or the Markdown tables on stdout. */
+function render(report: EvalReport, out: string, json: boolean): number {
+  mkdirSync(out, { recursive: true });
+  const written = writeEvalReport(report, out);
+  process.stdout.write(json ? JSON.stringify(report) + '\n' : readFileSync(join(out, 'results.md'), 'utf8'));
+  process.stderr.write(`wrote ${written.map((name) => join(out, name)).join(', ')}\n`);
+  return 0;
+}
 
 function badVariant(name: string): never {
   throw new UsageError(`--variants ${name}, expected some of ${VARIANTS.map((v) => v.name).join(', ')}`);

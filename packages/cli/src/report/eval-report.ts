@@ -96,7 +96,7 @@ export function evalCharts(report: EvalReport): Record<string, string> {
     const xs = v.ppl.rows.map((x) => x.compression);
     const denseLine: Series = { name: 'dense (same positions)', points: [[Math.min(...xs), v.ppl.rows[0]?.densePpl ?? Number.NaN], [Math.max(...xs), v.ppl.rows[0]?.densePpl ?? Number.NaN]], dashed: true };
     charts['ppl-vs-compression.svg'] = lineChart([...byMethod(v.ppl.rows, (x) => [x.compression, x.ppl]), denseLine], {
-      title: 'Perplexity against compression', caption: `${v.variant}: SPEC 3 ratio averaged over the scored decode steps`, xLabel: 'compression (method / dense data)', yLabel: 'perplexity', logX: true,
+      title: 'Perplexity against compression', caption: `${v.variant}: SPEC 3 ratio averaged over the scored decode steps`, xLabel: 'compression (method / dense data)', yLabel: 'perplexity (log scale)', logX: true, logY: true,
     });
   }
   if (v.greedy) {
