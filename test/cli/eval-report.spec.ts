@@ -38,11 +38,11 @@ describe('eval report', () => {
     expect(md).toContain('| 2 | 0.500 |');
     expect(md).toContain('| 0 | 3.00 | 4.00 |');
   });
-  it('draws one perplexity series per method plus dense, and the agreement sweep', () => {
+  it('draws one perplexity series per method, and the agreement sweep', () => {
     const charts = evalCharts(report);
     expect(Object.keys(charts).sort()).toEqual(['ppl-vs-compression.svg', 'topk-agreement-vs-k.svg', 'topk-agreement-vs-r.svg']);
     const ppl = charts['ppl-vs-compression.svg'];
-    for (const name of ['sparq', 'lminf', 'dense (same positions)']) expect(ppl).toContain(`>${name}</text>`);
-    expect(ppl.match(/<circle /g)).toHaveLength(4 + 2);
+    for (const name of ['sparq', 'lminf']) expect(ppl).toContain(`>${name}</text>`);
+    expect(ppl.match(/<circle /g)).toHaveLength(4);
   });
 });
