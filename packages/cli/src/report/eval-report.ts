@@ -70,7 +70,7 @@ export function evalMarkdown(report: EvalReport): string {
       const rs = [...new Set(s.sweep.map((x) => x.r))];
       parts.push(`\nSparQ top-k agreement by r (rows) and k (columns), no local window:\n`);
       parts.push(markdownTable(['r', ...ks.map((k) => `k=${k}`)], rs.map((r) => [r, ...ks.map((k) => fixed(s.sweep.find((x) => x.r === r && x.k === k)!.topkAgreement, 3))]), ['left', ...ks.map(() => R)]));
-      parts.push(`\nQuery kurtosis (m4/m2², Gaussian 3) by layer (rows) and head (columns):\n`);
+      parts.push(`\nQuery kurtosis m4/m2² over each head's ${report.config.headDim} components, by layer (rows) and head (columns). Gaussian data give 3, or about 3(d-1)/(d+1) = ${fixed((3 * (report.config.headDim - 1)) / (report.config.headDim + 1), 2)} for a sample of d = ${report.config.headDim}:\n`);
       parts.push(markdownTable(['layer', ...s.kurtosis[0].map((_, h) => `h${h}`)], s.kurtosis.map((row, l) => [l, ...row.map((x) => fixed(x, 2))]), ['left', ...s.kurtosis[0].map(() => R)]));
     }
     parts.push('');
@@ -79,8 +79,11 @@ export function evalMarkdown(report: EvalReport): string {
   if (withPpl.length > 1) {
     const first = withPpl[0].ppl!.rows;
     parts.push(`### Perplexity by variant\n`);
-    const header = ['variant', 'dense (all)', ...first.map((x) => `${configLabel(x.config)} @${ratio(x.target)}`)];
-    parts.push(markdownTable(header, withPpl.map((v) => [v.variant, fixed(v.ppl!.dense.ppl, 4), ...v.ppl!.rows.map((x) => fixed(x.ppl, 4))]), ['left', ...header.slice(1).map(() => R)]));
+    parts.push('Each variant\'s perplexity, and in brackets its increase over the same variant\'s dense on the same positions.\n');
+    const header = ['target', 'method', ...withPpl.map((v) => v.variant)];
+    const denseRow: Cell[] = ['-', 'dense, every position', ...withPpl.map((v) => fixed(v.ppl!.dense.ppl, 4))];
+    const rows: Cell[][] = first.map((x, i) => [ratio(x.target), configLabel(x.config), ...withPpl.map((v) => `${fixed(v.ppl!.rows[i].ppl, 4)} (+${fixed(v.ppl!.rows[i].ppl - v.ppl!.rows[i].densePpl, 4)})`)]);
+    parts.push(markdownTable(header, [denseRow, ...rows], ['left', 'left', ...withPpl.map(() => R)]));
   }
   return parts.join('\n');
 }
