@@ -51,7 +51,7 @@ export function evalMarkdown(report: EvalReport): string {
     parts.push(`### ${v.variant}: weights ${v.weights}, KV ${v.kv} (${v.seconds.toFixed(0)} s)\n`);
     if (v.ppl) {
       const d = v.ppl.dense;
-      parts.push(`Perplexity. Dense over every position: NLL ${d.nll.toFixed(4)}, ppl ${d.ppl.toFixed(4)} (${d.targets} targets). Method rows score the positions after the 64-position dense prefix of each window, beside dense on the same positions.\n`);
+      parts.push(`Perplexity. Dense over every position: NLL ${d.nll.toFixed(4)}, ppl ${d.ppl.toFixed(4)} (${d.targets} targets). Method rows score the positions after the 64-position dense prefix of each window, beside dense on the same positions. compression: SPEC 3's ratio, the mean over the scored steps; counted: the elements the kernels read over SPEC 3's dense elements, summed over the run (long steps weigh more).\n`);
       const rows: Cell[][] = v.ppl.rows.map((x) => [ratio(x.target), configLabel(x.config), fixed(x.compression, 3), fixed(x.countedRatio, 3), fixed(x.nll, 4), fixed(x.ppl, 4), fixed(x.denseNll, 4), fixed(x.densePpl, 4), fixed(x.ppl - x.densePpl, 4), x.targets]);
       parts.push(markdownTable(['target', 'method', 'compression', 'counted', 'NLL', 'ppl', 'dense NLL', 'dense ppl', 'ppl - dense', 'targets'], rows, ['left', 'left', R, R, R, R, R, R, R, R]));
     }
