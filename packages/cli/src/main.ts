@@ -20,9 +20,10 @@ import { convertCommand } from './commands/convert.ts';
 import { inspectCommand } from './commands/inspect.ts';
 import { chatCommand } from './commands/chat.ts';
 import { tokenizeCommand } from './commands/tokenize.ts';
+import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, playgroundCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, playgroundCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

@@ -11,3 +11,4 @@ export * from './model-file.ts';
 export * from './chat.ts';
 export * from './gguf-convert.ts';
 export * from './tensor-check.ts';
+export * from './eval/index.ts';
