@@ -8,10 +8,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FormatError } from '@sparq/core';
-import { bytesSource, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
+import { bytesSource, randomLlama, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
 import { seeded } from '../conformance/numeric.ts';
 import { referenceEngine } from '../support/backends.ts';
-import { llama2cCheckpoint, randomLlama } from './random-model.ts';
+import { llama2cCheckpoint } from './random-model.ts';
 
 const CASES = Number(process.env.SPARQ_MUTATIONS ?? 1500);
 const U32 = [0, 1, 2, 9, 13, 16, 30, 99, 0x7fffffff, 0xffffffff, 1 << 24];

@@ -13,8 +13,9 @@ import { convertCommand } from './commands/convert.ts';
 import { inspectCommand } from './commands/inspect.ts';
 import { chatCommand } from './commands/chat.ts';
 import { tokenizeCommand } from './commands/tokenize.ts';
+import { benchCommand } from './commands/bench.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, benchCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

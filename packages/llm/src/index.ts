@@ -39,3 +39,4 @@ export * from './generation-limits.ts';
 export * from './chat.ts';
 export * from './model-file.ts';
 export * from './gguf-convert.ts';
+export * from './random-model.ts';
