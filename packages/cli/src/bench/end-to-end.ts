@@ -28,6 +28,8 @@ export interface EndToEndOptions {
   kv: KVDType;
   bandwidth: ReadonlyMap<number, number>;
   log: (line: string) => void;
+  /** Called with the rows so far after each S (so a long run's files are written as it goes). */
+  onRows?: (rows: readonly EndToEndRow[]) => void;
 }
 
 export interface EndToEndRow {
@@ -93,6 +95,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
         };
       rows.push(...methods.map(row('sparq', o.kv, best(sparqRuns))));
       if (llamaRuns.length > 0) rows.push(row('llama.cpp', LLAMA_CPP_KV, best(llamaRuns))(methods[0], 0));
+      o.onRows?.(rows);
     }
   }
   return rows;

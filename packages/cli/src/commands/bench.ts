@@ -6,7 +6,8 @@
  * against SparQ; (c) llama.cpp on the same file and threads, runs interleaved.
  * The read bandwidth is measured in the same run. Results: the Markdown report
  * (or with --json the JSON) on stdout, and results.json, results.md and SVG
- * plots in --out; progress on stderr.
+ * plots in --out (rewritten after each part and each end-to-end S, so a long
+ * run that is stopped keeps what it measured); progress on stderr.
  */
 import { selectBackend, type Engine } from '@sparq/core';
 import { openModel } from '@sparq/llm';
@@ -17,7 +18,7 @@ import { measureReadBandwidth, PROBE_BYTES } from '../bench/bandwidth.ts';
 import { FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, type BenchModel } from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
 import { BENCH_FLAGS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
-import { kernelSweep } from '../bench/kernel-sweep.ts';
+import { kernelSweep, sweepMethods } from '../bench/kernel-sweep.ts';
 import { openLlamaCpp, type LlamaCppRunner } from '../bench/llama-cpp.ts';
 import { machineInfo } from '../bench/machine.ts';
 import { nativeControls, type NativeControls } from '../bench/native.ts';
@@ -77,7 +78,7 @@ export const benchCommand: Command = {
     const sweepEngines = await engines(s);
     const threads = threadCounts(s, native);
     const steps = s.decodeSteps;
-    const positions = (S: number) => e2ePositions(S, steps, 3);
+    const positions = (S: number) => e2ePositions(S, steps, sweepMethods(S, SWEEP_HEAD_DIM).length);
 
     const e2eEngine = sweepEngines.find((e) => e.name === 'native') ?? sweepEngines[0];
     let model: BenchModel | null = null;
@@ -103,7 +104,7 @@ export const benchCommand: Command = {
       const lm = model ? openModel(e2eEngine, model.path, { kv: s.kv[0], fallback }) : null;
       if (lm) {
         const tooLong = s.e2eSeqs.filter((S) => positions(S) > lm.config.seqLen);
-        if (tooLong.length > 0) throw new UsageError(`--e2e-seq ${tooLong.join(',')}: S + ${3 * steps} decode positions exceed the model's seq_len ${lm.config.seqLen}`);
+        if (tooLong.length > 0) throw new UsageError(`--e2e-seq ${tooLong.join(',')}: S plus ${positions(0)} decode positions exceeds the model's seq_len ${lm.config.seqLen}`);
       }
       if (lm && s.llamaCpp) {
         const opened = await openLlamaCpp(model!.path);
@@ -127,10 +128,13 @@ export const benchCommand: Command = {
       }
       if (s.kernels) {
         results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, bandwidth, log });
+        writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
       }
       if (lm && model) {
         log(`end to end on ${model.description} (backend ${lm.backend})`);
-        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, steps, reps: s.reps, kv: s.kv[0], bandwidth, log });
+        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, steps, reps: s.reps, kv: s.kv[0], bandwidth, log,
+          onRows: (rows) => writeReport(s.out, { ...results, endToEnd: [...rows] }),
+        });
       }
     } finally {
       await llamaCpp?.dispose();
