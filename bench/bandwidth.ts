@@ -6,16 +6,16 @@
  *   import { measureReadBandwidth } from './bandwidth.ts';
  *   const gbPerSecond = await measureReadBandwidth(1);   // or: pnpm exec tsx bench/bandwidth.ts
  *
- * The native addon's attnReadSum sums a 1 GiB Float32Array with SIMD on the
- * given number of native threads (no stores); the buffer is far larger than the
- * caches, so every pass streams from DRAM. The median of several passes wins.
+ * The probe is `sparq bench`'s (packages/cli/src/bench/bandwidth.ts): the native
+ * addon's attnReadSum sums a 1 GiB Float32Array with SIMD on the given number of
+ * native threads (no stores), far larger than the caches. This file adds the
+ * tinybench timer the other bench/ scripts share.
  */
 import { Bench } from 'tinybench';
-import { loadAddon } from '../packages/native/lib/addon.ts';
-import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { measureReadBandwidth as probe } from '../packages/cli/src/bench/bandwidth.ts';
+import { nativeControls } from '../packages/cli/src/bench/native.ts';
 
-const addon = attentionAddon(loadAddon());
-let buffer: Float32Array | null = null;
+const native = nativeControls();
 
 /** Median time in ms of `fn` over about `timeMs` of runs (tinybench, after warm-up). */
 export async function medianMs(name: string, fn: () => void, timeMs: number): Promise<number> {
@@ -30,19 +30,8 @@ export async function medianMs(name: string, fn: () => void, timeMs: number): Pr
 
 /** GB/s of a streaming read on `threads` native threads over about `timeMs` (the default thread count is restored after). */
 export async function measureReadBandwidth(threads: number, timeMs = 1500): Promise<number> {
-  if (!buffer) {
-    buffer = new Float32Array(256 * 1024 * 1024); // 1 GiB
-    buffer.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
-  }
-  const x = buffer;
-  const before = addon.attnThreads();
-  addon.attnSetThreads(threads);
-  try {
-    const ms = await medianMs(`read ${threads}t`, () => addon.attnReadSum(x), timeMs);
-    return x.byteLength / (ms * 1e6);
-  } finally {
-    addon.attnSetThreads(before);
-  }
+  if ('missing' in native) throw new Error(`read bandwidth needs the native addon: ${native.missing}`);
+  return probe(native, threads, timeMs);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

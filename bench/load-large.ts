@@ -22,9 +22,8 @@ import { parseArgs } from 'node:util';
 import { Tensor, selectBackend } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
-import { Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, makeConfig, readModelFile, writeGGUFFile } from '@sparq/llm';
+import { Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, makeConfig, readModelFile, smallTokenizer, writeGGUFFile } from '@sparq/llm';
 import { seeded } from '../test/conformance/numeric.ts';
-import { smallTokenizer } from '../test/llm/random-model.ts';
 
 const { values, positionals } = parseArgs({ options: { layers: { type: 'string' }, child: { type: 'boolean' } }, allowPositionals: true });
 const path = positionals[0] ?? join(tmpdir(), 'sparq-large-q4_0.gguf');

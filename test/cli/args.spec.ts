@@ -14,7 +14,7 @@ import { UsageError } from '../../packages/cli/src/command.ts';
 import { isInt, number, parseFlags } from '../../packages/cli/src/flags.ts';
 import { sampling } from '../../packages/cli/src/run-flags.ts';
 import { referenceEngine } from '../support/backends.ts';
-import { randomLlama, writeRandomGGUF } from '../llm/random-model.ts';
+import { randomLlama, writeRandomGGUF } from '@sparq/llm';
 import { ROOT } from '../llm/support.ts';
 
 interface Run {

@@ -7,9 +7,9 @@
  * never a RangeError, TypeError or any other crash of a parser.
  */
 import { FormatError, SparqError } from '@sparq/core';
-import { bytesSource, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, readLlama2cTokenizer, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
+import { bytesSource, randomLlama, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, readLlama2cTokenizer, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
 import type { Engine } from '@sparq/core';
-import { llama2cCheckpoint, randomLlama } from '../llm/random-model.ts';
+import { llama2cCheckpoint } from '../llm/random-model.ts';
 import { rng } from './ops.ts';
 
 const U32 = [0, 1, 2, 9, 13, 16, 30, 99, 0x7fffffff, 0xffffffff, 1 << 24];

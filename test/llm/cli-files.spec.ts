@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { randomLlama, writeRandomGGUF } from '@sparq/llm';
 import { referenceEngine } from '../support/backends.ts';
-import { randomLlama, writeRandomGGUF } from './random-model.ts';
 import { runSparq as sparq } from './support.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sparq-cli-files-'));

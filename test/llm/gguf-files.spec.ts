@@ -19,6 +19,7 @@ import {
   expectedTensors,
   ggufTensor,
   llamaMetadata,
+  randomLlama,
   readGGUF,
   readModelFile,
   readModelHeader,
@@ -30,7 +31,7 @@ import {
   type GGUFValue,
 } from '@sparq/llm';
 import { referenceEngine } from '../support/backends.ts';
-import { llama2cCheckpoint, randomLlama } from './random-model.ts';
+import { llama2cCheckpoint } from './random-model.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sparq-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

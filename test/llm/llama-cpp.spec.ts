@@ -22,10 +22,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, readModelFile, withGGUF, writeGGUFFile, type GGUFFileType } from '@sparq/llm';
+import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, randomLlama, readModelFile, withGGUF, writeGGUFFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { llamaCppGreedy, llamaCppMissing } from '../support/llama-cpp.ts';
-import { randomLlama, writeRandomGGUF } from './random-model.ts';
+
 
 const STEPS = 64;
 const BOS = 1;

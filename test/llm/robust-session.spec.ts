@@ -9,7 +9,7 @@ import { NonFiniteError, SparqError, SparqRangeError, Tensor, f32ToF16, type Eng
 import { Session, TextSession, buildModel, checkTensors, ggufTensors, type AttentionConfig, type LoadedModel } from '@sparq/llm';
 import { describe, expect, it } from 'vitest';
 import { referenceEngine } from '../support/backends.ts';
-import { randomLlama } from './random-model.ts';
+import { randomLlama } from '@sparq/llm';
 
 const SMALL = { dim: 64, hiddenDim: 128, nLayers: 2, nHeads: 4, nKvHeads: 2, seqLen: 64 };
 const DENSE: AttentionConfig = { method: 'dense', r: 4, k: 8, l: 2, reallocate: true };

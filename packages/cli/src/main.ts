@@ -20,10 +20,11 @@ import { convertCommand } from './commands/convert.ts';
 import { inspectCommand } from './commands/inspect.ts';
 import { chatCommand } from './commands/chat.ts';
 import { tokenizeCommand } from './commands/tokenize.ts';
+import { benchCommand } from './commands/bench.ts';
 import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, playgroundCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

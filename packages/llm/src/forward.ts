@@ -54,6 +54,8 @@ export class Session {
   pos = 0;
   private readonly int4Path: Int4Path;
   private readonly dense: AttentionConfig;
+  /** Decode attention: options.attention until setAttention changes it. */
+  private attention: AttentionConfig;
   readonly engine: Engine;
   readonly model: Model;
   readonly options: SessionOptions;
@@ -73,6 +75,17 @@ export class Session {
     this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
     this.int4Path = options.int4Path ?? 'dequant';
     this.dense = { ...options.attention, method: 'dense' };
+    this.attention = options.attention;
+  }
+
+  /**
+   * Decode attention from the next step on, over the same caches (e.g. dense then SparQ after one
+   * prefill, as `sparq bench` times them). The cache layout stays as created: SparQ reads K rows on
+   * either layout, faster with K twice. H2O needs the state a session created for it.
+   */
+  setAttention(attention: AttentionConfig): void {
+    if (attention.method === 'h2o' && this.h2o[0] === null) throw new SparqRangeError(`Session.setAttention: h2o needs its score state; create the session with method 'h2o'`);
+    this.attention = attention;
   }
 
   /** Empties the caches (and H2O's history) for a new sequence from position 0; statistics are kept. */
@@ -182,7 +195,7 @@ export class Session {
     engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
     if (decode) {
       if (l === 0) this.countStep(cache.nValid(0));
-      decodeAttention(engine, this.options.attention, r.att, r.qHeads, cache, this.h2o[l], this.stats);
+      decodeAttention(engine, this.attention, r.att, r.qHeads, cache, this.h2o[l], this.stats);
     } else {
       engine.attentionPrefill(r.att, r.qHeads, cache, 0);
     }
@@ -235,7 +248,7 @@ export class Session {
     const c = this.model.config;
     const heads = c.nLayers * c.nKvHeads;
     this.decodeSteps++;
-    this.methodCost += heads * attentionCost(this.options.attention, S, c.headDim);
+    this.methodCost += heads * attentionCost(this.attention, S, c.headDim);
     this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
   }
 }

@@ -12,3 +12,4 @@ export * from './chat.ts';
 export * from './gguf-convert.ts';
 export * from './tensor-check.ts';
 export * from './eval/index.ts';
+export * from './random-model.ts';

@@ -7,6 +7,10 @@ import { registerBackend, type Backend } from '@sparq/core';
 import { loadAddon } from './addon.ts';
 import { checkNativeEnvironment } from './environment.ts';
 import { attentionOps } from './attention-ops.ts';
+
+// Thread count and the read-bandwidth probe, for benchmarks (`sparq bench`, bench/*.ts).
+export { loadAddon, type NativeAddon } from './addon.ts';
+export { attentionAddon, type AttentionAddon } from './attention-ops.ts';
 import { NATIVE_BLOCK_DTYPES, NATIVE_QUANTIZE_DTYPES, basicOps } from './basic-ops.ts';
 
 /** The native backend over the addon in `buildDir` (default: this package's build/). */

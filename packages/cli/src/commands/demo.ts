@@ -13,20 +13,13 @@
  * and T measured decode steps, each appending one token then running every method.
  */
 import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, loadBackends, selectBackend, type Engine, type OpName } from '@sparq/core';
+import { mulberry32 } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
 
-/** mulberry32: a tiny seeded PRNG, uniform in [0, 1) (the conformance tests use it too). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded generator of the demo's data (the conformance oracle imports it from here). */
+export const prng = mulberry32;
 
 interface Method {
   name: string;

@@ -1,0 +1,54 @@
+/**
+ * The model of the end-to-end part: a GGUF file the user gives, or a
+ * random-weight llama-shaped one written to a temporary directory (the speed of
+ * a forward step depends on shapes and types, not on the weights' values).
+ */
+import type { Engine } from '@sparq/core';
+import { GGUF_FILE_TYPES, randomLlama, withGGUF, writeRandomGGUF, type GGUFFileType, type RandomModelOptions } from '@sparq/llm';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** The generated model's shape: the issue's measurements (16 heads of 128, Q8_0); 2 layers keep it quick. */
+export const FULL_SHAPE = { dim: 2048, hiddenDim: 5632, nLayers: 2, nHeads: 16, nKvHeads: 16 } as const;
+/** --quick: the smallest shape with a realistic head dim. */
+export const QUICK_SHAPE = { dim: 256, hiddenDim: 512, nLayers: 1, nHeads: 2, nKvHeads: 2 } as const;
+export const GENERATED_TYPE: GGUFFileType = 'q8_0';
+
+export interface BenchModel {
+  path: string;
+  /** 'generated' or 'file'. */
+  source: 'generated' | 'file';
+  description: string;
+  /** Bytes of every tensor a decode step reads in full (all but the token embedding, read one row per token). */
+  weightBytes: number;
+  /** Removes what was generated (a no-op for a given file). */
+  dispose(): void;
+}
+
+/** Bytes read per decode step for the weights of the GGUF at `path`. */
+function decodeWeightBytes(path: string): number {
+  return withGGUF(path, (f) => f.tensors.filter((t) => t.name !== 'token_embd.weight').reduce((sum, t) => sum + (t.ne.reduce((a, b) => a * b, 1) / t.type.elements) * t.type.bytes, 0));
+}
+
+export function givenModel(path: string): BenchModel {
+  return { path, source: 'file', description: path, weightBytes: decodeWeightBytes(path), dispose: () => {} };
+}
+
+/** A random llama of `shape` with `seqLen` positions, matrices in `type`, written by `engine`'s quantizers. */
+export function generatedModel(engine: Engine, shape: RandomModelOptions, seqLen: number, type: GGUFFileType = GENERATED_TYPE): BenchModel {
+  if (!GGUF_FILE_TYPES.includes(type)) throw new RangeError(`generated model type ${type}, expected one of ${GGUF_FILE_TYPES.join(', ')}`);
+  const dir = mkdtempSync(join(tmpdir(), 'sparq-bench-'));
+  try {
+    const path = writeRandomGGUF(engine, randomLlama({ ...shape, seqLen }), type, join(dir, `random-${type}.gguf`));
+    const s = shape;
+    return {
+      path, source: 'generated', weightBytes: decodeWeightBytes(path),
+      description: `random llama: dim ${s.dim}, ${s.nHeads} heads of ${s.dim! / s.nHeads!}, ${s.nLayers} layer${s.nLayers === 1 ? '' : 's'}, FFN ${s.hiddenDim}, ${type.toUpperCase()}`,
+      dispose: () => rmSync(dir, { recursive: true, force: true }),
+    };
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * Part (a) of `sparq bench`: one decode step of attention, dense and SparQ,
+ * against the context length S, per backend, KV type, layout and thread count.
+ * SparQ runs at r = d/8 and k = S/8 and S/16 (l = k/4, reallocation on). Each
+ * row carries SPEC 3's data ratio (dense elements read over the method's), the
+ * speed-up measured against dense on the same cache and threads, and the read
+ * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
+ * the bandwidth the probe measured in this run.
+ */
+import type { Engine, KVDType, KVLayout } from '@sparq/core';
+import { attentionCost, type AttentionConfig } from '@sparq/llm';
+import type { NativeControls } from './native.ts';
+import { withThreads } from './native.ts';
+import { randomCache, randomQuery } from './random-cache.ts';
+import { medianMs } from './timing.ts';
+
+export interface SweepOptions {
+  engines: readonly Engine[];
+  /** The native pool (null without the addon); thread counts apply to the native backend only. */
+  native: NativeControls | null;
+  threads: readonly number[];
+  seqs: readonly number[];
+  heads: number;
+  headDim: number;
+  kv: readonly KVDType[];
+  layouts: readonly KVLayout[];
+  /** Time per measurement (ms). */
+  timeMs: number;
+  /** Measured read bandwidth (GB/s) by thread count. */
+  bandwidth: ReadonlyMap<number, number>;
+  log: (line: string) => void;
+}
+
+export interface KernelRow {
+  backend: string;
+  threads: number;
+  kv: KVDType;
+  layout: KVLayout;
+  S: number;
+  method: 'dense' | 'sparq';
+  /** SparQ's parameters (0 for dense). */
+  r: number;
+  k: number;
+  l: number;
+  /** Median milliseconds per decode step (all heads). */
+  ms: number;
+  /** SPEC 3 bytes read per step (all heads). */
+  bytes: number;
+  gbPerS: number;
+  /** gbPerS over the measured read bandwidth at this thread count, in percent (null when not measured). */
+  pctBandwidth: number | null;
+  /** Dense ms over this method's ms on the same cache and threads (1 for dense). */
+  speedup: number;
+  /** SPEC 3's dense elements over this method's: the speed-up if time followed the data. */
+  dataRatio: number;
+  /** speedup over dataRatio, in percent. */
+  pctOfDataRatio: number;
+}
+
+/** The methods timed at context S: dense, then SparQ at r = d/8 with k = S/8 and S/16. */
+export function sweepMethods(S: number, headDim: number): AttentionConfig[] {
+  const r = Math.max(1, Math.floor(headDim / 8));
+  const sparq = (k: number): AttentionConfig => ({ method: 'sparq', r, k, l: Math.floor(k / 4), reallocate: true });
+  return [{ method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, sparq(Math.max(1, Math.floor(S / 8))), sparq(Math.max(1, Math.floor(S / 16)))];
+}
+
+export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
+  const rows: KernelRow[] = [];
+  const { q, out } = randomQuery(o.heads, o.headDim);
+  for (const engine of o.engines) {
+    const native = engine.name === 'native' ? o.native : null;
+    const threadCounts = native ? o.threads : [1];
+    for (const kv of o.kv) {
+      for (const layout of o.layouts) {
+        for (const S of o.seqs) {
+          const cache = randomCache(engine, { S, heads: o.heads, headDim: o.headDim, dtype: kv, layout });
+          const bytesPer = kv === 'f32' ? 4 : 2;
+          for (const threads of threadCounts) {
+            let denseMs = NaN;
+            for (const m of sweepMethods(S, o.headDim)) {
+              const ms = await withThreads(native, threads, () =>
+                medianMs(m.method === 'dense' ? () => engine.attentionDecode(out, q, cache) : () => engine.sparqDecode(out, q, cache, m), { timeMs: o.timeMs }),
+              );
+              if (m.method === 'dense') denseMs = ms;
+              const bytes = o.heads * attentionCost(m, S, o.headDim) * bytesPer;
+              const gbPerS = bytes / (ms * 1e6);
+              const bw = o.bandwidth.get(threads);
+              const dataRatio = attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
+              const speedup = denseMs / ms;
+              rows.push({
+                backend: engine.name, threads, kv, layout, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
+                pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
+              });
+            }
+            const [d, s8, s16] = rows.slice(-3);
+            o.log(`kernels ${engine.name} ${threads}t ${kv} ${layout} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`);
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}

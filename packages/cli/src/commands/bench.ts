@@ -1,0 +1,148 @@
+/**
+ * `sparq bench`: speed on this machine in one command. (a) The attention
+ * kernels, dense and SparQ, against S per backend, KV type and thread count,
+ * beside SPEC 3's data ratio; (b) prefill and decode tokens/s of a model (a
+ * GGUF file, or a generated random-weight llama) at context lengths S, dense
+ * against SparQ; (c) llama.cpp on the same file and threads, runs interleaved.
+ * The read bandwidth is measured in the same run. Results: the Markdown report
+ * (or with --json the JSON) on stdout, and results.json, results.md and SVG
+ * plots in --out (rewritten after each part and each end-to-end S, so a long
+ * run that is stopped keeps what it measured); progress on stderr.
+ */
+import { selectBackend, type Engine } from '@sparq/core';
+import { openModel } from '@sparq/llm';
+import '../backends.ts';
+import { UsageError, type Command } from '../command.ts';
+import { parseFlags } from '../flags.ts';
+import { measureReadBandwidth, PROBE_BYTES } from '../bench/bandwidth.ts';
+import { FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, type BenchModel } from '../bench/bench-model.ts';
+import { endToEnd } from '../bench/end-to-end.ts';
+import { BENCH_FLAGS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
+import { kernelSweep, sweepMethods } from '../bench/kernel-sweep.ts';
+import { openLlamaCpp, type LlamaCppRunner } from '../bench/llama-cpp.ts';
+import { machineInfo } from '../bench/machine.ts';
+import { nativeControls, type NativeControls } from '../bench/native.ts';
+import { markdownReport, writeReport, type BenchResults } from '../bench/report.ts';
+import { e2ePositions } from '../bench/sparq-e2e.ts';
+
+const USAGE = `sparq bench [--model FILE] [--out DIR] [--quick] [--threads LIST] [--backend native|reference|all]
+             [--seq LIST] [--e2e-seq LIST] [--kv LIST] [--layout LIST] [--heads N] [--decode N]
+             [--reps N] [--time MS] [--no-llama-cpp] [--no-kernels] [--no-e2e] [--json]
+
+Measures speed on this machine, with the read bandwidth measured in the same run:
+  kernels      one decode step of attention (--heads heads of dim ${SWEEP_HEAD_DIM}), dense and SparQ
+               (r = d/8, k = S/8 and S/16, l = k/4), at each S of --seq, per backend, KV type,
+               layout and thread count; beside SPEC 3's data ratio and % of read bandwidth
+  end to end   prefill S tokens, then --decode steps with each method, at each S of --e2e-seq:
+               on --model FILE (GGUF), else a generated random llama (dim ${FULL_SHAPE.dim}, ${FULL_SHAPE.nHeads} heads
+               of 128, ${FULL_SHAPE.nLayers} layers, ${GENERATED_TYPE.toUpperCase()}); llama.cpp (node-llama-cpp, if installed)
+               runs the same file, tokens and threads, alternating with sparq
+
+  --out DIR         results.json, results.md and the SVG plots (default ./sparq-bench)
+  --quick           tiny sizes (a smoke test, seconds): S 256,512; 2 heads; a 1-layer model
+  --threads LIST    native thread counts, e.g. 1,2 (default: 1 and the pool's size)
+  --backend B       native, reference, a list, or all (default: the best available)
+  --seq LIST        kernel S values (default 1024,...,32768 in powers of 2)
+  --e2e-seq LIST    end-to-end S values (default 512,1024,2048,4096)
+  --kv LIST         KV types f32,f16 (default both; end to end uses the first, f16 = llama.cpp's)
+  --layout LIST     kernel KV layouts k-twice,single-k (default k-twice)
+  --decode N        decode steps timed per method (default 16)
+  --reps N          end-to-end repetitions per system; the fastest counts (default 1)
+  --time MS         time per kernel measurement (default 500); the median run counts
+  --no-llama-cpp    skip llama.cpp;  --no-kernels, --no-e2e skip a part
+  --json            the JSON document on stdout instead of the Markdown`;
+
+/** The engines to sweep: the requested ones (each must be available) or the best available. */
+async function engines(s: BenchSettings): Promise<Engine[]> {
+  if (!s.backends) return [await selectBackend()];
+  return Promise.all(s.backends.map((name) => selectBackend({ backend: name })));
+}
+
+/** Native thread counts: the flag's, else 1 and the pool's default size. */
+function threadCounts(s: BenchSettings, native: NativeControls | null): number[] {
+  if (s.threads) return s.threads;
+  const all = native ? native.defaultThreads : 1;
+  return all > 1 ? [1, all] : [1];
+}
+
+export const benchCommand: Command = {
+  name: 'bench',
+  summary: 'measure attention kernels and end-to-end tokens/s (dense, SparQ, llama.cpp) on this machine',
+  usage: USAGE,
+  async run(argv) {
+    const s = benchSettings(parseFlags(argv, BENCH_FLAGS));
+    const log = (line: string) => void process.stderr.write(`${line}\n`);
+    const probe = nativeControls();
+    const native = 'missing' in probe ? null : probe;
+    if ('missing' in probe) log(`native addon unavailable (${probe.missing}): no thread control and no bandwidth probe`);
+    const sweepEngines = await engines(s);
+    const threads = threadCounts(s, native);
+    const steps = s.decodeSteps;
+    const positions = (S: number) => e2ePositions(S, steps, sweepMethods(S, SWEEP_HEAD_DIM).length);
+
+    const e2eEngine = sweepEngines.find((e) => e.name === 'native') ?? sweepEngines[0];
+    let model: BenchModel | null = null;
+    let llamaCpp: LlamaCppRunner | null = null;
+    const results: BenchResults = {
+      command: `sparq bench ${argv.join(' ')}`.trim(), date: new Date().toISOString(), machine: machineInfo(), nativeKernel: native?.kernel ?? null,
+      options: { ...s, threads, backends: sweepEngines.map((e) => e.name), sweepHeadDim: SWEEP_HEAD_DIM },
+      bandwidth: [], kernels: [], model: null, endToEnd: [], llamaCpp: { status: s.e2e ? 'disabled' : 'skipped' },
+    };
+    try {
+      if (s.e2e) {
+        if (s.model) {
+          model = givenModel(s.model);
+        } else {
+          log(`writing a random ${s.quick ? 'tiny' : 'llama-shaped'} ${GENERATED_TYPE} model ...`);
+          const quantizer = e2eEngine.has('quantize', GENERATED_TYPE) ? e2eEngine : await selectBackend({ backend: 'reference' });
+          model = generatedModel(quantizer, s.quick ? QUICK_SHAPE : FULL_SHAPE, positions(Math.max(...s.e2eSeqs)));
+        }
+        results.model = { source: model.source, description: model.description, weightBytes: model.weightBytes };
+      }
+      // Everything that can fail on the inputs fails before the slow parts.
+      const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
+      const lm = model ? openModel(e2eEngine, model.path, { kv: s.kv[0], fallback }) : null;
+      if (lm) {
+        const tooLong = s.e2eSeqs.filter((S) => positions(S) > lm.config.seqLen);
+        if (tooLong.length > 0) throw new UsageError(`--e2e-seq ${tooLong.join(',')}: S plus ${positions(0)} decode positions exceeds the model's seq_len ${lm.config.seqLen}`);
+      }
+      if (lm && s.llamaCpp) {
+        const opened = await openLlamaCpp(model!.path);
+        if ('missing' in opened) {
+          results.llamaCpp = { status: 'absent', reason: opened.missing };
+          log(`llama.cpp absent: ${opened.missing}`);
+        } else {
+          llamaCpp = opened;
+          results.llamaCpp = { status: 'ran', version: opened.version };
+        }
+      }
+
+      const bandwidth = new Map<number, number>();
+      if (native) {
+        for (const t of new Set([1, ...threads])) {
+          const gbPerS = measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES);
+          bandwidth.set(t, gbPerS);
+          results.bandwidth.push({ threads: t, gbPerS });
+          log(`read bandwidth ${t} thread${t === 1 ? '' : 's'}: ${gbPerS.toFixed(1)} GB/s`);
+        }
+      }
+      if (s.kernels) {
+        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, bandwidth, log });
+        writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
+      }
+      if (lm && model) {
+        log(`end to end on ${model.description} (backend ${lm.backend})`);
+        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, steps, reps: s.reps, kv: s.kv[0], bandwidth, log,
+          onRows: (rows) => writeReport(s.out, { ...results, endToEnd: [...rows] }),
+        });
+      }
+    } finally {
+      await llamaCpp?.dispose();
+      model?.dispose();
+    }
+    const files = writeReport(s.out, results);
+    log(`wrote ${files.join(', ')}`);
+    process.stdout.write(s.json ? JSON.stringify(results, null, 2) + '\n' : markdownReport(results));
+    return 0;
+  },
+};

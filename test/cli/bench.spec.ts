@@ -1,0 +1,143 @@
+/**
+ * `sparq bench` as a user runs it (spawned), at tiny sizes: the JSON document
+ * with its documented fields and SPEC 3's data ratios (computed here from the
+ * formula, not by the command's code), the Markdown report and the SVG plots
+ * in --out, llama.cpp either run beside sparq or reported absent with the
+ * reason (CI has node-llama-cpp, so there it must run), and flag errors.
+ * Speed itself is never asserted: only that each number is a positive rate.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BENCH_FLAGS, benchSettings } from '../../packages/cli/src/bench/flags.ts';
+import { parseFlags } from '../../packages/cli/src/flags.ts';
+import type { BenchResults } from '../../packages/cli/src/bench/report.ts';
+import { UsageError } from '../../packages/cli/src/command.ts';
+import { engines } from '../support/backends.ts';
+import { llamaCppMissing } from '../support/llama-cpp.ts';
+import { runSparq } from '../llm/support.ts';
+
+const SEQS = [64, 128];
+const E2E_SEQS = [32, 64];
+const HEADS = 2;
+const D = 128; // the sweep's head dim
+const R = D / 8;
+const SPAWN_MS = 60_000;
+/** Relative tolerance for ratios the command computes in f64 from the same integers. */
+const F64_REL = 1e-12;
+
+const dir = mkdtempSync(join(tmpdir(), 'sparq-bench-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const hasNative = engines.some((e) => e.name === 'native');
+const llamaMissing = await llamaCppMissing();
+
+/** SPEC 3: elements per KV head, dense over SparQ (with reallocation) at S, head dim d. */
+const dataRatio = (S: number, k: number) => (2 * S * D + 2 * D) / (S * R + 2 * k * D + 4 * D);
+
+describe('sparq bench --quick', () => {
+  let run: ReturnType<typeof runSparq>;
+  let res: BenchResults;
+  beforeAll(() => {
+    run = runSparq('bench', '--quick', '--seq', SEQS.join(','), '--e2e-seq', E2E_SEQS.join(','), '--decode', '2', '--time', '5', '--json', '--out', dir);
+    res = JSON.parse(run.stdout) as BenchResults;
+  }, SPAWN_MS);
+
+  it('exits 0 with JSON on stdout and progress on stderr', () => {
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/kernels \w+ 1t f32 k-twice S=64/);
+    expect(run.stderr).toMatch(/e2e sparq 1t S=32/);
+    expect(res.command).toContain('sparq bench --quick');
+    expect(res.machine.cores).toBeGreaterThan(0);
+    expect(Array.isArray(res.machine.flags)).toBe(true);
+    if (hasNative) {
+      expect(res.nativeKernel).toBeTruthy();
+      expect(res.bandwidth.map((b) => b.threads)).toEqual([1]);
+      expect(res.bandwidth[0].gbPerS).toBeGreaterThan(0);
+    }
+  });
+
+  it('sweeps dense and SparQ (k = S/8, S/16) at each S, with the data ratio of SPEC 3', () => {
+    const rows = res.kernels;
+    expect(rows.map((r) => [r.S, r.method, r.k])).toEqual(SEQS.flatMap((S) => [[S, 'dense', 0], [S, 'sparq', S / 8], [S, 'sparq', S / 16]]));
+    for (const r of rows) {
+      expect(r.ms).toBeGreaterThan(0);
+      expect(r).toMatchObject({ threads: 1, kv: 'f32', layout: 'k-twice' });
+      if (r.method === 'dense') {
+        expect(r.dataRatio).toBe(1);
+        expect(r.bytes).toBe(HEADS * (2 * r.S * D + 2 * D) * 4);
+      } else {
+        expect(r).toMatchObject({ r: R, l: r.k / 4 });
+        expect(r.dataRatio).toBeCloseTo(dataRatio(r.S, r.k), 10);
+        const dense = rows.find((d) => d.method === 'dense' && d.S === r.S)!;
+        expect(Math.abs(r.speedup - dense.ms / r.ms)).toBeLessThan(F64_REL * r.speedup);
+      }
+      expect(Math.abs(r.gbPerS - r.bytes / (r.ms * 1e6))).toBeLessThan(F64_REL * r.gbPerS);
+      if (hasNative) expect(r.pctBandwidth).toBeGreaterThan(0);
+    }
+  });
+
+  it('runs the generated model end to end, and llama.cpp beside it or says why not', () => {
+    expect(res.model?.source).toBe('generated');
+    const sparq = res.endToEnd.filter((r) => r.system === 'sparq');
+    expect(sparq.map((r) => [r.S, r.method, r.k])).toEqual(E2E_SEQS.flatMap((S) => [[S, 'dense', 0], [S, 'sparq', S / 8], [S, 'sparq', S / 16]]));
+    for (const r of res.endToEnd) {
+      expect(r.prefillTokS).toBeGreaterThan(0);
+      expect(r.decodeTokS).toBeGreaterThan(0);
+      expect(r.decodeBytes).toBeGreaterThan(res.model!.weightBytes);
+    }
+    const llama = res.endToEnd.filter((r) => r.system === 'llama.cpp');
+    if (process.env.CI === 'true' || llamaMissing === null) {
+      expect(llamaMissing, 'CI installs node-llama-cpp').toBeNull();
+      expect(res.llamaCpp.status).toBe('ran');
+      expect(llama.map((r) => [r.S, r.method, r.kv])).toEqual(E2E_SEQS.map((S) => [S, 'dense', 'f16']));
+    } else {
+      expect(res.llamaCpp.status).toBe('absent');
+      expect(res.llamaCpp.reason).toMatch(/node-llama-cpp/);
+      expect(llama).toEqual([]);
+    }
+  });
+
+  it('writes results.json, the Markdown tables and the SVG plots', () => {
+    expect(JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'))).toEqual(res);
+    const md = readFileSync(join(dir, 'results.md'), 'utf8');
+    expect(md).toMatch(/^# sparq bench/);
+    expect(md).toContain('| backend | threads | KV | layout | S | dense ms |');
+    expect(md).toContain('| threads | S | system | decode attention |');
+    for (const S of E2E_SEQS) expect(md).toMatch(new RegExp(`\\| 1 \\| ${S} \\| sparq \\| SparQ r ${R}, k S/8 \\|`));
+    for (const name of ['speedup.svg', 'decode-tokens.svg', 'prefill-tokens.svg', 'bandwidth.svg']) {
+      const svg = readFileSync(join(dir, name), 'utf8');
+      expect(svg, name).toMatch(/^<svg [^>]*>[\s\S]*<\/svg>\n$/);
+      expect(svg, name).toContain('<polyline');
+    }
+    expect(readFileSync(join(dir, 'speedup.svg'), 'utf8')).toContain('data ratio, k S/8');
+  });
+});
+
+describe('sparq bench flags', () => {
+  const settings = (...argv: string[]) => benchSettings(parseFlags(argv, BENCH_FLAGS));
+  it.each([
+    [['--seq', '8'], '--seq 8, expected integers in [16, 1048576]'],
+    [['--seq', '64,,128'], '--seq 64,,128: an empty item'],
+    [['--seq', '64,64'], '--seq 64,64: an item is repeated'],
+    [['--threads', '0'], '--threads 0, expected integers in [1, 256]'],
+    [['--backend', 'gpu'], '--backend gpu, expected one of native, reference'],
+    [['--kv', 'f8'], '--kv f8, expected one of f32, f16'],
+    [['--decode', '0'], '--decode 0, expected an integer in [1, 4096]'],
+    [['--no-kernels', '--no-e2e'], 'nothing left to run'],
+  ])('%j: %s', (argv, message) => {
+    expect(() => settings(...argv)).toThrow(UsageError);
+    expect(() => settings(...argv)).toThrow(message);
+  });
+  it('prints the usage with exit 2 for a bad flag, and exit 1 naming a missing model', () => {
+    const bad = runSparq('bench', '--threads', 'two');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--threads two, expected integers in [1, 256]');
+    expect(bad.stderr).toContain('sparq bench [--model FILE]');
+    const missing = join(dir, 'absent.gguf');
+    const r = runSparq('bench', '--quick', '--no-kernels', '--model', missing, '--out', join(dir, 'none'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(missing);
+    expect(existsSync(join(dir, 'none'))).toBe(false);
+  }, SPAWN_MS);
+});
