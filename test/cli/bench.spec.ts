@@ -129,11 +129,11 @@ describe('sparq bench flags', () => {
     expect(() => settings(...argv)).toThrow(UsageError);
     expect(() => settings(...argv)).toThrow(message);
   });
-  it('prints the usage with exit 2 for a bad flag, and exit 1 naming a missing model', () => {
+  it('exits 2 with a one-line usage error for a bad flag, and exit 1 naming a missing model', () => {
     const bad = runSparq('bench', '--threads', 'two');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--threads two, expected integers in [1, 256]');
-    expect(bad.stderr).toContain('sparq bench [--model FILE]');
+    expect(bad.stderr).toContain("(see 'sparq bench --help')");
     const missing = join(dir, 'absent.gguf');
     const r = runSparq('bench', '--quick', '--no-kernels', '--model', missing, '--out', join(dir, 'none'));
     expect(r.code).toBe(1);

@@ -6,10 +6,9 @@
  * first bad layer, and bad weights are named at load or conversion.
  */
 import { NonFiniteError, SparqError, SparqRangeError, Tensor, f32ToF16, type Engine } from '@sparq/core';
-import { Session, TextSession, buildModel, checkTensors, ggufTensors, type AttentionConfig, type LoadedModel } from '@sparq/llm';
+import { Session, TextSession, buildModel, checkTensors, ggufTensors, randomLlama, type AttentionConfig, type LoadedModel } from '@sparq/llm';
 import { describe, expect, it } from 'vitest';
 import { referenceEngine } from '../support/backends.ts';
-import { randomLlama } from '@sparq/llm';
 
 const SMALL = { dim: 64, hiddenDim: 128, nLayers: 2, nHeads: 4, nKvHeads: 2, seqLen: 64 };
 const DENSE: AttentionConfig = { method: 'dense', r: 4, k: 8, l: 2, reallocate: true };
