@@ -91,13 +91,27 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     expect(stopped.stderr).toContain('finished: stop text');
   });
 
+  it('--kv-layout single-k: SparQ gathers its components from the key rows, the same greedy text as k-twice', () => {
+    const args = [...base, '-n', '60', '--attention', 'sparq', '--kv', 'f32'];
+    const twice = sparq(...args);
+    const single = sparq(...args, '--kv-layout', 'single-k');
+    expect(twice.code).toBe(0);
+    expect(single.code).toBe(0);
+    expect(twice.stderr).toContain('KV f32 k-twice');
+    expect(single.stderr).toContain('KV f32 single-k');
+    expect(single.stdout.toString('utf8')).toBe(twice.stdout.toString('utf8'));
+    const bad = sparq(...base, '--kv-layout', 'double');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--kv-layout double, expected one of k-twice, single-k');
+  });
+
   it('--json puts the summary on stderr as one JSON object; --json-file writes it to a file', () => {
     const out = join(dir, 'summary.json');
     const r = sparq(...base, '-n', '40', '--json', '--json-file', out);
     expect(r.code).toBe(0);
     const lines = r.stderr.trim().split('\n');
     const summary = JSON.parse(lines[lines.length - 1]);
-    expect(summary).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 } });
+    expect(summary).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(summary);
   });
 

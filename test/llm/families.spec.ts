@@ -123,7 +123,7 @@ export interface Agreement {
 
 /** sparq fed llama.cpp's tokens: logits and greedy choices compared step by step. */
 export function compare(engine: Engine, model: Model, ref: Reference, tolerance: number): Agreement {
-  const session = new Session(engine, model, { capacity: PROMPT.length + STEPS, maxPrefill: PROMPT.length, attention: defaultAttention('dense', model.config.headDim, 256) });
+  const session = new Session(engine, model, { capacity: PROMPT.length + STEPS, maxPrefill: PROMPT.length, attention: defaultAttention('dense', model.config.headDim, 256), kvDType: 'f32' });
   let logits = session.prefill(PROMPT);
   const result: Agreement = { greedyEqual: -1, maxDelta: 0, maxRel: 0, decisiveMismatches: 0 };
   for (let step = 0; step < STEPS; step++) {

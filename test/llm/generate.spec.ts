@@ -49,6 +49,16 @@ describeStories(`stories260K generation${storiesMissing ? ` skipped: ${storiesMi
       for (const a of full) expect(greedy(engine, model, tokenizer, a).tokens, JSON.stringify(a)).toEqual(dense);
     });
 
+    test(`KV defaults to f16 in the method's layout (SparQ k-twice, else single-k); f32 and single-k on request${suffix}`, () => {
+      const { model, tokenizer } = setup();
+      const run = (method: 'dense' | 'sparq', extra: { kvDType?: 'f32'; kvLayout?: 'single-k' } = {}) =>
+        generate(engine, model, tokenizer, '', { steps: 24, temperature: 0, topp: 0.9, seed: 1, attention: defaultAttention(method, 8, 24), ...extra }).session;
+      const cache = (s: ReturnType<typeof run>) => [s.caches[0].dtype, s.caches[0].layout, s.caches[0].kT === null];
+      expect(cache(run('dense'))).toEqual(['f16', 'single-k', true]);
+      expect(cache(run('sparq'))).toEqual(['f16', 'k-twice', false]);
+      expect(cache(run('sparq', { kvDType: 'f32', kvLayout: 'single-k' }))).toEqual(['f32', 'single-k', true]);
+    });
+
     test(`SparQ's default budget reads less than dense, as counted by the kernels${suffix}`, () => {
       const { model, tokenizer } = setup();
       const dense = greedy(engine, model, tokenizer).session;

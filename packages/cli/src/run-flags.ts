@@ -3,15 +3,16 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import type { AttentionMethod, Int4Path, KVDType } from '@sparq/core';
-import { ATTENTION_METHODS, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import type { AttentionMethod, Int4Path, KVDType, KVLayout } from '@sparq/core';
+import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {
   model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
   temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
   r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' }, 'check-tensors': { type: 'boolean' },
+  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
@@ -45,13 +46,14 @@ export function attention(values: Values, headDim: number, context: number): Att
   };
 }
 
-/** Weight conversion on load, INT4 product path, KV element type, whether to check the weights at load. */
-export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType; checkTensors: boolean } {
+/** Weight conversion on load, INT4 product path, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
+export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
   return {
     checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
     int4Path: choice<Int4Path>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
-    kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], 'f32'),
+    kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], DEFAULT_KV_DTYPE),
+    kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], ['k-twice', 'single-k'], 'k-twice'),
   };
 }
 
@@ -77,5 +79,7 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --weights TYPE      convert matrices on load: f32, q4_0 (ggml) or int4 (group 32);
                       default: as the file stores them
   --int4-path PATH    INT4 products: dequant (default) or int8
-  --kv TYPE           KV cache element type, f32 (default) or f16
+  --kv TYPE           KV cache element type, f16 (default) or f32
+  --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
+                      (keys once, 2/3 of the memory; the other methods' default)
   --check-tensors     check every weight and quantization scale is finite at load`;

@@ -14,7 +14,7 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
@@ -73,6 +73,7 @@ export interface ChatOptions extends SamplerOptions {
   /** A system message first in the conversation. */
   system?: string;
   kvDType?: KVDType;
+  kvLayout?: KVLayout;
   int4Path?: Int4Path;
 }
 
@@ -103,7 +104,7 @@ export class Chat {
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, template: ChatTemplate, options: ChatOptions) {
     const context = contextSize(model.config.seqLen, options.context);
-    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, int4Path: options.int4Path });
+    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path });
     this.tokenizer = tokenizer;
     this.template = template;
     this.sampler = new Sampler(model.config.vocabSize, options);
@@ -180,6 +181,7 @@ export function createChat(lm: LanguageModel, path: string, options: Partial<Cha
     topp: 0.9,
     seed: BigInt(Date.now()),
     kvDType: lm.kv,
+    kvLayout: lm.kvLayout,
     int4Path: lm.int4Path,
     ...options,
     context,

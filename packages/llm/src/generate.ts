@@ -9,11 +9,11 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
-import { TextSession } from './text-session.ts';
+import { DEFAULT_PREFILL_CHUNK, TextSession } from './text-session.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import type { Model } from './weights.ts';
@@ -26,6 +26,7 @@ export interface GenerateOptions {
   seed: bigint | number;
   attention: AttentionConfig;
   kvDType?: KVDType;
+  kvLayout?: KVLayout;
   int4Path?: Int4Path;
   /** Called with each printed piece as soon as it is known (streaming). */
   onPiece?: (text: string) => void;
@@ -56,7 +57,7 @@ export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, pro
   const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
   if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: tokens.length, attention: options.attention, kvDType: options.kvDType, int4Path: options.int4Path, stop: options.stop ?? stopRuleOf(model.format) });
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);

@@ -4,11 +4,12 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type AttentionMethod, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { SparqRangeError, type AttentionMethod, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
 import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
+import { DEFAULT_KV_DTYPE } from './forward.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import type { Model, WeightType } from './weights.ts';
@@ -21,8 +22,10 @@ export interface ModelOptions {
   tokenizer?: string;
   /** Convert the matrices on load: 'f32', 'q4_0' or 'int4'; default: as the file stores them. */
   weights?: WeightType;
-  /** KV cache element type of sessions, default 'f32'. */
+  /** KV cache element type of sessions, default DEFAULT_KV_DTYPE (f16). */
   kv?: KVDType;
+  /** KV cache layout of sessions, default defaultKVLayout(attention method). */
+  kvLayout?: KVLayout;
   /** Decode attention of sessions, default { method: 'dense' }. */
   attention?: AttentionSettings;
   /** INT4 matrix products, default 'dequant'. */
@@ -44,7 +47,7 @@ export interface CreateSessionOptions {
   attention?: AttentionSettings;
   /** Overrides the model's KV type. */
   kv?: KVDType;
-  /** Most prompt tokens per forward step (default 64). */
+  /** Most prompt tokens per forward step (default DEFAULT_PREFILL_CHUNK). */
   prefillChunk?: number;
 }
 
@@ -58,6 +61,7 @@ export class LanguageModel {
   /** Where the tokenizer came from. */
   readonly tokenizerSource: string;
   readonly kv: KVDType;
+  readonly kvLayout: KVLayout | undefined;
   readonly attention: AttentionSettings;
   readonly int4Path: Int4Path;
 
@@ -66,7 +70,8 @@ export class LanguageModel {
     this.model = model;
     this.tokenizer = tokenizer;
     this.tokenizerSource = options.tokenizerSource ?? 'given';
-    this.kv = options.kv ?? 'f32';
+    this.kv = options.kv ?? DEFAULT_KV_DTYPE;
+    this.kvLayout = options.kvLayout;
     this.attention = options.attention ?? {};
     this.int4Path = options.int4Path ?? 'dequant';
   }
@@ -111,6 +116,7 @@ export class LanguageModel {
       contextSize,
       attention: this.resolveAttention(contextSize, options.attention),
       kvDType: options.kv ?? this.kv,
+      kvLayout: this.kvLayout,
       int4Path: this.int4Path,
       prefillChunk: options.prefillChunk,
       stop: stopRuleOf(this.model.format),

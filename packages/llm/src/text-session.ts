@@ -24,7 +24,7 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type Int4Path, type KVDType } from '@sparq/core';
+import { SparqError, SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
 import { stops, type StopRule } from './generation-limits.ts';
@@ -35,7 +35,7 @@ import type { Tokenizer } from './tokenizer.ts';
 import type { Model } from './weights.ts';
 
 /** Prompt tokens forwarded in one step unless a session says otherwise. */
-export const DEFAULT_PREFILL_CHUNK = 64;
+export const DEFAULT_PREFILL_CHUNK = 512;
 
 export interface TextSessionOptions {
   /** KV positions: prompt and generated tokens of the whole conversation, at most the model's seq_len. */
@@ -44,6 +44,7 @@ export interface TextSessionOptions {
   attention: AttentionConfig;
   /** KV cache element type, default 'f32'. */
   kvDType?: KVDType;
+  kvLayout?: KVLayout;
   /** INT4 matrix products, default 'dequant'. */
   int4Path?: Int4Path;
   /** Most prompt tokens forwarded in one step (default 64). Generation yields to the event loop between steps. */
@@ -160,7 +161,7 @@ export class TextSession {
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
     const chunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
     if (!Number.isInteger(chunk) || chunk < 1) throw new SparqRangeError(`TextSession: prefillChunk ${chunk}, expected an integer >= 1`);
-    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, int4Path: options.int4Path });
+    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';

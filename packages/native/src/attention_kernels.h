@@ -7,6 +7,7 @@
 // query heads of the group (heads in blocks of G in registers, rows in blocks of R);
 // weighted V sums keep (G heads x C vectors) accumulators in registers per pass.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,8 @@ inline typename V::F load_n(const T* p, size_t avail) {
 constexpr size_t kStreamAhead = 4096;  // 2-8 KB measured alike; 0 (only the current block) a little slower
 // SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream.
 constexpr size_t kColsAhead = 1024;
+// Gathered rows (SparQ step 3, the baselines) are prefetched this many rows ahead.
+constexpr size_t kGatherAhead = 8;
 template <class T>
 inline size_t stream_ahead_rows(size_t d) {
   const size_t row = d * sizeof(T);
@@ -136,27 +139,26 @@ void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32
 }
 
 // ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
-// One pass over the rows for the C vectors of output columns from i0; with `Full` all are
+// One pass over rows [0, n) for the C vectors of output columns from i0; with `Full` all are
 // whole vectors, else only `cols` columns are valid (masked loads read zeros past them).
+// `add`: start from out's values (a later chunk of rows), else from zero. Only the first pass
+// (i0 == 0) prefetches, whole rows: the later passes find them in L1 (see pv_heads).
+// Rows up to `known` (>= n) may be prefetched: those of the next chunk.
 template <class V, class T, int G, int C, bool Full>
-inline void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t i0,
-                    size_t cols) {
+inline void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
+                    size_t i0, size_t cols, bool add) {
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
 #pragma GCC unroll 16
-    for (int c = 0; c < C; c++) acc[t][c] = V::zero();
-  const size_t ahead = stream_ahead_rows<T>(d);
+    for (int c = 0; c < C; c++) acc[t][c] = add ? load_n<V>(out + t * d + i0 + c * V::W, Full ? V::W : avail(c)) : V::zero();
+  const size_t ahead = pos.pos ? kGatherAhead : stream_ahead_rows<T>(d);  // gathered rows: the prefetcher cannot guess them
+  const size_t row_bytes = d * sizeof(T);
   for (size_t j = 0; j < n; j++) {
     const T* row = v + static_cast<size_t>(pos[j]) * d + i0;
-    // Gathered rows: the prefetcher cannot guess them. Contiguous rows: see kStreamAhead.
-    if (pos.pos) {
-      if (j + 4 < n) V::prefetch_row(v + static_cast<size_t>(pos[j + 4]) * d + i0, C * V::W * sizeof(T));
-    } else if (j + ahead < n) {
-      V::prefetch_row(row + ahead * d, C * V::W * sizeof(T));
-    }
+    if (i0 == 0 && j + ahead < known) V::prefetch_row(v + static_cast<size_t>(pos[j + ahead]) * d, row_bytes);
     F w[G];
 #pragma GCC unroll 16
     for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
@@ -174,17 +176,31 @@ inline void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, c
 // Columns [i0, d) in passes of C whole vectors while they fit, then C / 2, ... (at most one
 // pass of each smaller width), then one partial vector: no per-vector bounds checks in the row loop.
 template <class V, class T, int G, int C>
-inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t i0) {
+inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+                      size_t ldp, size_t i0, bool add) {
   constexpr size_t step = static_cast<size_t>(C) * V::W;
-  for (; i0 + step <= d; i0 += step) pv_pass<V, T, G, C, true>(out, v, d, pos, n, p, ldp, i0, step);
-  if constexpr (C > 1) pv_passes<V, T, G, C / 2>(out, v, d, pos, n, p, ldp, i0);
-  else if (i0 < d) pv_pass<V, T, G, 1, false>(out, v, d, pos, n, p, ldp, i0, d - i0);
+  for (; i0 + step <= d; i0 += step) pv_pass<V, T, G, C, true>(out, v, d, pos, n, known, p, ldp, i0, step, add);
+  if constexpr (C > 1) pv_passes<V, T, G, C / 2>(out, v, d, pos, n, known, p, ldp, i0, add);
+  else if (i0 < d) pv_pass<V, T, G, 1, false>(out, v, d, pos, n, known, p, ldp, i0, d - i0, add);
 }
 
+// When a row takes several passes (d > C W: f32 or f16 d 128 on AVX2), the rows go in chunks
+// of about kPvChunkBytes, which stay in L1 from one pass to the next: every row comes from
+// memory once, not once per pass (SparQ's gathered rows from DRAM twice, dense's second pass
+// from L3). The accumulators go through `out` between chunks: the same fma sequence per
+// output element as one unchunked pass, so the results are bit-identical.
+constexpr size_t kPvChunkBytes = 16384;
 template <class V, class T, int G>
 inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
-  pv_passes<V, T, G, C>(out, v, d, pos, n, p, ldp, 0);
+  const size_t chunk = std::max<size_t>(8, kPvChunkBytes / (d * sizeof(T)));
+  size_t j0 = 0;
+  do {
+    const size_t m = std::min(chunk, n - j0);
+    const Positions at{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)};
+    pv_passes<V, T, G, C>(out, v, d, at, m, n - j0, p + j0, ldp, 0, j0 > 0);
+    j0 += m;
+  } while (j0 < n);
 }
 
 template <class V, class T>

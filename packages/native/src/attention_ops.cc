@@ -202,13 +202,14 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
       for (size_t j = 0; j < local; j++) s.idx2[kk - local + j] = static_cast<int32_t>(first + (n - local) + j);
     }
     // alpha_t = sum of s_hat_t over i2.
+    // The selected entries are gathered first: with g = 1 they are logits, exp'd by the SIMD exp_sum.
     std::vector<double> alpha(g, 0.0);
+    s.sel.resize(kk);
     for (size_t t = 0; t < g; t++) {
+      for (size_t j = 0; j < kk; j++) s.sel[j] = s.logits[t * n + (s.idx2[j] - first)];
       double sum = 0;
-      for (size_t j = 0; j < kk; j++) {
-        const float x = s.logits[t * n + (s.idx2[j] - first)];
-        sum += g > 1 ? x : std::exp(static_cast<double>(x) - mx[t]);
-      }
+      if (g > 1) for (size_t j = 0; j < kk; j++) sum += s.sel[j];
+      else sum = kt.exp_sum(s.sel.data(), kk, mx[t], false);
       alpha[t] = sum * inv[t];
     }
 

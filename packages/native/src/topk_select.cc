@@ -1,11 +1,13 @@
 // Exact top-m selection of SparQ and the baselines: not a sort, and each score is
 // touched once with SIMD in the common case.
 //   1. Estimate a threshold t below the m-th largest score from a strided sample
-//      (its rank in the sample is padded by three standard deviations).
+//      (its rank in the sample is padded by three standard deviations), for any m:
+//      SparQ's realistic budgets are k = S/8 and S/16.
 //   2. One SIMD pass keeps the indices with x >= t (filter_ge), ascending.
 //   3. If that kept at least m (and not too many), the m best are among them:
 //      every score left out is < t <= the m-th largest. The m-th value T is found
-//      with nth_element on the few candidates; all scores > T are taken, and the
+//      with nth_element on the candidates below a second, higher sample threshold
+//      (those above it are surely in); all scores > T are taken, and the
 //      scores == T by lowest index (SPEC 2's tie rule), so the set is exact.
 //   4. Otherwise the threshold is moved and the pass repeated; after a few tries
 //      (e.g. long runs of equal scores) step 3 runs on all n scores.
@@ -27,21 +29,42 @@ struct SelectScratch {
 
 inline float rank_key(float v) { return std::isnan(v) ? -INFINITY : v; }
 
-// The m best of the candidates idx[0..c) (ascending) of x, into out (ascending, plus base).
-void select_among(const float* x, const int32_t* idx, size_t c, size_t m, int32_t base, int32_t* out,
+// The m best of the candidates idx[0..c) (ascending; all of x[0..c) when idx is null), into out
+// (ascending, plus base). Keys >= hi (NaN: none) are among the m best as soon as fewer than m
+// of them exist: the m-th largest key T is then below hi. They are only counted, and T is
+// found by nth_element among the other candidates alone.
+void select_among(const float* x, const int32_t* idx, size_t c, size_t m, float hi, int32_t base, int32_t* out,
                   std::vector<float>& vals) {
+  auto key = [&](size_t i) { return rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]); };
+  // Branch-free splits and picks below: whether a candidate is in is data-dependent, unpredictable.
   vals.resize(c);
-  for (size_t i = 0; i < c; i++) vals[i] = rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]);
-  std::nth_element(vals.begin(), vals.begin() + (m - 1), vals.end(), std::greater<float>());
-  const float t = vals[m - 1];  // the m-th largest key
-  size_t above = 0;
-  for (size_t i = 0; i < c; i++) above += rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]) > t;
+  size_t sure = 0, rest = 0;
+  for (size_t i = 0; i < c; i++) {
+    const float v = key(i);
+    const bool in = v >= hi;
+    sure += in;
+    vals[rest] = v;
+    rest += !in;
+  }
+  vals.resize(rest);
+  if (sure >= m) {  // hi was not above the m-th largest: rank every candidate
+    select_among(x, idx, c, m, NAN, base, out, vals);
+    return;
+  }
+  const size_t need = m - sure;
+  std::nth_element(vals.begin(), vals.begin() + (need - 1), vals.end(), std::greater<float>());
+  const float t = vals[need - 1];  // the m-th largest key
+  // Keys > t: the sure ones and, after nth_element, some of those ahead of position need - 1.
+  size_t above = sure;
+  for (size_t i = 0; i + 1 < need; i++) above += vals[i] > t;
   size_t ties = m - above;  // how many keys equal to t to take, lowest index first
   size_t o = 0;
   for (size_t i = 0; i < c && o < m; i++) {
-    const int32_t j = idx ? idx[i] : static_cast<int32_t>(i);
-    const float v = rank_key(x[j]);
-    if (v > t || (v == t && ties > 0 && (ties--, true))) out[o++] = base + j;
+    const float v = key(i);
+    const bool tie = v == t && ties > 0;
+    ties -= tie;
+    out[o] = base + (idx ? idx[i] : static_cast<int32_t>(i));
+    o += v > t || tie;
   }
 }
 
@@ -54,35 +77,48 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
     return;
   }
   thread_local SelectScratch s;
-  constexpr size_t kSample = 512;
-  // Small rows, or m a large share of n: the candidates would be most of the row anyway.
-  if (n <= 4 * kSample || m * 16 > n) {
-    select_among(x, nullptr, n, m, base, out, s.vals);
+  constexpr size_t kSample = 1024;
+  if (n <= 4 * kSample) {  // small rows: the candidates would be most of the row anyway
+    select_among(x, nullptr, n, m, NAN, base, out, s.vals);
     return;
   }
-  // Strided sample, sorted descending by nth_element at the padded rank.
+  // Strided sample, partly ordered (descending) by nth_element at the threshold's rank.
   const size_t step = n / kSample;
   s.sample.resize(kSample);
   for (size_t i = 0; i < kSample; i++) s.sample[i] = rank_key(x[i * step + step / 2]);
-  const double expect = static_cast<double>(m) * kSample / n;
-  size_t rank = static_cast<size_t>(expect + 3.0 * std::sqrt(expect) + 4.0);
-  const size_t cap = std::min(n, 8 * m + 512);
-  s.cand.resize(cap + 1);
+  // The m-th largest of x sits near rank expect = m kSample / n of the sample, give or take the
+  // binomial spread sd = sqrt(expect (1 - m / n)); a threshold at rank expect + 3 sd keeps at least
+  // m of x with high probability (and about m + 3 sd n / kSample: few more than needed).
+  const double share = static_cast<double>(m) / static_cast<double>(n);
+  const double expect = share * kSample, pad = 3.0 * std::sqrt(expect * (1.0 - share)) + 4.0;
+  double rank = expect + pad;
   for (int attempt = 0; attempt < 4 && rank < kSample; attempt++) {
-    std::nth_element(s.sample.begin(), s.sample.begin() + rank, s.sample.end(), std::greater<float>());
-    const float t = s.sample[rank];
+    const size_t at = static_cast<size_t>(rank);
+    std::nth_element(s.sample.begin(), s.sample.begin() + at, s.sample.end(), std::greater<float>());
+    const float t = s.sample[at];
+    // Room for twice the expected count: more means long runs of equal scores at t.
+    const size_t cap = std::min(n, static_cast<size_t>(2.0 * (rank + 1) * static_cast<double>(n) / kSample) + 512);
+    s.cand.resize(cap + 1);
     const size_t c = kt.filter_ge(x, n, t, s.cand.data(), cap, 0);
     if (c > cap) {
-      rank = rank / 2;  // too many kept: raise the threshold
-      if (rank * 2 < expect) break;
+      if (rank <= expect) break;
+      rank = expect + (rank - expect) / 2;  // too many kept: raise the threshold
     } else if (c < m) {
-      rank = rank * 2 + 1;  // too few: lower it
+      rank += 2 * pad;  // too few (an unlucky sample): lower it
     } else {
-      select_among(x, s.cand.data(), c, m, base, out, s.vals);
+      // An upper threshold from the sample, 2 pad ranks above t: the candidates at or above it
+      // (most of them) are surely among the m best and skip the exact selection.
+      const size_t hi_at = static_cast<size_t>(std::max(0.0, rank - 2 * pad));
+      float hi = NAN;
+      if (hi_at > 0 && hi_at < at) {
+        std::nth_element(s.sample.begin(), s.sample.begin() + hi_at, s.sample.begin() + at, std::greater<float>());
+        hi = s.sample[hi_at];
+      }
+      select_among(x, s.cand.data(), c, m, hi, base, out, s.vals);
       return;
     }
   }
-  select_among(x, nullptr, n, m, base, out, s.vals);
+  select_among(x, nullptr, n, m, NAN, base, out, s.vals);
 }
 
 }  // namespace sparq

@@ -21,7 +21,7 @@ const EXIT_INTERRUPTED = 130;
 const USAGE = `sparq generate --model FILE [--tokenizer FILE] [--prompt TEXT | --prompt-file FILE] [-n N] [--ctx N]
                 [--temperature T] [--top-p P] [--seed S] [--stop TEXT ...]
                 [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
-                [--weights f32|q4_0|int4] [--int4-path dequant|int8] [--kv f32|f16]
+                [--weights f32|q4_0|int4] [--int4-path dequant|int8] [--kv f16|f32] [--kv-layout k-twice|single-k]
                 [--json] [--json-file FILE]
 
 Generates text as llama2.c's run does: -n counts positions including BOS (default
@@ -55,13 +55,13 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, int4Path, kvDType: kv, checkTensors } = storage(values);
+    const { weights, int4Path, kvDType: kv, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, int4Path, fallback, checkTensors });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, int4Path, fallback, checkTensors });
     const c = model.config;
     const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
     const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));
@@ -99,7 +99,7 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv,
+      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kvLayout: session.forward.caches[0].layout,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
       ...result, text: undefined,
@@ -113,7 +113,7 @@ export const generateCommand: Command = {
       const rate = (n: number) => (n > 0 ? n.toFixed(1) : '-');
       const lines = [
         `model ${values.model}: ${model.model.format}; ${describeConfig(c)}`,
-        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv}`,
+        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
         `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (SPEC 3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
