@@ -28,8 +28,9 @@ function load(model: ToWorker & { type: 'load' }): void {
   const base = new Engine(createReferenceBackend());
   const opened = openModelBytes(base, model.model, model.tokenizer);
   const probe = new ProbeEngine(base, opened.config.nLayers);
-  // The same weights and tokenizer, on the engine that records queries.
-  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource });
+  // The same weights and tokenizer, on the engine that records queries. The lesson replays steps
+  // from the cache's f32 rows, so the cache is f32 (the engine's default is f16).
+  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource, kv: 'f32' });
   loaded = { model: language, probe, base };
   last = null;
   const c = opened.config;
