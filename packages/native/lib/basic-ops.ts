@@ -41,6 +41,11 @@ export interface BasicAddon {
    * SPARQ_NATIVE_INT8_PREFILL's choice (default on). Returns whether it runs for q8_0 now.
    */
   setInt8Prefill: (on: boolean | null) => boolean;
+  /**
+   * Whether matmul with fewer than 8 activation rows takes the integer per-row product for block
+   * weights now (the AVX2 path, same switch as setInt8Prefill).
+   */
+  int8DecodeRuns: () => boolean;
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;

@@ -10,6 +10,7 @@
 #include "gemm_q8.h"
 #include "int4.h"
 #include "matvec.h"
+#include "matvec_q8.h"
 #include "quant.h"
 #include "threads.h"
 
@@ -105,8 +106,9 @@ namespace {
 
 std::atomic<int> int8_prefill_forced{-1};  // -1: SPARQ_NATIVE_INT8_PREFILL decides; else 0 / 1
 
-// Whether matmul may take the integer product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
-// SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0) keeps every product in f32.
+// Whether matmul may take the integer products (gemm_q8.h for n >= GEMM_MIN_N on VNNI, matvec_q8.h
+// for fewer rows on AVX2): on by default, SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0)
+// keeps every product in f32.
 bool int8_prefill_on() {
   static const bool env = [] {
     const char* v = std::getenv("SPARQ_NATIVE_INT8_PREFILL");
@@ -124,7 +126,16 @@ bool int8_prefill_runs(WeightType t, int64_t n) {
   return n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t) && int8_prefill_on();
 }
 
+bool int8_decode_runs(WeightType t, int64_t n) {
+  return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_prefill_on();
+}
+
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
+  if (int8_decode_runs(t, n)) {
+    RowActs acts;
+    quantize_row_acts_avx2(t, x, n, cols, acts);
+    return split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { matmul_q8_avx2(t, w, acts, rows, out, begin, end); });
+  }
   if (int8_prefill_runs(t, n)) {
     Q8Acts acts;
     size_q8_acts(n, cols, acts);

@@ -26,5 +26,8 @@ void force_amx(int on);
 // (SPARQ_NATIVE_INT8_PREFILL=0, or force_int8_prefill(0); -1 restores the environment's choice).
 bool int8_prefill_runs(WeightType t, int64_t n);
 void force_int8_prefill(int on);
+// matmul's integer per-row product (matvec_q8.h) runs: n < GEMM_MIN_N, a block type, the AVX2 path,
+// and the same switch as the prefill product.
+bool int8_decode_runs(WeightType t, int64_t n);
 
 }  // namespace sparq

@@ -231,6 +231,9 @@ Napi::Value set_int8_prefill(Call call) {
   return Napi::Boolean::New(call.Env(), int8_prefill_runs(WeightType::q8_0, GEMM_MIN_N));
 }
 
+// int8DecodeRuns() -> whether matmul's integer per-row product (matvec_q8.h) runs now for n = 1.
+Napi::Value int8_decode_runs_binding(Call call) { return Napi::Boolean::New(call.Env(), int8_decode_runs(WeightType::q8_0, 1)); }
+
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -245,6 +248,7 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
       {"setInt8Prefill", set_int8_prefill},
+      {"int8DecodeRuns", int8_decode_runs_binding},
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},
