@@ -117,12 +117,18 @@ struct IQ4_NL {
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
 };
 
-// The sub-block scales of chunk c from 16 int16 half-block scales: dword c (scales 2c, 2c + 1) to every
-// dword, then the low int16 across the low 128 bits and the high one across the high 128 bits.
-inline __m256i half_scales(__m256i scales16, int c) {
-  const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-  return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(c)), pick);
+// The sub-block scales of chunk c from its super-block's 16 int16 half-block scales: scales16 with
+// its 128-bit half holding scales 8 (c / 4) .. 8 (c / 4) + 7 copied to both halves (the caller's
+// vpermq, once per 4 chunks), then one in-lane byte shuffle: int16 2 (c % 4) across the low 128 bits,
+// 2 (c % 4) + 1 across the high ones.
+inline __m256i half_scales(__m256i quarter, int c) {
+  const int lo = 4 * (c % 4), hi = lo + 2;
+  const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
+                                        hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
+  return _mm256_shuffle_epi8(quarter, pick);
 }
+// scales16's 128-bit half H (scales 8 H .. 8 H + 7) in both halves.
+inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permute4x64_epi64(scales16, 0xee) : _mm256_permute4x64_epi64(scales16, 0x44); }
 
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
@@ -137,8 +143,8 @@ struct Q2_K {
     s.mins16(8, scaled_u8(_mm_srli_si128(mins, 8), -dmin));
     const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low));
     for (int H = 0; H < 2; ++H) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
-      for (int k = 0; k < 4; ++k) s.sub_chunk(4 * H + k, bits2(b, 2 * k), half_scales(scales, 4 * H + k));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H)), quarter = scales_of_half(scales, H);
+      for (int k = 0; k < 4; ++k) s.sub_chunk(4 * H + k, bits2(b, 2 * k), half_scales(quarter, k));
     }
     s.end_block(f16_at(x + 80));
   }
@@ -165,10 +171,10 @@ struct Q3_K {
     const __m256i scales = _mm256_cvtepi8_epi16(sc);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H)), quarter = scales_of_half(scales, H);
       for (int k = 0; k < 4; ++k) {
         const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * H + k), _mm256_set1_epi8(1)), 2);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(scales, 4 * H + k));
+        s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(quarter, k));
       }
     }
     s.end_block(d);
@@ -224,11 +230,11 @@ struct Q6_K {
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
       const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H)), quarter = scales_of_half(scales, H);
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
         const __m256i nib = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(b, 4), low) : _mm256_and_si256(b, low);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, _mm256_slli_epi16(bits2(h, 2 * k), 4)), half_scales(scales, 4 * H + k));
+        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, _mm256_slli_epi16(bits2(h, 2 * k), 4)), half_scales(quarter, k));
       }
     }
     s.end_block(d);
