@@ -8,8 +8,8 @@
  * Tolerance: the same as test/native/basic.spec.ts (TOL_NMSE, and per element TOL_DOT = twice the
  * f32 dot-product bound, since both sides are within the bound of the exact product); the scalar
  * path stays bit-identical with the reference. Where matmul takes an integer product (the prefill
- * one: n >= 8 on AVX-512 VNNI, the types gemm_q8.h lists; the per-row one: n < 8 on AVX2, every
- * block type, matvec_q8.h), INT8_PRODUCT_BOUND below, derived there.
+ * one: n >= 8 on AVX-512 VNNI, the types gemm_q8.h lists; the opt-in per-row one, switched on here:
+ * n < 8 on AVX2, every block type, matvec_q8.h), INT8_PRODUCT_BOUND below, derived there.
  */
 import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType } from '@sparq/core';
 import fc from 'fast-check';
@@ -171,10 +171,15 @@ for (const path of paths) {
     const ref = referenceEngine;
     const threads = attentionAddon(raw!);
     const before = threads.attnThreads();
+    const addon = raw ? basicAddon(raw) : null;
+    // The AVX2 integer per-row product is opt-in (SPARQ_NATIVE_INT8_DECODE=1): switched on here so
+    // these products check it; the conformance suite checks the default f32 kernels.
     beforeAll(() => {
       expect(raw!.forceKernelPath(path)).toBe(path);
+      expect(addon!.setInt8Decode(true)).toBe(path === 'avx2');
     });
     afterAll(() => {
+      addon!.setInt8Decode(null);
       raw!.forceKernelPath(null);
       threads.attnSetThreads(before);
     });
@@ -183,7 +188,7 @@ for (const path of paths) {
     const isBlock = (dtype: MatrixDType) => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
     /** Whether matmul takes an integer product here (asked once the path is forced). */
     const integer = (dtype: MatrixDType, n: number) =>
-      n >= 8 ? int8Prefill && INT8_PREFILL_TYPES.includes(dtype) : isBlock(dtype) && basicAddon(raw!).int8DecodeRuns();
+      n >= 8 ? int8Prefill && INT8_PREFILL_TYPES.includes(dtype) : isBlock(dtype) && path === 'avx2';
     /** Checks native against the reference: the integer product bound where one runs, else expectProduct. */
     const check = (dtype: MatrixDType, w: Tensor, decoded: Float32Array, x: Float32Array, n: number, rows: number, cols: number) => {
       const want = product(ref, w, x, n, rows, cols);
@@ -228,10 +233,9 @@ for (const path of paths) {
     });
 
     it.runIf(int8Prefill || path === 'avx2')('with the integer products switched off, every block type stays within the f32 bound', () => {
-      const addon = basicAddon(raw!);
-      addon.setInt8Prefill(false);
+      addon!.setInt8Prefill(false);
       try {
-        expect(addon.int8DecodeRuns()).toBe(false);
+        expect(addon!.setInt8Decode(false)).toBe(false);
         for (const dtype of DTYPES.filter(isBlock)) {
           for (const n of int8Prefill ? [1, 13] : [1, 3]) {
             const [rows, cols] = [37, 512];
@@ -242,24 +246,24 @@ for (const path of paths) {
           }
         }
       } finally {
-        addon.setInt8Prefill(null);
+        addon!.setInt8Prefill(null);
+        addon!.setInt8Decode(true);
       }
     });
 
     it.runIf(path === 'avx2')('the AVX2 per-row product is integer for every block type (it differs from the f32 one)', () => {
-      const addon = basicAddon(raw!);
-      expect(addon.int8DecodeRuns()).toBe(true);
+      expect(addon!.setInt8Decode(true)).toBe(true);
       for (const dtype of DTYPES.filter(isBlock)) {
         const [rows, cols, n] = [5, 512, 1];
         const random = seeded(7);
         const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
         const x = uniform(random, n * cols);
         const integerOut = product(nat, w, x, n, rows, cols);
-        addon.setInt8Prefill(false);
+        addon!.setInt8Decode(false);
         try {
           expect(product(nat, w, x, n, rows, cols), dtype).not.toEqual(integerOut);
         } finally {
-          addon.setInt8Prefill(null);
+          addon!.setInt8Decode(true);
         }
       }
     });

@@ -106,9 +106,8 @@ namespace {
 
 std::atomic<int> int8_prefill_forced{-1};  // -1: SPARQ_NATIVE_INT8_PREFILL decides; else 0 / 1
 
-// Whether matmul may take the integer products (gemm_q8.h for n >= GEMM_MIN_N on VNNI, matvec_q8.h
-// for fewer rows on AVX2): on by default, SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0)
-// keeps every product in f32.
+// Whether matmul may take the integer prefill product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
+// SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0) keeps every product in f32.
 bool int8_prefill_on() {
   static const bool env = [] {
     const char* v = std::getenv("SPARQ_NATIVE_INT8_PREFILL");
@@ -126,8 +125,28 @@ bool int8_prefill_runs(WeightType t, int64_t n) {
   return n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t) && int8_prefill_on();
 }
 
+namespace {
+
+std::atomic<int> int8_decode_forced{-1};  // -1: SPARQ_NATIVE_INT8_DECODE decides; else 0 / 1
+
+// Whether matmul may take the integer per-row product (matvec_q8.h) for n < GEMM_MIN_N: off by
+// default (its error is the activation rounding's, beyond SPEC 5's 1e-7 NMSE against the
+// reference), on with SPARQ_NATIVE_INT8_DECODE=1 or force_int8_decode(1).
+bool int8_decode_on() {
+  static const bool env = [] {
+    const char* v = std::getenv("SPARQ_NATIVE_INT8_DECODE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  const int forced = int8_decode_forced.load(std::memory_order_relaxed);
+  return forced < 0 ? env : forced == 1;
+}
+
+}  // namespace
+
+void force_int8_decode(int on) { int8_decode_forced.store(on < 0 ? -1 : on != 0); }
+
 bool int8_decode_runs(WeightType t, int64_t n) {
-  return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_prefill_on();
+  return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_decode_on();
 }
 
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
