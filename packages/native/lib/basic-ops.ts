@@ -43,7 +43,8 @@ export interface BasicAddon {
   setInt8Prefill: (on: boolean | null) => boolean;
   /**
    * Tests and benchmarks: lets matmul with fewer than 8 activation rows take the integer per-row
-   * product for block weights (activations quantized to 8 bits per 32-element block, AVX2) or keeps
+   * product for block weights (activations quantized to 8 bits per 32-element block, AVX2), on the
+   * calling thread, or keeps
    * it f32; null restores SPARQ_NATIVE_INT8_DECODE's choice (default off). Returns whether it runs
    * for q8_0 now (only on the avx2 kernel path).
    */

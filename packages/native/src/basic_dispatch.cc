@@ -127,7 +127,10 @@ bool int8_prefill_runs(WeightType t, int64_t n) {
 
 namespace {
 
-std::atomic<int> int8_decode_forced{-1};  // -1: SPARQ_NATIVE_INT8_DECODE decides; else 0 / 1
+// -1: SPARQ_NATIVE_INT8_DECODE decides; else 0 / 1. Per calling thread (the dispatch decides on the
+// thread that calls matmul), so test files that vitest runs side by side in one process as threads
+// do not switch each other's products.
+thread_local int int8_decode_forced = -1;
 
 // Whether matmul may take the integer per-row product (matvec_q8.h) for n < GEMM_MIN_N: off by
 // default (its error is the activation rounding's, beyond SPEC 5's 1e-7 NMSE against the
@@ -137,13 +140,12 @@ bool int8_decode_on() {
     const char* v = std::getenv("SPARQ_NATIVE_INT8_DECODE");
     return v && std::strcmp(v, "1") == 0;
   }();
-  const int forced = int8_decode_forced.load(std::memory_order_relaxed);
-  return forced < 0 ? env : forced == 1;
+  return int8_decode_forced < 0 ? env : int8_decode_forced == 1;
 }
 
 }  // namespace
 
-void force_int8_decode(int on) { int8_decode_forced.store(on < 0 ? -1 : on != 0); }
+void force_int8_decode(int on) { int8_decode_forced = on < 0 ? -1 : on != 0; }
 
 bool int8_decode_runs(WeightType t, int64_t n) {
   return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_decode_on();
