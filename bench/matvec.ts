@@ -1,6 +1,10 @@
 /**
  * Weight matvec for every weight type, native, 4096 x 4096:
- *   pnpm bench:matvec [--quick] [--types q8_0,int4-dequant] [--paths avx2,avx512] [--threads 1,2]
+ *   pnpm bench:matvec [--quick] [--types q8_0,int4-dequant] [--paths avx2,avx512] [--threads 1,2] [--int8-decode]
+ *
+ * --int8-decode switches on the opt-in AVX2 integer product for block weights (activations
+ * quantized to 8 bits per 32 elements, packages/native/src/matvec_q8.h; SPARQ_NATIVE_INT8_DECODE=1
+ * does the same), which the avx2 rows then use.
  *
  * For each kernel path this CPU runs (avx2, avx512) and thread count (1, 2): GB/s of weight
  * bytes read and the ratio to the read bandwidth measured at the same thread count
@@ -18,6 +22,7 @@ import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 import { measureReadBandwidth, medianMs } from './bandwidth.ts';
 
 const SIZE = 4096;
@@ -36,6 +41,7 @@ const reference = available.find((e) => e.name === 'reference')!;
 if (!native) throw new Error('bench/matvec.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const threadsAddon = attentionAddon(raw);
+if (args.includes('--int8-decode')) basicAddon(raw).setInt8Decode(true);
 
 interface Case {
   type: string;
@@ -96,7 +102,10 @@ const cases = types.map((t) => (t.startsWith('int4-') ? int4Case(native, t.slice
 const paths = (option('paths') ?? ['avx2', 'avx512']).filter((p) => raw.kernelPaths().supported.includes(p));
 const threadCounts = (option('threads') ?? ['1', '2']).map(Number);
 
-console.log(`native: ${raw.info().kernel}; ${SIZE}x${SIZE} matvec, weights streamed from ${STREAM_MB} MB of copies`);
+raw.forceKernelPath('avx2');
+const int8Decode = raw.kernelPaths().supported.includes('avx2') && basicAddon(raw).setInt8Decode(args.includes('--int8-decode') || null);
+raw.forceKernelPath(null);
+console.log(`native: ${raw.info().kernel}; ${SIZE}x${SIZE} matvec, weights streamed from ${STREAM_MB} MB of copies; AVX2 integer block product ${int8Decode ? 'on' : 'off'}`);
 const table: Record<string, string>[] = [];
 const defaultThreads = threadsAddon.attnThreads();
 for (const threads of threadCounts) {

@@ -7,8 +7,9 @@
  *
  * Tolerance: the same as test/native/basic.spec.ts (TOL_NMSE, and per element TOL_DOT = twice the
  * f32 dot-product bound, since both sides are within the bound of the exact product); the scalar
- * path stays bit-identical with the reference. Where matmul takes the integer prefill product
- * (n >= 8 on AVX-512 VNNI, the types gemm_q8.h lists), INT8_PREFILL_BOUND below, derived there.
+ * path stays bit-identical with the reference. Where matmul takes an integer product (the prefill
+ * one: n >= 8 on AVX-512 VNNI, the types gemm_q8.h lists; the opt-in per-row one, switched on here:
+ * n < 8 on AVX2, every block type, matvec_q8.h), INT8_PRODUCT_BOUND below, derived there.
  */
 import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType } from '@sparq/core';
 import fc from 'fast-check';
@@ -62,43 +63,60 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
   for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
-/** The types matmul's integer prefill product handles (gemm_q8.h), and those with a per-sub-block minimum. */
+/** The types matmul's integer prefill product handles (gemm_q8.h). */
 const INT8_PREFILL_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
-const WITH_MIN: readonly MatrixDType[] = ['q4_1', 'q5_1', 'q4_k', 'q5_k'];
 
-/** |mw| of every 32-element sub-block (rows, cols / 32): q4_1 / q5_1's m, q4_k / q5_k's dmin * min; 0 for the others. */
-function subBlockMinimums(dtype: MatrixDType, w: Tensor, rows: number, cols: number): Float64Array {
-  const out = new Float64Array((rows * cols) / 32);
-  if (!WITH_MIN.includes(dtype)) return out;
+/**
+ * |mw_h| of every 16-element half-block (rows, cols / 16), the f32 term the integer products add per
+ * half-block besides dl_h dx (sum c q): q4_1 / q5_1's m, q2_k / q4_k / q5_k's dmin * min, and the
+ * constant offsets the AVX2 per-row product subtracts that way: 4 |dl_h| for q3_k, 32 |dl_h| for
+ * q6_k. 0 for the other types (signed codes, or an offset subtracted in the integer sums). Read from
+ * the blocks as ggml lays them out (core/dtype.ts BLOCK_LAYOUT).
+ */
+function halfBlockMinimums(dtype: MatrixDType, w: Tensor, rows: number, cols: number): Float64Array {
+  const out = new Float64Array((rows * cols) / 16);
+  if (dtype === 'f32' || dtype === 'f16' || dtype === 'bf16') return out;
   const bytes = w.data as Uint8Array;
-  const { elements, bytes: size } = BLOCK_LAYOUT[dtype as BlockDType];
+  const { elements, bytes: size } = BLOCK_LAYOUT[dtype];
   for (let blk = 0; blk < (rows * cols) / elements; blk++) {
     const at = blk * size;
     const f16 = (o: number) => Math.abs(f16ToF32(bytes[at + o] | (bytes[at + o + 1] << 8)));
-    if (elements === 32) out[blk] = f16(2);
-    else {
+    const half = (h: number, v: number) => (out[(blk * elements) / 16 + h] = v);
+    if (dtype === 'q4_1' || dtype === 'q5_1') [0, 1].forEach((h) => half(h, f16(2)));
+    else if (dtype === 'q4_k' || dtype === 'q5_k') {
       for (let j = 0; j < 8; j++) {
         const mn = j < 4 ? bytes[at + 8 + j] & 63 : (bytes[at + 8 + j] >> 4) | ((bytes[at + 4 + j] >> 6) << 4);
-        out[blk * 8 + j] = f16(2) * mn;
+        half(2 * j, f16(2) * mn);
+        half(2 * j + 1, f16(2) * mn);
       }
-    }
+    } else if (dtype === 'q2_k') for (let h = 0; h < 16; h++) half(h, f16(82) * (bytes[at + h] >> 4));
+    else if (dtype === 'q3_k') {
+      const sc = (s: number) => at + 96 + s;
+      for (let h = 0; h < 16; h++) {
+        const low = h < 8 ? bytes[sc(h)] & 15 : bytes[sc(h - 8)] >> 4;
+        const high = (bytes[sc(8 + (h % 4))] >> (2 * (h >> 2))) & 3;
+        half(h, 4 * f16(108) * Math.abs((low | (high << 4)) - 32));
+      }
+    } else if (dtype === 'q6_k') for (let h = 0; h < 16; h++) half(h, 32 * f16(208) * Math.abs((bytes[at + 192 + h] << 24) >> 24));
   }
   return out;
 }
 
 /**
- * INT8_PREFILL_BOUND, native (integer prefill product) vs the f32 reference, per output (t, r):
+ * INT8_PRODUCT_BOUND, native (an integer product) vs the f32 reference, per output (t, r):
  *   |native - ref| <= |native - P| + |ref - P|,  P = sum_j w_j x_j exactly (w decoded as the reference).
  * - |ref - P| <= dotBound(cols, sum_j |w_j x_j|).
- * - native = sum_b f32 terms of dw dx isum_b + mw dx S_b, where the integer sums are exact and the
- *   codes q_j = round(x_j / dx) (dx = the block's step, x_j / dx rounded to f32 first) are off by at
- *   most 1/2 + 2^-16 of a step: replacing x_j by dx q_j moves the product by at most
- *   sum_j |w_j| dx_b (1/2 + 2^-16).
- * - f32 rounding: per sub-block dw * dx, the FMA with f32(isum), dx * S and its FMA (4 roundings),
- *   then cols / 32 accumulations: (cols / 32 + 4) U times the sum of the terms' magnitudes, which
- *   are at most sum_j (|w_j| + 2 |mw_b|) (|x_j| + dx_b) since |dw (u_j - off)| <= |w_j| + |mw_b| (1 + U).
+ * - native = f32 sums of terms dl_h dx (sum_j c_j q_j) + mw_h dx S_h (c_j the integer code, S_h the
+ *   half-block's activation code sum), the integer sums exact; the codes q_j = round(x_j / dx)
+ *   (dx = the 32-element block's step, x_j / dx rounded to f32 first) are off by at most 1/2 + 2^-16
+ *   of a step: replacing x_j by dx q_j moves the product by at most sum_j |w_j| dx_b (1/2 + 2^-16).
+ * - f32 rounding: each term passes through at most cols / 32 + 8 roundings (the products dl dx or
+ *   dx S and the FMAs that add them, the per-super-block multiply by d, the chains' additions and the
+ *   final horizontal sum; an accumulation chain is at most cols / 32 terms long), so (cols / 32 + 8) U
+ *   times the sum of the terms' magnitudes, at most sum_j (|w_j| + 2 |mw_h|) (|x_j| + dx_b) since
+ *   |dl_h c_j| <= |w_j| + |mw_h| (1 + U).
  */
-function int8PrefillBound(w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): Float64Array {
+function int8ProductBound(w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): Float64Array {
   const bound = new Float64Array(n * rows);
   for (let t = 0; t < n; t++) {
     const step = new Float64Array(cols / 32);
@@ -116,10 +134,10 @@ function int8PrefillBound(w: Float32Array, mins: Float64Array, x: Float32Array, 
         const xv = Math.abs(x[t * cols + c]);
         const b = c >> 5;
         rounding += wv * step[b] * (0.5 + 2 ** -16);
-        magnitude += (wv + 2 * mins[(r * cols) / 32 + b]) * (xv + step[b]);
+        magnitude += (wv + 2 * mins[(r * cols + c) >> 4]) * (xv + step[b]);
         absSum += wv * xv;
       }
-      bound[t * rows + r] = rounding + (cols / 32 + 4) * U * magnitude + dotBound(cols, absSum);
+      bound[t * rows + r] = rounding + (cols / 32 + 8) * U * magnitude + dotBound(cols, absSum);
     }
   }
   return bound;
@@ -153,21 +171,30 @@ for (const path of paths) {
     const ref = referenceEngine;
     const threads = attentionAddon(raw!);
     const before = threads.attnThreads();
+    const addon = raw ? basicAddon(raw) : null;
+    // The AVX2 integer per-row product is opt-in (SPARQ_NATIVE_INT8_DECODE=1): switched on here so
+    // these products check it; the conformance suite checks the default f32 kernels.
     beforeAll(() => {
       expect(raw!.forceKernelPath(path)).toBe(path);
+      expect(addon!.setInt8Decode(true)).toBe(path === 'avx2');
     });
     afterAll(() => {
+      addon!.setInt8Decode(null);
       raw!.forceKernelPath(null);
       threads.attnSetThreads(before);
     });
 
     const int8Prefill = raw ? basicAddon(raw).setInt8Prefill(null) && path === 'avx512' : false;
-    /** Checks native against the reference: the integer prefill bound where it runs, else expectProduct. */
+    const isBlock = (dtype: MatrixDType) => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
+    /** Whether matmul takes an integer product here (asked once the path is forced). */
+    const integer = (dtype: MatrixDType, n: number) =>
+      n >= 8 ? int8Prefill && INT8_PREFILL_TYPES.includes(dtype) : isBlock(dtype) && path === 'avx2';
+    /** Checks native against the reference: the integer product bound where one runs, else expectProduct. */
     const check = (dtype: MatrixDType, w: Tensor, decoded: Float32Array, x: Float32Array, n: number, rows: number, cols: number) => {
       const want = product(ref, w, x, n, rows, cols);
       const got = product(nat, w, x, n, rows, cols);
-      if (!(int8Prefill && n >= 8 && INT8_PREFILL_TYPES.includes(dtype))) return expectProduct(path, want, got, absSums(decoded, x, rows, cols, n), cols);
-      const bound = int8PrefillBound(decoded, subBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
+      if (!integer(dtype, n)) return expectProduct(path, want, got, absSums(decoded, x, rows, cols, n), cols);
+      const bound = int8ProductBound(decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
       for (let i = 0; i < want.length; i++) expect(Math.abs(want[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(bound[i]);
     };
     const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
@@ -205,19 +232,39 @@ for (const path of paths) {
       );
     });
 
-    it.runIf(int8Prefill)('with the integer prefill product switched off, n >= 8 stays within the f32 bound (every int8-capable type)', () => {
-      const addon = basicAddon(raw!);
-      addon.setInt8Prefill(false);
+    it.runIf(int8Prefill || path === 'avx2')('with the integer products switched off, every block type stays within the f32 bound', () => {
+      addon!.setInt8Prefill(false);
       try {
-        for (const dtype of INT8_PREFILL_TYPES) {
-          const [rows, cols, n] = [37, 512, 13];
-          const random = seeded(31);
-          const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
-          const x = uniform(random, n * cols);
-          expectProduct(path, product(ref, w, x, n, rows, cols), product(nat, w, x, n, rows, cols), absSums(decoded, x, rows, cols, n), cols);
+        expect(addon!.setInt8Decode(false)).toBe(false);
+        for (const dtype of DTYPES.filter(isBlock)) {
+          for (const n of int8Prefill ? [1, 13] : [1, 3]) {
+            const [rows, cols] = [37, 512];
+            const random = seeded(31);
+            const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
+            const x = uniform(random, n * cols);
+            expectProduct(path, product(ref, w, x, n, rows, cols), product(nat, w, x, n, rows, cols), absSums(decoded, x, rows, cols, n), cols);
+          }
         }
       } finally {
-        addon.setInt8Prefill(null);
+        addon!.setInt8Prefill(null);
+        addon!.setInt8Decode(true);
+      }
+    });
+
+    it.runIf(path === 'avx2')('the AVX2 per-row product is integer for every block type (it differs from the f32 one)', () => {
+      expect(addon!.setInt8Decode(true)).toBe(true);
+      for (const dtype of DTYPES.filter(isBlock)) {
+        const [rows, cols, n] = [5, 512, 1];
+        const random = seeded(7);
+        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+        const x = uniform(random, n * cols);
+        const integerOut = product(nat, w, x, n, rows, cols);
+        addon!.setInt8Decode(false);
+        try {
+          expect(product(nat, w, x, n, rows, cols), dtype).not.toEqual(integerOut);
+        } finally {
+          addon!.setInt8Decode(true);
+        }
       }
     });
 

@@ -41,6 +41,13 @@ export interface BasicAddon {
    * SPARQ_NATIVE_INT8_PREFILL's choice (default on). Returns whether it runs for q8_0 now.
    */
   setInt8Prefill: (on: boolean | null) => boolean;
+  /**
+   * Tests and benchmarks: lets matmul with fewer than 8 activation rows take the integer per-row
+   * product for block weights (activations quantized to 8 bits per 32-element block, AVX2) on the
+   * calling thread, or keeps it f32; null restores SPARQ_NATIVE_INT8_DECODE's choice (default off).
+   * Returns whether it runs for q8_0 now (only on the avx2 kernel path).
+   */
+  setInt8Decode: (on: boolean | null) => boolean;
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;

@@ -10,6 +10,7 @@
 #include "gemm_q8.h"
 #include "int4.h"
 #include "matvec.h"
+#include "matvec_q8.h"
 #include "quant.h"
 #include "threads.h"
 
@@ -105,7 +106,7 @@ namespace {
 
 std::atomic<int> int8_prefill_forced{-1};  // -1: SPARQ_NATIVE_INT8_PREFILL decides; else 0 / 1
 
-// Whether matmul may take the integer product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
+// Whether matmul may take the integer prefill product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
 // SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0) keeps every product in f32.
 bool int8_prefill_on() {
   static const bool env = [] {
@@ -124,7 +125,38 @@ bool int8_prefill_runs(WeightType t, int64_t n) {
   return n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t) && int8_prefill_on();
 }
 
+namespace {
+
+// -1: SPARQ_NATIVE_INT8_DECODE decides; else 0 / 1. Per calling thread (the dispatch decides on the
+// thread that calls matmul), so test files that vitest runs side by side in one process as threads
+// do not switch each other's products.
+thread_local int int8_decode_forced = -1;
+
+// Whether matmul may take the integer per-row product (matvec_q8.h) for n < GEMM_MIN_N: off by
+// default (its error is the activation rounding's, beyond SPEC 5's 1e-7 NMSE against the
+// reference), on with SPARQ_NATIVE_INT8_DECODE=1 or force_int8_decode(1).
+bool int8_decode_on() {
+  static const bool env = [] {
+    const char* v = std::getenv("SPARQ_NATIVE_INT8_DECODE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return int8_decode_forced < 0 ? env : int8_decode_forced == 1;
+}
+
+}  // namespace
+
+void force_int8_decode(int on) { int8_decode_forced = on < 0 ? -1 : on != 0; }
+
+bool int8_decode_runs(WeightType t, int64_t n) {
+  return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_decode_on();
+}
+
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
+  if (int8_decode_runs(t, n)) {
+    RowActs acts;
+    quantize_row_acts_avx2(t, x, n, cols, acts);
+    return split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { matmul_q8_avx2(t, w, acts, rows, out, begin, end); });
+  }
   if (int8_prefill_runs(t, n)) {
     Q8Acts acts;
     size_q8_acts(n, cols, acts);

@@ -26,5 +26,10 @@ void force_amx(int on);
 // (SPARQ_NATIVE_INT8_PREFILL=0, or force_int8_prefill(0); -1 restores the environment's choice).
 bool int8_prefill_runs(WeightType t, int64_t n);
 void force_int8_prefill(int on);
+// matmul's integer per-row product (matvec_q8.h) runs: n < GEMM_MIN_N, a block type, the AVX2 path,
+// and switched on (off by default; SPARQ_NATIVE_INT8_DECODE=1, or force_int8_decode(1) for the
+// calling thread's products; -1 restores the environment's choice).
+bool int8_decode_runs(WeightType t, int64_t n);
+void force_int8_decode(int on);
 
 }  // namespace sparq

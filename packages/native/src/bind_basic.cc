@@ -231,6 +231,15 @@ Napi::Value set_int8_prefill(Call call) {
   return Napi::Boolean::New(call.Env(), int8_prefill_runs(WeightType::q8_0, GEMM_MIN_N));
 }
 
+// setInt8Decode(true | false | null) -> whether matmul's integer per-row product (matvec_q8.h) runs
+// afterwards for n = 1; null restores SPARQ_NATIVE_INT8_DECODE's choice. Tests and benchmarks.
+Napi::Value set_int8_decode(Call call) {
+  if (call[0].IsNull() || call[0].IsUndefined()) force_int8_decode(-1);
+  else if (call[0].IsBoolean()) force_int8_decode(call[0].As<Napi::Boolean>().Value() ? 1 : 0);
+  else throw Napi::TypeError::New(call.Env(), "setInt8Decode: expected a boolean or null");
+  return Napi::Boolean::New(call.Env(), int8_decode_runs(WeightType::q8_0, 1));
+}
+
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -245,6 +254,7 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
       {"setInt8Prefill", set_int8_prefill},
+      {"setInt8Decode", set_int8_decode},
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},

@@ -242,6 +242,37 @@ void matmul_int4_dequant_512(const Int4View& w, const float* x, int64_t n, float
 }
 #endif
 
+// INT4 'dequant' path, AVX2, groups of a multiple of 32: 16 packed bytes (32 elements) per step, their
+// nibbles as signed bytes ((n ^ 8) - 8, 16 at a time), widened 8 at a time (vpmovsxbd from a small
+// buffer) to f32 against the even and odd activations; ASYM subtracts the zero after widening.
+// Per group sum_j (q_j - zero) x_j, times the scale, as the generic loop below.
+template <int NX, bool ASYM>
+inline void int4_dequant_256_row(const Int4View& w, const float* xs, int64_t r, float* res) {
+  const int64_t half = w.cols / 2, hg = w.group / 2, groups = w.groups();
+  const uint8_t* row = w.packed + r * half;
+  const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  alignas(32) int8_t codes[32];  // [even elements' codes | odd elements' codes] of one step
+  two_chains<Vec256, NX>(groups, [&](int64_t g, __m256* acc) {
+    const __m256i zero = _mm256_set1_epi32(w.zeros[r * groups + g]);
+    __m256 part[NX];
+    for (int k = 0; k < NX; ++k) part[k] = _mm256_setzero_ps();
+    for (int64_t j = g * hg; j < (g + 1) * hg; j += 16) {
+      const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)), _mm_set1_epi8(static_cast<char>(0x88)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(codes), _mm_sub_epi8(_mm_and_si128(b, low), eight));
+      _mm_store_si128(reinterpret_cast<__m128i*>(codes + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low), eight));
+      for (int s = 0; s < 32; s += 8) {
+        __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + s)));
+        if (ASYM) q = _mm256_sub_epi32(q, zero);
+        const __m256 v = _mm256_cvtepi32_ps(q);
+        const int64_t at = (s < 16 ? 0 : half) + j + s % 16;  // even[j + s] or odd[j + s - 16]
+        for (int k = 0; k < NX; ++k) part[k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xs + k * w.cols + at), part[k]);
+      }
+    }
+    const __m256 scale = _mm256_set1_ps(w.scales[r * groups + g]);
+    for (int k = 0; k < NX; ++k) acc[k] = _mm256_fmadd_ps(part[k], scale, acc[k]);
+  }, res);
+}
+
 // INT4 'dequant' path. The activation rows are first split into even and odd
 // elements (x_even[j] = x[2j]) so a packed byte's two nibbles meet their
 // activations without shuffles; per group sum_j (q_j - zero) x_j, times the scale.
@@ -268,6 +299,9 @@ void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, floa
   for_each_tile(n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
     constexpr int NX = decltype(nx)::value;
     const float* xs = split.data() + t0 * w.cols;
+    if constexpr (std::is_same<V, Vec256>::value) {
+      if (w.group % 32 == 0) return w.symmetric ? int4_dequant_256_row<NX, false>(w, xs, r, res) : int4_dequant_256_row<NX, true>(w, xs, r, res);
+    }
     const uint8_t* row = w.packed + r * half;
     float tail[NX] = {};
     two_chains<V, NX>(groups, [&](int64_t g, F* acc) {
