@@ -38,16 +38,7 @@ export function nmse(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 /** A seeded uniform generator in [0, 1) (mulberry32), so fixed random data is the same every run. */
-export function seeded(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
+export { mulberry32 as seeded } from '@sparq/llm';
 
 /** `count` uniform values in [-1, 1) as an f32 array, from `random`. */
 export function uniform(random: () => number, count: number): Float32Array {

@@ -10,7 +10,7 @@ import { FormatError, SparqError } from '@sparq/core';
 import { bytesSource, randomLlama, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, readLlama2cTokenizer, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
 import type { Engine } from '@sparq/core';
 import { llama2cCheckpoint } from '../llm/random-model.ts';
-import { rng } from './ops.ts';
+import { seeded } from '../conformance/numeric.ts';
 
 const U32 = [0, 1, 2, 9, 13, 16, 30, 99, 0x7fffffff, 0xffffffff, 1 << 24];
 const U64 = [0n, 1n, 2n ** 31n, 2n ** 32n, 2n ** 40n, 2n ** 63n, 2n ** 64n - 1n];
@@ -41,7 +41,7 @@ export interface FileFuzzReport {
 
 /** Runs `parse` on `cases` mutations of `good`; any error but a FormatError throws at once, naming the case. */
 function run(name: string, good: Uint8Array, headerBytes: number, cases: number, seed: number, parse: (bytes: Uint8Array) => void): FileFuzzReport {
-  const random = rng(seed);
+  const random = seeded(seed);
   const report = { cases, formatErrors: 0, loaded: 0 };
   for (let i = 0; i < cases; i++) {
     const bytes = mutate(good, headerBytes, random);
@@ -108,7 +108,7 @@ function randomText(random: () => number): string {
 
 /** Random text through encode and decode: ids in range, and any error a SparqError; returns the cases run. */
 export function fuzzTokenizerText(cases: number, seed: number): number {
-  const random = rng(seed);
+  const random = seeded(seed);
   const t = m.tokenizer;
   for (let i = 0; i < cases; i++) {
     const text = randomText(random);

@@ -10,6 +10,7 @@
  * other with NaN and infinities in the same places (docs/edge-cases.md).
  */
 import { H2OState, Int4Matrix, KVCache, SparqError, SparqTrace, Tensor, UnsupportedOpError, f32ToBf16, f32ToF16, type BlockDType, type Engine } from '@sparq/core';
+import { seeded } from '../conformance/numeric.ts';
 
 /** Relative agreement of two backends' finite outputs: a consistency check, far looser than the conformance bounds. */
 export const AGREE = 2e-3;
@@ -25,17 +26,6 @@ export interface FuzzCase {
   run(engine: Engine): Outcome;
 }
 
-/** mulberry32: a small seeded generator in [0, 1). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 type ValueMode = 'dyadic' | 'random' | 'special';
 const SPECIALS = [NaN, Infinity, -Infinity, 1e30, -1e30, 3e38, 0, -0, 70000];
@@ -49,7 +39,7 @@ class Draw {
   /** Set when a value of magnitude >= HUGE was drawn: products may overflow f32, results are unspecified. */
   huge = false;
   constructor(seed: number) {
-    this.random = rng(seed);
+    this.random = seeded(seed);
     const m = this.random();
     this.mode = m < 0.5 ? 'dyadic' : m < 0.8 ? 'random' : 'special';
   }

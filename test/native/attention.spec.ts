@@ -22,6 +22,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon, type AttentionAddon } from '../../packages/native/lib/attention-ops.ts';
+import { seeded } from '../conformance/numeric.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
 const TOL_Y = 1e-5;
@@ -63,16 +64,6 @@ const configArb = (maxLen = 40): fc.Arbitrary<Config> =>
     })
     .map(({ padFrac, ...c }) => ({ ...c, pads: c.lens.map((n, b) => Math.min(n - 1, Math.floor(padFrac[b] * n))) }));
 
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), s | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
 function values(rand: () => number, n: number, scale = 1): Float32Array {
   const a = new Float32Array(n);
   for (let i = 0; i < n; i++) a[i] = (2 * rand() - 1) * scale;
@@ -81,7 +72,7 @@ function values(rand: () => number, n: number, scale = 1): Float32Array {
 
 /** The same cache built by the reference and by native (appended in up to 3 chunks per sequence). */
 function buildPair(c: Config, extra = 0): { ref: KVCache; nat: KVCache; rand: () => number } {
-  const rand = random(c.seed);
+  const rand = seeded(c.seed);
   const make = () => new KVCache({ nKvHeads: c.nKv, headDim: c.d, capacity: Math.max(...c.lens) + extra + 1, batch: c.batch, dtype: c.dtype, layout: c.layout });
   const ref = make();
   const nat = make();
@@ -367,7 +358,7 @@ if (!native || !addon) {
         // Keys repeat with period 3, so every score appears (at least) S/3 times: the k-th is always tied.
         for (const [S, k, l] of [[30, 7, 0], [30, 8, 2], [3000, 100, 5], [5000, 64, 0], [6000, 750, 0], [8200, 1025, 3]]) {
           const c: Config = { nKv: 1, g: 2, d: 9, batch: 1, lens: [S, S], pads: [0, 0], dtype: 'f32', layout: 'k-twice', seed: 7 };
-          const rand = random(11);
+          const rand = seeded(11);
           const base = values(rand, 3 * c.d);
           const kData = new Float32Array(S * c.d);
           for (let j = 0; j < S; j++) kData.set(base.subarray((j % 3) * c.d, (j % 3 + 1) * c.d), j * c.d);
