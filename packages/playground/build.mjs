@@ -1,7 +1,7 @@
 /**
  * Builds the playground into dist/: the page script and the worker bundled by
  * esbuild (workspace packages from their TypeScript sources), plus index.html
- * and style.css. Runs on `pnpm install`.
+ * and style.css. Runs on `pnpm install` (the root postinstall builds every package) and `pnpm build`.
  *
  * The bundle must not need Node: esbuild on the browser platform fails on any
  * `node:` import, and a source that reaches for Node's globals (Buffer,
