@@ -12,7 +12,7 @@
  * The reference runs at 1024 x 1024 (16x fewer weights), L3 only: at 4096 it takes a
  * quarter of a second or more per call.
  */
-import { Int4Matrix, Tensor, loadBackends, type Engine, type Int4Path } from '@sparq/core';
+import { Int4Matrix, Tensor, loadBackends, type Engine, type ProductPath } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
 import { Bench } from 'tinybench';
@@ -75,7 +75,7 @@ function cases(engine: Engine, size: number, streamed: boolean): Case[] {
   });
   const f32Copies = Array.from({ length: copiesFor(wf.data.byteLength, streamed) }, (_, i) => (i === 0 ? wf : Tensor.f32(wf.shape, wf.data)));
   const where = streamed ? 'DRAM' : 'L3';
-  const int4 = (path: Int4Path): Case => ({
+  const int4 = (path: ProductPath): Case => ({
     name: `int4 ${path} (${where})`,
     engine,
     size,

@@ -7,7 +7,7 @@
  * - The int8 path's int32 group sums, bit-exact against BigInt sums computed here.
  * - Agreement with the reference backend on the same quantized data: NMSE <= 1e-7 (SPEC 5).
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, isBlockDType, type Engine, type Int4GroupSize, type Int4Path, type MatrixDType } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, isBlockDType, type Engine, type Int4GroupSize, type ProductPath, type MatrixDType } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
@@ -25,7 +25,7 @@ const MATRIX_DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', ...BLOCK_DT
 
 /** Elements per block of a weight dtype's rows (1 for plain dtypes): cols must be a multiple. */
 const rowUnit = (dtype: MatrixDType) => (isBlockDType(dtype) ? BLOCK_LAYOUT[dtype].elements : 1);
-const PATHS: readonly Int4Path[] = ['dequant', 'int8'];
+const PATHS: readonly ProductPath[] = ['dequant', 'int8'];
 
 /** w (rows, cols) f32 values stored as `dtype` (f16/bf16 rounded, blocks quantized by `engine`, or by the reference where `engine` only reads the dtype). */
 function weights(engine: Engine, dtype: MatrixDType, values: Float32Array, rows: number, cols: number): Tensor {
@@ -57,7 +57,7 @@ function matmulOf(engine: Engine, w: Tensor, x: Float32Array, n: number): Float3
   return out.data;
 }
 
-function int4Product(engine: Engine, w: Int4Matrix, x: Float32Array, n: number, path: Int4Path): Float32Array {
+function int4Product(engine: Engine, w: Int4Matrix, x: Float32Array, n: number, path: ProductPath): Float32Array {
   const out = Tensor.zeros('f32', [n, w.rows]);
   engine.matmulInt4(out, w, Tensor.f32([n, w.cols], x), path);
   return out.data;

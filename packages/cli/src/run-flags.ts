@@ -3,7 +3,7 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import type { AttentionMethod, Int4Path, KVDType, KVLayout } from '@sparq/core';
+import type { AttentionMethod, ProductPath, KVDType, KVLayout } from '@sparq/core';
 import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
@@ -47,11 +47,11 @@ export function attention(values: Values, headDim: number, context: number): Att
 }
 
 /** Weight conversion on load, INT4 product path, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
-export function storage(values: Values): { weights: WeightType | undefined; int4Path: Int4Path; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
+export function storage(values: Values): { weights: WeightType | undefined; int4Path: ProductPath; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
   return {
     checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
-    int4Path: choice<Int4Path>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
+    int4Path: choice<ProductPath>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
     kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], DEFAULT_KV_DTYPE),
     kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], ['k-twice', 'single-k'], 'k-twice'),
   };

@@ -16,8 +16,15 @@ import type { Int4Matrix } from './int4-matrix.ts';
 import type { KVCache } from './kv-cache.ts';
 import type { Tensor } from './tensor.ts';
 
-/** How an INT4 product is computed: dequantize weights to f32, or quantize the activation to int8 and use integer dot products. */
-export type Int4Path = 'dequant' | 'int8';
+/**
+ * How a product with quantized weights (ggml blocks or group-wise INT4) is computed:
+ * - 'dequant': decode the weights to f32 and take f32 dot products;
+ * - 'int8': quantize each activation row to int8 per 32-element block (per group for INT4), take
+ *   integer dot products against the weights' integer codes, and scale per block (SPEC 5; ggml's
+ *   and Neural Speed's compute path). Integer sums are exact, so backends agree on them bit for bit.
+ * f32, f16 and bf16 weights have no integer codes: both paths give their f32 product.
+ */
+export type ProductPath = 'dequant' | 'int8';
 
 /**
  * How rope turns a head (see BackendOps.rope). The defaults are llama2.c's rope;
@@ -58,14 +65,14 @@ export interface BackendOps {
   /** w Int4Matrix (rows, cols) -> out (rows, cols) f32. */
   dequantizeInt4(out: Tensor<'f32'>, w: Int4Matrix): void;
 
-  /** w (rows, cols) f32 | f16 | bf16 | any block dtype @ x (cols) f32 -> out (rows) f32. */
-  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
+  /** w (rows, cols) f32 | f16 | bf16 | any block dtype @ x (cols) f32 -> out (rows) f32, by the chosen path. */
+  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath): void;
   /** x (n, cols) f32 @ w^T, w (rows, cols) -> out (n, rows) f32: n matvecs sharing one read of w. */
-  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void;
+  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath): void;
   /** w Int4Matrix (rows, cols) @ x (cols) f32 -> out (rows) f32, by the chosen path. */
-  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void;
+  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath): void;
   /** x (n, cols) f32 @ w^T, w Int4Matrix (rows, cols) -> out (n, rows) f32. */
-  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void;
+  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath): void;
 
   /** out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. x, out (n, dim); weight (dim). out may be x. */
   rmsnorm(out: Tensor<'f32'>, x: Tensor<'f32'>, weight: Tensor<'f32'>, eps: number): void;

@@ -5,7 +5,7 @@
  * Models, the CLI and tests are written against this class only.
  */
 import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
-import type { Backend, BackendInfo, BackendOps, Int4Path, OpName, RopeOptions } from './backend.ts';
+import type { Backend, BackendInfo, BackendOps, ProductPath, OpName, RopeOptions } from './backend.ts';
 import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
@@ -68,25 +68,27 @@ export class Engine {
     this.op('dequantizeInt4')(out, w);
   }
 
-  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+  matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
     v.validateMatrixProduct('matvec', out, w, x, false);
-    this.op('matvec', w.dtype)(out, w, x);
+    v.validateProductPath('matvec', path);
+    this.op('matvec', w.dtype)(out, w, x, path);
   }
 
-  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
+  matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
     v.validateMatrixProduct('matmul', out, w, x, true);
-    this.op('matmul', w.dtype)(out, w, x);
+    v.validateProductPath('matmul', path);
+    this.op('matmul', w.dtype)(out, w, x, path);
   }
 
-  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path = 'dequant'): void {
+  matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
     v.validateMatrixProduct('matvecInt4', out, w, x, false);
-    v.validateInt4Path('matvecInt4', path);
+    v.validateProductPath('matvecInt4', path);
     this.op('matvecInt4')(out, w, x, path);
   }
 
-  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path = 'dequant'): void {
+  matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
     v.validateMatrixProduct('matmulInt4', out, w, x, true);
-    v.validateInt4Path('matmulInt4', path);
+    v.validateProductPath('matmulInt4', path);
     this.op('matmulInt4')(out, w, x, path);
   }
 

@@ -5,7 +5,7 @@
  * Messages follow `op: what, got X, expected Y`.
  */
 import type { BudgetParams, H2OState, SparqParams, SparqTrace } from './attention.ts';
-import type { Int4Path, RopeOptions } from './backend.ts';
+import type { ProductPath, RopeOptions } from './backend.ts';
 import { BLOCK_DTYPES, isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { DTypeError, NonFiniteError, ShapeError, SparqRangeError, formatShape } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
@@ -183,7 +183,7 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
   }
 }
 
-export function validateInt4Path(op: string, path: Int4Path): void {
+export function validateProductPath(op: string, path: ProductPath): void {
   if (path !== 'dequant' && path !== 'int8') throw new SparqRangeError(`${op}: path ${String(path)}, expected 'dequant' | 'int8'`);
 }
 

@@ -14,7 +14,7 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
@@ -74,7 +74,7 @@ export interface ChatOptions extends SamplerOptions {
   system?: string;
   kvDType?: KVDType;
   kvLayout?: KVLayout;
-  int4Path?: Int4Path;
+  int4Path?: ProductPath;
 }
 
 export interface ChatReply {

@@ -18,7 +18,7 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { RunState } from './run-state.ts';
@@ -39,7 +39,7 @@ export interface SessionOptions {
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
   /** Path of INT4 matrix products, default 'dequant'. */
-  int4Path?: Int4Path;
+  int4Path?: ProductPath;
 }
 
 /**
@@ -70,7 +70,7 @@ export class Session {
   denseCost = 0;
   /** Next position to fill. */
   pos = 0;
-  private readonly int4Path: Int4Path;
+  private readonly int4Path: ProductPath;
   private readonly dense: AttentionConfig;
   /** Decode attention: options.attention until setAttention changes it. */
   private attention: AttentionConfig;

@@ -9,7 +9,7 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
@@ -27,7 +27,7 @@ export interface GenerateOptions {
   attention: AttentionConfig;
   kvDType?: KVDType;
   kvLayout?: KVLayout;
-  int4Path?: Int4Path;
+  int4Path?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
   onPiece?: (text: string) => void;
   /** What ends the text (generation-limits.ts); default: the model's (GGUF: end-of-generation tokens; llama2.c: also BOS). */

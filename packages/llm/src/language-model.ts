@@ -4,7 +4,7 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type AttentionMethod, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type AttentionMethod, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
@@ -29,7 +29,7 @@ export interface ModelOptions {
   /** Decode attention of sessions, default { method: 'dense' }. */
   attention?: AttentionSettings;
   /** INT4 matrix products, default 'dequant'. */
-  int4Path?: Int4Path;
+  int4Path?: ProductPath;
   /**
    * The engine for a file whose tensor types `engine` does not compute on
    * (typically the reference); the model's notes say so. Without it such a file
@@ -63,7 +63,7 @@ export class LanguageModel {
   readonly kv: KVDType;
   readonly kvLayout: KVLayout | undefined;
   readonly attention: AttentionSettings;
-  readonly int4Path: Int4Path;
+  readonly int4Path: ProductPath;
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: Omit<ModelOptions, 'tokenizer' | 'weights'> & { tokenizerSource?: string } = {}) {
     this.engine = engine;

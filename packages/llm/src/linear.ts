@@ -3,7 +3,7 @@
  * block type, shape (rows, cols)) or the engine's group-wise Int4Matrix, and
  * the one call that multiplies by it through the engine.
  */
-import { Int4Matrix, type Engine, type Int4Path, type Tensor } from '@sparq/core';
+import { Int4Matrix, type Engine, type ProductPath, type Tensor } from '@sparq/core';
 
 export type Matrix = Tensor | Int4Matrix;
 
@@ -11,7 +11,7 @@ export type Matrix = Tensor | Int4Matrix;
  * W (rows, cols) @ x -> out: x (cols) -> out (rows) as a matvec, or
  * x (n, cols) -> out (n, rows) as a matmul sharing one read of W.
  */
-export function linear(engine: Engine, out: Tensor<'f32'>, w: Matrix, x: Tensor<'f32'>, path: Int4Path): void {
+export function linear(engine: Engine, out: Tensor<'f32'>, w: Matrix, x: Tensor<'f32'>, path: ProductPath): void {
   const batched = x.rank === 2;
   if (w instanceof Int4Matrix) {
     if (batched) engine.matmulInt4(out, w, x, path);

@@ -24,7 +24,7 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type Int4Path, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
 import { stops, type StopRule } from './generation-limits.ts';
@@ -46,7 +46,7 @@ export interface TextSessionOptions {
   kvDType?: KVDType;
   kvLayout?: KVLayout;
   /** INT4 matrix products, default 'dequant'. */
-  int4Path?: Int4Path;
+  int4Path?: ProductPath;
   /** Most prompt tokens forwarded in one step (default 64). Generation yields to the event loop between steps. */
   prefillChunk?: number;
   /** What ends the text (generation-limits.ts), default 'bos' (llama2.c's BOS, and end-of-generation tokens). */

@@ -6,7 +6,7 @@
  * offsets and sizes; the addon re-checks lengths and reads them in place. Core
  * has validated shapes, dtypes and contiguity before any of these runs.
  */
-import type { BackendOps, BlockDType, Int4Matrix, Int4Path, Tensor } from '@sparq/core';
+import type { BackendOps, BlockDType, Int4Matrix, ProductPath, Tensor } from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
@@ -70,7 +70,7 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
     const [rows, cols] = w.shape;
     a.matmul(DTYPE_CODE[w.dtype], out.data, out.offset, w.data, w.offset, x.data, x.offset, n, rows, cols);
   };
-  const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: Int4Path) => {
+  const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
   };
   return {

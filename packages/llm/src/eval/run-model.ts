@@ -3,7 +3,7 @@
  * the storage choices (KV element type, INT4 product path) of the variant
  * under test.
  */
-import type { Engine, Int4Path, KVDType } from '@sparq/core';
+import type { Engine, ProductPath, KVDType } from '@sparq/core';
 import type { AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
 import type { Model } from '../weights.ts';
@@ -12,7 +12,7 @@ export interface EvalModel {
   engine: Engine;
   model: Model;
   kvDType: KVDType;
-  int4Path: Int4Path;
+  int4Path: ProductPath;
 }
 
 /** A session of `capacity` positions that can prefill them all in one call. */

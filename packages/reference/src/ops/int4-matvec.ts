@@ -26,7 +26,7 @@
  *   f32(isum) is exact while |isum| <= 2^24; as |q_w - zero| <= 15, that holds for any group of up
  *   to 8806 elements (15 * 127 * 8806 < 2^24), and beyond it f32(isum) is C's (float) conversion.
  */
-import type { Int4Matrix, Int4Path, Tensor } from '@sparq/core';
+import type { Int4Matrix, ProductPath, Tensor } from '@sparq/core';
 import { dotF32 } from './dot.ts';
 import { MIN_SCALE, dequantizeInt4Row, readInt4 } from './int4-groupwise.ts';
 import { roundHalfAway } from './round.ts';
@@ -89,13 +89,13 @@ function productDequant(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: 
 }
 
 /** w Int4Matrix (rows, cols) @ x (cols) -> out (rows). */
-export function matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void {
+export function matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath): void {
   if (path === 'int8') productInt8(out, w, x, 1);
   else productDequant(out, w, x, 1);
 }
 
 /** x (n, cols) @ w^T, w Int4Matrix (rows, cols) -> out (n, rows). */
-export function matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: Int4Path): void {
+export function matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath): void {
   if (path === 'int8') productInt8(out, w, x, x.shape[0]);
   else productDequant(out, w, x, x.shape[0]);
 }
