@@ -11,11 +11,13 @@
  * - Thread scaling 1 vs 2 (dense); native vs reference (reference at S <= 4k only: it is slow).
  * Times are tinybench medians (p50), robust on this noisy shared machine.
  */
-import { KVCache, Tensor, type Engine, loadBackends, f32ToF16 } from '@sparq/core';
+import { type Engine, type KVCache, type KVDType, type KVLayout, loadBackends } from '@sparq/core';
+import { attentionCost } from '@sparq/llm';
 import '@sparq/reference';
 import '@sparq/native';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { randomCache, randomQuery } from '../packages/cli/src/bench/random-cache.ts';
 import { measureReadBandwidth, medianMs } from './bandwidth.ts';
 
 const quick = process.argv.includes('--quick');
@@ -34,37 +36,6 @@ if (!native) throw new Error('bench/attention.ts needs the native backend (pnpm 
 const addon = attentionAddon(loadAddon());
 const defaultThreads = addon.attnThreads();
 
-// xorshift32: fast deterministic fill of multi-GB caches (Math.random is slower).
-let seed = 0x9e3779b9;
-function fillRandom(a: Float32Array | Uint16Array, f16: boolean): void {
-  for (let i = 0; i < a.length; i++) {
-    seed ^= seed << 13;
-    seed ^= seed >>> 17;
-    seed ^= seed << 5;
-    const x = ((seed >>> 0) / 4294967296) * 2 - 1;
-    a[i] = f16 ? f32ToF16(x) : x;
-  }
-}
-
-/** A full cache of S random positions, filled in place (rows and, for k-twice, the transposed copy). */
-function makeCache(S: number, dtype: 'f32' | 'f16', layout: 'k-twice' | 'single-k'): KVCache {
-  const cache = new KVCache({ nKvHeads: H, headDim: D, capacity: S, dtype, layout });
-  const f16 = dtype === 'f16';
-  fillRandom(cache.k, f16);
-  fillRandom(cache.v, f16);
-  if (cache.kT) {
-    // kT[h][i][pos] = k[h][pos][i]
-    for (let h = 0; h < H; h++) {
-      for (let pos = 0; pos < S; pos++) {
-        const row = cache.rowOffset(0, h, pos);
-        for (let i = 0; i < D; i++) cache.kT[cache.columnOffset(0, h, i) + pos] = cache.k[row + i];
-      }
-    }
-  }
-  cache.nPast[0] = S; // vSum stays 0: only SparQ's reallocation reads it, the timing does not depend on it
-  return cache;
-}
-
 /** Runs the (async) measurement with `n` native threads, restoring the default after it settles. */
 async function withThreads<T>(n: number, body: () => Promise<T>): Promise<T> {
   addon.attnSetThreads(n);
@@ -75,9 +46,9 @@ async function withThreads<T>(n: number, body: () => Promise<T>): Promise<T> {
   }
 }
 
-const out = Tensor.zeros('f32', [1, H, D]);
-const q = Tensor.zeros('f32', [1, H, D]);
-fillRandom(q.data, false);
+/** A full cache of S random positions, written by native kvAppend (every copy the layout keeps). */
+const makeCache = (S: number, dtype: KVDType, layout: KVLayout): KVCache => randomCache(native, { S, heads: H, headDim: D, dtype, layout });
+const { q, out } = randomQuery(H, D);
 
 function denseMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
   return medianMs('dense', () => engine.attentionDecode(out, q, cache), timeMs);
@@ -87,11 +58,10 @@ function sparqMs(engine: Engine, cache: KVCache, div: number, timeMs: number): P
   return medianMs('sparq', () => engine.sparqDecode(out, q, cache, { r: R, k: S / div, l: 0 }), timeMs);
 }
 
-/** SPEC 3: dense / SparQ elements per KV head at k = S / div. */
+/** SPEC 3: dense / SparQ elements per KV head at k = S / div (l 0, reallocation on, as timed). */
 function sparqTheory(S: number, div: number): number {
-  const dense = 2 * S * D + 2 * D;
-  const sparq = S * R + (2 * (S / div) * D) + 4 * D;
-  return dense / sparq;
+  const sparq = { method: 'sparq', r: R, k: S / div, l: 0, reallocate: true } as const;
+  return attentionCost({ ...sparq, method: 'dense' }, S, D) / attentionCost(sparq, S, D);
 }
 
 const fmt = (x: number, digits = 2) => x.toFixed(digits).padStart(8);

@@ -7,6 +7,7 @@
  * number of bytes; their tensors keep the logical shape in elements and the bytes in a
  * Uint8Array. BLOCK_LAYOUT below is the one list of them.
  */
+import { allocBuffer } from './memory.ts';
 import { SparqRangeError } from './errors.ts';
 
 /** Layout of a ggml block: elements per block and bytes per block. */
@@ -105,14 +106,7 @@ export function allocStorage(dtype: DType, count: number, shared = false): Stora
   const bytes = byteSize(dtype, count);
   // Round up to 8 bytes so every typed-array view of the buffer is aligned.
   const rounded = Math.ceil(bytes / 8) * 8;
-  let buffer: ArrayBufferLike;
-  try {
-    buffer = shared ? new SharedArrayBuffer(rounded) : new ArrayBuffer(rounded);
-  } catch {
-    // The engine's own RangeError ("Array buffer allocation failed") as the project's, with the size.
-    throw new SparqRangeError(`allocStorage: ${count} ${dtype} elements (${bytes} bytes) cannot be allocated`);
-  }
-  return storageView(dtype, buffer, 0, count);
+  return storageView(dtype, allocBuffer(rounded, shared, `allocStorage: ${count} ${dtype} elements`), 0, count);
 }
 
 /** True when `data` is the typed-array kind `dtype` is stored in. */

@@ -9,6 +9,7 @@ export * from './errors.ts';
 export * from './tensor.ts';
 export * from './int4-matrix.ts';
 export * from './kv-cache.ts';
+export * from './memory.ts';
 export * from './attention.ts';
 export * from './backend.ts';
 export * from './validate.ts';

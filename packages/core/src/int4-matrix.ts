@@ -9,6 +9,7 @@
  * Packing: element 2j of a row sits in the low nibble of byte j, element 2j+1 in
  * the high nibble, each as 4-bit two's complement.
  */
+import { allocBuffer } from './memory.ts';
 import { SparqRangeError } from './errors.ts';
 
 /** 32, 64, 128, or 'row' for one group spanning the whole row. */
@@ -51,7 +52,7 @@ export class Int4Matrix {
     this.cols = cols;
     this.symmetric = options.symmetric ?? true;
     const groups = rows * (cols / this.groupSize);
-    const buffer = (bytes: number) => (options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
+    const buffer = (bytes: number) => allocBuffer(bytes, options.shared, 'Int4Matrix');
     this.packed = new Uint8Array(buffer((rows * cols) / 2));
     this.scales = new Float32Array(buffer(groups * 4));
     this.zeros = new Int8Array(buffer(groups));

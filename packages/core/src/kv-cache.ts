@@ -14,6 +14,7 @@
  * Positions [nPad[b], nPast[b]) are valid. This class is layout only; `kvAppend`
  * of each backend writes it, after core has validated the call.
  */
+import { allocBuffer } from './memory.ts';
 import { CapacityError, SparqRangeError } from './errors.ts';
 
 export type KVDType = 'f32' | 'f16';
@@ -107,7 +108,7 @@ export class KVCache {
     }
     const alloc = (count: number): KVStorage => {
       const bytes = count * (this.dtype === 'f32' ? 4 : 2);
-      const buffer = options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
+      const buffer = allocBuffer(bytes, options.shared, 'KVCache');
       return this.dtype === 'f32' ? new Float32Array(buffer) : new Uint16Array(buffer);
     };
     this.k = alloc(elements);

@@ -10,7 +10,7 @@
  */
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { FormatError, type Engine } from '@sparq/core';
+import { FormatError, allocBuffer, type Engine } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
 import { GGUF_MAGIC, type GGUFValue } from './gguf-format.ts';
 import { llamaFromGGUF } from './gguf-llama.ts';
@@ -47,7 +47,7 @@ export function openFileSource(path: string): ByteSource & { close(): void } {
     size,
     read(offset, length) {
       if (fd === null) throw new Error(`${path}: read after the file was closed (tensors are read while the model loads)`);
-      const out = new Uint8Array(length);
+      const out = new Uint8Array(allocBuffer(length, false, `${path}: a read of ${length} bytes`));
       for (let done = 0; done < length; ) {
         const n = readSync(fd, out, done, Math.min(length - done, MAX_READ), offset + done);
         if (n === 0) throw new FormatError(`${path}: ends at byte offset ${offset + done}, inside a read of ${length} bytes from ${offset} (the file changed while it was read?)`);

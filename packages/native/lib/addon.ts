@@ -7,7 +7,7 @@
  * script's reason from build/UNAVAILABLE.txt) and how to build, so
  * `sparq backends` and the test report say why native is not in use.
  */
-import { BackendUnavailableError } from '@sparq/core';
+import { BackendUnavailableError, setMemoryAdvisor } from '@sparq/core';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -32,6 +32,8 @@ export interface NativeAddon {
   forceKernelPath(name: string | null): string;
   /** The paths this CPU runs, narrowest first, and the one in use. */
   kernelPaths(): { supported: string[]; current: string };
+  /** Asks Linux for transparent huge pages under the whole 2 MiB pages of `bytes`; returns the bytes advised (0: none). */
+  adviseHugePages(bytes: Uint8Array): number;
   [fn: string]: (...args: never[]) => unknown;
 }
 
@@ -51,10 +53,14 @@ export function loadAddon(dir: string = buildDir): NativeAddon {
   const reasonFile = join(dir, 'UNAVAILABLE.txt');
   const notBuilt = `native addon not built: ${existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'it has not been built'}`;
   if (!path) throw new BackendUnavailableError(`${notBuilt}; no prebuilt binary for ${process.platform}-${process.arch}; to build it: ${BUILD_COMMAND}`);
+  let addon: NativeAddon;
   try {
-    return createRequire(import.meta.url)(path) as NativeAddon;
+    addon = createRequire(import.meta.url)(path) as NativeAddon;
   } catch (error) {
     const why = path === built ? '' : `${notBuilt}; `;
     throw new BackendUnavailableError(`${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`, { cause: error });
   }
+  // From now on the engine's large buffers (KV caches, weights) get huge pages where Linux grants them (core's memory.ts).
+  setMemoryAdvisor((buffer) => void addon.adviseHugePages(new Uint8Array(buffer)));
+  return addon;
 }

@@ -66,6 +66,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelPaths", Napi::Function::New(env, kernel_paths_js));
   register_basic_ops(env, exports);
   register_attention_ops(env, exports);
+  register_memory_ops(env, exports);
   return exports;
 }
 

@@ -48,6 +48,9 @@ struct SparqTraceView {
 // ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc) ----
 // `pos` null means the contiguous positions first .. first + n - 1, else pos[0..n).
 // K / V pointers are a head's row 0 (element type by `f16`).
+// Entries past filter_ge's cap that its vector stores may write (one AVX-512 vector of int32).
+constexpr size_t kFilterSlack = 16;
+
 struct AttnKernels {
   const char* name;
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
@@ -68,6 +71,7 @@ struct AttnKernels {
   // y <- y * s (y += x * s when accumulate).
   void (*scale)(float* y, const float* x, size_t n, float s, bool accumulate);
   // Indices j (plus base) with x[j] >= t, ascending, into out; returns the count, or cap + 1 once it exceeds cap.
+  // out has room for cap + kFilterSlack entries: SIMD kernels store whole vectors past the count.
   size_t (*filter_ge)(const float* x, size_t n, float t, int32_t* out, size_t cap, int32_t base);
   // sum of x (benchmarks: the plain streaming read the bandwidth figures are measured with).
   double (*sum)(const float* x, size_t n);

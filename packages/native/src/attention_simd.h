@@ -4,6 +4,7 @@
 //   load / load_part (zero-fills lanes >= avail) from float or f16 bits,
 //   store_n (first avail lanes), gather (lanes at a stride), exp, ge_mask ...
 #pragma once
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +81,10 @@ struct Scalar {
   static double dreduce(D s) { return s; }
   static void prefetch_row(const void* p, size_t bytes) {
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(p) + b);
+  }
+  // The same into L2 (locality 2: prefetcht1), for gathered rows (attention_kernels.h, kGatherAhead).
+  static void prefetch_row_l2(const void* p, size_t bytes) {
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<const char*>(p) + b, 0, 2);
   }
 };
 
@@ -160,7 +165,20 @@ struct Avx2 {
   static F exp(F x) { return exp_ps<Avx2>(x); }
   static F mask_tail(F x, size_t avail) { return _mm256_and_ps(x, _mm256_castsi256_ps(lanes_below(avail))); }
   static uint32_t ge_mask(F x, F t) { return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(x, t, _CMP_GE_OQ))); }
-  static void store_lanes(int32_t* out, uint32_t mask, int32_t first) { Scalar::store_lanes(out, mask, first); }
+  // Writes all W lanes (callers leave W entries of room): the set lanes' indices first, packed by a
+  // permutation looked up from the 8-bit mask (the lane numbers of its set bits, 3 bits each).
+  static void store_lanes(int32_t* out, uint32_t mask, int32_t first) {
+    static constexpr std::array<uint32_t, 256> table = [] {
+      std::array<uint32_t, 256> t{};
+      for (uint32_t m = 0; m < 256; m++)
+        for (uint32_t b = 0, o = 0; b < 8; b++)
+          if (m >> b & 1) t[m] |= b << (3 * o++);
+      return t;
+    }();
+    const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+    const __m256i perm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(table[mask])), shifts), _mm256_set1_epi32(7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_add_epi32(perm, _mm256_set1_epi32(first)));
+  }
   static D dzero() { return D{_mm256_setzero_pd(), _mm256_setzero_pd()}; }
   static D dadd(D s, F x) {
     return D{_mm256_add_pd(s.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))), _mm256_add_pd(s.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
@@ -171,6 +189,7 @@ struct Avx2 {
     return (t[0] + t[1]) + (t[2] + t[3]);
   }
   static void prefetch_row(const void* p, size_t bytes) { Scalar::prefetch_row(p, bytes); }
+  static void prefetch_row_l2(const void* p, size_t bytes) { Scalar::prefetch_row_l2(p, bytes); }
 };
 #endif
 
@@ -246,9 +265,12 @@ struct Avx512 {
   static F mask_tail(F x, size_t avail) { return _mm512_maskz_mov_ps(lanes_below(avail), x); }
   static uint32_t ge_mask(F x, F t) { return _mm512_cmp_ps_mask(x, t, _CMP_GE_OQ); }
   // One compress-store, no loop over the bits (their count is data-dependent: mispredicted branches).
+  // Writes all W lanes (callers leave W entries of room): compressing in a register and storing
+  // the whole vector, because vpcompressd to memory is microcoded on AMD Zen 4 (measured there:
+  // SparQ's filter pass took several times longer with the masked compress-store).
   static void store_lanes(int32_t* out, uint32_t mask, int32_t first) {
     const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    _mm512_mask_compressstoreu_epi32(out, static_cast<__mmask16>(mask), _mm512_add_epi32(_mm512_set1_epi32(first), lanes));
+    _mm512_storeu_si512(out, _mm512_maskz_compress_epi32(static_cast<__mmask16>(mask), _mm512_add_epi32(_mm512_set1_epi32(first), lanes)));
   }
   static D dzero() { return D{_mm512_setzero_pd(), _mm512_setzero_pd()}; }
   static D dadd(D s, F x) {
@@ -256,6 +278,7 @@ struct Avx512 {
   }
   static double dreduce(D s) { return _mm512_reduce_add_pd(_mm512_add_pd(s.lo, s.hi)); }
   static void prefetch_row(const void* p, size_t bytes) { Scalar::prefetch_row(p, bytes); }
+  static void prefetch_row_l2(const void* p, size_t bytes) { Scalar::prefetch_row_l2(p, bytes); }
 };
 #endif
 

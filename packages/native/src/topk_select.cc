@@ -98,7 +98,7 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
     const float t = s.sample[at];
     // Room for twice the expected count: more means long runs of equal scores at t.
     const size_t cap = std::min(n, static_cast<size_t>(2.0 * (rank + 1) * static_cast<double>(n) / kSample) + 512);
-    s.cand.resize(cap + 1);
+    s.cand.resize(cap + kFilterSlack);
     const size_t c = kt.filter_ge(x, n, t, s.cand.data(), cap, 0);
     if (c > cap) {
       if (rank <= expect) break;

@@ -5,6 +5,7 @@
  * the caches (so every pass streams from DRAM) on the given number of threads;
  * the median pass wins. bench/bandwidth.ts runs the same probe.
  */
+import { allocBuffer } from '@sparq/core';
 import type { NativeControls } from './native.ts';
 import { medianMs } from './timing.ts';
 
@@ -17,7 +18,9 @@ let buffer: Float32Array | null = null;
 export function measureReadBandwidth(native: NativeControls, threads: number, timeMs = 1500, bytes = PROBE_BYTES): number {
   if (!buffer || buffer.byteLength !== bytes) {
     buffer = null; // let a previous size go before allocating the next
-    buffer = new Float32Array(bytes / 4);
+    // Allocated as the engine's KV caches and weights are (huge pages where the OS grants them), so that
+    // "% of the bandwidth" compares kernels with a read of the same kind of memory.
+    buffer = new Float32Array(allocBuffer(bytes));
     buffer.fill(1); // touch every page: untouched pages all map to one zero page and would read from cache
   }
   const x = buffer;

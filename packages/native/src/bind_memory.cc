@@ -1,0 +1,36 @@
+// adviseHugePages(bytes: Uint8Array) -> the number of bytes advised: asks Linux to back the
+// whole 2 MiB pages inside the array with transparent huge pages (madvise MADV_HUGEPAGE),
+// which only pages not yet touched get at once. 0 where nothing was advised: a view
+// shorter than one aligned huge page, another OS, or madvise refused. Never throws for that:
+// huge pages are a speed-up, never a requirement (see packages/core/src/memory.ts).
+#include <sys/mman.h>
+
+#include <cstdint>
+
+#include "bindings.h"
+#include "common.h"
+
+namespace sparq {
+namespace {
+
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+
+Napi::Value advise_huge_pages(const Napi::CallbackInfo& call) {
+  Napi::Env env = call.Env();
+  size_t length = 0;
+  if (call[0].IsTypedArray()) length = call[0].As<Napi::TypedArray>().ByteLength();
+  uint8_t* data = typed_data<uint8_t>(call[0], length, "adviseHugePages", "bytes");
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + length) & ~(kHugePage - 1);
+  double advised = 0;
+#ifdef MADV_HUGEPAGE
+  if (end > begin && madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0) advised = static_cast<double>(end - begin);
+#endif
+  return Napi::Number::New(env, advised);
+}
+
+}  // namespace
+
+void register_memory_ops(Napi::Env env, Napi::Object exports) { exports.Set("adviseHugePages", Napi::Function::New(env, advise_huge_pages)); }
+
+}  // namespace sparq
