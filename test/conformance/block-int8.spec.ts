@@ -47,10 +47,11 @@ const PIECE = 16;
  *
  * What it catches: an integer error of k in one isum_p moves the output by |k| |dl_p dx|, a misread
  * code c_j by |q_j| |dl_p dx| (|q_j| up to 127), a wrong step or scale by a fraction of the output.
- * The bound is ROUNDINGS U M with M about (cols / 4) rms(c q) |dl dx| on this data: below 0.1 of
- * one |dl dx| for Q4_0 / Q5_0 rows of up to 288 columns, about 1 for Q4_K and 1.6 for Q6_K at
- * 768, about 1 for Q8_0 at 288 and several for IQ4 (levels up to 127). So one unit in one sum can
- * hide in the widest rows, a misread code, offset, sign, scale or step cannot. Checked by hand:
+ * The bound is ROUNDINGS U M, M growing with cols and |c q|. Measured on uniform data in the widest
+ * rows here (288 columns, or 768 for the 256-element types), in units of the row's median |dl dx|:
+ * 0.07 Q4_0, 0.15 Q4_1 and Q5_0, 0.5 Q5_1, 0.2-0.3 Q2_K and Q3_K, 1.1-2.2 Q8_0, IQ4_NL, Q4_K,
+ * Q5_K and Q6_K, 6 IQ4_XS (levels up to 127). So one unit in one sum can hide in the widest rows;
+ * a misread code (|q_j| units, mostly tens), offset, sign, scale or step cannot. Checked by hand:
  * adding 1 to the isum of every sub-block, reading one Q6_K code off by one, or taking the step of
  * the wrong activation block each made this test fail for every dtype concerned.
  */
