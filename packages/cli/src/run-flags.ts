@@ -78,9 +78,9 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --no-reallocate     SparQ without the mean-value interpolation
   --weights TYPE      convert matrices on load: f32, q4_0 (ggml) or int4 (group 32);
                       default: as the file stores them
-  --product PATH      products with quantized weights (ggml blocks, int4): int8 (default:
-                      activations quantized to 8 bits per 32, integer dot products, as
-                      llama.cpp does) or dequant (weights decoded to f32)
+  --product PATH      products with quantized weights (ggml blocks, int4): int8 (default;
+                      activations rounded to 8 bits per 32-element block or INT4 group,
+                      integer dot products, as llama.cpp) or dequant (weights to f32)
   --kv TYPE           KV cache element type, f16 (default) or f32
   --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
                       (keys once, 2/3 of the memory; the other methods' default)
