@@ -69,9 +69,9 @@ export function makeCodec(elements: number, subBlock: number, quantizeBlock: Blo
     blockCodes,
     dequantizeBlock(out, outAt, bytes, at) {
       blockCodes(codes, scales, mins, bytes, at);
-      for (let j = 0; j < elements; j++) {
-        const s = Math.floor(j / subBlock);
-        out[outAt + j] = f32(f32(scales[s] * codes[j]) + mins[s]);
+      // Sub-block s covers elements [s * subBlock, (s + 1) * subBlock).
+      for (let s = 0; s < scales.length; s++) {
+        for (let j = s * subBlock; j < (s + 1) * subBlock; j++) out[outAt + j] = f32(f32(scales[s] * codes[j]) + mins[s]);
       }
     },
   };
