@@ -24,8 +24,8 @@
  *   DEPTH * sqrt(32) / (254 sqrt 3) per engine. sparq's default 'int8' product
  *   rounds them in the same blocks but not to the same values (its steps stay
  *   f32, ggml multiplies by steps stored in f16), and the measured differences
- *   below are no smaller than with f32 activations, so the two errors add:
- *   twice that. (Measured max rel, sparq 'int8' on the
+ *   are of the same size as with f32 activations, not a fraction of them, so
+ *   the two errors add: twice that. (Measured max rel, sparq 'int8' on the
  *   reference: 2.5e-2 llama q8_0, 1.7e-2 llama q4_0; f32 activations on
  *   native: 2.9e-2, 2.5e-2.)
  */
