@@ -51,6 +51,10 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     expect(g.stderr).toContain('GGUF metadata');
     expect(g.stderr).toMatch(/attention sparq r=2 k=16 l=4/);
     expect(g.stdout.toString('utf8')).toMatch(/^Once upon a time/);
+    // The same file with the weights decoded to f32 instead of the default integer product.
+    const f = sparq('generate', '--model', out, '-n', '48', '--temperature', '0', '--attention', 'sparq', '--product', 'dequant');
+    expect(f.code).toBe(0);
+    expect(f.stdout.toString('utf8')).toMatch(/^Once upon a time/);
   });
 
   it('rejects bad flags with usage (exit 2) and bad files with a FormatError (exit 1)', () => {
@@ -58,6 +62,7 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain('--attention fast, expected one of dense, sparq, h2o, lminf, oracle');
     expect(sparq('generate', '--model', files.model.path, '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
+    expect(sparq('generate', '--model', files.model.path, '--product', 'int4').stderr).toContain('--product int4, expected one of dequant, int8');
     expect(sparq('generate').stderr).toContain('--model FILE is required');
     const bad = join(dir, 'bad.gguf');
     writeFileSync(bad, Buffer.from('GGUF\x01\x00\x00\x00'));

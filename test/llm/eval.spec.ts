@@ -41,7 +41,7 @@ const fast: Engine = engines.find((e) => e.name === 'native') ?? referenceEngine
 const ONE_WINDOW = { ...PERPLEXITY_PROTOCOL, windows: 1 };
 
 describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
-  const load = (engine: Engine): EvalModel => ({ engine, model: stories(engine).model, kvDType: 'f32', int4Path: 'dequant' });
+  const load = (engine: Engine): EvalModel => ({ engine, model: stories(engine).model, kvDType: 'f32', productPath: 'dequant' });
   const { tokenizer } = missing ? ({} as never) : stories(referenceEngine);
   const pieces = missing ? [] : textPieces(readFileSync(text.path, 'utf8'));
   const tokens = missing ? [] : encodePieces(tokenizer, pieces);

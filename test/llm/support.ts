@@ -2,7 +2,7 @@
  * Shared pieces of the llm tests: the stories260K files from ../shared (skipped
  * with the reason when absent), a greedy run, and token agreement counting.
  */
-import type { Engine } from '@sparq/core';
+import type { Engine, ProductPath } from '@sparq/core';
 import { Session, argmax, buildModel, defaultAttention, generate, readModelFile, readTokenizerFile, type AttentionConfig, type Model, type Tokenizer, type WeightType } from '@sparq/llm';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -38,10 +38,10 @@ export function stories(engine: Engine, weights?: WeightType): { model: Model; t
   return { model: buildModel(engine, file.loaded, weights), tokenizer: readTokenizerFile(files.tok512.path, file.loaded.config.vocabSize) };
 }
 
-/** Greedy run of `steps` positions from BOS (run.c's `-t 0 -n steps`). */
-export function greedy(engine: Engine, model: Model, tokenizer: Tokenizer, attention?: Partial<AttentionConfig>, steps = 200) {
+/** Greedy run of `steps` positions from BOS (run.c's `-t 0 -n steps`); products with quantized weights by `productPath` (default: the runtime's). */
+export function greedy(engine: Engine, model: Model, tokenizer: Tokenizer, attention?: Partial<AttentionConfig>, steps = 200, productPath?: ProductPath) {
   const a = { ...defaultAttention('dense', model.config.headDim, steps), ...attention };
-  return generate(engine, model, tokenizer, '', { steps, temperature: 0, topp: 0.9, seed: 1, attention: a });
+  return generate(engine, model, tokenizer, '', { steps, temperature: 0, topp: 0.9, seed: 1, attention: a, productPath });
 }
 
 /** Positions where two token sequences agree (compared up to the shorter length). */
@@ -62,11 +62,12 @@ export function lacking(engine: Engine, ops: readonly string[]): string | null {
 
 /**
  * Teacher-forced agreement: feeds `reference` (BOS then tokens) one token at a
- * time and counts the positions where the model's argmax is the next token.
+ * time and counts the positions where the model's argmax is the next token. Products with
+ * quantized weights by `productPath` (default: the runtime's, DEFAULT_PRODUCT_PATH).
  */
-export function teacherForced(engine: Engine, model: Model, reference: readonly number[], int4Path: 'dequant' | 'int8' = 'dequant'): number {
+export function teacherForced(engine: Engine, model: Model, reference: readonly number[], productPath?: ProductPath): number {
   const steps = reference.length - 1;
-  const session = new Session(engine, model, { capacity: steps, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, steps), int4Path });
+  const session = new Session(engine, model, { capacity: steps, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, steps), productPath });
   let logits = session.prefill([reference[0]]);
   let same = 0;
   for (let i = 1; i <= steps; i++) {

@@ -3,7 +3,9 @@
  * the layouts, not from the reference backend: for element e of the block at bytes[at], its
  * stored code and the f32 value each code would decode to (in the f32 operation order of ggml's
  * dequantize_row_*). Conformance suites check every backend's dequantize against it and measure
- * round-trip errors against the grid of values a block can represent.
+ * round-trip errors against the grid of values a block can represent. Also the element's integer
+ * view, as the 'int8' product reads it (packages/reference/src/ops/block-int8-matvec.ts: value =
+ * dl * c + m with c the signed code or IQ4 level), for the conformance of that product.
  */
 import { f16ToF32, type BlockDType } from '@sparq/core';
 
@@ -37,6 +39,8 @@ export interface ElementGrid {
   value: (code: number) => number;
   /** The f16 fields the value is built from (for the f16-rounding slack of round trips). */
   halves: number[];
+  /** The 'int8' product's view of this element: integer c, its sub-block's f32 scale dl and minimum m (0 if none); value(code) = f32(f32(dl c) + m). */
+  int8: { c: number; dl: number; m: number };
 }
 
 const h = (b: Uint8Array, at: number) => f16ToF32(b[at] | (b[at + 1] << 8));
@@ -67,27 +71,29 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const five = dtype === 'q5_0';
       const code = nibble32(b, at + (five ? 6 : 2), e) | (five ? bit(b, at + 2, e) << 4 : 0);
       const half = five ? 16 : 8;
-      return { code, codes: 2 * half, value: (q) => (q - half) * d, halves: [d] };
+      return { code, codes: 2 * half, value: (q) => (q - half) * d, halves: [d], int8: { c: code - half, dl: d, m: 0 } };
     }
     case 'q4_1':
     case 'q5_1': {
       const [d, m] = [h(b, at), h(b, at + 2)];
       const five = dtype === 'q5_1';
       const code = nibble32(b, at + (five ? 8 : 4), e) | (five ? bit(b, at + 4, e) << 4 : 0);
-      return { code, codes: five ? 32 : 16, value: (q) => f32(q * d + m), halves: [d, m] };
+      return { code, codes: five ? 32 : 16, value: (q) => f32(q * d + m), halves: [d, m], int8: { c: code, dl: d, m } };
     }
     case 'q8_0': {
       const d = h(b, at);
       const byte = b[at + 2 + e];
       // Codes 0..255 stand for the int8 values -128..127.
-      return { code: (byte < 128 ? byte : byte - 256) + 128, codes: 256, value: (q) => (q - 128) * d, halves: [d] };
+      const c = byte < 128 ? byte : byte - 256;
+      return { code: c + 128, codes: 256, value: (q) => (q - 128) * d, halves: [d], int8: { c, dl: d, m: 0 } };
     }
     case 'q2_k': {
       const packed = b[at + Math.floor(e / 16)];
       const [d, dmin] = [h(b, at + 80), h(b, at + 82)];
       const dl = f32(d * (packed & 15));
       const ml = f32(dmin * (packed >> 4));
-      return { code: crumb(b, at + 16, e), codes: 4, value: (q) => f32(dl * q - ml), halves: [d, dmin] };
+      const code = crumb(b, at + 16, e);
+      return { code, codes: 4, value: (q) => f32(dl * q - ml), halves: [d, dmin], int8: { c: code, dl, m: -ml } };
     }
     case 'q3_k': {
       const s = Math.floor(e / 16);
@@ -96,7 +102,7 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const d = h(b, at + 108);
       const dl = f32(d * ((low | (top << 4)) - 32));
       const code = crumb(b, at + 32, e) | (highBit(b, at, e) << 2); // q + 4
-      return { code, codes: 8, value: (q) => f32(dl * (q - 4)), halves: [d] };
+      return { code, codes: 8, value: (q) => f32(dl * (q - 4)), halves: [d], int8: { c: code - 4, dl, m: 0 } };
     }
     case 'q4_k':
     case 'q5_k': {
@@ -106,7 +112,7 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const dl = f32(d * sc);
       const ml = f32(dmin * mn);
       const code = kNibble(b, at + (five ? 48 : 16), e) | (five ? highBit(b, at + 16, e) << 4 : 0);
-      return { code, codes: five ? 32 : 16, value: (q) => f32(dl * q - ml), halves: [d, dmin] };
+      return { code, codes: five ? 32 : 16, value: (q) => f32(dl * q - ml), halves: [d, dmin], int8: { c: code, dl, m: -ml } };
     }
     case 'q6_k': {
       const half = Math.floor(e / 128);
@@ -117,11 +123,12 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const scale = b[at + 192 + Math.floor(e / 16)];
       const d = h(b, at + 208);
       const dl = f32(d * (scale < 128 ? scale : scale - 256));
-      return { code, codes: 64, value: (q) => f32(dl * (q - 32)), halves: [d] };
+      return { code, codes: 64, value: (q) => f32(dl * (q - 32)), halves: [d], int8: { c: code - 32, dl, m: 0 } };
     }
     case 'iq4_nl': {
       const d = h(b, at);
-      return { code: nibble32(b, at + 2, e), codes: 16, value: (q) => d * IQ4_LEVELS[q], halves: [d] };
+      const code = nibble32(b, at + 2, e);
+      return { code, codes: 16, value: (q) => d * IQ4_LEVELS[q], halves: [d], int8: { c: IQ4_LEVELS[code], dl: d, m: 0 } };
     }
     case 'iq4_xs': {
       const s = Math.floor(e / 32);
@@ -129,7 +136,8 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const high = ((b[at + 2] | (b[at + 3] << 8)) >> (2 * s)) & 3;
       const d = h(b, at);
       const dl = f32(d * ((low | (high << 4)) - 32));
-      return { code: nibble32(b, at + 8 + 16 * s, e % 32), codes: 16, value: (q) => f32(dl * IQ4_LEVELS[q]), halves: [d] };
+      const code = nibble32(b, at + 8 + 16 * s, e % 32);
+      return { code, codes: 16, value: (q) => f32(dl * IQ4_LEVELS[q]), halves: [d], int8: { c: IQ4_LEVELS[code], dl, m: 0 } };
     }
   }
 }

@@ -4,7 +4,7 @@
  * library takes, each bad value a UsageError naming the flag.
  */
 import type { AttentionMethod, ProductPath, KVDType, KVLayout } from '@sparq/core';
-import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
@@ -12,7 +12,7 @@ export const RUN_FLAGS = {
   model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
   temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
   r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, 'int4-path': { type: 'string' }, kv: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
+  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
@@ -46,12 +46,12 @@ export function attention(values: Values, headDim: number, context: number): Att
   };
 }
 
-/** Weight conversion on load, INT4 product path, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
-export function storage(values: Values): { weights: WeightType | undefined; int4Path: ProductPath; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
+/** Weight conversion on load, product path for quantized weights, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
+export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
   return {
     checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
-    int4Path: choice<ProductPath>('int4-path', values['int4-path'], ['dequant', 'int8'], 'dequant'),
+    productPath: choice<ProductPath>('product', values.product, ['dequant', 'int8'], DEFAULT_PRODUCT_PATH),
     kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], DEFAULT_KV_DTYPE),
     kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], ['k-twice', 'single-k'], 'k-twice'),
   };
@@ -78,7 +78,9 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --no-reallocate     SparQ without the mean-value interpolation
   --weights TYPE      convert matrices on load: f32, q4_0 (ggml) or int4 (group 32);
                       default: as the file stores them
-  --int4-path PATH    INT4 products: dequant (default) or int8
+  --product PATH      products with quantized weights (ggml blocks, int4): int8 (default;
+                      activations rounded to 8 bits per 32-element block or INT4 group,
+                      integer dot products, as llama.cpp) or dequant (weights to f32)
   --kv TYPE           KV cache element type, f16 (default) or f32
   --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
                       (keys once, 2/3 of the memory; the other methods' default)

@@ -74,7 +74,7 @@ export interface ChatOptions extends SamplerOptions {
   system?: string;
   kvDType?: KVDType;
   kvLayout?: KVLayout;
-  int4Path?: ProductPath;
+  productPath?: ProductPath;
 }
 
 export interface ChatReply {
@@ -104,7 +104,7 @@ export class Chat {
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, template: ChatTemplate, options: ChatOptions) {
     const context = contextSize(model.config.seqLen, options.context);
-    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path });
+    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.template = template;
     this.sampler = new Sampler(model.config.vocabSize, options);
@@ -182,7 +182,7 @@ export function createChat(lm: LanguageModel, path: string, options: Partial<Cha
     seed: BigInt(Date.now()),
     kvDType: lm.kv,
     kvLayout: lm.kvLayout,
-    int4Path: lm.int4Path,
+    productPath: lm.productPath,
     ...options,
     context,
     attention: options.attention ?? lm.resolveAttention(context),

@@ -20,7 +20,7 @@
  */
 import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
-import { linear } from './linear.ts';
+import { DEFAULT_PRODUCT_PATH, linear } from './linear.ts';
 import { RunState } from './run-state.ts';
 import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
@@ -38,8 +38,8 @@ export interface SessionOptions {
   kvDType?: KVDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
-  /** Path of INT4 matrix products, default 'dequant'. */
-  int4Path?: ProductPath;
+  /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
+  productPath?: ProductPath;
 }
 
 /**
@@ -70,7 +70,7 @@ export class Session {
   denseCost = 0;
   /** Next position to fill. */
   pos = 0;
-  private readonly int4Path: ProductPath;
+  private readonly productPath: ProductPath;
   private readonly dense: AttentionConfig;
   /** Decode attention: options.attention until setAttention changes it. */
   private attention: AttentionConfig;
@@ -90,7 +90,7 @@ export class Session {
     this.caches = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
     this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
-    this.int4Path = options.int4Path ?? 'dequant';
+    this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };
     this.attention = options.attention;
   }
@@ -174,7 +174,7 @@ export class Session {
     }
     // Classifier on the last row only: its logits predict the next token.
     engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
-    linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.int4Path);
+    linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.productPath);
     this.checkFinite(this.state.logits.data, c.vocabSize, 'logits (final norm and classifier)', n);
     this.pos += n;
     return this.state.logits.data;
@@ -194,9 +194,9 @@ export class Session {
     const cache = this.caches[l];
     // Attention block: rmsnorm, projections, rotary positions, cache append.
     engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
-    linear(engine, r.q, layer.wq, r.xbIn, this.int4Path);
-    linear(engine, r.k, layer.wk, r.xbIn, this.int4Path);
-    linear(engine, r.v, layer.wv, r.xbIn, this.int4Path);
+    linear(engine, r.q, layer.wq, r.xbIn, this.productPath);
+    linear(engine, r.k, layer.wk, r.xbIn, this.productPath);
+    linear(engine, r.v, layer.wv, r.xbIn, this.productPath);
     // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
     if (layer.bias) {
       addRows(this.state.q, layer.bias.q, n);
@@ -216,14 +216,14 @@ export class Session {
     } else {
       engine.attentionPrefill(r.att, r.qHeads, cache, 0);
     }
-    linear(engine, r.xb2, layer.wo, r.attIn, this.int4Path);
+    linear(engine, r.xb2, layer.wo, r.attIn, this.productPath);
     addInto(this.state.x, this.state.xb2, n * c.dim);
     // FFN block: rmsnorm, SwiGLU, down projection.
     engine.rmsnorm(r.xb, r.x, layer.ffnNorm, c.normEps);
-    linear(engine, r.hb, layer.w1, r.xbIn, this.int4Path);
-    linear(engine, r.hb2, layer.w3, r.xbIn, this.int4Path);
+    linear(engine, r.hb, layer.w1, r.xbIn, this.productPath);
+    linear(engine, r.hb2, layer.w3, r.xbIn, this.productPath);
     swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
-    linear(engine, r.xb2, layer.w2, r.hb, this.int4Path);
+    linear(engine, r.xb2, layer.w2, r.hb, this.productPath);
     addInto(this.state.x, this.state.xb2, n * c.dim);
   }
 

@@ -27,7 +27,7 @@ export interface GenerateOptions {
   attention: AttentionConfig;
   kvDType?: KVDType;
   kvLayout?: KVLayout;
-  int4Path?: ProductPath;
+  productPath?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
   onPiece?: (text: string) => void;
   /** What ends the text (generation-limits.ts); default: the model's (GGUF: end-of-generation tokens; llama2.c: also BOS). */
@@ -57,7 +57,7 @@ export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, pro
   const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
   if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path, stop: options.stop ?? stopRuleOf(model.format) });
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);

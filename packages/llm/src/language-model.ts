@@ -5,6 +5,7 @@
  * No file access here, so it runs in a browser too.
  */
 import { SparqRangeError, type AttentionMethod, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { DEFAULT_PRODUCT_PATH } from './linear.ts';
 import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
@@ -28,8 +29,8 @@ export interface ModelOptions {
   kvLayout?: KVLayout;
   /** Decode attention of sessions, default { method: 'dense' }. */
   attention?: AttentionSettings;
-  /** INT4 matrix products, default 'dequant'. */
-  int4Path?: ProductPath;
+  /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
+  productPath?: ProductPath;
   /**
    * The engine for a file whose tensor types `engine` does not compute on
    * (typically the reference); the model's notes say so. Without it such a file
@@ -63,7 +64,7 @@ export class LanguageModel {
   readonly kv: KVDType;
   readonly kvLayout: KVLayout | undefined;
   readonly attention: AttentionSettings;
-  readonly int4Path: ProductPath;
+  readonly productPath: ProductPath;
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: Omit<ModelOptions, 'tokenizer' | 'weights'> & { tokenizerSource?: string } = {}) {
     this.engine = engine;
@@ -73,7 +74,7 @@ export class LanguageModel {
     this.kv = options.kv ?? DEFAULT_KV_DTYPE;
     this.kvLayout = options.kvLayout;
     this.attention = options.attention ?? {};
-    this.int4Path = options.int4Path ?? 'dequant';
+    this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
   }
 
   get config(): ModelConfig {
@@ -117,7 +118,7 @@ export class LanguageModel {
       attention: this.resolveAttention(contextSize, options.attention),
       kvDType: options.kv ?? this.kv,
       kvLayout: this.kvLayout,
-      int4Path: this.int4Path,
+      productPath: this.productPath,
       prefillChunk: options.prefillChunk,
       stop: stopRuleOf(this.model.format),
     });

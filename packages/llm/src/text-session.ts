@@ -45,8 +45,8 @@ export interface TextSessionOptions {
   /** KV cache element type, default 'f32'. */
   kvDType?: KVDType;
   kvLayout?: KVLayout;
-  /** INT4 matrix products, default 'dequant'. */
-  int4Path?: ProductPath;
+  /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
+  productPath?: ProductPath;
   /** Most prompt tokens forwarded in one step (default 64). Generation yields to the event loop between steps. */
   prefillChunk?: number;
   /** What ends the text (generation-limits.ts), default 'bos' (llama2.c's BOS, and end-of-generation tokens). */
@@ -161,7 +161,7 @@ export class TextSession {
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
     const chunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
     if (!Number.isInteger(chunk) || chunk < 1) throw new SparqRangeError(`TextSession: prefillChunk ${chunk}, expected an integer >= 1`);
-    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, int4Path: options.int4Path });
+    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';

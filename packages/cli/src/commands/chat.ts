@@ -17,7 +17,7 @@ import { RUN_FLAGS, attention as attentionFlags, contextFlag, describeAttention,
 const USAGE = `sparq chat --model FILE [--system TEXT] [--template FILE] [--max-tokens N] [--ctx N]
            [--temperature T] [--top-p P] [--seed S]
            [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
-           [--weights f32|q4_0|int4] [--int4-path dequant|int8] [--kv f16|f32] [--kv-layout k-twice|single-k]
+           [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
 
 Chats with a GGUF model: each stdin line is a user turn, each reply is printed on
 stdout as it is sampled, then a newline. The conversation is rendered with the
@@ -41,7 +41,7 @@ export const chatCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
     const { temperature, topp, seed } = sampling(values, 0.8);
-    const { weights, int4Path, kvDType, kvLayout, checkTensors: check } = storage(values);
+    const { weights, productPath, kvDType, kvLayout, checkTensors: check } = storage(values);
 
     const engine = await selectBackend();
     const file = readModelFile(values.model, engine);
@@ -54,7 +54,7 @@ export const chatCommand: Command = {
     if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
-      attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, kvLayout, int4Path,
+      attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, kvLayout, productPath,
     });
     process.stderr.write(`model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`);
 

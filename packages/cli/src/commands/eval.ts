@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { selectBackend, type AttentionMethod } from '@sparq/core';
+import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
   ATTENTION_METHODS, COMPRESSION_TARGETS, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
   denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
@@ -49,6 +49,13 @@ function sharedPath(relative: string): string {
   return resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared', relative);
 }
 
+/**
+ * Eval multiplies quantized weights on the 'dequant' path (weights decoded to f32), not the
+ * runtime's 'int8' default (packages/llm/src/linear.ts), so that the documented results
+ * (docs/eval, README's tables), measured that way, reproduce.
+ */
+const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
+
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
            [--task ppl|greedy|stats] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
            [--weights f32|q4_0|int4] [--kv f32|f16] [--json]
@@ -79,7 +86,7 @@ The sweep (no --attention): every task for dense and --methods (default sparq,h2
 at --targets compression ratios (default 0.5,0.25,0.125: SPEC 3's ratio averaged over a
 task's decode steps), parameters by the rule in packages/llm/src/eval/budget.ts, for each
 of --variants (default f32,int4,q4_0,f16-kv: f32 weights, INT4 group-32 weights, Q4_0
-weights, f16 KV cache). Writes results.json, results.md and SVG plots to --out (default
+weights, f16 KV cache; quantized weights multiply on the dequant path). Writes results.json, results.md and SVG plots to --out (default
 eval-results). --json prints the results JSON on stdout too.
 
   --windows N        perplexity windows (from the first), default all (92)
@@ -135,7 +142,7 @@ export const evalCommand: Command = {
     if (values.attention !== undefined) {
       const { weights, kvDType } = storage(values);
       const lm = weights === undefined ? base : load(weights);
-      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, int4Path: 'dequant' };
+      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, productPath: EVAL_PRODUCT_PATH };
       const a = attentionFlags(values, c.headDim, ppl.window);
       const one = singleRun(m, a, task ?? 'ppl', tokens, prompts, { ppl, greedy, statsWindows }, onProgress);
       bar.end();
@@ -155,7 +162,7 @@ export const evalCommand: Command = {
     const results: VariantResult[] = [];
     for (const v of variants) {
       const lm = v.weights === undefined ? base : load(v.weights);
-      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType: v.kv, int4Path: 'dequant' };
+      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType: v.kv, productPath: EVAL_PRODUCT_PATH };
       const started = performance.now();
       const r = runSweep(m, tokens, prompts, { ...options, onProgress: (label, done, total) => onProgress(`${v.name} ${label}`, done, total) });
       results.push({ variant: v.name, weights: lm.weightType, kv: v.kv, seconds: (performance.now() - started) / 1000, ...r });

@@ -21,7 +21,7 @@ const EXIT_INTERRUPTED = 130;
 const USAGE = `sparq generate --model FILE [--tokenizer FILE] [--prompt TEXT | --prompt-file FILE] [-n N] [--ctx N]
                 [--temperature T] [--top-p P] [--seed S] [--stop TEXT ...]
                 [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
-                [--weights f32|q4_0|int4] [--int4-path dequant|int8] [--kv f16|f32] [--kv-layout k-twice|single-k]
+                [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
                 [--json] [--json-file FILE]
 
 Generates text as llama2.c's run does: -n counts positions including BOS (default
@@ -55,13 +55,13 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, int4Path, kvDType: kv, kvLayout, checkTensors } = storage(values);
+    const { weights, productPath, kvDType: kv, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, int4Path, fallback, checkTensors });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors });
     const c = model.config;
     const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
     const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));

@@ -5,7 +5,7 @@
  */
 import { SparqRangeError, Tensor } from '@sparq/core';
 import type { Session } from '../forward.ts';
-import { linear } from '../linear.ts';
+import { DEFAULT_PRODUCT_PATH, linear } from '../linear.ts';
 
 /**
  * -log softmax(logits[at .. at + vocab))[target], in f64:
@@ -54,7 +54,7 @@ export class AllLogits {
     const normed = new Tensor('f32', this.normed, [n, dim]);
     s.engine.rmsnorm(normed, x, w.finalNorm, normEps);
     const out = new Tensor('f32', this.logits, [n, vocabSize]);
-    linear(s.engine, out, w.classifier, normed, s.options.int4Path ?? 'dequant');
+    linear(s.engine, out, w.classifier, normed, s.options.productPath ?? DEFAULT_PRODUCT_PATH);
     return this.logits;
   }
 }

@@ -12,10 +12,10 @@ export interface EvalModel {
   engine: Engine;
   model: Model;
   kvDType: KVDType;
-  int4Path: ProductPath;
+  productPath: ProductPath;
 }
 
 /** A session of `capacity` positions that can prefill them all in one call. */
 export function evalSession(m: EvalModel, attention: AttentionConfig, capacity: number, engine: Engine = m.engine): Session {
-  return new Session(engine, m.model, { capacity, maxPrefill: capacity, attention, kvDType: m.kvDType, int4Path: m.int4Path });
+  return new Session(engine, m.model, { capacity, maxPrefill: capacity, attention, kvDType: m.kvDType, productPath: m.productPath });
 }

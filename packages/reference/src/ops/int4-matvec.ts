@@ -12,7 +12,7 @@
  *   activation group to int8, do the products in integers, and scale once per group.
  *
  * The int8 path, exactly (a native kernel must reproduce every integer bit for bit):
- *   For each row t of x and each group g (its groupSize columns c):
+ *   For each row t of x and each group g (its groupSize columns c; int8-activations.ts):
  *     amax_x  = max_c |x[t, c]|
  *     scale_x = max(f32(amax_x / 127), 2^-126)          (f32 division; the floor as in int4-groupwise.ts)
  *     q_x[c]  = roundf(f32(x[t, c] / scale_x))          (halves away from zero; always in [-127, 127])
@@ -28,33 +28,17 @@
  */
 import type { Int4Matrix, ProductPath, Tensor } from '@sparq/core';
 import { dotF32 } from './dot.ts';
-import { MIN_SCALE, dequantizeInt4Row, readInt4 } from './int4-groupwise.ts';
-import { roundHalfAway } from './round.ts';
+import { dequantizeInt4Row, readInt4 } from './int4-groupwise.ts';
+import { quantizeActivations } from './int8-activations.ts';
 
 const f32 = Math.fround;
-
-/** Row t of x (n, cols) quantized per group: qx[t * cols + c] int8 codes, sx[t * groupsPerRow + g] scales. */
-function quantizeActivations(qx: Int8Array, sx: Float32Array, x: Tensor<'f32'>, n: number, w: Int4Matrix): void {
-  const { cols, groupSize, groupsPerRow } = w;
-  for (let t = 0; t < n; t++) {
-    // One group of the activation row at a time; groups line up with the weight groups.
-    for (let g = 0; g < groupsPerRow; g++) {
-      const first = t * cols + g * groupSize; // index of the group's first element in x (from its offset) and qx
-      let amax = 0;
-      for (let i = 0; i < groupSize; i++) amax = Math.max(amax, Math.abs(x.data[x.offset + first + i]));
-      const scale = Math.max(f32(amax / 127), MIN_SCALE);
-      sx[t * groupsPerRow + g] = scale;
-      for (let i = 0; i < groupSize; i++) qx[first + i] = roundHalfAway(f32(x.data[x.offset + first + i] / scale));
-    }
-  }
-}
 
 /** The int8 path for all n rows of x: out[t, r] from the int32 group sums above. */
 function productInt8(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number): void {
   const { rows, cols, groupSize, groupsPerRow } = w;
   const qx = new Int8Array(n * cols); // (n, cols) int8 activations
   const sx = new Float32Array(n * groupsPerRow); // (n, groupsPerRow) their scales
-  quantizeActivations(qx, sx, x, n, w);
+  quantizeActivations(qx, sx, x, n, cols, groupSize);
   for (let r = 0; r < rows; r++) {
     for (let t = 0; t < n; t++) {
       let acc = 0;

@@ -21,8 +21,10 @@
  * 3. IQ4_NL stores that d in f16 and maps x / d to levels again. IQ4_XS quantizes the 8 sub-block
  *    d's against D = max d / -32: ls = clamp(nearestInt(d / D), -32, 31) + 32, stores D, and maps
  *    x / (D (ls - 32)) to levels.
+ * Integer view (blockCodes, ggml-block.ts): c = LEVELS[q] (the int8 level, not its index), no
+ * minimum (m = -0); IQ4_NL: dl = d for its 32 elements; IQ4_XS: sub-blocks of 32, dl = f32(D * (ls - 32)).
  */
-import { BLOCK, packNibbles, readF16, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
+import { BLOCK, makeCodec, packNibbles, readF16, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
 import { GROUP_MAX_EPS } from './k-quant-search.ts';
 import { nearestInt } from './round.ts';
 
@@ -49,7 +51,7 @@ function nearestLevel(v: number): number {
 }
 
 const weights = new Float32Array(BLOCK);
-const scales = new Float32Array(8);
+const fitScales = new Float32Array(8); // scratch: IQ4_XS's sub-block scales from the search
 
 /** Sum w l x and sum w l^2 over x[at .. at+32), l the levels nearest id * x. */
 function fit(x: Float32Array, at: number, id: number): { sumqx: number; sumq2: number } {
@@ -97,19 +99,22 @@ function packLevels(bytes: Uint8Array, qsAt: number, x: Float32Array, at: number
   packNibbles(bytes, qsAt, (j) => nearestLevel(f32(id * x[at + j])));
 }
 
-export const iq4_nl: BlockCodec = {
-  quantizeBlock(bytes, at, x, xAt) {
+export const iq4_nl: BlockCodec = makeCodec(
+  BLOCK,
+  BLOCK,
+  (bytes, at, x, xAt) => {
     const d = bestScale(x, xAt);
     writeF16(bytes, at, d);
     // Levels again for the final d (ggml does this with the f32 d, not the f16 one).
     packLevels(bytes, at + 2, x, xAt, d);
   },
-  dequantizeBlock(out, outAt, bytes, at) {
-    const d = readF16(bytes, at);
-    // Exact: an f16 times an int8 needs at most 18 bits.
-    for (let j = 0; j < BLOCK; j++) out[outAt + j] = d * LEVELS[unpackNibble(bytes, at + 2, j)];
+  (codes, scales, mins, bytes, at) => {
+    // d * level is exact: an f16 times an int8 needs at most 18 bits.
+    scales[0] = readF16(bytes, at);
+    mins[0] = -0;
+    for (let j = 0; j < BLOCK; j++) codes[j] = LEVELS[unpackNibble(bytes, at + 2, j)];
   },
-};
+);
 
 const XS_SCALES_H = 2; // byte offsets inside an IQ4_XS block
 const XS_SCALES_L = 4;
@@ -122,15 +127,17 @@ function xsScale(bytes: Uint8Array, at: number, s: number): number {
   return low | (((scalesH >>> (2 * s)) & 3) << 4);
 }
 
-export const iq4_xs: BlockCodec = {
-  quantizeBlock(bytes, at, x, xAt) {
+export const iq4_xs: BlockCodec = makeCodec(
+  8 * BLOCK,
+  BLOCK,
+  (bytes, at, x, xAt) => {
     let maxScale = 0;
     let amax = 0;
     for (let s = 0; s < 8; s++) {
-      scales[s] = bestScale(x, xAt + BLOCK * s);
-      if (Math.abs(scales[s]) > amax) {
-        amax = Math.abs(scales[s]);
-        maxScale = scales[s];
+      fitScales[s] = bestScale(x, xAt + BLOCK * s);
+      if (Math.abs(fitScales[s]) > amax) {
+        amax = Math.abs(fitScales[s]);
+        maxScale = fitScales[s];
       }
     }
     // -0 when every sub-block is zero: f16 0x8000, as ggml stores it.
@@ -140,7 +147,7 @@ export const iq4_xs: BlockCodec = {
     let scalesH = 0;
     bytes.fill(0, at + XS_SCALES_L, at + XS_SCALES_L + 4);
     for (let s = 0; s < 8; s++) {
-      const l = Math.max(-32, Math.min(31, nearestInt(f32(id * scales[s]))));
+      const l = Math.max(-32, Math.min(31, nearestInt(f32(id * fitScales[s]))));
       packLevels(bytes, at + XS_QS + 16 * s, x, xAt + BLOCK * s, f32(d * l));
       const ls = l + 32;
       bytes[at + XS_SCALES_L + (s >>> 1)] |= (ls & 0x0f) << (4 * (s & 1));
@@ -149,12 +156,13 @@ export const iq4_xs: BlockCodec = {
     bytes[at + XS_SCALES_H] = scalesH & 0xff;
     bytes[at + XS_SCALES_H + 1] = scalesH >>> 8;
   },
-  dequantizeBlock(out, outAt, bytes, at) {
+  (codes, scales, mins, bytes, at) => {
     const d = readF16(bytes, at);
     for (let s = 0; s < 8; s++) {
-      const dl = f32(d * (xsScale(bytes, at, s) - 32));
-      // Exact in f32: 11-bit d times |ls - 32| <= 32 times |level| <= 127 needs at most 24 bits.
-      for (let j = 0; j < BLOCK; j++) out[outAt + BLOCK * s + j] = f32(dl * LEVELS[unpackNibble(bytes, at + XS_QS + 16 * s, j)]);
+      // dl * level is exact in f32: 11-bit d times |ls - 32| <= 32 times |level| <= 127 needs at most 24 bits.
+      scales[s] = f32(d * (xsScale(bytes, at, s) - 32));
+      mins[s] = -0;
+      for (let j = 0; j < BLOCK; j++) codes[BLOCK * s + j] = LEVELS[unpackNibble(bytes, at + XS_QS + 16 * s, j)];
     }
   },
-};
+);

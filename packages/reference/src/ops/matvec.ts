@@ -3,15 +3,18 @@
  *
  *   matvec: w (rows, cols) @ x (cols)       -> out (rows)       out[r]    = sum_c w[r, c] * x[c]
  *   matmul: x (n, cols) @ w^T, w (rows, cols) -> out (n, rows)  out[t, r] = sum_c w[r, c] * x[t, c]
- *   w: f32 | f16 | bf16 | q4_0 | q4_1 | q8_0; x, out: f32
+ *   w: f32 | f16 | bf16 | any block dtype; x, out: f32
  *
- * Each weight row is first decoded to f32 (f16 and bf16 exactly, the block formats by their
- * dequantization, which rounds as ggml's does), then dotted with each x row by dotF32: one f32
- * accumulator, left to right, like llama2.c (see dot.ts for why and for the error bound).
+ * Path 'int8' on a block dtype takes the integer product of block-int8-matvec.ts. Otherwise
+ * (path 'dequant', or float weights, which have no integer codes) each weight row is first
+ * decoded to f32 (f16 and bf16 exactly, the block formats by their dequantization, which rounds
+ * as ggml's does), then dotted with each x row by dotF32: one f32 accumulator, left to right,
+ * like llama2.c (see dot.ts for why and for the error bound).
  * matmul decodes a row once and uses it for all n rows of x: n matvecs sharing one read of w.
  * Core has checked shapes, dtypes and contiguity; offsets are honoured.
  */
-import { bf16ToF32, f16ToF32, isBlockDType, type BlockDType, type Tensor } from '@sparq/core';
+import { bf16ToF32, f16ToF32, isBlockDType, type BlockDType, type ProductPath, type Tensor } from '@sparq/core';
+import { productBlockInt8 } from './block-int8-matvec.ts';
 import { dotF32 } from './dot.ts';
 import { dequantizeRun } from './quantize.ts';
 
@@ -48,12 +51,18 @@ function product(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number): vo
   }
 }
 
+/** n rows of x by the chosen path: the integer product for block weights on 'int8', else the f32 one. */
+function productBy(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath): void {
+  if (path === 'int8' && isBlockDType(w.dtype)) productBlockInt8(out, w as Tensor<BlockDType>, x, n);
+  else product(out, w, x, n);
+}
+
 /** w (rows, cols) @ x (cols) -> out (rows). */
-export function matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
-  product(out, w, x, 1);
+export function matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath): void {
+  productBy(out, w, x, 1, path);
 }
 
 /** x (n, cols) @ w^T, w (rows, cols) -> out (n, rows). */
-export function matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>): void {
-  product(out, w, x, x.shape[0]);
+export function matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath): void {
+  productBy(out, w, x, x.shape[0], path);
 }

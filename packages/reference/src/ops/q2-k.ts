@@ -15,10 +15,11 @@
  * 2. d = max scale / 15 and sc = nearestInt(15 / max scale * scale); the same for the minimums;
  * 3. the codes again against the stored (f16, 4-bit) values: q = clamp(nearestInt((x + dmin mn) / (d sc)), 0, 3),
  *    so dequantization sees the codes that best fit what it will actually use.
+ * Integer view (blockCodes, ggml-block.ts): sub-blocks of 16, c = q, dl = f32(d * sc), m = -f32(dmin * mn).
  */
 import { packCrumbs, unpackCrumb } from './k-quant-pack.ts';
 import { fitSubBlocks } from './k-quant-search.ts';
-import { readF16, writeF16, type BlockCodec } from './ggml-block.ts';
+import { makeCodec, readF16, writeF16, type BlockCodec, type BlockCodes } from './ggml-block.ts';
 import { nearestInt } from './round.ts';
 
 const f32 = Math.fround;
@@ -33,22 +34,22 @@ const DMIN = 82;
 const L = new Uint8Array(QK); // scratch: one super-block's codes
 /** The scale search: codes 0..3, trial inverse scales (-0.5 + 0.1 k + 3) / range for k = 0..15, absolute error. */
 const SEARCH = { nmax: 3, rmin: f32(-0.5), nstep: 15, useMad: true };
-const scales = new Float32Array(QK / SUB);
-const mins = new Float32Array(QK / SUB);
+const fitScales = new Float32Array(QK / SUB); // scratch: the search's sub-block scales and minimums
+const fitMins = new Float32Array(QK / SUB);
 
 function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: number): void {
   // Weights |x|: large values matter most.
   const weigh = (at: number, weights: Float32Array) => {
     for (let i = 0; i < SUB; i++) weights[i] = Math.abs(x[at + i]);
   };
-  const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, SEARCH, { L, scales, mins });
+  const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, SEARCH, { L, scales: fitScales, mins: fitMins });
   // Sub-block scales to 4 bits against d = maxScale / 15 (nibble 0 when the whole block has none).
   const inverseScale = maxScale > 0 ? f32(15 / maxScale) : 0;
   const inverseMin = maxMin > 0 ? f32(15 / maxMin) : 0;
   for (let s = 0; s < QK / SUB; s++) {
     // nearestInt gives 0..15 here; `& 0xff` is C's store to uint8_t.
-    const sc = maxScale > 0 ? nearestInt(f32(inverseScale * scales[s])) & 0xff : 0;
-    const mn = maxMin > 0 ? nearestInt(f32(inverseMin * mins[s])) & 0xff : 0;
+    const sc = maxScale > 0 ? nearestInt(f32(inverseScale * fitScales[s])) & 0xff : 0;
+    const mn = maxMin > 0 ? nearestInt(f32(inverseMin * fitMins[s])) & 0xff : 0;
     bytes[at + SCALES + s] = (sc | (mn << 4)) & 0xff;
   }
   writeF16(bytes, at + D, maxScale > 0 ? f32(maxScale / 15) : 0);
@@ -68,19 +69,16 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   packCrumbs(bytes, at + QS, L);
 }
 
-function dequantizeBlock(out: Float32Array, outAt: number, bytes: Uint8Array, at: number): void {
+const blockCodes: BlockCodes = (codes, scales, mins, bytes, at) => {
   const d = readF16(bytes, at + D);
   const dmin = readF16(bytes, at + DMIN);
   for (let s = 0; s < QK / SUB; s++) {
     const packed = bytes[at + SCALES + s];
-    const dl = f32(d * (packed & 0x0f));
-    const ml = f32(dmin * (packed >>> 4));
-    for (let i = 0; i < SUB; i++) {
-      const e = SUB * s + i;
-      // dl * q is exact (2-bit code), the subtraction rounds once, as in ggml.
-      out[outAt + e] = f32(dl * unpackCrumb(bytes, at + QS, e) - ml);
-    }
+    // dl * q is exact (2-bit code), so dequantizing rounds once, at the minimum, as in ggml.
+    scales[s] = f32(d * (packed & 0x0f));
+    mins[s] = -f32(dmin * (packed >>> 4));
   }
-}
+  for (let e = 0; e < QK; e++) codes[e] = unpackCrumb(bytes, at + QS, e);
+};
 
-export const q2_k: BlockCodec = { quantizeBlock, dequantizeBlock };
+export const q2_k: BlockCodec = makeCodec(QK, SUB, quantizeBlock, blockCodes);

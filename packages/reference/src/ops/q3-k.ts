@@ -14,10 +14,12 @@
  * 1. each sub-block: scale and codes from makeQ3Quants (nmax 4, weights x^2, coordinate descent);
  * 2. d = max / -32 for the scale of largest magnitude max, sc = clamp(nearestInt(scale * -32 / max), -32, 31) + 32;
  * 3. codes again against d * (sc - 32) as stored: q = clamp(nearestInt(x / (d (sc - 32))), -4, 3).
+ * Integer view (blockCodes, ggml-block.ts): sub-blocks of 16, c = q (the stored q + 4, minus 4),
+ * dl = f32(d * (sc - 32)), no minimum (m = -0).
  */
 import { packCrumbs, packHighBits, unpackCrumb, unpackHighBit } from './k-quant-pack.ts';
 import { makeQ3Quants, signedMax } from './k-quant-search.ts';
-import { readF16, writeF16, type BlockCodec } from './ggml-block.ts';
+import { makeCodec, readF16, writeF16, type BlockCodec, type BlockCodes } from './ggml-block.ts';
 import { nearestInt, toInt8 } from './round.ts';
 
 const f32 = Math.fround;
@@ -30,7 +32,7 @@ const SCALES = 96;
 const D = 108;
 
 const L = new Uint8Array(QK); // scratch: codes q + 4, 0..7
-const scales = new Float32Array(QK / SUB);
+const fitScales = new Float32Array(QK / SUB); // scratch: the search's sub-block scales
 
 /** Sub-block s's stored 6-bit scale (0..63) from the 12 packed bytes at bytes[at ..]. */
 function unpackScale(bytes: Uint8Array, at: number, s: number): number {
@@ -40,16 +42,16 @@ function unpackScale(bytes: Uint8Array, at: number, s: number): number {
 }
 
 function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: number): void {
-  for (let s = 0; s < QK / SUB; s++) scales[s] = makeQ3Quants(SUB, 4, x, xAt + SUB * s, L, SUB * s);
+  for (let s = 0; s < QK / SUB; s++) fitScales[s] = makeQ3Quants(SUB, 4, x, xAt + SUB * s, L, SUB * s);
   // The signed scale of largest magnitude (the first on a tie).
-  const { max: maxScale } = signedMax(scales, 0, QK / SUB);
+  const { max: maxScale } = signedMax(fitScales, 0, QK / SUB);
   bytes.fill(0, at + SCALES, at + SCALES + 12);
   if (maxScale !== 0) {
     // Like Q4_0's d = max / -8: the largest scale maps to -32, the extra negative level.
     const iscale = f32(-32 / maxScale);
     for (let s = 0; s < QK / SUB; s++) {
       // C stores nearest_int's result in an int8_t before clamping, hence toInt8.
-      const sc = Math.max(-32, Math.min(31, toInt8(nearestInt(f32(iscale * scales[s]))))) + 32;
+      const sc = Math.max(-32, Math.min(31, toInt8(nearestInt(f32(iscale * fitScales[s]))))) + 32;
       bytes[at + SCALES + (s % 8)] |= s < 8 ? sc & 0x0f : (sc & 0x0f) << 4;
       bytes[at + SCALES + 8 + (s % 4)] |= (sc >>> 4) << (2 * (s >>> 2));
     }
@@ -71,17 +73,14 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   packCrumbs(bytes, at + QS, L);
 }
 
-function dequantizeBlock(out: Float32Array, outAt: number, bytes: Uint8Array, at: number): void {
+const blockCodes: BlockCodes = (codes, scales, mins, bytes, at) => {
   const d = readF16(bytes, at + D);
   for (let s = 0; s < QK / SUB; s++) {
-    const dl = f32(d * (unpackScale(bytes, at + SCALES, s) - 32));
-    for (let i = 0; i < SUB; i++) {
-      const e = SUB * s + i;
-      // The stored code is q + 4: low bits in qs, bit 2 in hmask; a clear high bit means q < 0.
-      const q = (unpackCrumb(bytes, at + QS, e) | (unpackHighBit(bytes, at + HMASK, e) << 2)) - 4;
-      out[outAt + e] = f32(dl * q);
-    }
+    scales[s] = f32(d * (unpackScale(bytes, at + SCALES, s) - 32));
+    mins[s] = -0;
   }
-}
+  // The stored code is q + 4: low bits in qs, bit 2 in hmask; a clear high bit means q < 0.
+  for (let e = 0; e < QK; e++) codes[e] = (unpackCrumb(bytes, at + QS, e) | (unpackHighBit(bytes, at + HMASK, e) << 2)) - 4;
+};
 
-export const q3_k: BlockCodec = { quantizeBlock, dequantizeBlock };
+export const q3_k: BlockCodec = makeCodec(QK, SUB, quantizeBlock, blockCodes);

@@ -14,10 +14,12 @@
  * 2. d = max / -128 for the scale of largest magnitude max, sc = min(127, nearestInt(scale * -128 / max));
  *    a super-block whose scales are all below GROUP_MAX_EPS is stored as all zero bytes;
  * 3. codes again against d * sc as stored: q = clamp(nearestInt(x / (d sc)), -32, 31).
+ * Integer view (blockCodes, ggml-block.ts): sub-blocks of 16, c = q (the stored q + 32, minus 32),
+ * dl = f32(d * sc), no minimum (m = -0).
  */
 import { packCrumbs, unpackCrumb } from './k-quant-pack.ts';
 import { GROUP_MAX_EPS, makeQxQuants, signedMax } from './k-quant-search.ts';
-import { readF16, writeF16, type BlockCodec } from './ggml-block.ts';
+import { makeCodec, readF16, writeF16, type BlockCodec, type BlockCodes } from './ggml-block.ts';
 import { nearestInt, toInt8 } from './round.ts';
 
 const f32 = Math.fround;
@@ -32,7 +34,7 @@ const D = 208;
 
 const L = new Uint8Array(QK); // scratch: codes q + 32, 0..63
 const highBits = new Uint8Array(QK); // scratch: their top two bits, for packCrumbs
-const scales = new Float32Array(QK / SUB);
+const fitScales = new Float32Array(QK / SUB); // scratch: the search's sub-block scales
 
 /** Byte of ql holding element e's low four bits, and whether it is the high nibble. */
 function lowNibbleOf(e: number): { byte: number; high: boolean } {
@@ -41,9 +43,9 @@ function lowNibbleOf(e: number): { byte: number; high: boolean } {
 }
 
 function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: number): void {
-  for (let s = 0; s < QK / SUB; s++) scales[s] = makeQxQuants(SUB, 32, x, xAt + SUB * s, L, SUB * s);
+  for (let s = 0; s < QK / SUB; s++) fitScales[s] = makeQxQuants(SUB, 32, x, xAt + SUB * s, L, SUB * s);
   // The signed scale of largest magnitude (the first on a tie).
-  const { max: maxScale, amax } = signedMax(scales, 0, QK / SUB);
+  const { max: maxScale, amax } = signedMax(fitScales, 0, QK / SUB);
   if (amax < GROUP_MAX_EPS) {
     bytes.fill(0, at, at + BYTES); // d = 0 (f16 +0 is all zero bits too)
     return;
@@ -52,7 +54,7 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   const iscale = f32(-128 / maxScale);
   writeF16(bytes, at + D, f32(1 / iscale));
   for (let s = 0; s < QK / SUB; s++) {
-    bytes[at + SCALES + s] = toInt8(Math.min(127, nearestInt(f32(iscale * scales[s])))) & 0xff;
+    bytes[at + SCALES + s] = toInt8(Math.min(127, nearestInt(f32(iscale * fitScales[s])))) & 0xff;
   }
   // Codes again against the stored scales; a sub-block with scale 0 keeps the search's codes.
   const d = readF16(bytes, at + D);
@@ -73,20 +75,19 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   packCrumbs(bytes, at + QH, highBits);
 }
 
-function dequantizeBlock(out: Float32Array, outAt: number, bytes: Uint8Array, at: number): void {
+const blockCodes: BlockCodes = (codes, scales, mins, bytes, at) => {
   const d = readF16(bytes, at + D);
   for (let s = 0; s < QK / SUB; s++) {
     // ggml multiplies d * sc first, then the code, each rounding to f32: d * sc is exact (11-bit
     // significand times 8 bits), times a 6-bit code can need 25 bits and then rounds.
-    const dl = f32(d * toInt8(bytes[at + SCALES + s]));
-    for (let i = 0; i < SUB; i++) {
-      const e = SUB * s + i;
-      const { byte, high } = lowNibbleOf(e);
-      const low = high ? bytes[at + QL + byte] >>> 4 : bytes[at + QL + byte] & 0x0f;
-      const q = (low | (unpackCrumb(bytes, at + QH, e) << 4)) - 32;
-      out[outAt + e] = f32(dl * q);
-    }
+    scales[s] = f32(d * toInt8(bytes[at + SCALES + s]));
+    mins[s] = -0;
   }
-}
+  for (let e = 0; e < QK; e++) {
+    const { byte, high } = lowNibbleOf(e);
+    const low = high ? bytes[at + QL + byte] >>> 4 : bytes[at + QL + byte] & 0x0f;
+    codes[e] = (low | (unpackCrumb(bytes, at + QH, e) << 4)) - 32;
+  }
+};
 
-export const q6_k: BlockCodec = { quantizeBlock, dequantizeBlock };
+export const q6_k: BlockCodec = makeCodec(QK, SUB, quantizeBlock, blockCodes);

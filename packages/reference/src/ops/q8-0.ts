@@ -10,9 +10,10 @@
  * step (Math.fround), `id = 1/d` multiplied rather than SPEC's `/ d` (ggml's choice), C's roundf
  * (not Math.round, which differs on negative halves), quantization with the f32 d and
  * dequantization with the f16 d. |q| <= 127 always, so -128 is never used.
+ * Integer view (blockCodes, ggml-block.ts): c = q, dl = d, no minimum (m = -0).
  */
-import { BLOCK, readF16, writeF16, type BlockCodec } from './ggml-block.ts';
-import { roundHalfAway } from './round.ts';
+import { BLOCK, makeCodec, readF16, writeF16, type BlockCodec, type BlockCodes } from './ggml-block.ts';
+import { roundHalfAway, toInt8 } from './round.ts';
 
 const f32 = Math.fround;
 
@@ -33,16 +34,12 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   }
 }
 
-/** One 34-byte block at bytes[at] -> out[outAt .. outAt+32) f32, x = q * d with the f16 d. */
-function dequantizeBlock(out: Float32Array, outAt: number, bytes: Uint8Array, at: number): void {
-  const d = readF16(bytes, at);
-  for (let j = 0; j < BLOCK; j++) {
-    // Byte back to int8: values 128..255 are the negatives -128..-1.
-    const byte = bytes[at + QS + j];
-    const q = byte >= 128 ? byte - 256 : byte;
-    // Exact in f32: an 8-bit integer times an f16 (11-bit significand) needs at most 19 bits.
-    out[outAt + j] = q * d;
-  }
-}
+/** One 34-byte block at bytes[at] -> its codes q and the f16 d (x = q * d, exact in f32: 8 bits times 11). */
+const blockCodes: BlockCodes = (codes, scales, mins, bytes, at) => {
+  scales[0] = readF16(bytes, at);
+  mins[0] = -0;
+  // Byte back to int8: values 128..255 are the negatives -128..-1.
+  for (let j = 0; j < BLOCK; j++) codes[j] = toInt8(bytes[at + QS + j]);
+};
 
-export const q8_0: BlockCodec = { quantizeBlock, dequantizeBlock };
+export const q8_0: BlockCodec = makeCodec(BLOCK, BLOCK, quantizeBlock, blockCodes);

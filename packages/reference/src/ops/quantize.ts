@@ -27,6 +27,11 @@ const CODECS: Readonly<Record<BlockDType, BlockCodec>> = { q4_0, q4_1, q5_0, q5_
 /** The block dtypes this backend quantizes, dequantizes and multiplies: all of them. */
 export const BLOCK_CODEC_DTYPES = Object.keys(CODECS) as readonly BlockDType[];
 
+/** Elements per sub-block of a block dtype's integer view (16 or 32; ggml-block.ts BlockCodes). */
+export function subBlockOf(dtype: BlockDType): number {
+  return CODECS[dtype].subBlock;
+}
+
 /** Byte index in a block tensor's storage of its element `element` (a block boundary), counted from the tensor's offset. */
 function byteIndex(t: Tensor<BlockDType>, element: number): number {
   // Offsets count elements; blocks are `elements` elements of `bytes` bytes each.
@@ -59,5 +64,20 @@ export function dequantizeRun(out: Float32Array, outAt: number, x: Tensor<BlockD
   // One block of consecutive elements at a time.
   for (let e = 0; e < count; e += elements) {
     codec.dequantizeBlock(out, outAt + e, x.data, byteIndex(x, first + e));
+  }
+}
+
+/**
+ * The integer view (ggml-block.ts BlockCodes) of `count` elements (whole blocks) of block tensor
+ * `x` from its element `first`: codes[0 .. count), and scales, mins [0 .. count / subBlockOf(dtype))
+ * in sub-block order. The 'int8' product reads one weight row this way.
+ */
+export function blockCodesRun(codes: Int32Array, scales: Float32Array, mins: Float32Array, x: Tensor<BlockDType>, first: number, count: number): void {
+  const codec = CODECS[x.dtype];
+  const { elements } = BLOCK_LAYOUT[x.dtype];
+  const subBlocks = elements / codec.subBlock; // per block
+  for (let e = 0; e < count; e += elements) {
+    const s = (e / elements) * subBlocks; // the block's first sub-block
+    codec.blockCodes(codes.subarray(e, e + elements), scales.subarray(s, s + subBlocks), mins.subarray(s, s + subBlocks), x.data, byteIndex(x, first + e));
   }
 }

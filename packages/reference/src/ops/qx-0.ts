@@ -10,6 +10,8 @@
  *   d = max / -H, where max is the signed value of largest magnitude (the first one on a tie)
  *   q = min(top, trunc(x * (1/d) + H + 0.5))          x ~ (q - H) * d
  *
+ * Integer view (blockCodes, ggml-block.ts): c = q - H in -H..H-1, dl = d, no minimum (m = -0).
+ *
  * Byte-exact with ggml's `quantize_row_q4_0_ref` / `quantize_row_q5_0_ref` (what llama-quantize
  * writes without an importance matrix) and `dequantize_row_q4_0` / `_q5_0`. Details that follow
  * ggml rather than SPEC's shorthand:
@@ -22,7 +24,7 @@
  * to H - 1 (code top) and is the one element that can be a whole step off.
  */
 import { toInt8, truncToByte } from './round.ts';
-import { BLOCK, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
+import { BLOCK, makeCodec, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
 
 const f32 = Math.fround;
 
@@ -32,10 +34,12 @@ function scaleOnly(bits: 4 | 5): BlockCodec {
   const top = 2 * half - 1; // the largest code
   const QH = 2; // Q5_0's fifth bits follow d
   const QS = bits === 5 ? QH + 4 : 2; // the nibbles follow d (and qh)
-  const codes = new Uint8Array(BLOCK); // scratch: one block's codes
+  const stored = new Uint8Array(BLOCK); // scratch: one block's stored codes
 
-  return {
-    quantizeBlock(bytes, at, x, xAt) {
+  return makeCodec(
+    BLOCK,
+    BLOCK,
+    (bytes, at, x, xAt) => {
       // The signed value of largest magnitude; strict `<` keeps the first one, as ggml does.
       let amax = 0;
       let max = 0;
@@ -51,21 +55,18 @@ function scaleOnly(bits: 4 | 5): BlockCodec {
       const id = d !== 0 ? f32(1 / d) : 0;
       writeF16(bytes, at, d);
       // Shift to 0..2H+0.5 and truncate (C's (int8_t) cast): rounds to nearest since the shift has +0.5.
-      for (let j = 0; j < BLOCK; j++) codes[j] = Math.min(top, toInt8(truncToByte(f32(f32(x[xAt + j] * id) + (half + 0.5)))));
-      packNibbles(bytes, at + QS, (j) => codes[j]);
-      if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => codes[j] >>> 4);
+      for (let j = 0; j < BLOCK; j++) stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(x[xAt + j] * id) + (half + 0.5)))));
+      packNibbles(bytes, at + QS, (j) => stored[j]);
+      if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => stored[j] >>> 4);
     },
-
-    dequantizeBlock(out, outAt, bytes, at) {
-      const d = readF16(bytes, at);
+    (codes, scales, mins, bytes, at) => {
+      scales[0] = readF16(bytes, at);
+      mins[0] = -0;
       const qh = bits === 5 ? readU32(bytes, at + QH) : 0; // bit j: element j's fifth bit
-      for (let j = 0; j < BLOCK; j++) {
-        const q = unpackNibble(bytes, at + QS, j) | (((qh >>> j) & 1) << 4);
-        // Exact in f32: a 5-bit integer times an f16 (11-bit significand) needs at most 16 bits.
-        out[outAt + j] = (q - half) * d;
-      }
+      // d * c is exact in f32: a 5-bit integer times an f16 (11-bit significand) needs at most 16 bits.
+      for (let j = 0; j < BLOCK; j++) codes[j] = (unpackNibble(bytes, at + QS, j) | (((qh >>> j) & 1) << 4)) - half;
     },
-  };
+  );
 }
 
 export const q4_0 = scaleOnly(4);

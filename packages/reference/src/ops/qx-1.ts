@@ -11,6 +11,8 @@
  *   d = (max - min) / top, m = min
  *   q = min(top, trunc((x - min) * (1/d) + 0.5))   x ~ q * d + m
  *
+ * Integer view (blockCodes, ggml-block.ts): c = q in 0..top, dl = d, m = m.
+ *
  * Byte-exact with ggml's `quantize_row_q4_1_ref` / `quantize_row_q5_1_ref` and the matching
  * `dequantize_row_*`: f32 arithmetic at every step (Math.fround), `id = 1/d` multiplied rather
  * than SPEC's `/ d` (ggml's choice; they can round differently), quantization with the f32 d and
@@ -21,7 +23,7 @@
  * a step; that is the format's, not ours.
  */
 import { toInt8, truncToByte } from './round.ts';
-import { BLOCK, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
+import { BLOCK, makeCodec, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
 
 const f32 = Math.fround;
 
@@ -30,10 +32,12 @@ function scaleAndMin(bits: 4 | 5): BlockCodec {
   const top = 2 ** bits - 1; // the largest code
   const QH = 4; // Q5_1's fifth bits follow d and m
   const QS = bits === 5 ? QH + 4 : 4; // the nibbles follow d and m (and qh)
-  const codes = new Uint8Array(BLOCK); // scratch: one block's codes
+  const stored = new Uint8Array(BLOCK); // scratch: one block's stored codes
 
-  return {
-    quantizeBlock(bytes, at, x, xAt) {
+  return makeCodec(
+    BLOCK,
+    BLOCK,
+    (bytes, at, x, xAt) => {
       // ggml starts from +-FLT_MAX, so its first comparison picks x[0]; we start there directly.
       // Plain `<` / `>` as in ggml, not Math.min/max: on a 0 / -0 tie the first one seen stays, which
       // decides the sign bit of the stored f16 m.
@@ -51,22 +55,18 @@ function scaleAndMin(bits: 4 | 5): BlockCodec {
       writeF16(bytes, at + 2, min);
       // (x - min) * id lies in 0..top; +0.5 then truncation rounds to nearest (C's (int8_t) cast for
       // Q4_1, (uint8_t) for Q5_1: the same byte here, since the value is 0..top or not finite).
-      for (let j = 0; j < BLOCK; j++) codes[j] = Math.min(top, toInt8(truncToByte(f32(f32(f32(x[xAt + j] - min) * id) + 0.5))));
-      packNibbles(bytes, at + QS, (j) => codes[j]);
-      if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => codes[j] >>> 4);
+      for (let j = 0; j < BLOCK; j++) stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(f32(x[xAt + j] - min) * id) + 0.5))));
+      packNibbles(bytes, at + QS, (j) => stored[j]);
+      if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => stored[j] >>> 4);
     },
-
-    dequantizeBlock(out, outAt, bytes, at) {
-      const d = readF16(bytes, at);
-      const m = readF16(bytes, at + 2);
+    (codes, scales, mins, bytes, at) => {
+      scales[0] = readF16(bytes, at);
+      mins[0] = readF16(bytes, at + 2);
       const qh = bits === 5 ? readU32(bytes, at + QH) : 0; // bit j: element j's fifth bit
-      for (let j = 0; j < BLOCK; j++) {
-        const q = unpackNibble(bytes, at + QS, j) | (((qh >>> j) & 1) << 4);
-        // q * d is exact in f32 (5-bit times 11-bit significand), so only the + m rounds.
-        out[outAt + j] = f32(q * d + m);
-      }
+      // q * d is exact in f32 (5-bit times 11-bit significand), so dequantizing rounds only at the + m.
+      for (let j = 0; j < BLOCK; j++) codes[j] = unpackNibble(bytes, at + QS, j) | (((qh >>> j) & 1) << 4);
     },
-  };
+  );
 }
 
 export const q4_1 = scaleAndMin(4);

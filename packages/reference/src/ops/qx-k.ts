@@ -17,10 +17,12 @@
  *    scales (rmin + 0.1 k + top) / range, Q4_K: rmin -1, k = 0..20; Q5_K: rmin -0.5, k = 0..15);
  * 2. d = max scale / 63, sc = min(63, nearestInt(63 / max scale * scale)); dmin and mn the same way;
  * 3. the codes again against the stored d * sc and dmin * mn: q = clamp(nearestInt((x + dmin mn) / (d sc)), 0, top).
+ * Integer view (blockCodes, ggml-block.ts): sub-blocks of 32, c = q, dl = f32(d * sc) (exact: 11-bit
+ * d times 6-bit sc), m = -f32(dmin * mn).
  */
 import { packHighBits, packScaleMin, unpackHighBit, unpackScaleMin } from './k-quant-pack.ts';
 import { fitSubBlocks } from './k-quant-search.ts';
-import { readF16, writeF16, type BlockCodec } from './ggml-block.ts';
+import { makeCodec, readF16, writeF16, type BlockCodec } from './ggml-block.ts';
 import { nearestInt } from './round.ts';
 
 const f32 = Math.fround;
@@ -42,13 +44,15 @@ function scaleAndMinK(bits: 4 | 5, rmin: number, nstep: number): BlockCodec {
   const QS = bits === 5 ? QH + 32 : 16;
   const L = new Uint8Array(QK); // scratch: one super-block's codes
   const search = { nmax: top, rmin, nstep, useMad: false };
-  const scales = new Float32Array(QK / SUB);
-  const mins = new Float32Array(QK / SUB);
+  const fitScales = new Float32Array(QK / SUB); // scratch: the search's sub-block scales and minimums
+  const fitMins = new Float32Array(QK / SUB);
   const sc = new Uint8Array(QK / SUB);
   const mn = new Uint8Array(QK / SUB);
 
-  return {
-    quantizeBlock(bytes, at, x, xAt) {
+  return makeCodec(
+    QK,
+    SUB,
+    (bytes, at, x, xAt) => {
       // Weights sqrt(mean x^2) + |x|: the sub-block's RMS keeps small values from being ignored.
       const weigh = (at: number, weights: Float32Array) => {
         let sumX2 = 0;
@@ -57,13 +61,13 @@ function scaleAndMinK(bits: 4 | 5, rmin: number, nstep: number): BlockCodec {
         const rms = f32(Math.sqrt(f32(sumX2 / SUB)));
         for (let i = 0; i < SUB; i++) weights[i] = f32(rms + Math.abs(x[at + i]));
       };
-      const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, search, { L, scales, mins });
+      const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, search, { L, scales: fitScales, mins: fitMins });
       const inverseScale = maxScale > 0 ? f32(63 / maxScale) : 0;
       const inverseMin = maxMin > 0 ? f32(63 / maxMin) : 0;
       for (let s = 0; s < QK / SUB; s++) {
         // `& 0xff` is C's store to uint8_t, before its MIN(63, ...).
-        sc[s] = Math.min(63, nearestInt(f32(inverseScale * scales[s])) & 0xff);
-        mn[s] = Math.min(63, nearestInt(f32(inverseMin * mins[s])) & 0xff);
+        sc[s] = Math.min(63, nearestInt(f32(inverseScale * fitScales[s])) & 0xff);
+        mn[s] = Math.min(63, nearestInt(f32(inverseMin * fitMins[s])) & 0xff);
       }
       packScaleMin(bytes, at + SCALES, sc, mn);
       writeF16(bytes, at + D, f32(maxScale / 63));
@@ -88,25 +92,22 @@ function scaleAndMinK(bits: 4 | 5, rmin: number, nstep: number): BlockCodec {
       }
       if (bits === 5) packHighBits(bytes, at + QH, (e) => L[e] >>> 4);
     },
-
-    dequantizeBlock(out, outAt, bytes, at) {
+    (codes, scales, mins, bytes, at) => {
       const d = readF16(bytes, at + D);
       const dmin = readF16(bytes, at + DMIN);
       for (let s = 0; s < QK / SUB; s++) {
         const { sc: scale, mn: min } = unpackScaleMin(bytes, at + SCALES, s);
-        const dl = f32(d * scale);
-        const ml = f32(dmin * min);
-        for (let i = 0; i < SUB; i++) {
-          const e = SUB * s + i;
-          const { byte, high } = nibbleOf(e);
-          const low = high ? bytes[at + QS + byte] >>> 4 : bytes[at + QS + byte] & 0x0f;
-          const q = bits === 5 ? low | (unpackHighBit(bytes, at + QH, e) << 4) : low;
-          // dl * q is exact (6-bit scale times 11-bit d, times a 5-bit code: 22 bits); the subtraction rounds once.
-          out[outAt + e] = f32(dl * q - ml);
-        }
+        // dl * q is exact (6-bit scale times 11-bit d, times a 5-bit code: 22 bits), so dequantizing rounds once, at the minimum.
+        scales[s] = f32(d * scale);
+        mins[s] = -f32(dmin * min);
+      }
+      for (let e = 0; e < QK; e++) {
+        const { byte, high } = nibbleOf(e);
+        const low = high ? bytes[at + QS + byte] >>> 4 : bytes[at + QS + byte] & 0x0f;
+        codes[e] = bits === 5 ? low | (unpackHighBit(bytes, at + QH, e) << 4) : low;
       }
     },
-  };
+  );
 }
 
 export const q4_k = scaleAndMinK(4, -1, 20);
