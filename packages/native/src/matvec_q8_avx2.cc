@@ -23,6 +23,7 @@
 // Every int32 lane stays far below 2^24 (at most 2 * 16002 * 128 with a K-quant
 // scale), so its conversion to f32 is exact.
 #include <cstring>
+#include <type_traits>
 
 #include "matvec.h"
 #include "matvec_q8.h"
@@ -77,43 +78,43 @@ inline __m256 scaled_i8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (8 half-blocks
 // of 16 from half h). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
-  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = 8;
-  static constexpr bool SIGNED = false, MIN = false;
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
 };
 struct Q4_1 {
-  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
   }
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
-  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = 16;
-  static constexpr bool SIGNED = false, MIN = false;
+  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
-  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
   }
 };
 struct Q8_0 {
-  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = 0;
-  static constexpr bool SIGNED = true, MIN = false;
+  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::q8_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct IQ4_NL {
-  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = 0;
-  static constexpr bool SIGNED = true, MIN = false;
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_nl);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
 };
 
@@ -133,8 +134,8 @@ inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permu
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
-  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
     const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), low);
@@ -154,8 +155,8 @@ struct Q2_K {
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
 struct Q3_K {
-  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
     const float d = f16_at(x + 108);
@@ -185,8 +186,8 @@ struct Q3_K {
 // bits are bits 2p and 2p + 1 of qh[l].
 template <bool FIVE>
 struct QX_K {
-  static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
     // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
@@ -218,8 +219,8 @@ struct QX_K {
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (through the minimums, as q3_k).
 struct Q6_K {
-  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = 0;
-  static constexpr bool SIGNED = false, MIN = true;
+  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
@@ -242,8 +243,8 @@ struct Q6_K {
 };
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
 struct IQ4_XS {
-  static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = 0;
-  static constexpr bool SIGNED = true, MIN = false;
+  static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const int scales_h = load_u16(x + 2);
     for (int c = 0; c < 8; ++c) {
@@ -274,6 +275,21 @@ void with_type(WeightType t, Fn fn) {
   }
 }
 
+// The int32 lanes of chunk g of activation row q (bias: its RowActs::bias row): lane i sums
+// elements 4i .. 4i + 3 of codes * x-codes * (the lane's int16 scale), minus T::BIAS times the x-codes.
+template <class T>
+SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, const int32_t* bias, int64_t g) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+  __m256i mag = codes;
+  if (T::SIGNED) {
+    x = _mm256_sign_epi8(x, codes);
+    mag = _mm256_sign_epi8(codes, codes);
+  }
+  __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), scales);
+  if (T::BIAS) sums = _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)));
+  return sums;
+}
+
 // The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, scaled
 // and accumulated in two chains (even and odd chunks: c, known when the block's code is compiled, picks
 // the chain, so the accumulators stay in registers), and the minimums' terms.
@@ -299,30 +315,18 @@ struct RowSums {
     }
   }
 
-  // sum over each int32 lane's four elements of codes * x-codes * (the lane's int16 scale).
-  SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, int k, int64_t g) const {
-    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[k] + 32 * g));
-    __m256i mag = codes;
-    if (T::SIGNED) {
-      x = _mm256_sign_epi8(x, codes);
-      mag = _mm256_sign_epi8(codes, codes);
-    }
-    __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), scales);
-    if (T::BIAS) sums = _mm256_add_epi32(sums, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias[k] + 8 * g)));
-    return sums;
-  }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(codes, _mm256_set1_epi16(1), k, g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, _mm256_set1_epi16(1), q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
   SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i scales) {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = block_acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(codes, scales, k, g)), _mm256_broadcast_ss(d[k] + g), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, scales, q[k], bias[k], g)), _mm256_broadcast_ss(d[k] + g), a);
     }
   }
   SPARQ_INLINE void end_block(float dw) {
@@ -354,6 +358,35 @@ struct SecondOfPair {
   SPARQ_INLINE void min32(int c, float m) { s.min32(c + 1, m); }
 };
 
+// The sink of T::block for q8_sums_avx2: the int32 sums sum_j c_j q_j of every sub-block of one
+// activation row (the K-quants' integer sub-block scales left out: block_codes.h's codes), into sums.
+template <class T>
+struct SubSums {
+  const int8_t* q;
+  const int32_t* bias;
+  int32_t* sums;       // the row's sub-block sums
+  int64_t g0 = 0;      // the current block's first chunk in the row
+  static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
+
+  SPARQ_INLINE void store(int c, __m256i codes) {
+    alignas(32) int32_t lane[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, _mm256_set1_epi16(1), q, bias, g0 + c));
+    const int32_t first = lane[0] + lane[1] + lane[2] + lane[3], second = lane[4] + lane[5] + lane[6] + lane[7];
+    if (HALVES) {
+      sums[2 * (g0 + c)] = first;
+      sums[2 * (g0 + c) + 1] = second;
+    } else {
+      sums[g0 + c] = first + second;
+    }
+  }
+  SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
+  SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i) { store(c, codes); }
+  SPARQ_INLINE void end_block(float) {}
+  SPARQ_INLINE void min32(int, float) {}
+  SPARQ_INLINE void mins32(__m256) {}
+  SPARQ_INLINE void mins16(int, __m256) {}
+};
+
 template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
@@ -376,36 +409,21 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
 
 }  // namespace
 
-void quantize_row_acts_avx2(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a) {
+void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  with_type(t, [&](auto type) { rows_q8<decltype(type)>(w, a, rows, out, row_begin, row_end); });
+}
+
+void q8_sums_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   with_type(t, [&](auto type) {
     using T = decltype(type);
-    const int64_t chunks = cols / 32;
-    a.n = n;
-    a.cols = cols;
-    a.q.resize(static_cast<size_t>(n * cols));
-    a.d.resize(static_cast<size_t>(n * chunks));
-    a.bias.resize(T::BIAS ? static_cast<size_t>(n * cols / 4) : 0);
-    a.sum16.resize(T::MIN ? static_cast<size_t>(n * cols / 16) : 0);
-    a.sum32.resize(T::MIN ? static_cast<size_t>(n * chunks) : 0);
-    for (int64_t i = 0; i < n * chunks; ++i) {
-      int32_t sum = 0;
-      const int8_t* q = a.q.data() + 32 * i;
-      const float dx = quantize_int8_group(x + 32 * i, 32, a.q.data() + 32 * i, sum);
-      a.d[i] = dx;
-      for (int j = 0; j < 32 && T::BIAS; j += 4) a.bias[8 * i + j / 4] = -T::BIAS * (q[j] + q[j + 1] + q[j + 2] + q[j + 3]);
-      if (T::MIN) {
-        int32_t first = 0;
-        for (int j = 0; j < 16; ++j) first += q[j];
-        a.sum16[2 * i] = dx * static_cast<float>(first);
-        a.sum16[2 * i + 1] = dx * static_cast<float>(sum - first);
-        a.sum32[i] = dx * static_cast<float>(sum);
+    const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
+    for (int64_t k = 0; k < a.n; ++k) {
+      for (int64_t r = 0; r < rows; ++r) {
+        SubSums<T> sink{a.q.data() + k * a.cols, T::BIAS ? a.bias.data() + k * (a.cols / 4) : nullptr, sums + (k * rows + r) * subs};
+        for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
       }
     }
   });
-}
-
-void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
-  with_type(t, [&](auto type) { rows_q8<decltype(type)>(w, a, rows, out, row_begin, row_end); });
 }
 
 }  // namespace sparq
