@@ -10,8 +10,8 @@
  * twice the f32 dot-product bound, since both sides are within the bound of the exact product); the
  * scalar path stays bit-identical with the reference.
  * 'int8' (block weights: the activation rows quantized to 8 bits per 32-element block, integer sums
- * against the weights' integer codes, src/matvec_q8.h; the per-row kernels for n < 8 and the types
- * gemm_q8.h does not list, the VNNI one otherwise):
+ * against the weights' integer codes, src/matvec_q8.h; with AVX-512 VNNI the blocked kernel for n >= 8
+ * and the types gemm_q8.h lists, else a per-row one):
  * - against the f32 reference within INT8_PRODUCT_BOUND below (the activation rounding, derived there);
  * - against the native scalar twin (matmul_q8_ref): the int32 sub-block sums bit for bit (q8BlockSums),
  *   and the outputs within TWIN_BOUND below (f32 rounding only).
@@ -69,8 +69,8 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
   for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
-/** The types matmul's integer prefill product handles (gemm_q8.h). */
-const INT8_PREFILL_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
+/** The types the VNNI blocked 'int8' product handles (gemm_q8.h). */
+const VNNI_GEMM_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
 
 /**
  * |mw_h| of every 16-element half-block (rows, cols / 16), the f32 term the integer products add per
@@ -218,7 +218,7 @@ for (const path of paths) {
 
     /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc). */
     const int8Kernel = (dtype: BlockDType, n: number) =>
-      path === 'scalar' ? 'ref' : path === 'avx512' && vnni && n >= 8 && INT8_PREFILL_TYPES.includes(dtype) ? 'vnni' : 'avx2';
+      path === 'scalar' ? 'ref' : path === 'avx2' || !vnni ? 'avx2' : n >= 8 && VNNI_GEMM_TYPES.includes(dtype) ? 'vnni' : 'avx512';
     const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number, p: ProductPath) => {
       const out = Tensor.zeros('f32', [n, rows]);
       engine.matmul(out, w, Tensor.f32([n, cols], x), p);

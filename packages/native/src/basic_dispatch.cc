@@ -105,16 +105,16 @@ void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks
 
 namespace {
 
-// The kernel of the 'int8' product for block weights (matvec_q8.h) on the current path: the
-// VNNI product for n >= GEMM_MIN_N activation rows of the types gemm_q8.h handles, else a per-row
-// one. The AVX2 per-row kernel also runs on the avx512 path (every AVX-512 CPU has AVX2): an AVX-512
-// twin of it is not written yet (issue 11).
-enum class Q8Kernel { ref, avx2, vnni };
+// The kernel of the 'int8' product for block weights (matvec_q8.h) on the current path: with
+// AVX-512 VNNI, the blocked product for n >= GEMM_MIN_N activation rows of the types gemm_q8.h
+// handles, else the VNNI per-row one; the AVX2 per-row one on the avx2 path and on AVX-512 CPUs
+// without VNNI (they have AVX2); the scalar twin on the scalar path.
+enum class Q8Kernel { ref, avx2, avx512, vnni };
 
 Q8Kernel q8_kernel(WeightType t, int64_t n) {
   if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
-  if (n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t)) return Q8Kernel::vnni;
-  return Q8Kernel::avx2;
+  if (!basic_vnni_enabled()) return Q8Kernel::avx2;
+  return n >= GEMM_MIN_N && gemm_q8_supports(t) ? Q8Kernel::vnni : Q8Kernel::avx512;
 }
 
 // Activation rows quantized for the VNNI product, the rows split across the pool: on the calling
@@ -141,7 +141,7 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
   }
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : matmul_q8_avx2;
+  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
   split_rows(rows, work, [&](int64_t begin, int64_t end) { rows_fn(t, w, acts, rows, out, begin, end); });
 }
 
@@ -166,9 +166,9 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
   }
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  if (kernel == Q8Kernel::ref) q8_sums_ref(t, w, acts, rows, sums);
-  else q8_sums_avx2(t, w, acts, rows, sums);
-  return kernel == Q8Kernel::ref ? "ref" : "avx2";
+  auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
+  sums_fn(t, w, acts, rows, sums);
+  return kernel == Q8Kernel::ref ? "ref" : kernel == Q8Kernel::avx2 ? "avx2" : "avx512";
 }
 
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8) {
