@@ -1,10 +1,11 @@
 /**
  * Weight matvec for every weight type, native, 4096 x 4096:
- *   pnpm bench:matvec [--quick] [--types q8_0,int4-dequant] [--paths avx2,avx512] [--threads 1,2] [--int8-decode]
+ *   pnpm bench:matvec [--quick] [--types q8_0,int4] [--products dequant,int8] [--paths avx2,avx512] [--threads 1,2]
  *
- * --int8-decode switches on the opt-in AVX2 integer product for block weights (activations
- * quantized to 8 bits per 32 elements, packages/native/src/matvec_q8.h; SPARQ_NATIVE_INT8_DECODE=1
- * does the same), which the avx2 rows then use.
+ * Every block type and INT4 runs by both product paths (ProductPath in core/backend.ts): 'dequant'
+ * (weights decoded to f32) and 'int8' (activations quantized to 8 bits per 32 elements, integer
+ * sums against the weights' codes: packages/native/src/matvec_q8.h for the block types); f32, f16
+ * and bf16 have one row each (both paths are their f32 product).
  *
  * For each kernel path this CPU runs (avx2, avx512) and thread count (1, 2): GB/s of weight
  * bytes read and the ratio to the read bandwidth measured at the same thread count
@@ -17,12 +18,11 @@
  * kernel does per core while it runs (on an idle machine it is GB/s / threads).
  * Target (issue 13): INT4 and every K-quant matvec >= 70% of its bandwidth bound.
  */
-import { BLOCK_DTYPES, Int4Matrix, Tensor, loadBackends, type Engine, type MatrixDType } from '@sparq/core';
+import { BLOCK_DTYPES, Int4Matrix, Tensor, loadBackends, type Engine, type MatrixDType, type ProductPath } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
-import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 import { measureReadBandwidth, medianMs } from './bandwidth.ts';
 
 const SIZE = 4096;
@@ -41,10 +41,10 @@ const reference = available.find((e) => e.name === 'reference')!;
 if (!native) throw new Error('bench/matvec.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const threadsAddon = attentionAddon(raw);
-if (args.includes('--int8-decode')) basicAddon(raw).setInt8Decode(true);
 
 interface Case {
   type: string;
+  product: ProductPath | 'f32';
   bytes: number;
   run: () => void;
 }
@@ -62,7 +62,7 @@ const roundRobin = (runs: (() => void)[]) => {
   return () => runs[i++ % runs.length]();
 };
 
-function tensorCase(engine: Engine, dtype: MatrixDType): Case {
+function tensorCases(engine: Engine, dtype: MatrixDType, products: readonly ProductPath[]): Case[] {
   const w = Tensor.zeros(dtype, [SIZE, SIZE]);
   if (dtype === 'f32') w.data.set(values.data);
   else if (dtype === 'f16' || dtype === 'bf16') {
@@ -79,10 +79,11 @@ function tensorCase(engine: Engine, dtype: MatrixDType): Case {
   }
   const bytes = w.data.byteLength;
   const all = Array.from({ length: copies(bytes) }, (_, i) => (i === 0 ? w : new Tensor(dtype, w.data.slice() as never, w.shape)));
-  return { type: dtype, bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x))) };
+  if (dtype === 'f32' || dtype === 'f16' || dtype === 'bf16') return [{ type: dtype, product: 'f32', bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x))) }];
+  return products.map((p) => ({ type: dtype, product: p, bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x, p))) }));
 }
 
-function int4Case(engine: Engine, path: 'dequant' | 'int8'): Case {
+function int4Case(engine: Engine, path: ProductPath): Case {
   const w = new Int4Matrix(SIZE, SIZE, { groupSize: 32, symmetric: true });
   engine.quantizeInt4(w, values);
   const bytes = w.packed.byteLength + w.scales.byteLength + w.zeros.byteLength;
@@ -93,19 +94,17 @@ function int4Case(engine: Engine, path: 'dequant' | 'int8'): Case {
     c.scales.set(w.scales);
     return c;
   });
-  return { type: `int4-${path}`, bytes, run: roundRobin(all.map((m) => () => engine.matvecInt4(out, m, x, path))) };
+  return { type: 'int4', product: path, bytes, run: roundRobin(all.map((m) => () => engine.matvecInt4(out, m, x, path))) };
 }
 
-const TYPES: readonly string[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES, 'int4-dequant', 'int4-int8'];
+const TYPES: readonly string[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES, 'int4'];
 const types = option('types') ?? TYPES;
-const cases = types.map((t) => (t.startsWith('int4-') ? int4Case(native, t.slice(5) as 'dequant' | 'int8') : tensorCase(native, t as MatrixDType)));
+const products = (option('products') ?? ['dequant', 'int8']) as ProductPath[];
+const cases = types.flatMap((t) => (t === 'int4' ? products.map((p) => int4Case(native, p)) : tensorCases(native, t as MatrixDType, products)));
 const paths = (option('paths') ?? ['avx2', 'avx512']).filter((p) => raw.kernelPaths().supported.includes(p));
 const threadCounts = (option('threads') ?? ['1', '2']).map(Number);
 
-raw.forceKernelPath('avx2');
-const int8Decode = raw.kernelPaths().supported.includes('avx2') && basicAddon(raw).setInt8Decode(args.includes('--int8-decode') || null);
-raw.forceKernelPath(null);
-console.log(`native: ${raw.info().kernel}; ${SIZE}x${SIZE} matvec, weights streamed from ${STREAM_MB} MB of copies; AVX2 integer block product ${int8Decode ? 'on' : 'off'}`);
+console.log(`native: ${raw.info().kernel}; ${SIZE}x${SIZE} matvec, weights streamed from ${STREAM_MB} MB of copies`);
 const table: Record<string, string>[] = [];
 const defaultThreads = threadsAddon.attnThreads();
 for (const threads of threadCounts) {
@@ -121,12 +120,12 @@ for (const threads of threadCounts) {
       for (let i = 0; i < calls; i++) c.run();
       const cpu = process.cpuUsage(cpu0);
       const perCore = (c.bytes * calls) / ((cpu.user + cpu.system) * 1e3);
-      table.push({ type: c.type, path, threads: String(threads), ms: ms.toFixed(3), 'GB/s': gbs.toFixed(1), 'GB/s per core': perCore.toFixed(1), 'read GB/s': bandwidth.toFixed(1), 'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%` });
+      table.push({ type: c.type, product: c.product, path, threads: String(threads), ms: ms.toFixed(3), 'GB/s': gbs.toFixed(1), 'GB/s per core': perCore.toFixed(1), 'read GB/s': bandwidth.toFixed(1), 'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%` });
     }
   }
 }
 raw.forceKernelPath(null);
 threadsAddon.attnSetThreads(defaultThreads);
 console.table(table);
-const missed = table.filter((r) => (r.type.startsWith('int4') || r.type.endsWith('_k')) && Number(r['GB/s']) / Number(r['read GB/s']) < TARGET);
-console.log(missed.length ? `below the ${TARGET * 100}% target: ${missed.map((r) => `${r.type} ${r.path} ${r.threads}t`).join(', ')}` : `INT4 / K-quant rows all at >= ${TARGET * 100}% of bandwidth`);
+const missed = table.filter((r) => (r.type === 'int4' || r.type.endsWith('_k')) && Number(r['GB/s']) / Number(r['read GB/s']) < TARGET);
+console.log(missed.length ? `below the ${TARGET * 100}% target: ${missed.map((r) => `${r.type} ${r.product} ${r.path} ${r.threads}t`).join(', ')}` : `INT4 / K-quant rows all at >= ${TARGET * 100}% of bandwidth`);

@@ -1,16 +1,18 @@
 /**
  * Prefill tokens/s, sparq (native) against llama.cpp (node-llama-cpp) on the same GGUF file and
  * the same thread count, runs interleaved:
- *   pnpm bench:prefill [--types q8_0,q4_0,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3]
+ *   pnpm bench:prefill [--types q8_0,q4_0,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3] [--product int8|dequant]
  *
  * The file is a random-weight llama-shaped model written here (dim 2048, FFN 5632, 16 heads of
  * 128, vocab 512 with ../shared/models/tok512.bin as its tokenizer), so the prefill time is the
  * layers' weight products plus a small causal attention and a small classifier. Both engines
  * forward the same `--tokens` random token ids from an empty context in one batch (sparq:
  * Session.prefill with maxPrefill = tokens; llama.cpp: batch size = tokens). Each repetition runs
- * sparq then llama.cpp; the table gives each side's best repetition and their ratio.
+ * sparq then llama.cpp; the table gives each side's best repetition and their ratio. sparq's weight
+ * products take `--product` (ProductPath, default 'int8': 8-bit activations against the block
+ * weights' integer codes, as llama.cpp computes them; f16 and f32 weights are f32 products either way).
  */
-import { Tensor, loadBackends, type BlockDType } from '@sparq/core';
+import { Tensor, loadBackends, type BlockDType, type ProductPath } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { NO_ROPE_SCALING, Session, buildModel, expectedTensors, ggufTensors, llamaMetadata, readModelFile, readTokenizerFile, writeGGUFFile, type GGUFFileType, type LoadedModel, type ModelConfig } from '@sparq/llm';
@@ -31,6 +33,8 @@ const threadCounts = option('threads', '1,2').split(',').map(Number);
 const TOKENS = Number(option('tokens', '512'));
 const LAYERS = Number(option('layers', '1'));
 const REPS = Number(option('reps', '3'));
+const PRODUCT = option('product', 'int8') as ProductPath;
+if (PRODUCT !== 'int8' && PRODUCT !== 'dequant') throw new Error(`--product ${PRODUCT}, expected int8 or dequant`);
 const TOKENIZER = join(import.meta.dirname, '..', '..', 'shared', 'models', 'tok512.bin');
 if (!existsSync(TOKENIZER)) throw new Error(`bench/prefill.ts needs ${TOKENIZER} (the shared models directory)`);
 
@@ -78,7 +82,7 @@ try {
       let sparqBest = Infinity;
       let llamaBest = Infinity;
       for (let rep = 0; rep < REPS; rep++) {
-        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false } });
+        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, int4Path: PRODUCT });
         let t0 = performance.now();
         session.prefill(tokens);
         sparqBest = Math.min(sparqBest, performance.now() - t0);
@@ -99,5 +103,5 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`native ${loadAddon().info().kernel}; model: ${LAYERS} layer(s), dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
+console.log(`native ${loadAddon().info().kernel}, product ${PRODUCT}; model: ${LAYERS} layer(s), dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
 console.table(table);

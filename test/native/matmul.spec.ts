@@ -2,22 +2,28 @@
  * Native weight products against the reference where the dispatch changes kernels: the blocked
  * prefill product (n >= 8 activation rows: weight panels decoded once, MR x NR register tiles) and
  * the thread split (products above 512 KB run on the native pool, in row ranges of 32), on every
- * kernel path this CPU has. Shapes are drawn so that neither rows (panel height 16 / 32, thread
- * ranges) nor n (tile height 6 / 12) nor cols (panel width 256) divide evenly.
+ * kernel path this CPU has, by both product paths (ProductPath in core/backend.ts). Shapes are drawn
+ * so that neither rows (panel height 16 / 32, thread ranges) nor n (tile height 6 / 12) nor cols
+ * (panel width 256) divide evenly.
  *
- * Tolerance: the same as test/native/basic.spec.ts (TOL_NMSE, and per element TOL_DOT = twice the
- * f32 dot-product bound, since both sides are within the bound of the exact product); the scalar
- * path stays bit-identical with the reference. Where matmul takes an integer product (the prefill
- * one: n >= 8 on AVX-512 VNNI, the types gemm_q8.h lists; the opt-in per-row one, switched on here:
- * n < 8 on AVX2, every block type, matvec_q8.h), INT8_PRODUCT_BOUND below, derived there.
+ * 'dequant': the same tolerance as test/native/basic.spec.ts (TOL_NMSE, and per element TOL_DOT =
+ * twice the f32 dot-product bound, since both sides are within the bound of the exact product); the
+ * scalar path stays bit-identical with the reference.
+ * 'int8' (block weights: the activation rows quantized to 8 bits per 32-element block, integer sums
+ * against the weights' integer codes, src/matvec_q8.h; with AVX-512 VNNI the blocked kernel for n >= 8
+ * and the types gemm_q8.h lists, else a per-row one):
+ * - against the f32 reference within INT8_PRODUCT_BOUND below (the activation rounding, derived there);
+ * - against the native scalar twin (matmul_q8_ref): the int32 sub-block sums bit for bit (q8BlockSums),
+ *   and the outputs within TWIN_BOUND below (f32 rounding only).
+ * f32, f16 and bf16 weights have no integer codes: 'int8' gives their f32 product, bit for bit.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType, type ProductPath } from '@sparq/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon } from '../../packages/native/lib/attention-ops.ts';
 import { TOL_NATIVE_NMSE, U, dotBound, nativeVsReferenceBound, nmse, seeded, uniform } from '../conformance/numeric.ts';
-import { basicAddon } from '../../packages/native/lib/basic-ops.ts';
+import { DTYPE_CODE, basicAddon } from '../../packages/native/lib/basic-ops.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
 const native = engines.find((e) => e.name === 'native');
@@ -63,14 +69,14 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
   for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
-/** The types matmul's integer prefill product handles (gemm_q8.h). */
-const INT8_PREFILL_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
+/** The types the VNNI blocked 'int8' product handles (gemm_q8.h). */
+const VNNI_GEMM_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
 
 /**
  * |mw_h| of every 16-element half-block (rows, cols / 16), the f32 term the integer products add per
  * half-block besides dl_h dx (sum c q): q4_1 / q5_1's m, q2_k / q4_k / q5_k's dmin * min, and the
- * constant offsets the AVX2 per-row product subtracts that way: 4 |dl_h| for q3_k, 32 |dl_h| for
- * q6_k. 0 for the other types (signed codes, or an offset subtracted in the integer sums). Read from
+ * constant offsets the per-row products subtract that way (src/block_codes.h): 4 |dl_h| for q3_k,
+ * 32 |dl_h| for q6_k. 0 for the other types (signed codes, or an offset subtracted in the integer sums). Read from
  * the blocks as ggml lays them out (core/dtype.ts BLOCK_LAYOUT).
  */
 function halfBlockMinimums(dtype: MatrixDType, w: Tensor, rows: number, cols: number): Float64Array {
@@ -103,21 +109,28 @@ function halfBlockMinimums(dtype: MatrixDType, w: Tensor, rows: number, cols: nu
 }
 
 /**
- * INT8_PRODUCT_BOUND, native (an integer product) vs the f32 reference, per output (t, r):
- *   |native - ref| <= |native - P| + |ref - P|,  P = sum_j w_j x_j exactly (w decoded as the reference).
- * - |ref - P| <= dotBound(cols, sum_j |w_j x_j|).
- * - native = f32 sums of terms dl_h dx (sum_j c_j q_j) + mw_h dx S_h (c_j the integer code, S_h the
- *   half-block's activation code sum), the integer sums exact; the codes q_j = round(x_j / dx)
- *   (dx = the 32-element block's step, x_j / dx rounded to f32 first) are off by at most 1/2 + 2^-16
- *   of a step: replacing x_j by dx q_j moves the product by at most sum_j |w_j| dx_b (1/2 + 2^-16).
- * - f32 rounding: each term passes through at most cols / 32 + 8 roundings (the products dl dx or
- *   dx S and the FMAs that add them, the per-super-block multiply by d, the chains' additions and the
- *   final horizontal sum; an accumulation chain is at most cols / 32 terms long), so (cols / 32 + 8) U
- *   times the sum of the terms' magnitudes, at most sum_j (|w_j| + 2 |mw_h|) (|x_j| + dx_b) since
- *   |dl_h c_j| <= |w_j| + |mw_h| (1 + U).
+ * f32 roundings a term of an 'int8' product passes through, at most: every kernel adds at most two
+ * terms per 16-element half-block to one accumulator (dl dx (sum c q) and m dx (sum q), so a chain
+ * has at most 2 cols / 16 additions), and each term also takes at most 8 other roundings (the
+ * products dl dx or dx S, the multiply by the integer sum, the per-super-block multiply by d, the
+ * joining of two chains and of the minimums' sum, a horizontal sum of up to 16 lanes in 4 steps).
  */
-function int8ProductBound(w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): Float64Array {
-  const bound = new Float64Array(n * rows);
+const int8Roundings = (cols: number): number => cols / 8 + 8;
+
+/**
+ * The two parts of the 'int8' product's distance from the exact product, per output (t, r):
+ * - rounding: the activation's. The codes q_j = round(x_j / dx) (dx = the 32-element block's step,
+ *   x_j / dx rounded to f32 first) are off by at most 1/2 + 2^-16 of a step: replacing x_j by dx q_j
+ *   moves the product by at most sum_j |w_j| dx_b (1/2 + 2^-16).
+ * - magnitude: a bound on the sum of the terms' magnitudes, sum_s |dl_s dx (sum c q)| + |m_s dx (sum q)|
+ *   <= sum_j (|w_j| + 2 |m_h|) (|x_j| + dx_b), since |dl_h c_j| <= |w_j| + |m_h| (1 + U) and
+ *   |dx q_j| <= |x_j| + dx_b / 2 (1 + U); the f32 roundings move the result by at most
+ *   int8Roundings(cols) U times it.
+ */
+function int8Parts(w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): { rounding: Float64Array; magnitude: Float64Array; absSum: Float64Array } {
+  const rounding = new Float64Array(n * rows);
+  const magnitude = new Float64Array(n * rows);
+  const absSum = new Float64Array(n * rows);
   for (let t = 0; t < n; t++) {
     const step = new Float64Array(cols / 32);
     for (let b = 0; b < cols / 32; b++) {
@@ -126,22 +139,40 @@ function int8ProductBound(w: Float32Array, mins: Float64Array, x: Float32Array, 
       step[b] = Math.max(Math.fround(amax / 127), 2 ** -126);
     }
     for (let r = 0; r < rows; r++) {
-      let rounding = 0;
-      let magnitude = 0;
-      let absSum = 0;
+      const i = t * rows + r;
       for (let c = 0; c < cols; c++) {
         const wv = Math.abs(w[r * cols + c]);
         const xv = Math.abs(x[t * cols + c]);
         const b = c >> 5;
-        rounding += wv * step[b] * (0.5 + 2 ** -16);
-        magnitude += (wv + 2 * mins[(r * cols + c) >> 4]) * (xv + step[b]);
-        absSum += wv * xv;
+        rounding[i] += wv * step[b] * (0.5 + 2 ** -16);
+        magnitude[i] += (wv + 2 * mins[(r * cols + c) >> 4]) * (xv + step[b]);
+        absSum[i] += wv * xv;
       }
-      bound[t * rows + r] = rounding + (cols / 32 + 8) * U * magnitude + dotBound(cols, absSum);
     }
   }
-  return bound;
+  return { rounding, magnitude, absSum };
 }
+
+/**
+ * INT8_PRODUCT_BOUND, native 'int8' vs the f32 reference, per output (t, r):
+ *   |native - ref| <= |native - P| + |ref - P|,  P = sum_j w_j x_j exactly (w decoded as the reference):
+ * |ref - P| <= dotBound(cols, sum_j |w_j x_j|), and |native - P| <= rounding + int8Roundings(cols) U magnitude
+ * (int8Parts).
+ */
+function int8ProductBound(parts: ReturnType<typeof int8Parts>, cols: number): Float64Array {
+  return parts.rounding.map((r, i) => r + int8Roundings(cols) * U * parts.magnitude[i] + dotBound(cols, parts.absSum[i]));
+}
+
+/**
+ * TWIN_BOUND, a SIMD kernel's 'int8' product vs the scalar twin's, per output: both add the same
+ * terms (their integer sums are equal bit for bit, checked apart), so they differ by f32 rounding
+ * only, at most int8Roundings(cols) U magnitude each: TWIN_ROUNDINGS = 2 of those. It catches a wrong
+ * scale, minimum or step in the f32 combination; it does not resolve one unit dl dx of a large integer
+ * sum (q8_0's sums reach 32 * 127 * 128, and the bound grows with cols), which is why q8BlockSums
+ * compares the sums themselves.
+ */
+const TWIN_ROUNDINGS = 2;
+const twinBound = (parts: ReturnType<typeof int8Parts>, cols: number): Float64Array => parts.magnitude.map((m) => TWIN_ROUNDINGS * int8Roundings(cols) * U * m);
 
 /** Small products: n from 1 (per-row kernels) to 30 (blocked kernel), rows and cols around the panel and tile sizes. */
 const gemmShapes = fc.record({
@@ -165,6 +196,11 @@ if (!native || !raw) {
   });
 }
 
+/** Elements per sub-block of the 'int8' product's integer sums (src/block_codes.h). */
+const subBlockElements = (dtype: BlockDType): number => (dtype === 'q2_k' || dtype === 'q3_k' || dtype === 'q6_k' ? 16 : 32);
+const isBlock = (dtype: MatrixDType): dtype is BlockDType => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
+const vnni = raw ? raw.info().features.avx512vnni : false;
+
 for (const path of paths) {
   describe(`native blocked and threaded products [${path}]`, () => {
     const nat = native as Engine;
@@ -172,39 +208,55 @@ for (const path of paths) {
     const threads = attentionAddon(raw!);
     const before = threads.attnThreads();
     const addon = raw ? basicAddon(raw) : null;
-    // The AVX2 integer per-row product is opt-in (SPARQ_NATIVE_INT8_DECODE=1): switched on here so
-    // these products check it; the conformance suite checks the default f32 kernels.
     beforeAll(() => {
       expect(raw!.forceKernelPath(path)).toBe(path);
-      expect(addon!.setInt8Decode(true)).toBe(path === 'avx2');
     });
     afterAll(() => {
-      addon!.setInt8Decode(null);
       raw!.forceKernelPath(null);
       threads.attnSetThreads(before);
     });
 
-    const int8Prefill = raw ? basicAddon(raw).setInt8Prefill(null) && path === 'avx512' : false;
-    const isBlock = (dtype: MatrixDType) => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
-    /** Whether matmul takes an integer product here (asked once the path is forced). */
-    const integer = (dtype: MatrixDType, n: number) =>
-      n >= 8 ? int8Prefill && INT8_PREFILL_TYPES.includes(dtype) : isBlock(dtype) && path === 'avx2';
-    /** Checks native against the reference: the integer product bound where one runs, else expectProduct. */
-    const check = (dtype: MatrixDType, w: Tensor, decoded: Float32Array, x: Float32Array, n: number, rows: number, cols: number) => {
-      const want = product(ref, w, x, n, rows, cols);
-      const got = product(nat, w, x, n, rows, cols);
-      if (!integer(dtype, n)) return expectProduct(path, want, got, absSums(decoded, x, rows, cols, n), cols);
-      const bound = int8ProductBound(decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
-      for (let i = 0; i < want.length; i++) expect(Math.abs(want[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(bound[i]);
-    };
-    const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
+    /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc). */
+    const int8Kernel = (dtype: BlockDType, n: number) =>
+      path === 'scalar' ? 'ref' : path === 'avx2' || !vnni ? 'avx2' : n >= 8 && VNNI_GEMM_TYPES.includes(dtype) ? 'vnni' : 'avx512';
+    const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number, p: ProductPath) => {
       const out = Tensor.zeros('f32', [n, rows]);
-      engine.matmul(out, w, Tensor.f32([n, cols], x));
+      engine.matmul(out, w, Tensor.f32([n, cols], x), p);
       return out.data;
+    };
+    /** The int32 sub-block sums of the 'int8' product on kernel path `on`, (n, rows, cols / sub-block), and the kernel's name. */
+    const blockSums = (on: string, dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
+      raw!.forceKernelPath(on);
+      try {
+        const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
+        const kernel = addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols);
+        return { sums, kernel };
+      } finally {
+        raw!.forceKernelPath(path);
+      }
+    };
+    /** Both product paths of native against the reference, and 'int8' against the scalar twin. */
+    const check = (dtype: MatrixDType, w: Tensor, decoded: Float32Array, x: Float32Array, n: number, rows: number, cols: number) => {
+      const want = product(ref, w, x, n, rows, cols, 'dequant');
+      expectProduct(path, want, product(nat, w, x, n, rows, cols, 'dequant'), absSums(decoded, x, rows, cols, n), cols);
+      const got = product(nat, w, x, n, rows, cols, 'int8');
+      if (!isBlock(dtype)) return expect(got).toEqual(product(nat, w, x, n, rows, cols, 'dequant'));
+      const parts = int8Parts(decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
+      const bound = int8ProductBound(parts, cols);
+      for (let i = 0; i < want.length; i++) expect(Math.abs(want[i] - got[i]), `${dtype} int8 vs reference, element ${i}`).toBeLessThanOrEqual(bound[i]);
+      const mine = blockSums(path, dtype, w, x, n, rows, cols);
+      expect(mine.kernel).toBe(int8Kernel(dtype, n));
+      if (path === 'scalar') return;
+      expect(mine.sums, `${dtype} integer sums vs the scalar twin`).toEqual(blockSums('scalar', dtype, w, x, n, rows, cols).sums);
+      raw!.forceKernelPath('scalar');
+      const twin = product(nat, w, x, n, rows, cols, 'int8');
+      raw!.forceKernelPath(path);
+      const tb = twinBound(parts, cols);
+      for (let i = 0; i < got.length; i++) expect(Math.abs(twin[i] - got[i]), `${dtype} int8 vs the scalar twin, element ${i}`).toBeLessThanOrEqual(tb[i]);
     };
 
     for (const dtype of DTYPES) {
-      it(`matmul ${dtype}: n 1..30 (per-row and blocked kernels)`, () => {
+      it(`matmul ${dtype} 'dequant' and 'int8': n 1..30 (per-row and blocked kernels)`, () => {
         fc.assert(
           fc.property(gemmShapes, ({ rows, blocks, n, seed }) => {
             const cols = blockElements(dtype) * Math.ceil((32 * blocks) / blockElements(dtype));
@@ -218,7 +270,7 @@ for (const path of paths) {
       });
     }
 
-    it('matmul on 1, 2 and 3 threads: every dtype, rows not a multiple of the split', () => {
+    it("matmul 'dequant' and 'int8' on 1, 2 and 3 threads: every dtype, rows not a multiple of the split", () => {
       fc.assert(
         fc.property(threadShapes, fc.constantFrom(...DTYPES), fc.constantFrom(1, 2, 3), ({ rows, blocks, n, seed }, dtype, count) => {
           threads.attnSetThreads(count);
@@ -232,42 +284,17 @@ for (const path of paths) {
       );
     });
 
-    it.runIf(int8Prefill || path === 'avx2')('with the integer products switched off, every block type stays within the f32 bound', () => {
-      addon!.setInt8Prefill(false);
-      try {
-        expect(addon!.setInt8Decode(false)).toBe(false);
-        for (const dtype of DTYPES.filter(isBlock)) {
-          for (const n of int8Prefill ? [1, 13] : [1, 3]) {
-            const [rows, cols] = [37, 512];
-            const random = seeded(31);
-            const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
-            const x = uniform(random, n * cols);
-            expectProduct(path, product(ref, w, x, n, rows, cols), product(nat, w, x, n, rows, cols), absSums(decoded, x, rows, cols, n), cols);
-          }
-        }
-      } finally {
-        addon!.setInt8Prefill(null);
-        addon!.setInt8Decode(true);
-      }
-    });
-
-    it.runIf(path === 'avx2')('the AVX2 per-row product is integer for every block type (it differs from the f32 one)', () => {
-      expect(addon!.setInt8Decode(true)).toBe(true);
-      for (const dtype of DTYPES.filter(isBlock)) {
-        const [rows, cols, n] = [5, 512, 1];
-        const random = seeded(7);
-        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
-        const x = uniform(random, n * cols);
-        const integerOut = product(nat, w, x, n, rows, cols);
-        addon!.setInt8Decode(false);
-        try {
-          expect(product(nat, w, x, n, rows, cols), dtype).not.toEqual(integerOut);
-        } finally {
-          addon!.setInt8Decode(true);
+    it("'int8' is an integer product for every block type and n (it differs from 'dequant')", () => {
+      for (const dtype of BLOCK_DTYPES) {
+        for (const n of [1, 13]) {
+          const [rows, cols] = [5, 512];
+          const random = seeded(7);
+          const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+          const x = uniform(random, n * cols);
+          expect(product(nat, w, x, n, rows, cols, 'int8'), `${dtype} n ${n}`).not.toEqual(product(nat, w, x, n, rows, cols, 'dequant'));
         }
       }
     });
-
     it("matmulInt4 'dequant' and 'int8': blocked (n >= 8) and threaded, every group size", () => {
       const shapes = fc.oneof(gemmShapes.map((s) => ({ ...s, blocks: 2 * s.blocks, n: Math.max(8, s.n) })), threadShapes);
       fc.assert(

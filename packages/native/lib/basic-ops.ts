@@ -10,7 +10,7 @@ import type { BackendOps, BlockDType, Int4Matrix, ProductPath, Tensor } from '@s
 import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
-const DTYPE_CODE: Readonly<Record<string, number>> = {
+export const DTYPE_CODE: Readonly<Record<string, number>> = {
   f32: 0, f16: 1, bf16: 2, q4_0: 3, q4_1: 4, q8_0: 5, q5_0: 6, q5_1: 7,
   q2_k: 8, q3_k: 9, q4_k: 10, q5_k: 11, q6_k: 12, iq4_nl: 13, iq4_xs: 14,
 };
@@ -36,18 +36,13 @@ export interface BasicAddon {
   /** Tests and benchmarks: turns the AMX opt-in on / off, null restores the environment's; returns amxEnabled(). */
   setAmx: (on: boolean | null) => boolean;
   /**
-   * Tests and benchmarks: lets matmul (n >= 8) take the integer prefill product (activations
-   * quantized to 8 bits per 32-element block, AVX-512 VNNI) or keeps it f32; null restores
-   * SPARQ_NATIVE_INT8_PREFILL's choice (default on). Returns whether it runs for q8_0 now.
+   * Tests: q8BlockSums(dtypeCode, sums Int32Array (n, rows, cols / sub-block), w, wOffset, x, xOffset, n, rows, cols)
+   * writes the int32 sub-block sums sum_j c_j q_j of matmul's 'int8' product for a block dtype (src/matvec_q8.h;
+   * sub-blocks of 16 elements for q2_k, q3_k, q6_k, else 32) as the kernel matmul runs for that dtype and n on
+   * the current kernel path computes them, and returns that kernel's name: 'ref' (the scalar twin), 'avx2',
+   * 'avx512' (VNNI, per row) or 'vnni' (VNNI, blocked).
    */
-  setInt8Prefill: (on: boolean | null) => boolean;
-  /**
-   * Tests and benchmarks: lets matmul with fewer than 8 activation rows take the integer per-row
-   * product for block weights (activations quantized to 8 bits per 32-element block, AVX2) on the
-   * calling thread, or keeps it f32; null restores SPARQ_NATIVE_INT8_DECODE's choice (default off).
-   * Returns whether it runs for q8_0 now (only on the avx2 kernel path).
-   */
-  setInt8Decode: (on: boolean | null) => boolean;
+  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx512' | 'vnni';
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;
@@ -66,9 +61,9 @@ export function int4Args(w: Int4Matrix): unknown[] {
 /** Quantization, matvec/matmul, rmsnorm, rope, softmax, top-k, bound to the addon. */
 export function basicOps(addon: NativeAddon): Partial<BackendOps> {
   const a = basicAddon(addon);
-  const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number) => {
+  const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     const [rows, cols] = w.shape;
-    a.matmul(DTYPE_CODE[w.dtype], out.data, out.offset, w.data, w.offset, x.data, x.offset, n, rows, cols);
+    a.matmul(DTYPE_CODE[w.dtype], out.data, out.offset, w.data, w.offset, x.data, x.offset, n, rows, cols, path === 'int8');
   };
   const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
@@ -86,8 +81,8 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
     dequantizeInt4: (out: Tensor<'f32'>, w: Int4Matrix) => {
       a.dequantizeInt4(out.data, out.offset, ...int4Args(w));
     },
-    matvec: (out, w, x) => product(out, w, x, 1),
-    matmul: (out, w, x) => product(out, w, x, x.shape[0]),
+    matvec: (out, w, x, path) => product(out, w, x, 1, path),
+    matmul: (out, w, x, path) => product(out, w, x, x.shape[0], path),
     matvecInt4: (out, w, x, path) => productInt4(out, w, x, 1, path),
     matmulInt4: (out, w, x, path) => productInt4(out, w, x, x.shape[0], path),
     rmsnorm: (out, x, weight, eps) => {

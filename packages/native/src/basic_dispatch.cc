@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "gemm_q8.h"
 #include "int4.h"
@@ -104,78 +105,70 @@ void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks
 
 namespace {
 
-std::atomic<int> int8_prefill_forced{-1};  // -1: SPARQ_NATIVE_INT8_PREFILL decides; else 0 / 1
+// The kernel of the 'int8' product for block weights (matvec_q8.h) on the current path: with
+// AVX-512 VNNI, the blocked product for n >= GEMM_MIN_N activation rows of the types gemm_q8.h
+// handles, else the VNNI per-row one; the AVX2 per-row one on the avx2 path and on AVX-512 CPUs
+// without VNNI (they have AVX2); the scalar twin on the scalar path.
+enum class Q8Kernel { ref, avx2, avx512, vnni };
 
-// Whether matmul may take the integer prefill product (gemm_q8.h) for n >= GEMM_MIN_N: on by default,
-// SPARQ_NATIVE_INT8_PREFILL=0 or force_int8_prefill(0) keeps every product in f32.
-bool int8_prefill_on() {
-  static const bool env = [] {
-    const char* v = std::getenv("SPARQ_NATIVE_INT8_PREFILL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  const int forced = int8_prefill_forced.load(std::memory_order_relaxed);
-  return forced < 0 ? env : forced == 1;
+Q8Kernel q8_kernel(WeightType t, int64_t n) {
+  if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
+  if (!basic_vnni_enabled()) return Q8Kernel::avx2;
+  return n >= GEMM_MIN_N && gemm_q8_supports(t) ? Q8Kernel::vnni : Q8Kernel::avx512;
 }
 
-}  // namespace
-
-void force_int8_prefill(int on) { int8_prefill_forced.store(on < 0 ? -1 : on != 0); }
-
-bool int8_prefill_runs(WeightType t, int64_t n) {
-  return n >= GEMM_MIN_N && basic_vnni_enabled() && gemm_q8_supports(t) && int8_prefill_on();
+// Activation rows quantized for the VNNI product, the rows split across the pool: on the calling
+// thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
+void quantize_for_vnni(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
+  size_q8_acts(n, cols, acts);
+  const int64_t parts = std::min<int64_t>(n, pool_threads());
+  parallel_for(static_cast<size_t>(parts), [&](size_t i) {
+    quantize_q8_acts(x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, gemm_q8_offset(t), acts);
+  });
 }
 
-namespace {
-
-// -1: SPARQ_NATIVE_INT8_DECODE decides; else 0 / 1. Per calling thread (the dispatch decides on the
-// thread that calls matmul), so test files that vitest runs side by side in one process as threads
-// do not switch each other's products.
-thread_local int int8_decode_forced = -1;
-
-// Whether matmul may take the integer per-row product (matvec_q8.h) for n < GEMM_MIN_N: off by
-// default (its error is the activation rounding's, beyond SPEC 5's 1e-7 NMSE against the
-// reference), on with SPARQ_NATIVE_INT8_DECODE=1 or force_int8_decode(1).
-bool int8_decode_on() {
-  static const bool env = [] {
-    const char* v = std::getenv("SPARQ_NATIVE_INT8_DECODE");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return int8_decode_forced < 0 ? env : int8_decode_forced == 1;
-}
-
-}  // namespace
-
-void force_int8_decode(int on) { int8_decode_forced = on < 0 ? -1 : on != 0; }
-
-bool int8_decode_runs(WeightType t, int64_t n) {
-  return n < GEMM_MIN_N && kernel_path() == KernelPath::avx2 && is_block_type(t) && int8_decode_on();
-}
-
-void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
-  if (int8_decode_runs(t, n)) {
-    RowActs acts;
-    quantize_row_acts_avx2(t, x, n, cols, acts);
-    return split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { matmul_q8_avx2(t, w, acts, rows, out, begin, end); });
-  }
-  if (int8_prefill_runs(t, n)) {
+// The 'int8' product of block weights.
+void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
+  const int64_t work = weight_bytes(t, cols) * rows * n;
+  const Q8Kernel kernel = q8_kernel(t, n);
+  if (kernel == Q8Kernel::vnni) {
     Q8Acts acts;
-    size_q8_acts(n, cols, acts);
-    // The activation rows in parallel too: on the calling thread alone they would take a
-    // noticeable share of the call (Amdahl) once the product itself is split.
-    const int64_t parts = std::min<int64_t>(n, pool_threads());
-    parallel_for(static_cast<size_t>(parts), [&](size_t i) {
-      quantize_q8_acts(x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, gemm_q8_offset(t), acts);
-    });
-    return split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) {
+    quantize_for_vnni(t, x, n, cols, acts);
+    return split_rows(rows, work, [&](int64_t begin, int64_t end) {
       std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(end - begin, cols)));
       gemm_q8_vnni(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }
+  RowActs acts;
+  quantize_row_acts(t, x, n, cols, acts);
+  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
+  split_rows(rows, work, [&](int64_t begin, int64_t end) { rows_fn(t, w, acts, rows, out, begin, end); });
+}
+
+}  // namespace
+
+void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8) {
+  if (int8 && is_block_type(t)) return matmul_q8(t, w, x, n, rows, cols, out);
   const bool gemm = n >= GEMM_MIN_N;
   auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)
                 : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_avx2 : matmul_avx2)
                                                     : matmul_ref;
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
+}
+
+const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums) {
+  const Q8Kernel kernel = q8_kernel(t, n);
+  if (kernel == Q8Kernel::vnni) {
+    Q8Acts acts;
+    quantize_for_vnni(t, x, n, cols, acts);
+    gemm_q8_vnni_sums(t, w, acts, rows, sums);
+    return "vnni";
+  }
+  RowActs acts;
+  quantize_row_acts(t, x, n, cols, acts);
+  auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
+  sums_fn(t, w, acts, rows, sums);
+  return kernel == Q8Kernel::ref ? "ref" : kernel == Q8Kernel::avx2 ? "avx2" : "avx512";
 }
 
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8) {

@@ -21,15 +21,9 @@ bool amx_int8_enabled();
 // environment's choice. Forcing it on never bypasses amx_int8_available().
 void force_amx(int on);
 
-// matmul's integer prefill product (gemm_q8.h) runs for this weight type and n activation rows:
-// n >= GEMM_MIN_N, AVX-512 VNNI on the current path, a type it handles, and not switched off
-// (SPARQ_NATIVE_INT8_PREFILL=0, or force_int8_prefill(0); -1 restores the environment's choice).
-bool int8_prefill_runs(WeightType t, int64_t n);
-void force_int8_prefill(int on);
-// matmul's integer per-row product (matvec_q8.h) runs: n < GEMM_MIN_N, a block type, the AVX2 path,
-// and switched on (off by default; SPARQ_NATIVE_INT8_DECODE=1, or force_int8_decode(1) for the
-// calling thread's products; -1 restores the environment's choice).
-bool int8_decode_runs(WeightType t, int64_t n);
-void force_int8_decode(int on);
+// Tests: the int32 sums sum_j c_j q_j of every sub-block of the 'int8' product for block weights
+// (matvec_q8.h) -> sums (n, rows, cols / sub_block_elements(t)), from the kernel matmul runs for t and
+// n on the current path; returns its name: "ref" (the scalar twin), "avx2", "avx512" (VNNI per row) or "vnni" (VNNI blocked).
+const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums);
 
 }  // namespace sparq

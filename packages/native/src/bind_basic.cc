@@ -6,6 +6,7 @@
 
 #include "basic_dispatch.h"
 #include "bindings.h"
+#include "block_codes.h"
 #include "common.h"
 #include "int4.h"
 #include "matvec.h"
@@ -120,24 +121,38 @@ Napi::Value dequantize_int4(Call call) {
   return call.Env().Undefined();
 }
 
-// matmul(dtype, out f32, outOffset, w, wOffset, x f32, xOffset, n, rows, cols): x (n, cols) @ w^T -> out (n, rows)
+// The weight argument of matmul and q8BlockSums: `count` elements of w from wOffset, as bytes.
+const uint8_t* weight_arg(Call call, int index, WeightType t, int64_t offset, int64_t count, int64_t cols, const char* op) {
+  if (t == WeightType::f32) return reinterpret_cast<const uint8_t*>(span<float>(call, index, offset, count, op, "w"));
+  if (t == WeightType::f16 || t == WeightType::bf16) return reinterpret_cast<const uint8_t*>(span<uint16_t>(call, index, offset, count, op, "w"));
+  const int64_t block = block_shape(t).elements;
+  if (cols % block != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block));
+  return blocks_at(call, index, t, offset, count, op, "w");
+}
+
+// matmul(dtype, out f32, outOffset, w, wOffset, x f32, xOffset, n, rows, cols, int8): x (n, cols) @ w^T -> out (n, rows),
+// int8 = true: the 'int8' product for block weights (matvec_q8.h).
 Napi::Value matmul_binding(Call call) {
   const char* op = "matmul";
   const WeightType t = weight_type(call, 0, op, false);
   const int64_t n = arg(call, 7, op, "n"), rows = arg(call, 8, op, "rows"), cols = arg(call, 9, op, "cols");
-  const int64_t w_off = arg(call, 4, op, "wOffset"), w_count = product(call, op, rows, cols);
   float* out = span<float>(call, 1, arg(call, 2, op, "outOffset"), product(call, op, n, rows), op, "out");
   const float* x = span<float>(call, 5, arg(call, 6, op, "xOffset"), product(call, op, n, cols), op, "x");
-  const uint8_t* w;
-  if (t == WeightType::f32) w = reinterpret_cast<const uint8_t*>(span<float>(call, 3, w_off, w_count, op, "w"));
-  else if (t == WeightType::f16 || t == WeightType::bf16) w = reinterpret_cast<const uint8_t*>(span<uint16_t>(call, 3, w_off, w_count, op, "w"));
-  else {
-    const int64_t block = block_shape(t).elements;
-    if (cols % block != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block));
-    w = blocks_at(call, 3, t, w_off, w_count, op, "w");
-  }
-  matmul(t, w, x, n, rows, cols, out);
+  const uint8_t* w = weight_arg(call, 3, t, arg(call, 4, op, "wOffset"), product(call, op, rows, cols), cols, op);
+  matmul(t, w, x, n, rows, cols, out, call[10].ToBoolean());
   return call.Env().Undefined();
+}
+
+// q8BlockSums(dtype, sums i32 (n, rows, cols / sub-block), w, wOffset, x f32, xOffset, n, rows, cols) -> the
+// kernel's name: the integer sums of matmul's 'int8' product (basic_dispatch.h). Tests only.
+Napi::Value q8_block_sums_binding(Call call) {
+  const char* op = "q8BlockSums";
+  const WeightType t = weight_type(call, 0, op, true);
+  const int64_t n = arg(call, 6, op, "n"), rows = arg(call, 7, op, "rows"), cols = arg(call, 8, op, "cols");
+  const float* x = span<float>(call, 4, arg(call, 5, op, "xOffset"), product(call, op, n, cols), op, "x");
+  const uint8_t* w = weight_arg(call, 2, t, arg(call, 3, op, "wOffset"), product(call, op, rows, cols), cols, op);
+  int32_t* sums = span<int32_t>(call, 1, 0, product(call, op, product(call, op, n, rows), cols / sub_block_elements(t)), op, "sums");
+  return Napi::String::New(call.Env(), q8_block_sums(t, w, x, n, rows, cols, sums));
 }
 
 // matmulInt4(out f32, outOffset, packed, scales, zeros, rows, cols, group, symmetric, x f32, xOffset, n, int8)
@@ -222,24 +237,6 @@ Napi::Value set_amx(Call call) {
   return Napi::Boolean::New(call.Env(), amx_int8_enabled());
 }
 
-// setInt8Prefill(true | false | null) -> whether matmul may use the integer prefill product
-// (gemm_q8.h) afterwards; null restores SPARQ_NATIVE_INT8_PREFILL's choice. Tests and benchmarks.
-Napi::Value set_int8_prefill(Call call) {
-  if (call[0].IsNull() || call[0].IsUndefined()) force_int8_prefill(-1);
-  else if (call[0].IsBoolean()) force_int8_prefill(call[0].As<Napi::Boolean>().Value() ? 1 : 0);
-  else throw Napi::TypeError::New(call.Env(), "setInt8Prefill: expected a boolean or null");
-  return Napi::Boolean::New(call.Env(), int8_prefill_runs(WeightType::q8_0, GEMM_MIN_N));
-}
-
-// setInt8Decode(true | false | null) -> whether matmul's integer per-row product (matvec_q8.h) runs
-// afterwards for n = 1; null restores SPARQ_NATIVE_INT8_DECODE's choice. Tests and benchmarks.
-Napi::Value set_int8_decode(Call call) {
-  if (call[0].IsNull() || call[0].IsUndefined()) force_int8_decode(-1);
-  else if (call[0].IsBoolean()) force_int8_decode(call[0].As<Napi::Boolean>().Value() ? 1 : 0);
-  else throw Napi::TypeError::New(call.Env(), "setInt8Decode: expected a boolean or null");
-  return Napi::Boolean::New(call.Env(), int8_decode_runs(WeightType::q8_0, 1));
-}
-
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -251,10 +248,9 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"matmul", matmul_binding},
       {"matmulInt4", matmul_int4_binding},
       {"int4GroupSums", int4_group_sums_binding},
+      {"q8BlockSums", q8_block_sums_binding},
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
-      {"setInt8Prefill", set_int8_prefill},
-      {"setInt8Decode", set_int8_decode},
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},

@@ -14,9 +14,11 @@
 #include "avx512_headers.h"
 
 #include <cstring>
+#include <vector>
 
+#include "block_codes.h"
 #include "gemm_q8.h"
-#include "half.h"
+#include "matvec_q8.h"
 
 namespace sparq {
 namespace {
@@ -24,58 +26,12 @@ namespace {
 constexpr int NR = 32;  // weight rows per panel: two vectors of 16 int32 lanes
 constexpr int MR = 6;   // activation rows per tile: 2 * 6 int32 + 2 * 6 f32 accumulators
 
-// Element j's nibble in a 16-byte run holding elements j (low) and j + 16 (high).
-inline int nib(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; }
-
 // Sub-block sb (32 elements) of a weight row: codes u, scale dw and minimum mw, w_j = dw (u_j - off) + mw.
 void decode_sub(WeightType t, const uint8_t* row, int64_t sb, uint8_t* u, float& dw, float& mw) {
-  const BlockShape s = block_shape(t);
-  mw = 0;
-  if (s.elements == QK) {
-    const uint8_t* x = row + sb * s.bytes;
-    dw = fp16_to_fp32_ref(load_u16(x));
-    switch (t) {
-      case WeightType::q4_0:
-        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(x + 2, j));
-        return;
-      case WeightType::q4_1:
-        mw = fp16_to_fp32_ref(load_u16(x + 2));
-        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(x + 4, j));
-        return;
-      case WeightType::q8_0:
-        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(x[2 + j] ^ 0x80);  // q + 128
-        return;
-      case WeightType::iq4_nl:
-        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(IQ4_LEVELS[nib(x + 2, j)] + 128);
-        return;
-      default: {  // q5_0, q5_1: the fifth bits in a little-endian 32-bit qh
-        const bool q5_1 = t == WeightType::q5_1;
-        if (q5_1) mw = fp16_to_fp32_ref(load_u16(x + 2));
-        const uint8_t* qh = x + (q5_1 ? 4 : 2);
-        for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(nib(qh + 4, j) | (((qh[j >> 3] >> (j & 7)) & 1) << 4));
-        return;
-      }
-    }
-  }
-  const uint8_t* x = row + (sb / 8) * s.bytes;
-  const int sub = static_cast<int>(sb % 8);
-  if (t == WeightType::iq4_xs) {
-    const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
-    dw = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
-    for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(IQ4_LEVELS[nib(x + 8 + 16 * sub, j)] + 128);
-    return;
-  }
-  // q4_k / q5_k: sub-block `sub` is the low (even) or high (odd) nibbles of qs[32 (sub / 2) ..], fifth bits bit `sub` of qh.
-  const bool five = t == WeightType::q5_k;
-  int sc, mn;
-  scale_min_k(x + 4, sub, sc, mn);
-  dw = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
-  mw = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
-  const uint8_t* qs = x + (five ? 48 : 16) + 32 * (sub / 2);
-  for (int j = 0; j < 32; ++j) {
-    const int low = sub % 2 ? qs[j] >> 4 : qs[j] & 0x0f;
-    u[j] = static_cast<uint8_t>(low | (five ? ((x[16 + j] >> sub) & 1) << 4 : 0));
-  }
+  int8_t c[32];
+  sub_block_codes(t, row, sb, c, dw, mw);
+  const int off = gemm_q8_offset(t);
+  for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(c[j] + off);
 }
 
 struct Panel {
@@ -100,8 +56,10 @@ void decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int 
   }
 }
 
+// Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows). With `sums` (tests:
+// gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
 template <int M, bool MIN>
-void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out) {
+void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   const int64_t subs = a.cols / QK;
   __m512 f0[M], f1[M];
   for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
@@ -120,6 +78,15 @@ void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0,
         i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xb);
       }
     }
+    if (sums) {
+      for (int m = 0; m < M; ++m) {
+        alignas(64) int32_t lane[NR];
+        _mm512_store_si512(lane, i0[m]);
+        _mm512_store_si512(lane + 16, i1[m]);
+        for (int i = 0; i < nr; ++i) sums[((t0 + m) * rows + r0 + i) * subs + sb] = lane[i];
+      }
+      continue;
+    }
     const __m512 d0 = _mm512_loadu_ps(p.dw + sb * NR), d1 = _mm512_loadu_ps(p.dw + sb * NR + 16);
     for (int m = 0; m < M; ++m) {
       const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + sb]);
@@ -135,6 +102,7 @@ void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0,
       }
     }
   }
+  if (sums) return;
   const __mmask16 k0 = static_cast<__mmask16>(nr >= 16 ? 0xffff : (1u << nr) - 1);
   const __mmask16 k1 = static_cast<__mmask16>(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
   for (int m = 0; m < M; ++m) {
@@ -145,17 +113,16 @@ void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0,
 }
 
 template <bool MIN, int M = MR>
-void tiles(int m, const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out) {
+void tiles(int m, const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return tile<M, MIN>(p, a, t0, rows, r0, nr, out);
-    tiles<MIN, M - 1>(m, p, a, t0, rows, r0, nr, out);
+    if (m == M) return tile<M, MIN>(p, a, t0, rows, r0, nr, out, sums);
+    tiles<MIN, M - 1>(m, p, a, t0, rows, r0, nr, out, sums);
   }
 }
 
-}  // namespace
-
-void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                  uint8_t* scratch) {
+// gemm_q8_vnni, or with `sums` its integer sums (tile).
+void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
+         int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(cols);
   // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the range.
   uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
@@ -164,7 +131,7 @@ void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
     float* dw = reinterpret_cast<float*>(u + NR * cols);
     return Panel{u, dw, dw + subs * NR};
   };
-  const bool has_min = t == WeightType::q4_1 || t == WeightType::q5_1 || t == WeightType::q4_k || t == WeightType::q5_k;
+  const bool has_min = q8_has_min(t);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) decode_panel(t, w, cols, r0, static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR), panel(r0));
   // Token blocks of about 256 KB of codes stay in L2 while every panel of the range passes.
   const int64_t block = (262144 / cols / MR > 1 ? 262144 / cols / MR : 1) * MR;
@@ -175,11 +142,23 @@ void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
       const Panel p = panel(r0);
       for (int64_t t0 = tb; t0 < tend; t0 += MR) {
         const int m = static_cast<int>(tend - t0 < MR ? tend - t0 : MR);
-        if (has_min) tiles<true>(m, p, a, t0, rows, r0, nr, out);
-        else tiles<false>(m, p, a, t0, rows, r0, nr, out);
+        if (has_min) tiles<true>(m, p, a, t0, rows, r0, nr, out, sums);
+        else tiles<false>(m, p, a, t0, rows, r0, nr, out, sums);
       }
     }
   }
+}
+
+}  // namespace
+
+void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                  uint8_t* scratch) {
+  run(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
+}
+
+void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {
+  std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(rows, a.cols)));
+  run(t, w, a, rows, nullptr, 0, rows, scratch.data(), sums);
 }
 
 }  // namespace sparq

@@ -22,7 +22,8 @@ void gemm_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
                  int64_t row_end);
 // Activation rows from which matmul takes the blocked product (below it the per-row kernels win).
 constexpr int64_t GEMM_MIN_N = 8;
-// Dispatch by kernel_path(), all rows, split across the native thread pool.
-void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out);
+// Dispatch by kernel_path(), all rows, split across the native thread pool. int8 = true takes the
+// 'int8' product (matvec_q8.h) for block types; f32, f16 and bf16 weights always take the f32 one.
+void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8);
 
 }  // namespace sparq

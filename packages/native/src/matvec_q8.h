@@ -1,17 +1,18 @@
-// The integer per-row product for block weights on AVX2 (matvec_q8_avx2.cc),
-// used for decode-sized products (n < GEMM_MIN_N activation rows), where the
-// f32 kernels spend more time unpacking codes to floats than reading memory.
+// The 'int8' product for block weights (ProductPath in core/backend.ts), per weight row: the
+// scalar twin (matvec_q8_ref.cc), AVX2 and AVX-512 VNNI (matvec_q8_simd.h); gemm_q8.h is the
+// AVX-512 VNNI product for many activation rows.
 //
-// As in gemm_q8.h, the activation rows are quantized once per call to 8 bits
-// per 32-element block (step dx = amax / 127, codes q = round(x / dx)), and the
-// weights are read as small integer codes c with
-//   w_j = dl_h c_j + mw_h,   c_j = u_j - off  (u the stored code, off a constant of the type)
-// per 16-element half-block h (the K-quants q2_k, q3_k and q6_k scale halves of
-// 32 separately; every other type has one dl and mw per 32). Then
-//   sum_j w_j x_j ~ sum_h dl_h dx (sum_j c_j q_j) + mw_h (dx sum_j q_j),
-// the integer sums exact in int32 (vpmaddubsw + vpmaddwd), the rest in f32. The
-// only approximation is the activation's rounding, |x - dx q| <= dx / 2 per
-// element (test/native/matmul.spec.ts derives the bound).
+// The activation rows are quantized once per call to 8 bits per 32-element block (step
+// dx = max(amax / 127, 2^-126), codes q = round(x / dx), halves away from zero: the INT4 'int8'
+// path's quantizer), and the weights are read as block_codes.h's integer codes c, per sub-block s
+// (16 elements for q2_k, q3_k, q6_k, 32 for the other types),
+//   w_j = dl_s c_j + m_s.
+// Then
+//   sum_j w_j x_j ~ sum_s dl_s dx (sum_j c_j q_j) + m_s dx (sum_j q_j),
+// the integer sums exact in int32, the rest in f32 in any order. The only approximation is the
+// activation's rounding, |x - dx q| <= dx / 2 per element (test/native/matmul.spec.ts derives the
+// bound); the kernels differ from each other by f32 rounding only, and their integer sums
+// (q8_sums_*) agree bit for bit.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,14 +26,39 @@ struct RowActs {
   int64_t n = 0, cols = 0;
   std::vector<int8_t> q;       // (n, cols) codes
   std::vector<float> d;        // (n, cols / 32) block steps dx
-  std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes); empty when off = 0
+  std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = 8 (q4_0), 16 (q5_0); else empty
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;    // (n, cols / 32): dx * (sum of 32 codes); types with a minimum only
 };
 
-// x (n, cols) -> a, for weights of type t (a block type). Scalar, with the INT4 'int8' path's quantizer.
-void quantize_row_acts_avx2(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a);
-// out rows [row_begin, row_end) of x @ w^T (out (n, rows)) from the quantized activations. t a block type.
+// Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
+constexpr bool q8_has_min(WeightType t) {
+  switch (t) {
+    case WeightType::q4_1: case WeightType::q5_1: case WeightType::q2_k: case WeightType::q3_k: case WeightType::q4_k:
+    case WeightType::q5_k: case WeightType::q6_k: return true;
+    default: return false;
+  }
+}
+
+// The codes' offset that matmul_q8_avx2 subtracts in its integer sums through RowActs::bias (the
+// other kernels take block_codes.h's signed codes).
+constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
+
+// x (n, cols) -> a, for weights of type t (a block type). Portable scalar code, every kernel path's.
+void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a);
+
+// out rows [row_begin, row_end) of x @ w^T (out (n, rows)) from the quantized activations, t a block type:
+// the portable scalar twin, AVX2, and AVX-512 VNNI (needs avx512vnni and avx512vl).
+void matmul_q8_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+void matmul_q8_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+
+// Tests: the int32 sums sum_j c_j q_j of every sub-block -> sums (n, rows, cols / sub_block_elements(t)),
+// as each kernel computes them (gemm_q8_vnni_sums: the VNNI product's, gemm_q8_supports(t) only).
+void q8_sums_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+void q8_sums_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+void q8_sums_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+struct Q8Acts;
+void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
 
 }  // namespace sparq

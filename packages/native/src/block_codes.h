@@ -1,0 +1,120 @@
+// The integer form of every block type for the 'int8' product (matvec_q8.h): a row is a run of
+// sub-blocks s (16 elements for q2_k, q3_k and q6_k, 32 for the other types), each element
+//   w_j = dl_s c_j + m_s
+// with c_j a small integer code (int8), dl_s and m_s f32. Scalar and header-only (`static`, so
+// the scalar twin and the SIMD files each keep their own copy, never one compiled with ISA flags).
+//
+// The codes, per type (layouts: quant_ref.cc, quant_k_ref.cc):
+//   q4_0 u - 8, q5_0 u - 16, q8_0 and iq4_* signed, with m_s = 0;
+//   q4_1, q5_1, q2_k, q4_k, q5_k u >= 0 with their minimum (-dmin * min for the K-quants);
+//   q3_k u in 0..7 and q6_k u in 0..63 with the offsets 4 and 32 moved into the minimum, m_s = -4 dl_s
+//   and -32 dl_s (exact: a power of two times dl_s), as the AVX2 kernel multiplies them.
+// dl_s and m_s are the dequantizers' f32 values (d * sc exact in f32: an f16 times 6 bits).
+#pragma once
+#include <cstdint>
+
+#include "half.h"
+#include "quant.h"
+
+namespace sparq {
+
+// Elements per sub-block of a block type.
+static inline int sub_block_elements(WeightType t) {
+  return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k ? 16 : 32;
+}
+
+// Sub-block s of a weight row (t a block type): codes c[0 .. sub_block_elements(t)), scale dl and minimum m.
+static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, int8_t* c, float& dl, float& m) {
+  // Element j's nibble in a 16-byte run holding elements j (low) and j + 16 (high).
+  auto nib = [](const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; };
+  const BlockShape shape = block_shape(t);
+  m = 0;
+  if (shape.elements == QK) {
+    const uint8_t* x = row + s * shape.bytes;
+    dl = fp16_to_fp32_ref(load_u16(x));
+    switch (t) {
+      case WeightType::q4_0:
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(nib(x + 2, j) - 8);
+        return;
+      case WeightType::q4_1:
+        m = fp16_to_fp32_ref(load_u16(x + 2));
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(nib(x + 4, j));
+        return;
+      case WeightType::q8_0:
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
+        return;
+      case WeightType::iq4_nl:
+        for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[nib(x + 2, j)];
+        return;
+      default: {  // q5_0, q5_1: the fifth bits in a little-endian 32-bit qh
+        const bool q5_1 = t == WeightType::q5_1;
+        if (q5_1) m = fp16_to_fp32_ref(load_u16(x + 2));
+        const uint8_t* qh = x + (q5_1 ? 4 : 2);
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((nib(qh + 4, j) | (((qh[j >> 3] >> (j & 7)) & 1) << 4)) - (q5_1 ? 0 : 16));
+        return;
+      }
+    }
+  }
+  const int per_block = static_cast<int>(QK_K / sub_block_elements(t));
+  const uint8_t* x = row + (s / per_block) * shape.bytes;
+  const int sub = static_cast<int>(s % per_block);
+  switch (t) {
+    case WeightType::iq4_xs: {
+      const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
+      dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
+      for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[nib(x + 8 + 16 * sub, j)];
+      return;
+    }
+    case WeightType::q2_k: {  // scales[16] (low nibble scale, high nibble minimum) | qs[64] | d | dmin
+      dl = fp16_to_fp32_ref(load_u16(x + 80)) * static_cast<float>(x[sub] & 0x0f);
+      m = -(fp16_to_fp32_ref(load_u16(x + 82)) * static_cast<float>(x[sub] >> 4));
+      // Element e = 16 sub + j: bits 2 ((e / 32) % 4) of qs[32 (e / 128) + e % 32].
+      for (int j = 0; j < 16; ++j) {
+        const int e = 16 * sub + j;
+        c[j] = static_cast<int8_t>((x[16 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3);
+      }
+      return;
+    }
+    case WeightType::q3_k: {  // hmask[32] | qs[64] | scales[12] (6-bit, + 32) | d
+      const uint8_t* sc = x + 96;
+      const int low = sub < 8 ? sc[sub] & 0x0f : sc[sub - 8] >> 4;
+      const int high = (sc[8 + sub % 4] >> (2 * (sub >> 2))) & 3;
+      dl = fp16_to_fp32_ref(load_u16(x + 108)) * static_cast<float>((low | (high << 4)) - 32);
+      m = -4.0f * dl;
+      for (int j = 0; j < 16; ++j) {
+        const int e = 16 * sub + j;
+        const int two = (x[32 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
+        c[j] = static_cast<int8_t>(two | (((x[e & 31] >> (e >> 5)) & 1) << 2));
+      }
+      return;
+    }
+    case WeightType::q6_k: {  // ql[128] | qh[64] | scales[16] int8 | d
+      dl = fp16_to_fp32_ref(load_u16(x + 208)) * static_cast<float>(static_cast<int8_t>(x[192 + sub]));
+      m = -32.0f * dl;
+      for (int j = 0; j < 16; ++j) {
+        // Low nibble: byte 64 (e / 128) + 32 (k % 2) + e % 32, the high one when k >= 2 (k = (e / 32) % 4);
+        // bits 4-5: bits 2k of qh[32 (e / 128) + e % 32].
+        const int e = 16 * sub + j, k = (e >> 5) & 3;
+        const uint8_t b = x[64 * (e >> 7) + 32 * (k & 1) + (e & 31)];
+        const int hi = (x[128 + 32 * (e >> 7) + (e & 31)] >> (2 * k)) & 3;
+        c[j] = static_cast<int8_t>((k >= 2 ? b >> 4 : b & 0x0f) | (hi << 4));
+      }
+      return;
+    }
+    default: {  // q4_k / q5_k: sub-block `sub` is the low (even) or high (odd) nibbles of qs[32 (sub / 2) ..], fifth bits bit `sub` of qh
+      const bool five = t == WeightType::q5_k;
+      int sc, mn;
+      scale_min_k(x + 4, sub, sc, mn);
+      dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
+      m = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
+      const uint8_t* qs = x + (five ? 48 : 16) + 32 * (sub / 2);
+      for (int j = 0; j < 32; ++j) {
+        const int low = sub % 2 ? qs[j] >> 4 : qs[j] & 0x0f;
+        c[j] = static_cast<int8_t>(low | (five ? ((x[16 + j] >> sub) & 1) << 4 : 0));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace sparq

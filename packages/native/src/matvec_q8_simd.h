@@ -1,0 +1,441 @@
+// The integer per-row product of matvec_q8.h, written once for matvec_q8_avx2.cc (AVX2) and
+// matvec_q8_avx512.cc (the same 256-bit code with AVX-512 VNNI's vpdpbusd for the integer sums),
+// each compiled with its ISA flags; everything here has internal linkage. Every block type's
+// codes are unpacked into 32 bytes per 32-element chunk and multiplied with the int8 activation
+// codes into 8 int32 lanes (lane i sums elements 4i .. 4i + 3, so lanes 0-3 are the chunk's first
+// half-block and lanes 4-7 its second), then one f32 FMA per chunk with the lanes' scales dl_h dx:
+// - AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones;
+// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types.
+//
+// The K-quants' and iq4_xs's integer sub-block scales go into the vpmaddwd instead of ones (with
+// VNNI too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k),
+// and their chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
+// elements.
+//
+// Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
+// - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
+//   (off 8, 16) start each int32 lane from -off * (its four activation codes'
+//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) take
+//   -off dl_h as a minimum; u <= 63 and |q| <= 127 keep a pair within
+//   2 * 63 * 127 = 16002;
+// - signed codes (q8_0, iq4_*) multiply |c| by q with c's sign moved onto q
+//   (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+// - minimums (q4_1, q5_1, q2_k, q4_k, q5_k, and the offsets above) are added in
+//   f32 against dx * (the half- or sub-block's code sum), precomputed per call.
+// Every int32 lane stays far below 2^24 (at most 2 * 16002 * 128 with a K-quant
+// scale), so its conversion to f32 is exact.
+#pragma once
+#include <cstring>
+#include <type_traits>
+
+#include "matvec.h"
+#include "matvec_q8.h"
+#include "matvec_simd.h"
+
+namespace sparq {
+namespace {
+
+// The sink and block decoders must inline into the row loop, or the accumulators live in memory.
+#define SPARQ_INLINE __attribute__((always_inline)) inline
+
+// 16 bytes of nibbles -> 32 codes: byte j's low nibble is element j, its high nibble element j + 16.
+inline __m256i nibbles32(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
+}
+
+// 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
+inline __m256i fifth_bits(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
+}
+
+// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes): byte-wise, so the 16-bit shift's spill is masked off.
+inline __m256i bits2(__m256i b, int shift) { return _mm256_and_si256(_mm256_srli_epi16(b, shift), _mm256_set1_epi8(3)); }
+
+// iq4 nibbles -> their signed levels, a 16-entry byte table look-up.
+inline __m256i iq4_levels(__m256i nibbles) {
+  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS));
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(levels), nibbles);
+}
+
+inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
+// Lanes 0-3 dl[0], lanes 4-7 dl[1]: the scales of a chunk's two half-blocks.
+inline __m256 halves(const float* dl) { return _mm256_set_m128(_mm_set1_ps(dl[1]), _mm_set1_ps(dl[0])); }
+// 8 bytes -> 8 floats times s (signed or unsigned bytes).
+inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
+inline __m256 scaled_i8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))); }
+
+// Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
+// SIGNED (codes stored signed), MIN (has minimums, or a constant offset subtracted through them), and
+// block(x, sink), which hands the sink every chunk c (32 elements from element 32 c of the block):
+// - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
+// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer sub-block scales as 16
+//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), then end_block(d), the f32
+//   super-block scale they multiply;
+// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (8 half-blocks
+// of 16 from half h). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
+struct Q4_0 {
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_0);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
+};
+struct Q4_1 {
+  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_1);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
+    s.min32(0, f16_at(x + 2));
+  }
+};
+struct Q5_0 {  // d | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_0);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
+  }
+};
+struct Q5_1 {  // d | m | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_1);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
+    s.min32(0, f16_at(x + 2));
+  }
+};
+struct Q8_0 {
+  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::q8_0);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
+  }
+};
+struct IQ4_NL {
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_nl);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
+};
+
+// The sub-block scales of chunk c from its super-block's 16 int16 half-block scales: scales16 with
+// its 128-bit half holding scales 8 (c / 4) .. 8 (c / 4) + 7 copied to both halves (the caller's
+// vpermq, once per 4 chunks), then one in-lane byte shuffle: int16 2 (c % 4) across the low 128 bits,
+// 2 (c % 4) + 1 across the high ones.
+inline __m256i half_scales(__m256i quarter, int c) {
+  const int lo = 4 * (c % 4), hi = lo + 2;
+  const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
+                                        hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
+  return _mm256_shuffle_epi8(quarter, pick);
+}
+// scales16's 128-bit half H (scales 8 H .. 8 H + 7) in both halves.
+inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permute4x64_epi64(scales16, 0xee) : _mm256_permute4x64_epi64(scales16, 0x44); }
+
+// scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
+// 2k of qs[32 H .. 32 H + 32).
+struct Q2_K {
+  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q2_k);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
+    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), low);
+    const float dmin = f16_at(x + 82);
+    s.mins16(0, scaled_u8(mins, -dmin));
+    s.mins16(8, scaled_u8(_mm_srli_si128(mins, 8), -dmin));
+    const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H)), quarter = scales_of_half(scales, H);
+      for (int k = 0; k < 4; ++k) s.sub_chunk(4 * H + k, bits2(b, 2 * k), half_scales(quarter, k));
+    }
+    s.end_block(f16_at(x + 80));
+  }
+};
+// hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
+// minus 4 (through the minimums: -4 d scale per half-block); 16 signed 6-bit scales (- 32): low
+// nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
+// scales[8 + s % 4].
+struct Q3_K {
+  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q3_k);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const uint8_t* p = x + 96;
+    const float d = f16_at(x + 108);
+    const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
+    uint32_t aux;
+    std::memcpy(&aux, p + 8, 4);
+    // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
+    const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
+    const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
+    s.mins16(0, scaled_i8(sc, -4.0f * d));
+    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -4.0f * d));
+    const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H)), quarter = scales_of_half(scales, H);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * H + k), _mm256_set1_epi8(1)), 2);
+        s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(quarter, k));
+      }
+    }
+    s.end_block(d);
+  }
+};
+// q4_k / q5_k: d | dmin | scales[12] (8 6-bit scales and minimums, scale_min_k's packing) | (qh[32]) |
+// qs[128]. Chunks 2p and 2p + 1 are the low and high nibbles of qs[32 p .. 32 p + 32); q5_k's fifth
+// bits are bits 2p and 2p + 1 of qh[l].
+template <bool FIVE>
+struct QX_K {
+  static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_k);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
+    // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
+    uint32_t w[3];
+    std::memcpy(w, x + 4, 12);
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
+    const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
+    s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
+    alignas(16) int16_t sc[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    const uint8_t* qs = x + (FIVE ? 48 : 16);
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256i qh = _mm256_setzero_si256();
+    if (FIVE) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
+    for (int p = 0; p < 4; ++p) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
+      __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+      if (FIVE) {
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+      }
+      s.sub_chunk(2 * p, lo, _mm256_set1_epi16(sc[2 * p]));
+      s.sub_chunk(2 * p + 1, hi, _mm256_set1_epi16(sc[2 * p + 1]));
+    }
+    s.end_block(f16_at(x));
+  }
+};
+// ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
+// with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (through the minimums, as q3_k).
+struct Q6_K {
+  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k);
+  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q6_k);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const float d = f16_at(x + 208);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
+    s.mins16(0, scaled_i8(sc, -32.0f * d));
+    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -32.0f * d));
+    const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H)), quarter = scales_of_half(scales, H);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i b = k % 2 ? b1 : b0;
+        const __m256i nib = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(b, 4), low) : _mm256_and_si256(b, low);
+        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, _mm256_slli_epi16(bits2(h, 2 * k), 4)), half_scales(quarter, k));
+      }
+    }
+    s.end_block(d);
+  }
+};
+// d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
+struct IQ4_XS {
+  static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
+  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const int scales_h = load_u16(x + 2);
+    for (int c = 0; c < 8; ++c) {
+      const int low = (x[4 + (c >> 1)] >> (4 * (c & 1))) & 0x0f;
+      s.sub_chunk(c, iq4_levels(nibbles32(x + 8 + 16 * c)), _mm256_set1_epi16(static_cast<int16_t>((low | (((scales_h >> (2 * c)) & 3) << 4)) - 32)));
+    }
+    s.end_block(f16_at(x));
+  }
+};
+
+// Calls fn(T{}) with the block type's trait struct.
+template <class Fn>
+void with_type(WeightType t, Fn fn) {
+  switch (t) {
+    case WeightType::q4_0: return fn(Q4_0{});
+    case WeightType::q4_1: return fn(Q4_1{});
+    case WeightType::q5_0: return fn(Q5_0{});
+    case WeightType::q5_1: return fn(Q5_1{});
+    case WeightType::q8_0: return fn(Q8_0{});
+    case WeightType::iq4_nl: return fn(IQ4_NL{});
+    case WeightType::q2_k: return fn(Q2_K{});
+    case WeightType::q3_k: return fn(Q3_K{});
+    case WeightType::q4_k: return fn(QX_K<false>{});
+    case WeightType::q5_k: return fn(QX_K<true>{});
+    case WeightType::q6_k: return fn(Q6_K{});
+    case WeightType::iq4_xs: return fn(IQ4_XS{});
+    default: return;
+  }
+}
+
+// The int32 lanes of chunk g of activation row q (bias: its RowActs::bias row): lane i sums
+// elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes; SCALED: times the lane's
+// int16 scale (both int16 halves of a lane hold it).
+template <class T, bool SCALED>
+SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, const int32_t* bias, int64_t g) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+  __m256i mag = codes;
+  if (T::SIGNED) {
+    x = _mm256_sign_epi8(x, codes);
+    mag = _mm256_sign_epi8(codes, codes);
+  }
+  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)) : _mm256_setzero_si256();
+#if defined(__AVX512VNNI__)
+  if (!SCALED) return _mm256_dpbusd_epi32(start, mag, x);
+#endif
+  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), SCALED ? scales : _mm256_set1_epi16(1));
+  return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+}
+
+// The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, scaled
+// and accumulated in two chains (even and odd chunks: c, known when the block's code is compiled, picks
+// the chain, so the accumulators stay in registers), and the minimums' terms.
+template <class T, int NX>
+struct RowSums {
+  const int8_t* q[NX];
+  const float *d[NX], *sum16[NX], *sum32[NX];
+  const int32_t* bias[NX];
+  int64_t g0 = 0;  // the current block's first chunk in the row
+  __m256 acc[2][NX], block_acc[2][NX], mins[NX];
+  float min_scalar[NX];
+
+  RowSums(const RowActs& a, int64_t t0) {
+    for (int k = 0; k < NX; ++k) {
+      const int64_t t = t0 + k;
+      q[k] = a.q.data() + t * a.cols;
+      d[k] = a.d.data() + t * (a.cols / 32);
+      bias[k] = T::BIAS ? a.bias.data() + t * (a.cols / 4) : nullptr;
+      sum16[k] = T::MIN ? a.sum16.data() + t * (a.cols / 16) : nullptr;
+      sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
+      acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
+      min_scalar[k] = 0;
+    }
+  }
+
+  SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
+    const int64_t g = g0 + c;
+    for (int k = 0; k < NX; ++k) {
+      __m256& a = acc[c & 1][k];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, false>(codes, _mm256_setzero_si256(), q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+    }
+  }
+  SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i scales) {
+    const int64_t g = g0 + c;
+    for (int k = 0; k < NX; ++k) {
+      __m256& a = block_acc[c & 1][k];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, true>(codes, scales, q[k], bias[k], g)), _mm256_broadcast_ss(d[k] + g), a);
+    }
+  }
+  SPARQ_INLINE void end_block(float dw) {
+    const __m256 s = _mm256_set1_ps(dw);
+    for (int k = 0; k < NX; ++k) {
+      acc[0][k] = _mm256_fmadd_ps(_mm256_add_ps(block_acc[0][k], block_acc[1][k]), s, acc[0][k]);
+      block_acc[0][k] = block_acc[1][k] = _mm256_setzero_ps();
+    }
+  }
+  SPARQ_INLINE void min32(int c, float m) {
+    for (int k = 0; k < NX; ++k) min_scalar[k] += m * sum32[k][g0 + c];
+  }
+  SPARQ_INLINE void mins32(__m256 m) {
+    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
+  }
+  SPARQ_INLINE void mins16(int h, __m256 m) {
+    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum16[k] + 2 * g0 + h), mins[k]);
+  }
+  void finish(float* res) const {
+    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), mins[k])) + min_scalar[k];
+  }
+};
+
+// A 32-element block's sink seen as chunk 1 of a pair, so blocks alternate between the two chains.
+template <class S>
+struct SecondOfPair {
+  S& s;
+  SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) { s.chunk(c + 1, codes, dl); }
+  SPARQ_INLINE void min32(int c, float m) { s.min32(c + 1, m); }
+};
+
+// The sink of T::block for q8_sums_avx2: the int32 sums sum_j c_j q_j of every sub-block of one
+// activation row (the K-quants' integer sub-block scales left out: block_codes.h's codes), into sums.
+template <class T>
+struct SubSums {
+  const int8_t* q;
+  const int32_t* bias;
+  int32_t* sums;       // the row's sub-block sums
+  int64_t g0 = 0;      // the current block's first chunk in the row
+  static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
+
+  SPARQ_INLINE void store(int c, __m256i codes) {
+    alignas(32) int32_t lane[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T, false>(codes, _mm256_setzero_si256(), q, bias, g0 + c));
+    const int32_t first = lane[0] + lane[1] + lane[2] + lane[3], second = lane[4] + lane[5] + lane[6] + lane[7];
+    if (HALVES) {
+      sums[2 * (g0 + c)] = first;
+      sums[2 * (g0 + c) + 1] = second;
+    } else {
+      sums[g0 + c] = first + second;
+    }
+  }
+  SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
+  SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i) { store(c, codes); }
+  SPARQ_INLINE void end_block(float) {}
+  SPARQ_INLINE void min32(int, float) {}
+  SPARQ_INLINE void mins32(__m256) {}
+  SPARQ_INLINE void mins16(int, __m256) {}
+};
+
+template <class T>
+void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
+  for_each_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    using Sums = RowSums<T, decltype(nx)::value>;
+    Sums sums(a, t0);
+    const uint8_t* row = w + r * row_bytes;
+    int64_t b = 0;
+    if constexpr (T::ELEMENTS == 32) {
+      SecondOfPair<Sums> second{sums};
+      for (; b + 2 <= blocks; b += 2, sums.g0 += 2) {
+        T::block(row + b * T::BYTES, sums);
+        T::block(row + (b + 1) * T::BYTES, second);
+      }
+    }
+    for (; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
+    sums.finish(res);
+  });
+}
+
+// Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
+template <class T>
+void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
+  for (int64_t k = 0; k < a.n; ++k) {
+    for (int64_t r = 0; r < rows; ++r) {
+      SubSums<T> sink{a.q.data() + k * a.cols, T::BIAS ? a.bias.data() + k * (a.cols / 4) : nullptr, sums + (k * rows + r) * subs};
+      for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparq
+
+// The entry points of matvec_q8.h for one ISA file: matmul_q8_<isa>, q8_sums_<isa>.
+#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                     \
+  namespace sparq {                                                                                                                    \
+  void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
+    with_type(t, [&](auto type) { rows_q8<decltype(type)>(w, a, rows, out, row_begin, row_end); });                                  \
+  }                                                                                                                                    \
+  void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                  \
+    with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                      \
+  }                                                                                                                                    \
+  }
