@@ -82,7 +82,7 @@ try {
       let sparqBest = Infinity;
       let llamaBest = Infinity;
       for (let rep = 0; rep < REPS; rep++) {
-        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, int4Path: PRODUCT });
+        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, productPath: PRODUCT });
         let t0 = performance.now();
         session.prefill(tokens);
         sparqBest = Math.min(sparqBest, performance.now() - t0);
