@@ -175,16 +175,22 @@ const shapes = (dtype: BlockDType) =>
     seed: fc.integer(),
   });
 
+/** One drawn case: weights of `dtype` on `engine`, activations, and the exact integer product. */
+function drawCase(engine: Engine, dtype: BlockDType, { rows, blocks, n, seed }: { rows: number; blocks: number; n: number; seed: number }) {
+  const cols = BLOCK_LAYOUT[dtype].elements * blocks;
+  const random = seeded(seed);
+  const w = blockWeights(engine, dtype, uniform(random, rows * cols), rows, cols);
+  const x = activations(random, n, cols);
+  return { cols, w, x, exact: int8Exact(w, x, rows, cols, n) };
+}
+
 forEachBackend('block weights, int8 product', (engine) => {
   for (const dtype of BLOCK_DTYPES) {
     opIt(engine, 'matmul', `${dtype}: int8 within ROUNDINGS of the exact integer product computed here (random shapes)`, () => {
       fc.assert(
-        fc.property(shapes(dtype), ({ rows, blocks, n, seed }) => {
-          const cols = BLOCK_LAYOUT[dtype].elements * blocks;
-          const random = seeded(seed);
-          const w = blockWeights(engine, dtype, uniform(random, rows * cols), rows, cols);
-          const x = activations(random, n, cols);
-          const exact = int8Exact(w, x, rows, cols, n);
+        fc.property(shapes(dtype), (shape) => {
+          const { rows, n } = shape;
+          const { cols, w, x, exact } = drawCase(engine, dtype, shape);
           const runs = n === 1 ? [product(engine, w, x, 1, 'int8'), product(engine, w, x, 1, 'int8', true)] : [product(engine, w, x, n, 'int8')];
           for (const got of runs) {
             for (let o = 0; o < n * rows; o++) {
@@ -199,12 +205,9 @@ forEachBackend('block weights, int8 product', (engine) => {
     opIt(engine, 'matmul', `${dtype}: int8 within the activation rounding of dequant, and not equal to it`, () => {
       let differs = 0;
       fc.assert(
-        fc.property(shapes(dtype), ({ rows, blocks, n, seed }) => {
-          const cols = BLOCK_LAYOUT[dtype].elements * blocks;
-          const random = seeded(seed);
-          const w = blockWeights(engine, dtype, uniform(random, rows * cols), rows, cols);
-          const x = activations(random, n, cols);
-          const { toDequant } = int8Exact(w, x, rows, cols, n);
+        fc.property(shapes(dtype), (shape) => {
+          const { rows, n } = shape;
+          const { w, x, exact: { toDequant } } = drawCase(engine, dtype, shape);
           const int8 = product(engine, w, x, n, 'int8');
           const dequant = product(engine, w, x, n, 'dequant');
           for (let o = 0; o < n * rows; o++) {
