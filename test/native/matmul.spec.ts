@@ -10,11 +10,12 @@
  * twice the f32 dot-product bound, since both sides are within the bound of the exact product); the
  * scalar path stays bit-identical with the reference.
  * 'int8' (block weights: the activation rows quantized to 8 bits per 32-element block, integer sums
- * against the weights' integer codes, src/matvec_q8.h; with AVX-512 VNNI the blocked kernel for n >= 8
- * and the types gemm_q8.h lists, else a per-row one):
+ * against the weights' integer codes, src/matvec_q8.h; for n >= 8 and the types gemm_q8.h lists the
+ * blocked kernel, AVX-512 VNNI's or AVX2's, else a per-row one):
  * - against the f32 reference within INT8_PRODUCT_BOUND below (the activation rounding, derived there);
  * - against the native scalar twin (matmul_q8_ref): the int32 sub-block sums bit for bit (q8BlockSums),
- *   and the outputs within TWIN_BOUND below (f32 rounding only).
+ *   and the outputs within TWIN_BOUND below (f32 rounding only);
+ * - the AVX2 blocked kernel against the VNNI one: the same bits (below).
  * f32, f16 and bf16 weights have no integer codes: 'int8' gives their f32 product, bit for bit.
  */
 import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType, type ProductPath } from '@sparq/core';
@@ -69,8 +70,8 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
   for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
-/** The types the VNNI blocked 'int8' product handles (gemm_q8.h). */
-const VNNI_GEMM_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
+/** The types the blocked 'int8' products (VNNI and AVX2) handle (gemm_q8.h). */
+const GEMM_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
 
 /**
  * |mw_h| of every 16-element half-block (rows, cols / 16), the f32 term the integer products add per
@@ -217,8 +218,12 @@ for (const path of paths) {
     });
 
     /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc). */
-    const int8Kernel = (dtype: BlockDType, n: number) =>
-      path === 'scalar' ? 'ref' : path === 'avx2' || !vnni ? 'avx2' : n >= 8 && VNNI_GEMM_TYPES.includes(dtype) ? 'vnni' : 'avx512';
+    const int8Kernel = (dtype: BlockDType, n: number) => {
+      if (path === 'scalar') return 'ref';
+      const avx2 = path === 'avx2' || !vnni;
+      if (n >= 8 && GEMM_TYPES.includes(dtype)) return avx2 ? 'avx2-gemm' : 'vnni';
+      return avx2 ? 'avx2' : 'avx512';
+    };
     const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number, p: ProductPath) => {
       const out = Tensor.zeros('f32', [n, rows]);
       engine.matmul(out, w, Tensor.f32([n, cols], x), p);
@@ -323,3 +328,110 @@ for (const path of paths) {
     });
   });
 }
+
+/**
+ * Block bytes of extreme codes for the AVX2 blocked product's int16 sums (src/gemm_q8_avx2.cc): per
+ * weight row, every code byte 0x00, 0x7f, 0x80, 0xff (all-max nibbles and fifth bits, q8_0's -128
+ * and 127, iq4's first and last level) or random, and the f16 scales (offset 0, and 2 for the types
+ * with a minimum: d, m / dmin) 0.01 so the values stay finite.
+ */
+function extremeWeight(dtype: BlockDType, rows: number, cols: number, random: () => number): Tensor<BlockDType> {
+  const w = Tensor.zeros(dtype, [rows, cols]) as Tensor<BlockDType>;
+  const bytes = w.data as Uint8Array;
+  const { elements, bytes: size } = BLOCK_LAYOUT[dtype];
+  const perRow = (cols / elements) * size;
+  const F16_HUNDREDTH = 0x211f; // 0.0100021
+  for (let r = 0; r < rows; r++) {
+    const fill = [0x00, 0x7f, 0x80, 0xff, -1][r % 5];
+    for (let i = r * perRow; i < (r + 1) * perRow; i++) bytes[i] = fill >= 0 ? fill : Math.floor(256 * random());
+  }
+  const halves = dtype === 'q4_1' || dtype === 'q5_1' || dtype === 'q4_k' || dtype === 'q5_k' ? [0, 2] : [0];
+  for (let at = 0; at < bytes.length; at += size) for (const o of halves) [bytes[at + o], bytes[at + o + 1]] = [F16_HUNDREDTH & 0xff, F16_HUNDREDTH >> 8];
+  return w;
+}
+
+describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)("'int8': the AVX2 blocked product against the VNNI one", () => {
+  const threads = attentionAddon(raw!);
+  const before = threads.attnThreads();
+  const addon = basicAddon(raw!);
+  afterAll(() => {
+    raw!.forceKernelPath(null);
+    threads.attnSetThreads(before);
+  });
+  const onPath = <T>(path: 'avx2' | 'avx512' | 'scalar', fn: () => T): T => {
+    expect(raw!.forceKernelPath(path)).toBe(path);
+    return fn();
+  };
+  const product = (path: 'avx2' | 'avx512', w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
+    onPath(path, () => {
+      const out = Tensor.zeros('f32', [n, rows]);
+      native!.matmul(out, w, Tensor.f32([n, cols], x), 'int8');
+      return out.data;
+    });
+  const blockSums = (path: 'avx2' | 'avx512' | 'scalar', dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
+    onPath(path, () => {
+      const sums = new Int32Array((n * rows * cols) / 32);
+      return { sums, kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols) };
+    });
+  /**
+   * AVX2 vs the f32 reference within INT8_PRODUCT_BOUND; its int32 sub-block sums vs VNNI's and the
+   * scalar twin's, and its outputs vs VNNI's, bit for bit: both blocked kernels take the same int32
+   * sums (exact, in any order) and the same f32 operations in the same order per output (per
+   * sub-block f += f32(isum) * (dw * dx), then f += mw * (dx sum q)), so a difference would be a
+   * wrong int32 sum (an int16 saturation in vpmaddubsw, a lost correction) or a changed f32 step.
+   */
+  const check = (dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
+    const decoded = Tensor.zeros('f32', [rows, cols]);
+    referenceEngine.dequantize(decoded, w as Tensor<BlockDType>);
+    const want = Tensor.zeros('f32', [n, rows]);
+    referenceEngine.matmul(want, w, Tensor.f32([n, cols], x));
+    const avx2 = product('avx2', w, x, n, rows, cols);
+    const bound = int8ProductBound(int8Parts(decoded.data, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n), cols);
+    for (let i = 0; i < want.data.length; i++) expect(Math.abs(want.data[i] - avx2[i]), `${dtype} element ${i}`).toBeLessThanOrEqual(bound[i]);
+    const mine = blockSums('avx2', dtype, w, x, n, rows, cols);
+    expect(mine.kernel).toBe('avx2-gemm');
+    const theirs = blockSums('avx512', dtype, w, x, n, rows, cols);
+    expect(theirs.kernel).toBe('vnni');
+    expect(mine.sums, `${dtype} sums vs VNNI`).toEqual(theirs.sums);
+    expect(mine.sums, `${dtype} sums vs the scalar twin`).toEqual(blockSums('scalar', dtype, w, x, n, rows, cols).sums);
+    expect(avx2, `${dtype} outputs vs VNNI`).toEqual(product('avx512', w, x, n, rows, cols));
+  };
+  const types = GEMM_TYPES as readonly BlockDType[];
+
+  it('every type: n 8..37 (tiles of 4 or 6 rows and a tail), rows 1..70 (half panels of 16 and a tail), quantized weights', () => {
+    fc.assert(
+      fc.property(gemmShapes, fc.constantFrom(...types), ({ rows, blocks, n, seed }, dtype) => {
+        threads.attnSetThreads(1);
+        const cols = blockElements(dtype) * Math.ceil((32 * blocks) / blockElements(dtype));
+        const random = seeded(seed);
+        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+        check(dtype, w, uniform(random, (7 + n) * cols), 7 + n, rows, cols);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('every type: extreme codes against activations of 127 steps (the int16 pair sums at their largest)', () => {
+    for (const dtype of types) {
+      const [rows, cols, n] = [45, 512, 11];
+      const random = seeded(5);
+      const w = extremeWeight(dtype, rows, cols, random);
+      // Row 0 all +1, row 1 all -1, the others random signs: every code q = +-127.
+      const x = Float32Array.from({ length: n * cols }, (_, i) => (i < cols ? 1 : i < 2 * cols ? -1 : random() < 0.5 ? -1 : 1));
+      check(dtype, w, x, n, rows, cols);
+    }
+  });
+
+  it('on 1, 2 and 3 threads: rows not a multiple of the split', () => {
+    fc.assert(
+      fc.property(threadShapes, fc.constantFrom(...types), fc.constantFrom(1, 2, 3), fc.constantFrom(8, 9, 13), ({ rows, blocks, seed }, dtype, count, n) => {
+        threads.attnSetThreads(count);
+        const cols = 32 * blocks;
+        const random = seeded(seed);
+        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+        check(dtype, w, uniform(random, n * cols), n, rows, cols);
+      }),
+      { numRuns: 8 },
+    );
+  });
+});

@@ -39,10 +39,10 @@ export interface BasicAddon {
    * Tests: q8BlockSums(dtypeCode, sums Int32Array (n, rows, cols / sub-block), w, wOffset, x, xOffset, n, rows, cols)
    * writes the int32 sub-block sums sum_j c_j q_j of matmul's 'int8' product for a block dtype (src/matvec_q8.h;
    * sub-blocks of 16 elements for q2_k, q3_k, q6_k, else 32) as the kernel matmul runs for that dtype and n on
-   * the current kernel path computes them, and returns that kernel's name: 'ref' (the scalar twin), 'avx2',
-   * 'avx512' (VNNI, per row) or 'vnni' (VNNI, blocked).
+   * the current kernel path computes them, and returns that kernel's name: 'ref' (the scalar twin), 'avx2'
+   * (per row), 'avx2-gemm' (AVX2, blocked), 'avx512' (VNNI, per row) or 'vnni' (VNNI, blocked).
    */
-  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx512' | 'vnni';
+  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni';
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;

@@ -107,19 +107,20 @@ namespace {
 
 // The kernel of the 'int8' product for block weights (matvec_q8.h) on the current path: with
 // AVX-512 VNNI, the blocked product for n >= GEMM_MIN_N activation rows of the types gemm_q8.h
-// handles, else the VNNI per-row one; the AVX2 per-row one on the avx2 path and on AVX-512 CPUs
-// without VNNI (they have AVX2); the scalar twin on the scalar path.
-enum class Q8Kernel { ref, avx2, avx512, vnni };
+// handles, else the VNNI per-row one; the AVX2 blocked and per-row ones likewise on the avx2 path
+// and on AVX-512 CPUs without VNNI (they have AVX2); the scalar twin on the scalar path.
+enum class Q8Kernel { ref, avx2, avx2_gemm, avx512, vnni };
 
 Q8Kernel q8_kernel(WeightType t, int64_t n) {
   if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
-  if (!basic_vnni_enabled()) return Q8Kernel::avx2;
-  return n >= GEMM_MIN_N && gemm_q8_supports(t) ? Q8Kernel::vnni : Q8Kernel::avx512;
+  const bool gemm = n >= GEMM_MIN_N && gemm_q8_supports(t);
+  if (!basic_vnni_enabled()) return gemm ? Q8Kernel::avx2_gemm : Q8Kernel::avx2;
+  return gemm ? Q8Kernel::vnni : Q8Kernel::avx512;
 }
 
-// Activation rows quantized for the VNNI product, the rows split across the pool: on the calling
+// Activation rows quantized for the blocked products, the rows split across the pool: on the calling
 // thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
-void quantize_for_vnni(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
+void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
   size_q8_acts(n, cols, acts);
   const int64_t parts = std::min<int64_t>(n, pool_threads());
   parallel_for(static_cast<size_t>(parts), [&](size_t i) {
@@ -131,12 +132,12 @@ void quantize_for_vnni(WeightType t, const float* x, int64_t n, int64_t cols, Q8
 void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
   const int64_t work = weight_bytes(t, cols) * rows * n;
   const Q8Kernel kernel = q8_kernel(t, n);
-  if (kernel == Q8Kernel::vnni) {
+  if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
     Q8Acts acts;
-    quantize_for_vnni(t, x, n, cols, acts);
+    quantize_for_gemm(t, x, n, cols, acts);
     return split_rows(rows, work, [&](int64_t begin, int64_t end) {
       std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(end - begin, cols)));
-      gemm_q8_vnni(t, w, acts, rows, out, begin, end, scratch.data());
+      (kernel == Q8Kernel::vnni ? gemm_q8_vnni : gemm_q8_avx2)(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }
   RowActs acts;
@@ -158,11 +159,11 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
 
 const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums) {
   const Q8Kernel kernel = q8_kernel(t, n);
-  if (kernel == Q8Kernel::vnni) {
+  if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
     Q8Acts acts;
-    quantize_for_vnni(t, x, n, cols, acts);
-    gemm_q8_vnni_sums(t, w, acts, rows, sums);
-    return "vnni";
+    quantize_for_gemm(t, x, n, cols, acts);
+    (kernel == Q8Kernel::vnni ? gemm_q8_vnni_sums : gemm_q8_avx2_sums)(t, w, acts, rows, sums);
+    return kernel == Q8Kernel::vnni ? "vnni" : "avx2-gemm";
   }
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);

@@ -23,7 +23,8 @@ void force_amx(int on);
 
 // Tests: the int32 sums sum_j c_j q_j of every sub-block of the 'int8' product for block weights
 // (matvec_q8.h) -> sums (n, rows, cols / sub_block_elements(t)), from the kernel matmul runs for t and
-// n on the current path; returns its name: "ref" (the scalar twin), "avx2", "avx512" (VNNI per row) or "vnni" (VNNI blocked).
+// n on the current path; returns its name: "ref" (the scalar twin), "avx2", "avx2-gemm" (AVX2 blocked), "avx512" (VNNI per row)
+// or "vnni" (VNNI blocked).
 const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums);
 
 }  // namespace sparq

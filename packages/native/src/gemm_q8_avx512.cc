@@ -2,11 +2,11 @@
 //
 // Per call of a row range, 32 weight rows at a time: every 32-element sub-block
 // of those rows is decoded once to unsigned codes u, its scale dw and minimum mw,
-// into a panel laid out for vpdpbusd: dword k of the panel's rows is 32 rows x 4
-// bytes (row i's codes of columns 4k .. 4k + 3), two vectors. All panels of the
-// range are decoded first (about 1.25 bytes per weight, in L3), then the
-// activation rows go in blocks that stay in L2 past every panel, MR rows at a
-// time, per sub-block: int32 lanes start from -off * sum q (the
+// into a panel (gemm_q8.h, gemm_q8.cc) laid out for vpdpbusd: dword k of the
+// panel's rows is 32 rows x 4 bytes (row i's codes of columns 4k .. 4k + 3), two
+// vectors. All panels of the range are decoded first (about 1.25 bytes per
+// weight, in L3), then the activation rows go in blocks that stay in L2 past
+// every panel, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
 // activation's correction), take 8 vpdpbusd (u unsigned x q signed, 4 products
 // per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
 // accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). Each weight is
@@ -16,50 +16,19 @@
 #include <cstring>
 #include <vector>
 
-#include "block_codes.h"
 #include "gemm_q8.h"
 #include "matvec_q8.h"
 
 namespace sparq {
 namespace {
 
-constexpr int NR = 32;  // weight rows per panel: two vectors of 16 int32 lanes
+constexpr int NR = GEMM_Q8_NR;  // weight rows per panel: two vectors of 16 int32 lanes
 constexpr int MR = 6;   // activation rows per tile: 2 * 6 int32 + 2 * 6 f32 accumulators
-
-// Sub-block sb (32 elements) of a weight row: codes u, scale dw and minimum mw, w_j = dw (u_j - off) + mw.
-void decode_sub(WeightType t, const uint8_t* row, int64_t sb, uint8_t* u, float& dw, float& mw) {
-  int8_t c[32];
-  sub_block_codes(t, row, sb, c, dw, mw);
-  const int off = gemm_q8_offset(t);
-  for (int j = 0; j < 32; ++j) u[j] = static_cast<uint8_t>(c[j] + off);
-}
-
-struct Panel {
-  uint8_t* u;  // (cols / 4) dwords x NR rows x 4 bytes
-  float* dw;   // (cols / 32) x NR
-  float* mw;   // (cols / 32) x NR
-};
-
-// Rows r0 .. r0 + nr of w into the panel; rows past nr get zero codes and scales.
-void decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Panel& p) {
-  const int64_t row_bytes = weight_bytes(t, cols), subs = cols / QK;
-  alignas(64) uint8_t u[32];
-  for (int i = 0; i < NR; ++i) {
-    for (int64_t sb = 0; sb < subs; ++sb) {
-      float dw = 0, mw = 0;
-      if (i < nr) decode_sub(t, w + (r0 + i) * row_bytes, sb, u, dw, mw);
-      else std::memset(u, 0, sizeof u);
-      p.dw[sb * NR + i] = dw;
-      p.mw[sb * NR + i] = mw;
-      for (int k = 0; k < 8; ++k) std::memcpy(p.u + ((sb * 8 + k) * NR + i) * 4, u + 4 * k, 4);
-    }
-  }
-}
 
 // Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows). With `sums` (tests:
 // gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
 template <int M, bool MIN>
-void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   const int64_t subs = a.cols / QK;
   __m512 f0[M], f1[M];
   for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
@@ -113,39 +82,21 @@ void tile(const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0,
 }
 
 template <bool MIN, int M = MR>
-void tiles(int m, const Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   if constexpr (M > 0) {
     if (m == M) return tile<M, MIN>(p, a, t0, rows, r0, nr, out, sums);
     tiles<MIN, M - 1>(m, p, a, t0, rows, r0, nr, out, sums);
   }
 }
 
-// gemm_q8_vnni, or with `sums` its integer sums (tile).
-void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums) {
-  const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(cols);
-  // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the range.
-  uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
-  auto panel = [&](int64_t r0) {
-    uint8_t* u = base + (r0 - row_begin) / NR * panel_bytes;
-    float* dw = reinterpret_cast<float*>(u + NR * cols);
-    return Panel{u, dw, dw + subs * NR};
-  };
+// One panel by activation rows [t_begin, t_end), MR rows at a time (Q8PanelKernel).
+void panel_vnni(WeightType t, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0, int nr, float* out,
+                int32_t* sums) {
   const bool has_min = q8_has_min(t);
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) decode_panel(t, w, cols, r0, static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR), panel(r0));
-  // Token blocks of about 256 KB of codes stay in L2 while every panel of the range passes.
-  const int64_t block = (262144 / cols / MR > 1 ? 262144 / cols / MR : 1) * MR;
-  for (int64_t tb = 0; tb < a.n; tb += block) {
-    const int64_t tend = a.n - tb < block ? a.n : tb + block;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) {
-      const int nr = static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR);
-      const Panel p = panel(r0);
-      for (int64_t t0 = tb; t0 < tend; t0 += MR) {
-        const int m = static_cast<int>(tend - t0 < MR ? tend - t0 : MR);
-        if (has_min) tiles<true>(m, p, a, t0, rows, r0, nr, out, sums);
-        else tiles<false>(m, p, a, t0, rows, r0, nr, out, sums);
-      }
-    }
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += MR) {
+    const int m = static_cast<int>(t_end - t0 < MR ? t_end - t0 : MR);
+    if (has_min) tiles<true>(m, p, a, t0, rows, r0, nr, out, sums);
+    else tiles<false>(m, p, a, t0, rows, r0, nr, out, sums);
   }
 }
 
@@ -153,12 +104,12 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
 
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                   uint8_t* scratch) {
-  run(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
+  gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, MR, panel_vnni, nullptr);
 }
 
 void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {
   std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(rows, a.cols)));
-  run(t, w, a, rows, nullptr, 0, rows, scratch.data(), sums);
+  gemm_q8_panels(t, w, a, rows, nullptr, 0, rows, scratch.data(), MR, panel_vnni, sums);
 }
 
 }  // namespace sparq

@@ -1,6 +1,6 @@
 // The 'int8' product for block weights (ProductPath in core/backend.ts), per weight row: the
 // scalar twin (matvec_q8_ref.cc), AVX2 and AVX-512 VNNI (matvec_q8_simd.h); gemm_q8.h is the
-// AVX-512 VNNI product for many activation rows.
+// AVX-512 VNNI and AVX2 product for many activation rows.
 //
 // The activation rows are quantized once per call to 8 bits per 32-element block (step
 // dx = max(amax / 127, 2^-126), codes q = round(x / dx), halves away from zero: the INT4 'int8'
@@ -54,11 +54,12 @@ void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t ro
 void matmul_q8_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 
 // Tests: the int32 sums sum_j c_j q_j of every sub-block -> sums (n, rows, cols / sub_block_elements(t)),
-// as each kernel computes them (gemm_q8_vnni_sums: the VNNI product's, gemm_q8_supports(t) only).
+// as each kernel computes them (gemm_q8_vnni_sums, gemm_q8_avx2_sums: the blocked products', gemm_q8_supports(t) only).
 void q8_sums_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
 void q8_sums_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
 void q8_sums_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
 struct Q8Acts;
 void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
+void gemm_q8_avx2_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
 
 }  // namespace sparq
