@@ -25,8 +25,12 @@ static inline int sub_block_elements(WeightType t) {
 
 // Sub-block s of a weight row (t a block type): codes c[0 .. sub_block_elements(t)), scale dl and minimum m.
 static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, int8_t* c, float& dl, float& m) {
-  // Element j's nibble in a 16-byte run holding elements j (low) and j + 16 (high).
-  auto nib = [](const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4; };
+  // The 32 nibbles of a 16-byte run into c: byte j holds element j (low) and j + 16 (high). Two
+  // loops without a branch, so the compiler vectorizes them (the blocked products decode per call).
+  auto nibbles = [c](const uint8_t* qs) {
+    for (int j = 0; j < 16; ++j) c[j] = static_cast<int8_t>(qs[j] & 0x0f);
+    for (int j = 0; j < 16; ++j) c[j + 16] = static_cast<int8_t>(qs[j] >> 4);
+  };
   const BlockShape shape = block_shape(t);
   m = 0;
   if (shape.elements == QK) {
@@ -34,23 +38,26 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
     dl = fp16_to_fp32_ref(load_u16(x));
     switch (t) {
       case WeightType::q4_0:
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(nib(x + 2, j) - 8);
+        nibbles(x + 2);
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] - 8);
         return;
       case WeightType::q4_1:
         m = fp16_to_fp32_ref(load_u16(x + 2));
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(nib(x + 4, j));
+        nibbles(x + 4);
         return;
       case WeightType::q8_0:
         for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
         return;
       case WeightType::iq4_nl:
-        for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[nib(x + 2, j)];
+        nibbles(x + 2);
+        for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
         return;
       default: {  // q5_0, q5_1: the fifth bits in a little-endian 32-bit qh
         const bool q5_1 = t == WeightType::q5_1;
         if (q5_1) m = fp16_to_fp32_ref(load_u16(x + 2));
         const uint8_t* qh = x + (q5_1 ? 4 : 2);
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((nib(qh + 4, j) | (((qh[j >> 3] >> (j & 7)) & 1) << 4)) - (q5_1 ? 0 : 16));
+        nibbles(qh + 4);
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((c[j] | (((qh[j >> 3] >> (j & 7)) & 1) << 4)) - (q5_1 ? 0 : 16));
         return;
       }
     }
@@ -62,7 +69,8 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
     case WeightType::iq4_xs: {
       const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
       dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
-      for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[nib(x + 8 + 16 * sub, j)];
+      nibbles(x + 8 + 16 * sub);
+      for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
       return;
     }
     case WeightType::q2_k: {  // scales[16] (low nibble scale, high nibble minimum) | qs[64] | d | dmin
@@ -108,9 +116,10 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
       dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
       m = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
       const uint8_t* qs = x + (five ? 48 : 16) + 32 * (sub / 2);
-      for (int j = 0; j < 32; ++j) {
-        const int low = sub % 2 ? qs[j] >> 4 : qs[j] & 0x0f;
-        c[j] = static_cast<int8_t>(low | (five ? ((x[16 + j] >> sub) & 1) << 4 : 0));
+      const int shift = 4 * (sub % 2);
+      for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((qs[j] >> shift) & 0x0f);
+      if (five) {
+        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] | ((x[16 + j] >> sub) & 1) << 4);
       }
       return;
     }
