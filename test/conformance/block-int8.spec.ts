@@ -27,35 +27,45 @@ const f32 = Math.fround;
 
 /** Columns per activation block: each has its own int8 step dx. */
 const ACTIVATION_BLOCK = 32;
-/** The finest run of elements sharing one dl and m (Q2_K, Q3_K and Q6_K sub-blocks; every other sub-block is two of them). */
-const PIECE = 16;
+/**
+ * The finest run of elements a backend sums in integers before scaling: native's SIMD kernels keep
+ * one int32 lane per 4 consecutive elements (vpmaddwd / vpdpbusd) and scale the lanes in f32, so
+ * lanes of opposite signs cancel only after rounding. Every sub-block (16 or 32) is whole pieces.
+ */
+const PIECE = 4;
+/**
+ * The types whose stored codes u carry an offset, c = u - OFFSET: a backend may multiply u and
+ * subtract OFFSET * dl * (the sum of q) as a minimum term instead (native does for Q3_K and Q6_K).
+ */
+const OFFSET: Partial<Record<BlockDType, number>> = { q4_0: 8, q5_0: 16, q3_k: 4, q6_k: 32 };
 
 /**
  * ROUNDINGS(cols): how many f32 roundings each term of a backend's 'int8' output may pass through.
  * A backend forms out[t, r] as an f32 sum of terms, each an exact integer sum over one or more
- * whole 16-element pieces times f32 factors: at most 3 rounded products make a term (f32(dl dx)
+ * whole 4-element pieces (PIECE) times f32 factors: at most 3 rounded products make a term (f32(dl dx)
  * times isum: 2; ggml's f32(d dx) times f32(sum_s sc_s isum_s), an integer that may exceed 2^24: 3),
  * then each term passes through at most one addition per other term (a sequential chain is the
- * worst order; SIMD lanes with a horizontal sum take fewer). There are at most 2 cols / 16 terms (a
- * scale and a minimum term per piece), so at most cols / 8 + 2 roundings of relative size U each:
- *   |got - E| <= (cols / 8 + 2) U M / (1 - (cols / 8 + 2) U),
- *   M = sum over pieces p of |dl_p dx isum_p| + |m_p dx qsum_p|
- * (a term over a longer run is at most the sum of its pieces': |dl dx (isum_1 + isum_2)| and, since
- * dl = d sc exactly, |d dx sum_s sc_s isum_s| are at most the sums of their pieces' magnitudes).
- * We allow cols / 8 + 8: the 6 extra cover the 1 / (1 - kU) factor (below 1 + 2^-14 for these
+ * worst order; SIMD lanes with a horizontal sum take fewer). There are at most cols / 4 scale terms
+ * (one per piece) and cols / 8 minimum and offset terms (one each per 16 elements), so at most
+ * 3 cols / 8 + 3 roundings of relative size U each:
+ *   |got - E| <= (3 cols / 8 + 3) U M / (1 - (3 cols / 8 + 3) U),
+ *   M = sum over pieces p of |dl_p dx| (|isum_p| + 2 OFFSET |qsum_p|) + |m_p dx qsum_p|
+ * (the 2 OFFSET |qsum_p| covers a backend that multiplies u = c + OFFSET and subtracts the offset
+ * as a minimum term: |sum u q| <= |isum| + OFFSET |qsum|, and the subtracted term is as large).
+ * We allow 3 cols / 8 + 8: the 5 extra cover the 1 / (1 - kU) factor (below 1 + 2^-12 for these
  * sizes) and the f64 evaluation of E here (relative 2^-53 per operation, 2^-29 of one U).
  *
  * What it catches: an integer error of k in one isum_p moves the output by |k| |dl_p dx|, a misread
  * code c_j by |q_j| |dl_p dx| (|q_j| up to 127), a wrong step or scale by a fraction of the output.
- * The bound is ROUNDINGS U M, M growing with cols and |c q|. Measured on uniform data in the widest
- * rows here (288 columns, or 768 for the 256-element types), in units of the row's median |dl dx|:
- * 0.07 Q4_0, 0.15 Q4_1 and Q5_0, 0.5 Q5_1, 0.2-0.3 Q2_K and Q3_K, 1.1-2.2 Q8_0, IQ4_NL, Q4_K,
- * Q5_K and Q6_K, 6 IQ4_XS (levels up to 127). So one unit in one sum can hide in the widest rows;
- * a misread code (|q_j| units, mostly tens), offset, sign, scale or step cannot. Checked by hand:
- * adding 1 to the isum of every sub-block, reading one Q6_K code off by one, or taking the step of
- * the wrong activation block each made this test fail for every dtype concerned.
+ * The bound is ROUNDINGS U M, M growing with cols and |c q|: in the widest rows here (288 columns,
+ * or 768 for the 256-element types) one unit in one integer sum can hide, a misread code (|q_j|
+ * units, mostly tens), offset, sign, scale or step cannot. Checked by hand: adding 1 to the isum
+ * of every sub-block made this test fail for every dtype (with these 4-element pieces); reading one
+ * Q6_K code off by one, or taking the step of the wrong activation block, did too (with the
+ * earlier 16-element pieces, a tighter bound). The pieces are 4 elements since native's per-row kernels were measured to exceed the
+ * 16-element bound (a Q5_0 row of 32 columns whose lanes cancelled: off by 1.9e-8, bound 1.6e-9).
  */
-const ROUNDINGS = (cols: number) => cols / 8 + 8;
+const ROUNDINGS = (cols: number) => (3 * cols) / 8 + 8;
 
 /** The tests' own activation quantizer (the definition in int8-activations.ts): steps dx (n, cols / 32), codes q (n, cols). */
 function quantizeActivations(x: Float32Array, n: number, cols: number): { dx: Float64Array; q: Int32Array } {
@@ -127,7 +137,7 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
         }
         const o = t * rows + r;
         out.value[o] += dl[first] * step * isum + m[first] * step * qsum;
-        out.magnitude[o] += Math.abs(dl[first] * step * isum) + Math.abs(m[first] * step * qsum);
+        out.magnitude[o] += Math.abs(dl[first] * step) * (Math.abs(isum) + 2 * (OFFSET[w.dtype] ?? 0) * Math.abs(qsum)) + Math.abs(m[first] * step * qsum);
       }
       const o = t * rows + r;
       out.toDequant[o] = activation + ROUNDINGS(cols) * U * out.magnitude[o] + dotBound(cols, absSum);
