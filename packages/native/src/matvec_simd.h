@@ -104,7 +104,9 @@ SPARQ_DECODE_INLINE void dot_codes(const BlockCodes& k, int sub, int count, cons
 template <class V, int NX, WeightType T>
 inline void dot_decoded(const uint8_t* w, const float* x, int64_t cols, float* res) {
   using F = typename V::F;
-  constexpr int W = V::W, A = 4;  // FMA latency 4, two FMA pipes: 4 chains keep them mostly busy
+  // A accumulator sets, A NX independent FMA chains (latency 4, two FMA pipes), few enough for AVX2's
+  // 16 registers with the weights, activations and scales (8 sets at NX = 1 measured no faster than 4).
+  constexpr int W = V::W, A = NX <= 2 ? 4 : 2;
   const BlockShape s = block_shape(T);
   const int n = static_cast<int>(s.elements), sub = sub_block_elements(T);
   const int group = n >= A * W ? 1 : A * W / n;  // blocks decoded per step
@@ -122,7 +124,11 @@ inline void dot_decoded(const uint8_t* w, const float* x, int64_t cols, float* r
     codes<T>(w + b * s.bytes, k);
     dot_codes<V, NX, A>(k, sub, n, x + b * n, cols, acc);
   }
-  for (int j = 0; j < NX; ++j) res[j] = V::sum(V::add(V::add(acc[0][j], acc[1][j]), V::add(acc[2][j], acc[3][j])));
+  for (int j = 0; j < NX; ++j) {
+    F sum = acc[0][j];
+    for (int a = 1; a < A; ++a) sum = V::add(sum, acc[a][j]);
+    res[j] = V::sum(sum);
+  }
 }
 
 inline float scalar_f32(const uint8_t* w, int64_t j) {
