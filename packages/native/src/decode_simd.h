@@ -8,11 +8,13 @@
 //   2. BlockDecoder<V>::weights: weight e = fma(code_e, dl, ml), W elements per
 //      step (one widening load of W codes, a convert, an FMA by broadcasts).
 //
-// Values are the reference's bit for bit: every product of a sub-block scale
-// and a code is exact in f32 (an f16 times a code of at most 8 bits) except
-// iq4_xs's (d * ls) * level, which rounds once there too, so fma(code, dl, ml)
-// rounds once, like the reference's dl * q - ml. Offsets that scale a code by
-// a power of two (q5_0's 16, q3_k's 4, q6_k's 32) are subtracted from the codes.
+// Values are the reference's bit for bit. dl = d * (sub-block scale) is exact
+// (an f16 times at most 8 bits). Where ml != 0 (q5_1, q2_k, q4_k, q5_k) the
+// product dl * code is exact too (at most 22 bits), so fma(code, dl, ml) rounds
+// once, as the reference's dl * q - ml; where ml = 0 it is the one rounding of
+// dl * code (q6_k's and iq4_xs's products may need 25 bits), as there. Offsets
+// that scale a code by a power of two (q5_0's 16, q3_k's 4, q6_k's 32) are
+// subtracted from the codes, so dl * (q - 16) is the reference's product.
 #pragma once
 #include <type_traits>
 
