@@ -91,6 +91,8 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
 template <class V, int NX, int A>
 SPARQ_DECODE_INLINE void dot_codes(const BlockCodes& k, int sub, int count, const float* xb, int64_t cols, typename V::F (&acc)[A][NX]) {
   constexpr int W = V::W;
+  // Unrolled whole (count is a constant after inlining), the scale broadcasts are one per sub-block.
+#pragma GCC unroll 16
   for (int e = 0; e < count; e += A * W)
     for (int a = 0; a < A && e + a * W < count; ++a) {
       const typename V::F wv = BlockDecoder<V>::weights(k, e + a * W, (e + a * W) / sub);
