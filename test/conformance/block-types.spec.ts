@@ -14,24 +14,8 @@ import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, type BlockDType, type Engine } from
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
-import { elementGrid, nmseBound } from '../support/ggml-layout.ts';
+import { F16_FIELDS, elementGrid, nmseBound } from '../support/ggml-layout.ts';
 import { nmse, seeded, uniform } from './numeric.ts';
-
-/** Where each dtype keeps its f16 fields (byte offsets in a block): random blocks give them finite values. */
-const F16_FIELDS: Record<BlockDType, number[]> = {
-  q4_0: [0],
-  q5_0: [0],
-  q4_1: [0, 2],
-  q5_1: [0, 2],
-  q8_0: [0],
-  q2_k: [80, 82],
-  q3_k: [108],
-  q4_k: [0, 2],
-  q5_k: [0, 2],
-  q6_k: [208],
-  iq4_nl: [0],
-  iq4_xs: [0],
-};
 
 function dequantized(engine: Engine, dtype: BlockDType, bytes: Uint8Array, n: number): number[] {
   const out = Tensor.zeros('f32', [n]);

@@ -23,6 +23,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon } from '../../packages/native/lib/attention-ops.ts';
+import { F16_FIELDS } from '../support/ggml-layout.ts';
 import { TOL_NATIVE_NMSE, U, dotBound, nativeVsReferenceBound, nmse, seeded, uniform } from '../conformance/numeric.ts';
 import { DTYPE_CODE, basicAddon } from '../../packages/native/lib/basic-ops.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
@@ -289,6 +290,38 @@ for (const path of paths) {
       );
     });
 
+    it("'dequant' with one-hot activation rows gives every block type's decoded weights exactly (per-row and blocked kernels)", () => {
+      // Random block bytes (finite f16 fields, F16_FIELDS): every code and scale bit pattern. Row t of
+      // x is the unit vector at column c0 + t, so out[t, r] = w[r, c0 + t]: its product with 1 is exact
+      // and every other term adds a zero, so any decoding difference shows, with no tolerance.
+      const [rows, cols] = [3, 512];
+      const random = seeded(29);
+      for (const dtype of BLOCK_DTYPES) {
+        const w = Tensor.zeros(dtype, [rows, cols]);
+        const bytes = w.data as Uint8Array; // (rows * cols / elements) blocks
+        for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(256 * random());
+        const { bytes: size } = BLOCK_LAYOUT[dtype];
+        for (let b = 0; b < bytes.length; b += size)
+          for (const at of F16_FIELDS[dtype]) {
+            const half = Math.floor(0x7c00 * random()) | (random() < 0.5 ? 0x8000 : 0); // below 0x7c00: finite
+            bytes[b + at] = half & 0xff;
+            bytes[b + at + 1] = half >> 8;
+          }
+        const decoded = Tensor.zeros('f32', [rows, cols]);
+        ref.dequantize(decoded, w as Tensor<BlockDType>);
+        for (const n of [4, 16]) {
+          const wrong: string[] = [];
+          for (let c0 = 0; c0 < cols; c0 += n) {
+            const x = new Float32Array(n * cols); // (n, cols)
+            for (let t = 0; t < n; t++) x[t * cols + c0 + t] = 1;
+            const out = product(nat, w, x, n, rows, cols, 'dequant'); // (n, rows)
+            for (let t = 0; t < n; t++)
+              for (let r = 0; r < rows; r++) if (out[t * rows + r] !== decoded.data[r * cols + c0 + t]) wrong.push(`w[${r}, ${c0 + t}]: ${out[t * rows + r]} vs ${decoded.data[r * cols + c0 + t]}`);
+          }
+          expect(wrong, `${dtype} n ${n}`).toEqual([]);
+        }
+      }
+    });
     it("'int8' is an integer product for every block type and n (it differs from 'dequant')", () => {
       for (const dtype of BLOCK_DTYPES) {
         for (const n of [1, 13]) {

@@ -14,6 +14,22 @@ const f32 = Math.fround;
 /** IQ4_NL / IQ4_XS: the 16 int8 levels a 4-bit code indexes (ggml's kvalues_iq4nl). */
 export const IQ4_LEVELS = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
+/** Where each dtype keeps its f16 fields (byte offsets in a block): random blocks give them finite values. */
+export const F16_FIELDS: Record<BlockDType, number[]> = {
+  q4_0: [0],
+  q5_0: [0],
+  q4_1: [0, 2],
+  q5_1: [0, 2],
+  q8_0: [0],
+  q2_k: [80, 82],
+  q3_k: [108],
+  q4_k: [0, 2],
+  q5_k: [0, 2],
+  q6_k: [208],
+  iq4_nl: [0],
+  iq4_xs: [0],
+};
+
 /**
  * Round-trip NMSE bound on uniform data. A grid of L evenly spaced levels over the data's range
  * leaves noise of step^2 / 12 with step = range / (L - 1), against the data's variance range^2 / 12:

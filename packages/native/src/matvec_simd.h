@@ -86,21 +86,51 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
   }, res);
 }
 
-// One row of a read-only block type (q5_*, the K-quants, iq4_*) against NX activation rows: each
-// block decoded to f32 in L1 (decode_simd.h), then SIMD FMAs.
-template <class V, int NX>
-inline void dot_decoded(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
+// Decoded weights [0, count) of k (count a multiple of W, sub-blocks of sub) against NX activation
+// rows xb + j * cols: vector v into accumulator set v % A, so A independent FMA chains per row.
+template <class V, int NX, int A>
+SPARQ_DECODE_INLINE void dot_codes(const BlockCodes& k, int sub, int count, const float* xb, int64_t cols, typename V::F (&acc)[A][NX]) {
   constexpr int W = V::W;
-  const BlockShape s = block_shape(t);
-  alignas(64) float buf[QK_K];
-  two_chains<V, NX>(cols / s.elements, [&](int64_t b, typename V::F* acc) {
-    BlockDecoder<V>::block(t, w + b * s.bytes, buf);
-    const float* xb = x + b * s.elements;
-    for (int64_t h = 0; h < s.elements; h += W) {
-      const typename V::F wv = V::load(buf + h);
-      for (int k = 0; k < NX; ++k) acc[k] = V::fma(wv, V::load(xb + k * cols + h), acc[k]);
+  // Unrolled whole (count is a constant after inlining), the scale broadcasts are one per sub-block.
+#pragma GCC unroll 16
+  for (int e = 0; e < count; e += A * W)
+    for (int a = 0; a < A && e + a * W < count; ++a) {
+      const typename V::F wv = BlockDecoder<V>::weights(k, e + a * W, (e + a * W) / sub);
+      for (int j = 0; j < NX; ++j) acc[a][j] = V::fma(wv, V::load(xb + j * cols + e + a * W), acc[a][j]);
     }
-  }, res);
+}
+
+// One row of a read-only block type T (q5_*, the K-quants, iq4_*) against NX activation rows: blocks
+// decoded to int8 codes in L1 (a 256-element block, or enough 32-element ones for A vectors), then
+// W weights at a time to f32 in registers (decode_simd.h) and FMAs into A accumulator sets.
+template <class V, int NX, WeightType T>
+inline void dot_decoded(const uint8_t* w, const float* x, int64_t cols, float* res) {
+  using F = typename V::F;
+  // A accumulator sets, A NX independent FMA chains (latency 4, two FMA pipes), few enough for AVX2's
+  // 16 registers with the weights, activations and scales (8 sets at NX = 1 measured no faster than 4).
+  constexpr int W = V::W, A = NX <= 2 ? 4 : 2;
+  const BlockShape s = block_shape(T);
+  const int n = static_cast<int>(s.elements), sub = sub_block_elements(T);
+  const int group = n >= A * W ? 1 : A * W / n;  // blocks decoded per step
+  BlockCodes k;
+  F acc[A][NX];
+  for (int a = 0; a < A; ++a)
+    for (int j = 0; j < NX; ++j) acc[a][j] = V::zero();
+  const int64_t blocks = cols / n;
+  int64_t b = 0;
+  for (; b + group <= blocks; b += group) {
+    for (int g = 0; g < group; ++g) codes<T>(w + (b + g) * s.bytes, k, g);
+    dot_codes<V, NX, A>(k, sub, group * n, x + b * n, cols, acc);
+  }
+  for (; b < blocks; ++b) {
+    codes<T>(w + b * s.bytes, k);
+    dot_codes<V, NX, A>(k, sub, n, x + b * n, cols, acc);
+  }
+  for (int j = 0; j < NX; ++j) {
+    F sum = acc[0][j];
+    for (int a = 1; a < A; ++a) sum = V::add(sum, acc[a][j]);
+    res[j] = V::sum(sum);
+  }
 }
 
 inline float scalar_f32(const uint8_t* w, int64_t j) {
@@ -123,7 +153,7 @@ void dot_row(WeightType t, const uint8_t* w, const float* x, int64_t cols, float
     case WeightType::q4_0:
     case WeightType::q4_1:
     case WeightType::q8_0: return dot_blocks<V, NX>(t, w, x, cols, res);
-    default: return dot_decoded<V, NX>(t, w, x, cols, res);
+    default: return with_read_only_type(t, [&](auto type) { dot_decoded<V, NX, decltype(type)::value>(w, x, cols, res); });
   }
 }
 

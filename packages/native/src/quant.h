@@ -102,8 +102,7 @@ void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks
 // One block of a read-only type (q5_0, q5_1, iq4_nl, the K-quants, iq4_xs) -> y (quant_k_ref.cc).
 void dequantize_read_only_block(WeightType t, const uint8_t* x, float* y);
 
-// Calls D's decoder of one block of a read-only type: the scalar decoders (quant_k_ref.cc) and the
-// SIMD ones (decode_simd.h) share this table.
+// Calls D's decoder of one block of a read-only type (the scalar decoders, quant_k_ref.cc).
 template <class D>
 static inline void decode_read_only(WeightType t, const uint8_t* x, float* y) {
   switch (t) {

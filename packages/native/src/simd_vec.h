@@ -17,7 +17,6 @@ struct Vec512 {
   static constexpr int W = 16;
   using F = __m512;
   using Table = __m512;  // the 16 values (q - zero) a signed nibble stands for
-  using I = __m512i;
   static F zero() { return _mm512_setzero_ps(); }
   static float half(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
   static F set1(float v) { return _mm512_set1_ps(v); }
@@ -33,16 +32,6 @@ struct Vec512 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
   }
   static __m512i bytes(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  // Integer lanes: the low `bits` bits of (a >> n); a | b; a << n; to float; lane indices first .. first + W - 1.
-  static I bits(I a, int n, int bits) { return _mm512_and_si512(_mm512_srl_epi32(a, _mm_cvtsi32_si128(n)), _mm512_set1_epi32((1 << bits) - 1)); }
-  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
-  static I shl(I a, int n) { return _mm512_sll_epi32(a, _mm_cvtsi32_si128(n)); }
-  static I iota(int first) { return _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(first)); }
-  static I shr_each(I a, I n) { return _mm512_srlv_epi32(a, n); }
-  static I set1_i(int v) { return _mm512_set1_epi32(v); }
-  static F to_float(I a) { return _mm512_cvtepi32_ps(a); }
-  // table[code] for codes in [0, 15].
-  static F lookup16(const float* table, I code) { return _mm512_permutexvar_ps(code, _mm512_loadu_ps(table)); }
   static F load_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
   // Low and high nibbles of W bytes, as floats in [0, 15].
   static void nibbles(const uint8_t* p, F& lo, F& hi) {
@@ -67,7 +56,6 @@ struct Vec256 {
   static constexpr int W = 8;
   using F = __m256;
   using Table = __m256i;  // 8 + zero, subtracted from n ^ 8
-  using I = __m256i;
   static F zero() { return _mm256_setzero_ps(); }
   static float half(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
   static F set1(float v) { return _mm256_set1_ps(v); }
@@ -88,18 +76,6 @@ struct Vec256 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
   }
   static __m256i bytes(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-  static I bits(I a, int n, int bits) { return _mm256_and_si256(_mm256_srl_epi32(a, _mm_cvtsi32_si128(n)), _mm256_set1_epi32((1 << bits) - 1)); }
-  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
-  static I shl(I a, int n) { return _mm256_sll_epi32(a, _mm_cvtsi32_si128(n)); }
-  static I iota(int first) { return _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(first)); }
-  static I shr_each(I a, I n) { return _mm256_srlv_epi32(a, n); }
-  static I set1_i(int v) { return _mm256_set1_epi32(v); }
-  static F to_float(I a) { return _mm256_cvtepi32_ps(a); }
-  // table[code] for codes in [0, 15]: two 8-entry permutes, picked by bit 3 (moved to the sign bit).
-  static F lookup16(const float* table, I code) {
-    const F lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), code), hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), code);
-    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
-  }
   static F load_i8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
   static void nibbles(const uint8_t* p, F& lo, F& hi) {
     const __m256i b = bytes(p);
