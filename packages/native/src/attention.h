@@ -68,6 +68,8 @@ struct AttnKernels {
   float (*max)(const float* x, size_t n);
   // sum of exp(x - m) (accumulated in f64); x <- exp(x - m) in place when `store`.
   double (*exp_sum)(float* x, size_t n, float m, bool store);
+  // x <- f32(x / by), the division in f64.
+  void (*div_f64)(float* x, size_t n, double by);
   // y <- y * s (y += x * s when accumulate).
   void (*scale)(float* y, const float* x, size_t n, float s, bool accumulate);
   // Indices j (plus base) with x[j] >= t, ascending, into out; returns the count, or cap + 1 once it exceeds cap.

@@ -171,8 +171,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     s.logits.resize(g * n);
     if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g);
     else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g);
-    for (size_t t = 0; t < g; t++)
-      for (size_t j = 0; j < n; j++) s.logits[t * n + j] = static_cast<float>(s.logits[t * n + j] / tau[t]);
+    for (size_t t = 0; t < g; t++) kt.div_f64(s.logits.data() + t * n, n, tau[t]);
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
