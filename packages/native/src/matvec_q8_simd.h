@@ -131,6 +131,11 @@ inline __m256i half_scales(__m256i quarter, int c) {
                                         hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
   return _mm256_shuffle_epi8(quarter, pick);
 }
+// The scale of 32-element sub-block c from 8 int16 sub-block scales in each 128-bit half (the
+// caller's broadcast, once per super-block): int16 c across all 16 lanes, one in-lane byte shuffle.
+inline __m256i sub_scale(__m256i scales8, int c) {
+  return _mm256_shuffle_epi8(scales8, _mm256_set1_epi16(static_cast<int16_t>(2 * c | (2 * c + 1) << 8)));
+}
 // scales16's 128-bit half H (scales 8 H .. 8 H + 7) in both halves.
 inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permute4x64_epi64(scales16, 0xee) : _mm256_permute4x64_epi64(scales16, 0x44); }
 
@@ -199,8 +204,7 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    alignas(16) int16_t sc[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -213,8 +217,8 @@ struct QX_K {
         lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
         hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
       }
-      s.sub_chunk(2 * p, lo, _mm256_set1_epi16(sc[2 * p]));
-      s.sub_chunk(2 * p + 1, hi, _mm256_set1_epi16(sc[2 * p + 1]));
+      s.sub_chunk(2 * p, lo, sub_scale(sc, 2 * p));
+      s.sub_chunk(2 * p + 1, hi, sub_scale(sc, 2 * p + 1));
     }
     s.end_block(f16_at(x));
   }
@@ -249,11 +253,17 @@ struct IQ4_XS {
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
   static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const int scales_h = load_u16(x + 2);
-    for (int c = 0; c < 8; ++c) {
-      const int low = (x[4 + (c >> 1)] >> (4 * (c & 1))) & 0x0f;
-      s.sub_chunk(c, iq4_levels(nibbles32(x + 8 + 16 * c)), _mm256_set1_epi16(static_cast<int16_t>((low | (((scales_h >> (2 * c)) & 3) << 4)) - 32)));
-    }
+    // Scale c: nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32; in int32
+    // lanes, then packed to int16 (packs works per 128-bit half: lanes 0-3 then 4-7 in each).
+    uint32_t low4;
+    std::memcpy(&low4, x + 4, 4);
+    const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low4)), nib = _mm_set1_epi8(0x0f);
+    const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
+    const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    const __m256i packed = _mm256_packs_epi32(sc32, sc32);  // int16 [0-3 0-3 | 4-7 4-7]
+    const __m256i sc = _mm256_permute4x64_epi64(packed, 0x88);  // [0-3 4-7 | 0-3 4-7]
+    for (int c = 0; c < 8; ++c) s.sub_chunk(c, iq4_levels(nibbles32(x + 8 + 16 * c)), sub_scale(sc, c));
     s.end_block(f16_at(x));
   }
 };
