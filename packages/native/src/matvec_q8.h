@@ -29,6 +29,7 @@ struct RowActs {
   std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = 8 (q4_0), 16 (q5_0); else empty
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;    // (n, cols / 32): dx * (sum of 32 codes); types with a minimum only
+  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (their SIMD minimums)
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.

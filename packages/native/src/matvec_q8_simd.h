@@ -55,8 +55,14 @@ inline __m256i fifth_bits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
 }
 
-// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes): byte-wise, so the 16-bit shift's spill is masked off.
-inline __m256i bits2(__m256i b, int shift) { return _mm256_and_si256(_mm256_srli_epi16(b, shift), _mm256_set1_epi8(3)); }
+// The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
+// `to` and up): one 16-bit shift, whose spill from the neighbouring byte lands outside the mask.
+inline __m256i bits_at(__m256i b, int from, int to, int mask) {
+  const __m256i moved = to > from ? _mm256_slli_epi16(b, to - from) : to < from ? _mm256_srli_epi16(b, from - to) : b;
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(mask)));
+}
+// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
+inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
 
 // iq4 nibbles -> their signed levels, a 16-entry byte table look-up.
 inline __m256i iq4_levels(__m256i nibbles) {
@@ -67,9 +73,8 @@ inline __m256i iq4_levels(__m256i nibbles) {
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 // Lanes 0-3 dl[0], lanes 4-7 dl[1]: the scales of a chunk's two half-blocks.
 inline __m256 halves(const float* dl) { return _mm256_set_m128(_mm_set1_ps(dl[1]), _mm_set1_ps(dl[0])); }
-// 8 bytes -> 8 floats times s (signed or unsigned bytes).
+// 8 unsigned bytes -> 8 floats times s.
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
-inline __m256 scaled_i8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
 // SIGNED (codes stored signed), MIN (has minimums, or a constant offset subtracted through them), and
@@ -78,8 +83,9 @@ inline __m256 scaled_i8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer sub-block scales as 16
 //   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), then end_block(d), the f32
 //   super-block scale they multiply;
-// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (8 half-blocks
-// of 16 from half h). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
+// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
+// integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
+// f32 factor per super-block). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
   static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_0);
@@ -146,10 +152,7 @@ struct Q2_K {
   static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
-    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), low);
-    const float dmin = f16_at(x + 82);
-    s.mins16(0, scaled_u8(mins, -dmin));
-    s.mins16(8, scaled_u8(_mm_srli_si128(mins, 8), -dmin));
+    s.mins16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low)), -f16_at(x + 82));
     const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H)), quarter = scales_of_half(scales, H);
@@ -175,14 +178,13 @@ struct Q3_K {
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
     const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
-    s.mins16(0, scaled_i8(sc, -4.0f * d));
-    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -4.0f * d));
     const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    s.mins16(scales, -4.0f * d);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H)), quarter = scales_of_half(scales, H);
       for (int k = 0; k < 4; ++k) {
-        const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * H + k), _mm256_set1_epi8(1)), 2);
+        const __m256i third = bits_at(hm, 4 * H + k, 2, 4);
         s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(quarter, k));
       }
     }
@@ -213,9 +215,8 @@ struct QX_K {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
       __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
       if (FIVE) {
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+        lo = _mm256_or_si256(lo, bits_at(qh, 2 * p, 4, 0x10));
+        hi = _mm256_or_si256(hi, bits_at(qh, 2 * p + 1, 4, 0x10));
       }
       s.sub_chunk(2 * p, lo, sub_scale(sc, 2 * p));
       s.sub_chunk(2 * p + 1, hi, sub_scale(sc, 2 * p + 1));
@@ -231,9 +232,8 @@ struct Q6_K {
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
-    s.mins16(0, scaled_i8(sc, -32.0f * d));
-    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -32.0f * d));
     const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    s.mins16(scales, -32.0f * d);
     const __m256i low = _mm256_set1_epi8(0x0f);
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
@@ -242,7 +242,7 @@ struct Q6_K {
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
         const __m256i nib = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(b, 4), low) : _mm256_and_si256(b, low);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, _mm256_slli_epi16(bits2(h, 2 * k), 4)), half_scales(quarter, k));
+        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, bits_at(h, 2 * k, 4, 0x30)), half_scales(quarter, k));
       }
     }
     s.end_block(d);
@@ -313,7 +313,8 @@ SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, c
 template <class T, int NX>
 struct RowSums {
   const int8_t* q[NX];
-  const float *d[NX], *sum16[NX], *sum32[NX];
+  const float *d[NX], *sum32[NX];
+  const int16_t* isum16[NX];
   const int32_t* bias[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
   __m256 acc[2][NX], block_acc[2][NX], mins[NX];
@@ -325,7 +326,7 @@ struct RowSums {
       q[k] = a.q.data() + t * a.cols;
       d[k] = a.d.data() + t * (a.cols / 32);
       bias[k] = T::BIAS ? a.bias.data() + t * (a.cols / 4) : nullptr;
-      sum16[k] = T::MIN ? a.sum16.data() + t * (a.cols / 16) : nullptr;
+      isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
       acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
       min_scalar[k] = 0;
@@ -359,8 +360,13 @@ struct RowSums {
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
   }
-  SPARQ_INLINE void mins16(int h, __m256 m) {
-    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum16[k] + 2 * g0 + h), mins[k]);
+  SPARQ_INLINE void mins16(__m256i m, float f) {
+    const __m256 fv = _mm256_set1_ps(f);
+    for (int k = 0; k < NX; ++k) {
+      // int32 lane c: chunk c's two half-block minimum factors times their code sums (exact: |m| <= 128, |sum| <= 16 * 127).
+      const __m256i isum = _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
+      mins[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d[k] + g0)), fv, mins[k]);
+    }
   }
   void finish(float* res) const {
     for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), mins[k])) + min_scalar[k];
@@ -401,7 +407,7 @@ struct SubSums {
   SPARQ_INLINE void end_block(float) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
-  SPARQ_INLINE void mins16(int, __m256) {}
+  SPARQ_INLINE void mins16(__m256i, float) {}
 };
 
 template <class T>
