@@ -44,6 +44,14 @@ inline __m256i nibbles32(const uint8_t* p) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
 }
 
+// 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
+inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), low = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+  first = _mm256_permute2x128_si256(lo, hi, 0x20);
+  second = _mm256_permute2x128_si256(lo, hi, 0x31);
+}
+
 // 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
 inline __m256i fifth_bits(const uint8_t* p) {
   uint32_t bits;
@@ -263,7 +271,12 @@ struct IQ4_XS {
     const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
     const __m256i packed = _mm256_packs_epi32(sc32, sc32);  // int16 [0-3 0-3 | 4-7 4-7]
     const __m256i sc = _mm256_permute4x64_epi64(packed, 0x88);  // [0-3 4-7 | 0-3 4-7]
-    for (int c = 0; c < 8; ++c) s.sub_chunk(c, iq4_levels(nibbles32(x + 8 + 16 * c)), sub_scale(sc, c));
+    for (int c = 0; c < 8; c += 2) {
+      __m256i first, second;
+      nibbles64(x + 8 + 16 * c, first, second);
+      s.sub_chunk(c, iq4_levels(first), sub_scale(sc, c));
+      s.sub_chunk(c + 1, iq4_levels(second), sub_scale(sc, c + 1));
+    }
     s.end_block(f16_at(x));
   }
 };
