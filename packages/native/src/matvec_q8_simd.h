@@ -5,11 +5,13 @@
 // codes into 8 int32 lanes (lane i sums elements 4i .. 4i + 3, so lanes 0-3 are the chunk's first
 // half-block and lanes 4-7 its second), then one f32 FMA per chunk with the lanes' scales dl_h dx:
 // - AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones;
-// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types.
+// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types and
+//   the super-block types with 32-element sub-blocks (q4_k, q5_k, iq4_xs), whose integer sub-block
+//   scales are converted to f32 and multiplied by dx once per super-block (a lane permute per chunk).
 //
-// The K-quants' and iq4_xs's integer sub-block scales go into the vpmaddwd instead of ones (with
-// VNNI too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k),
-// and their chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
+// q2_k, q3_k and q6_k's integer half-block scales go into the vpmaddwd instead of ones (with VNNI
+// too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k). The
+// super-block types' chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
 // elements.
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
@@ -145,11 +147,6 @@ inline __m256i half_scales(__m256i quarter, int c) {
                                         hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
   return _mm256_shuffle_epi8(quarter, pick);
 }
-// The scale of 32-element sub-block c from 8 int16 sub-block scales in each 128-bit half (the
-// caller's broadcast, once per super-block): int16 c across all 16 lanes, one in-lane byte shuffle.
-inline __m256i sub_scale(__m256i scales8, int c) {
-  return _mm256_shuffle_epi8(scales8, _mm256_set1_epi16(static_cast<int16_t>(2 * c | (2 * c + 1) << 8)));
-}
 // scales16's 128-bit half H (scales 8 H .. 8 H + 7) in both halves.
 inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permute4x64_epi64(scales16, 0xee) : _mm256_permute4x64_epi64(scales16, 0x44); }
 
@@ -214,7 +211,7 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    s.scales32(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0))));
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -226,8 +223,8 @@ struct QX_K {
         lo = _mm256_or_si256(lo, bits_at(qh, 2 * p, 4, 0x10));
         hi = _mm256_or_si256(hi, bits_at(qh, 2 * p + 1, 4, 0x10));
       }
-      s.sub_chunk(2 * p, lo, sub_scale(sc, 2 * p));
-      s.sub_chunk(2 * p + 1, hi, sub_scale(sc, 2 * p + 1));
+      s.sub_chunk32(2 * p, lo);
+      s.sub_chunk32(2 * p + 1, hi);
     }
     s.end_block(f16_at(x));
   }
@@ -261,21 +258,19 @@ struct IQ4_XS {
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
   static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    // Scale c: nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32; in int32
-    // lanes, then packed to int16 (packs works per 128-bit half: lanes 0-3 then 4-7 in each).
+    // Scale c (int32 lane c): nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
     uint32_t low4;
     std::memcpy(&low4, x + 4, 4);
     const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low4)), nib = _mm_set1_epi8(0x0f);
     const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
     const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
     const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
-    const __m256i packed = _mm256_packs_epi32(sc32, sc32);  // int16 [0-3 0-3 | 4-7 4-7]
-    const __m256i sc = _mm256_permute4x64_epi64(packed, 0x88);  // [0-3 4-7 | 0-3 4-7]
+    s.scales32(_mm256_cvtepi32_ps(sc32));
     for (int c = 0; c < 8; c += 2) {
       __m256i first, second;
       nibbles64(x + 8 + 16 * c, first, second);
-      s.sub_chunk(c, iq4_levels(first), sub_scale(sc, c));
-      s.sub_chunk(c + 1, iq4_levels(second), sub_scale(sc, c + 1));
+      s.sub_chunk32(c, iq4_levels(first));
+      s.sub_chunk32(c + 1, iq4_levels(second));
     }
     s.end_block(f16_at(x));
   }
@@ -332,6 +327,7 @@ struct RowSums {
   int64_t g0 = 0;  // the current block's first chunk in the row
   __m256 acc[2][NX], block_acc[2][NX], mins[NX];
   float min_scalar[NX];
+  __m256 chunk_scale[NX];  // scales32's: lane c the sub-block scale times dx of the block's chunk c
 
   RowSums(const RowActs& a, int64_t t0) {
     for (int k = 0; k < NX; ++k) {
@@ -358,6 +354,17 @@ struct RowSums {
     for (int k = 0; k < NX; ++k) {
       __m256& a = block_acc[c & 1][k];
       a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, true>(codes, scales, q[k], bias[k], g)), _mm256_broadcast_ss(d[k] + g), a);
+    }
+  }
+  // 32-element sub-blocks (q4_k, q5_k, iq4_xs): their 8 integer scales as f32 times each chunk's dx,
+  // once per super-block, so a chunk's sum needs no integer scaling (one vpdpbusd with VNNI).
+  SPARQ_INLINE void scales32(__m256 sc) {
+    for (int k = 0; k < NX; ++k) chunk_scale[k] = _mm256_mul_ps(sc, _mm256_loadu_ps(d[k] + g0));
+  }
+  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) {
+    for (int k = 0; k < NX; ++k) {
+      __m256& a = block_acc[c & 1][k];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, false>(codes, _mm256_setzero_si256(), q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
     }
   }
   SPARQ_INLINE void end_block(float dw) {
@@ -417,6 +424,8 @@ struct SubSums {
   }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
   SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i) { store(c, codes); }
+  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) { store(c, codes); }
+  SPARQ_INLINE void scales32(__m256) {}
   SPARQ_INLINE void end_block(float) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
