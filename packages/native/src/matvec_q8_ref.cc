@@ -34,7 +34,7 @@ void each_sub_sum(WeightType t, const uint8_t* w, const RowActs& a, int64_t row_
 
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a) {
   const int64_t chunks = cols / 32;
-  const int bias = q8_bias(t);
+  const int bias = q8_act_bias(t);
   const bool min = q8_has_min(t);
   a.n = n;
   a.cols = cols;

@@ -20,10 +20,13 @@
 //   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) take
 //   -off dl_h as a minimum; u <= 63 and |q| <= 127 keep a pair within
 //   2 * 63 * 127 = 16002;
-// - signed codes (q8_0, iq4_*) multiply |c| by q with c's sign moved onto q
-//   (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+// - signed codes (q8_0, iq4_*): AVX2 multiplies |c| by q with c's sign moved onto
+//   q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+//   VNNI (no int16 step to saturate) multiplies c + 128 (c with its sign bit
+//   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k, and the offsets above) are added in
-//   f32 against dx * (the half- or sub-block's code sum), precomputed per call.
+//   f32 against dx * (the half- or sub-block's code sum), precomputed per call
+//   (q2_k, q3_k, q6_k: the int16 code sums times integer factors, then f32).
 // Every int32 lane stays far below 2^24 (at most 2 * 16002 * 128 with a K-quant
 // scale), so its conversion to f32 is exact.
 #pragma once
@@ -90,20 +93,21 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // SIGNED (codes stored signed), MIN (has minimums, or a constant offset subtracted through them), and
 // block(x, sink), which hands the sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer sub-block scales as 16
-//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), then end_block(d), the f32
+// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer half-block scales as 16
+//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), or for 32-element sub-blocks
+//   scales32(the 8 integer scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32
 //   super-block scale they multiply;
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
 };
 struct Q4_1 {
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
@@ -111,14 +115,14 @@ struct Q4_1 {
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
@@ -126,14 +130,14 @@ struct Q5_1 {  // d | m | qh[4] | qs[16]
 };
 struct Q8_0 {
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::q8_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct IQ4_NL {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_nl);
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
 };
 
@@ -154,7 +158,7 @@ inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permu
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q2_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
     s.mins16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low)), -f16_at(x + 82));
@@ -172,7 +176,7 @@ struct Q2_K {
 // scales[8 + s % 4].
 struct Q3_K {
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q3_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
     const float d = f16_at(x + 108);
@@ -202,7 +206,7 @@ struct Q3_K {
 template <bool FIVE>
 struct QX_K {
   static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_k), MIN = q8_has_min(WeightType::q4_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
     // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
@@ -233,7 +237,7 @@ struct QX_K {
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (through the minimums, as q3_k).
 struct Q6_K {
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q6_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
@@ -256,7 +260,7 @@ struct Q6_K {
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
 struct IQ4_XS {
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_xs), MIN = q8_has_min(WeightType::iq4_xs);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // Scale c (int32 lane c): nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
     uint32_t low4;
@@ -302,6 +306,11 @@ void with_type(WeightType t, Fn fn) {
 template <class T, bool SCALED>
 SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, const int32_t* bias, int64_t g) {
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+#if defined(__AVX512VNNI__)
+  // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
+  if (!SCALED && T::SIGNED)
+    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
+#endif
   __m256i mag = codes;
   if (T::SIGNED) {
     x = _mm256_sign_epi8(x, codes);
@@ -334,7 +343,7 @@ struct RowSums {
       const int64_t t = t0 + k;
       q[k] = a.q.data() + t * a.cols;
       d[k] = a.d.data() + t * (a.cols / 32);
-      bias[k] = T::BIAS ? a.bias.data() + t * (a.cols / 4) : nullptr;
+      bias[k] = a.bias.empty() ? nullptr : a.bias.data() + t * (a.cols / 4);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
       acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
@@ -458,7 +467,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, T::BIAS ? a.bias.data() + k * (a.cols / 4) : nullptr, sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4), sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
