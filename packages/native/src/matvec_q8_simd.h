@@ -84,8 +84,6 @@ inline __m256i iq4_levels(__m256i nibbles) {
 }
 
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
-// Lanes 0-3 dl[0], lanes 4-7 dl[1]: the scales of a chunk's two half-blocks.
-inline __m256 halves(const float* dl) { return _mm256_set_m128(_mm_set1_ps(dl[1]), _mm_set1_ps(dl[0])); }
 // 8 unsigned bytes -> 8 floats times s.
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
