@@ -26,9 +26,10 @@ struct RowActs {
   int64_t n = 0, cols = 0;
   std::vector<int8_t> q;       // (n, cols) codes
   std::vector<float> d;        // (n, cols / 32) block steps dx
-  std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = 8 (q4_0), 16 (q5_0); else empty
+  std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;    // (n, cols / 32): dx * (sum of 32 codes); types with a minimum only
+  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (their SIMD minimums)
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
@@ -43,6 +44,11 @@ constexpr bool q8_has_min(WeightType t) {
 // The codes' offset that matmul_q8_avx2 subtracts in its integer sums through RowActs::bias (the
 // other kernels take block_codes.h's signed codes).
 constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
+// Types whose codes are stored signed (q8_0, iq4_*).
+constexpr bool q8_signed(WeightType t) { return t == WeightType::q8_0 || t == WeightType::iq4_nl || t == WeightType::iq4_xs; }
+// The offset off of RowActs::bias: q8_bias, or 128 for the signed codes, which the VNNI kernel
+// multiplies as c + 128 (vpdpbusd's weights are unsigned); 0: no bias row.
+constexpr int q8_act_bias(WeightType t) { return q8_signed(t) ? 128 : q8_bias(t); }
 
 // x (n, cols) -> a, for weights of type t (a block type). Portable scalar code, every kernel path's.
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a);

@@ -34,7 +34,7 @@ void each_sub_sum(WeightType t, const uint8_t* w, const RowActs& a, int64_t row_
 
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a) {
   const int64_t chunks = cols / 32;
-  const int bias = q8_bias(t);
+  const int bias = q8_act_bias(t);
   const bool min = q8_has_min(t);
   a.n = n;
   a.cols = cols;
@@ -43,6 +43,7 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
   a.bias.resize(bias ? static_cast<size_t>(n * cols / 4) : 0);
   a.sum16.resize(min ? static_cast<size_t>(n * cols / 16) : 0);
   a.sum32.resize(min ? static_cast<size_t>(n * chunks) : 0);
+  a.isum16.resize(sub_block_elements(t) == 16 ? static_cast<size_t>(n * cols / 16) : 0);
   for (int64_t i = 0; i < n * chunks; ++i) {
     int32_t sum = 0;
     const int8_t* q = a.q.data() + 32 * i;
@@ -55,6 +56,10 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
       a.sum16[2 * i] = dx * static_cast<float>(first);
       a.sum16[2 * i + 1] = dx * static_cast<float>(sum - first);
       a.sum32[i] = dx * static_cast<float>(sum);
+      if (!a.isum16.empty()) {
+        a.isum16[2 * i] = static_cast<int16_t>(first);
+        a.isum16[2 * i + 1] = static_cast<int16_t>(sum - first);
+      }
     }
   }
 }

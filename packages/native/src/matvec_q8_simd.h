@@ -5,11 +5,13 @@
 // codes into 8 int32 lanes (lane i sums elements 4i .. 4i + 3, so lanes 0-3 are the chunk's first
 // half-block and lanes 4-7 its second), then one f32 FMA per chunk with the lanes' scales dl_h dx:
 // - AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones;
-// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types.
+// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types and
+//   the super-block types with 32-element sub-blocks (q4_k, q5_k, iq4_xs), whose integer sub-block
+//   scales are converted to f32 and multiplied by dx once per super-block (a lane permute per chunk).
 //
-// The K-quants' and iq4_xs's integer sub-block scales go into the vpmaddwd instead of ones (with
-// VNNI too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k),
-// and their chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
+// q2_k, q3_k and q6_k's integer half-block scales go into the vpmaddwd instead of ones (with VNNI
+// too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k). The
+// super-block types' chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
 // elements.
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
@@ -18,10 +20,13 @@
 //   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) take
 //   -off dl_h as a minimum; u <= 63 and |q| <= 127 keep a pair within
 //   2 * 63 * 127 = 16002;
-// - signed codes (q8_0, iq4_*) multiply |c| by q with c's sign moved onto q
-//   (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+// - signed codes (q8_0, iq4_*): AVX2 multiplies |c| by q with c's sign moved onto
+//   q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+//   VNNI (no int16 step to saturate) multiplies c + 128 (c with its sign bit
+//   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k, and the offsets above) are added in
-//   f32 against dx * (the half- or sub-block's code sum), precomputed per call.
+//   f32 against dx * (the half- or sub-block's code sum), precomputed per call
+//   (q2_k, q3_k, q6_k: the int16 code sums times integer factors, then f32).
 // Every int32 lane stays far below 2^24 (at most 2 * 16002 * 128 with a K-quant
 // scale), so its conversion to f32 is exact.
 #pragma once
@@ -44,6 +49,14 @@ inline __m256i nibbles32(const uint8_t* p) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
 }
 
+// 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
+inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), low = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+  first = _mm256_permute2x128_si256(lo, hi, 0x20);
+  second = _mm256_permute2x128_si256(lo, hi, 0x31);
+}
+
 // 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
 inline __m256i fifth_bits(const uint8_t* p) {
   uint32_t bits;
@@ -55,8 +68,14 @@ inline __m256i fifth_bits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
 }
 
-// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes): byte-wise, so the 16-bit shift's spill is masked off.
-inline __m256i bits2(__m256i b, int shift) { return _mm256_and_si256(_mm256_srli_epi16(b, shift), _mm256_set1_epi8(3)); }
+// The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
+// `to` and up): one 16-bit shift, whose spill from the neighbouring byte lands outside the mask.
+inline __m256i bits_at(__m256i b, int from, int to, int mask) {
+  const __m256i moved = to > from ? _mm256_slli_epi16(b, to - from) : to < from ? _mm256_srli_epi16(b, from - to) : b;
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(mask)));
+}
+// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
+inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
 
 // iq4 nibbles -> their signed levels, a 16-entry byte table look-up.
 inline __m256i iq4_levels(__m256i nibbles) {
@@ -65,29 +84,28 @@ inline __m256i iq4_levels(__m256i nibbles) {
 }
 
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
-// Lanes 0-3 dl[0], lanes 4-7 dl[1]: the scales of a chunk's two half-blocks.
-inline __m256 halves(const float* dl) { return _mm256_set_m128(_mm_set1_ps(dl[1]), _mm_set1_ps(dl[0])); }
-// 8 bytes -> 8 floats times s (signed or unsigned bytes).
+// 8 unsigned bytes -> 8 floats times s.
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
-inline __m256 scaled_i8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
 // SIGNED (codes stored signed), MIN (has minimums, or a constant offset subtracted through them), and
 // block(x, sink), which hands the sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer sub-block scales as 16
-//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), then end_block(d), the f32
+// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer half-block scales as 16
+//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), or for 32-element sub-blocks
+//   scales32(the 8 integer scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32
 //   super-block scale they multiply;
-// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (8 half-blocks
-// of 16 from half h). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
+// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
+// integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
+// f32 factor per super-block). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
 };
 struct Q4_1 {
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
@@ -95,14 +113,14 @@ struct Q4_1 {
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q5_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
     s.min32(0, f16_at(x + 2));
@@ -110,14 +128,14 @@ struct Q5_1 {  // d | m | qh[4] | qs[16]
 };
 struct Q8_0 {
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::q8_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
   }
 };
 struct IQ4_NL {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_nl);
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
 };
 
@@ -138,13 +156,10 @@ inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permu
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q2_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
-    const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), low);
-    const float dmin = f16_at(x + 82);
-    s.mins16(0, scaled_u8(mins, -dmin));
-    s.mins16(8, scaled_u8(_mm_srli_si128(mins, 8), -dmin));
+    s.mins16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low)), -f16_at(x + 82));
     const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H)), quarter = scales_of_half(scales, H);
@@ -159,7 +174,7 @@ struct Q2_K {
 // scales[8 + s % 4].
 struct Q3_K {
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q3_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
     const float d = f16_at(x + 108);
@@ -170,14 +185,13 @@ struct Q3_K {
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
     const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
-    s.mins16(0, scaled_i8(sc, -4.0f * d));
-    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -4.0f * d));
     const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    s.mins16(scales, -4.0f * d);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H)), quarter = scales_of_half(scales, H);
       for (int k = 0; k < 4; ++k) {
-        const __m256i third = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * H + k), _mm256_set1_epi8(1)), 2);
+        const __m256i third = bits_at(hm, 4 * H + k, 2, 4);
         s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(quarter, k));
       }
     }
@@ -190,7 +204,7 @@ struct Q3_K {
 template <bool FIVE>
 struct QX_K {
   static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q4_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_k), MIN = q8_has_min(WeightType::q4_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
     // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
@@ -199,8 +213,7 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    alignas(16) int16_t sc[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    s.scales32(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0))));
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -209,12 +222,11 @@ struct QX_K {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
       __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
       if (FIVE) {
-        const __m256i one = _mm256_set1_epi8(1);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+        lo = _mm256_or_si256(lo, bits_at(qh, 2 * p, 4, 0x10));
+        hi = _mm256_or_si256(hi, bits_at(qh, 2 * p + 1, 4, 0x10));
       }
-      s.sub_chunk(2 * p, lo, _mm256_set1_epi16(sc[2 * p]));
-      s.sub_chunk(2 * p + 1, hi, _mm256_set1_epi16(sc[2 * p + 1]));
+      s.sub_chunk32(2 * p, lo);
+      s.sub_chunk32(2 * p + 1, hi);
     }
     s.end_block(f16_at(x));
   }
@@ -223,13 +235,12 @@ struct QX_K {
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (through the minimums, as q3_k).
 struct Q6_K {
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k);
-  static constexpr bool SIGNED = false, MIN = q8_has_min(WeightType::q6_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
-    s.mins16(0, scaled_i8(sc, -32.0f * d));
-    s.mins16(8, scaled_i8(_mm_srli_si128(sc, 8), -32.0f * d));
     const __m256i scales = _mm256_cvtepi8_epi16(sc);
+    s.mins16(scales, -32.0f * d);
     const __m256i low = _mm256_set1_epi8(0x0f);
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
@@ -238,7 +249,7 @@ struct Q6_K {
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
         const __m256i nib = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(b, 4), low) : _mm256_and_si256(b, low);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, _mm256_slli_epi16(bits2(h, 2 * k), 4)), half_scales(quarter, k));
+        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, bits_at(h, 2 * k, 4, 0x30)), half_scales(quarter, k));
       }
     }
     s.end_block(d);
@@ -247,12 +258,21 @@ struct Q6_K {
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
 struct IQ4_XS {
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
-  static constexpr bool SIGNED = true, MIN = q8_has_min(WeightType::iq4_xs);
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_xs), MIN = q8_has_min(WeightType::iq4_xs);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const int scales_h = load_u16(x + 2);
-    for (int c = 0; c < 8; ++c) {
-      const int low = (x[4 + (c >> 1)] >> (4 * (c & 1))) & 0x0f;
-      s.sub_chunk(c, iq4_levels(nibbles32(x + 8 + 16 * c)), _mm256_set1_epi16(static_cast<int16_t>((low | (((scales_h >> (2 * c)) & 3) << 4)) - 32)));
+    // Scale c (int32 lane c): nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
+    uint32_t low4;
+    std::memcpy(&low4, x + 4, 4);
+    const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low4)), nib = _mm_set1_epi8(0x0f);
+    const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
+    const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    s.scales32(_mm256_cvtepi32_ps(sc32));
+    for (int c = 0; c < 8; c += 2) {
+      __m256i first, second;
+      nibbles64(x + 8 + 16 * c, first, second);
+      s.sub_chunk32(c, iq4_levels(first));
+      s.sub_chunk32(c + 1, iq4_levels(second));
     }
     s.end_block(f16_at(x));
   }
@@ -284,6 +304,11 @@ void with_type(WeightType t, Fn fn) {
 template <class T, bool SCALED>
 SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, const int32_t* bias, int64_t g) {
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+#if defined(__AVX512VNNI__)
+  // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
+  if (!SCALED && T::SIGNED)
+    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
+#endif
   __m256i mag = codes;
   if (T::SIGNED) {
     x = _mm256_sign_epi8(x, codes);
@@ -303,19 +328,21 @@ SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, c
 template <class T, int NX>
 struct RowSums {
   const int8_t* q[NX];
-  const float *d[NX], *sum16[NX], *sum32[NX];
+  const float *d[NX], *sum32[NX];
+  const int16_t* isum16[NX];
   const int32_t* bias[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
   __m256 acc[2][NX], block_acc[2][NX], mins[NX];
   float min_scalar[NX];
+  __m256 chunk_scale[NX];  // scales32's: lane c the sub-block scale times dx of the block's chunk c
 
   RowSums(const RowActs& a, int64_t t0) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
       q[k] = a.q.data() + t * a.cols;
       d[k] = a.d.data() + t * (a.cols / 32);
-      bias[k] = T::BIAS ? a.bias.data() + t * (a.cols / 4) : nullptr;
-      sum16[k] = T::MIN ? a.sum16.data() + t * (a.cols / 16) : nullptr;
+      bias[k] = a.bias.empty() ? nullptr : a.bias.data() + t * (a.cols / 4);
+      isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
       acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
       min_scalar[k] = 0;
@@ -336,6 +363,17 @@ struct RowSums {
       a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, true>(codes, scales, q[k], bias[k], g)), _mm256_broadcast_ss(d[k] + g), a);
     }
   }
+  // 32-element sub-blocks (q4_k, q5_k, iq4_xs): their 8 integer scales as f32 times each chunk's dx,
+  // once per super-block, so a chunk's sum needs no integer scaling (one vpdpbusd with VNNI).
+  SPARQ_INLINE void scales32(__m256 sc) {
+    for (int k = 0; k < NX; ++k) chunk_scale[k] = _mm256_mul_ps(sc, _mm256_loadu_ps(d[k] + g0));
+  }
+  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) {
+    for (int k = 0; k < NX; ++k) {
+      __m256& a = block_acc[c & 1][k];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, false>(codes, _mm256_setzero_si256(), q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
+    }
+  }
   SPARQ_INLINE void end_block(float dw) {
     const __m256 s = _mm256_set1_ps(dw);
     for (int k = 0; k < NX; ++k) {
@@ -349,8 +387,13 @@ struct RowSums {
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
   }
-  SPARQ_INLINE void mins16(int h, __m256 m) {
-    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum16[k] + 2 * g0 + h), mins[k]);
+  SPARQ_INLINE void mins16(__m256i m, float f) {
+    const __m256 fv = _mm256_set1_ps(f);
+    for (int k = 0; k < NX; ++k) {
+      // int32 lane c: chunk c's two half-block minimum factors times their code sums (exact: |m| <= 128, |sum| <= 16 * 127).
+      const __m256i isum = _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
+      mins[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d[k] + g0)), fv, mins[k]);
+    }
   }
   void finish(float* res) const {
     for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), mins[k])) + min_scalar[k];
@@ -388,10 +431,12 @@ struct SubSums {
   }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
   SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i) { store(c, codes); }
+  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) { store(c, codes); }
+  SPARQ_INLINE void scales32(__m256) {}
   SPARQ_INLINE void end_block(float) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
-  SPARQ_INLINE void mins16(int, __m256) {}
+  SPARQ_INLINE void mins16(__m256i, float) {}
 };
 
 template <class T>
@@ -420,7 +465,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, T::BIAS ? a.bias.data() + k * (a.cols / 4) : nullptr, sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4), sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
