@@ -35,8 +35,8 @@ struct BlockCodes {
   float dl[16], ml[16];        // (elements / sub) per sub-block scale and offset
 };
 
-// 32-byte helpers of stage 1 (in their own namespace: matvec_q8_simd.h, which includes this file,
-// has its own of some of these names).
+// 32-byte helpers of stage 1, in their own namespace (matvec_q8_simd.h, which includes this file,
+// takes nibbles32, iq4_levels and f16_at from it).
 namespace bytes32 {
 inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

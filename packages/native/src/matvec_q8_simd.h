@@ -43,11 +43,11 @@ namespace {
 // The sink and block decoders must inline into the row loop, or the accumulators live in memory.
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 
-// 16 bytes of nibbles -> 32 codes: byte j's low nibble is element j, its high nibble element j + 16.
-inline __m256i nibbles32(const uint8_t* p) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0f));
-}
+// 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16),
+// iq4 nibbles -> their signed levels, and an f16 field: decode_simd.h's (via matvec_simd.h).
+using bytes32::f16_at;
+using bytes32::iq4_levels;
+using bytes32::nibbles32;
 
 // 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
 inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
@@ -77,13 +77,6 @@ inline __m256i bits_at(__m256i b, int from, int to, int mask) {
 // The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
 inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
 
-// iq4 nibbles -> their signed levels, a 16-entry byte table look-up.
-inline __m256i iq4_levels(__m256i nibbles) {
-  const __m128i levels = _mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS));
-  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(levels), nibbles);
-}
-
-inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 // 8 unsigned bytes -> 8 floats times s.
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
