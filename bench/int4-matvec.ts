@@ -17,6 +17,7 @@ import '@sparq/reference';
 import '@sparq/native';
 import { Bench } from 'tinybench';
 import { loadAddon } from '../packages/native/lib/addon.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
 import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 import { measureReadBandwidth } from './bandwidth.ts';
 
@@ -89,7 +90,12 @@ function cases(engine: Engine, size: number, streamed: boolean): Case[] {
   ];
 }
 
-const bandwidth = await measureReadBandwidth(1); // the matvec kernels run on one thread
+const bandwidth = await measureReadBandwidth(1);
+// The matvecs run on one native thread too, as the bandwidth they are compared with (the probe
+// restores the default thread count when it ends, so this comes after it).
+const threads = attentionAddon(loadAddon());
+const defaultThreads = threads.attnThreads();
+threads.attnSetThreads(1);
 console.log(`native kernel: ${loadAddon().info().kernel}; read bandwidth ${bandwidth.toFixed(1)} GB/s (one thread, bench/bandwidth.ts)`);
 
 const all = [...cases(native, SIZE, true), ...cases(native, SIZE, false), ...cases(reference, REF_SIZE, false)];
@@ -103,6 +109,7 @@ const rows = all.map((c, i) => {
   return { task: bench.tasks[i].name, ms: ms.toFixed(3), 'weight MB': (c.bytes / 1e6).toFixed(1), 'GB/s': gbs.toFixed(1), 'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%` };
 });
 console.table(rows);
+threads.attnSetThreads(defaultThreads);
 
 for (const path of ['dequant', 'int8']) {
   const row = rows.find((r) => r.task === `native int4 ${path} (DRAM) ${SIZE}x${SIZE}`)!;

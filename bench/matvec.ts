@@ -108,11 +108,12 @@ console.log(`native: ${raw.info().kernel}; ${SIZE}x${SIZE} matvec, weights strea
 const table: Record<string, string>[] = [];
 const defaultThreads = threadsAddon.attnThreads();
 for (const threads of threadCounts) {
-  threadsAddon.attnSetThreads(threads);
   for (const path of paths) {
     raw.forceKernelPath(path);
     for (const c of cases) {
       const bandwidth = await measureReadBandwidth(threads, quick ? 200 : 500);
+      // After the probe, which restores the default thread count when it ends.
+      threadsAddon.attnSetThreads(threads);
       const ms = await medianMs(c.type, c.run, quick ? 150 : 600);
       const gbs = c.bytes / (ms * 1e6);
       const calls = Math.max(3, Math.ceil((quick ? 100 : 300) / ms));
