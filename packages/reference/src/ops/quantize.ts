@@ -76,8 +76,25 @@ export function blockCodesRun(codes: Int32Array, scales: Float32Array, mins: Flo
   const codec = CODECS[x.dtype];
   const { elements } = BLOCK_LAYOUT[x.dtype];
   const subBlocks = elements / codec.subBlock; // per block
+  const block = blockScratch(x.dtype);
   for (let e = 0; e < count; e += elements) {
+    codec.blockCodes(block.codes, block.scales, block.mins, x.data, byteIndex(x, first + e));
     const s = (e / elements) * subBlocks; // the block's first sub-block
-    codec.blockCodes(codes.subarray(e, e + elements), scales.subarray(s, s + subBlocks), mins.subarray(s, s + subBlocks), x.data, byteIndex(x, first + e));
+    codes.set(block.codes, e);
+    scales.set(block.scales, s);
+    mins.set(block.mins, s);
   }
+}
+
+/** One block's integer view per dtype, reused by every call (no allocation per block). */
+const scratch = new Map<BlockDType, { codes: Int32Array; scales: Float32Array; mins: Float32Array }>();
+function blockScratch(dtype: BlockDType) {
+  let s = scratch.get(dtype);
+  if (!s) {
+    const { elements } = BLOCK_LAYOUT[dtype];
+    const subBlocks = elements / CODECS[dtype].subBlock;
+    s = { codes: new Int32Array(elements), scales: new Float32Array(subBlocks), mins: new Float32Array(subBlocks) };
+    scratch.set(dtype, s);
+  }
+  return s;
 }
