@@ -59,17 +59,16 @@ struct AttnKernels {
   // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d)).
   void (*pv)(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
              size_t ldp, size_t g);
-  // SparQ step 1 from K transposed: logits[t * ld + j] = sum_c qs[t * r + c] * kT[i1[c]][first + j].
+  // SparQ step 1 from K transposed: logits[t * ld + j] = f32((sum_c qs[t * r + c] * kT[i1[c]][first + j]) / tau[t]),
+  // the sum in f32, the division in f64; mx[t] = the max of head t's logits (NaN skipped; -inf if none).
   void (*qk_cols)(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
-                  int64_t first, size_t n, const float* qs, size_t g);
+                  int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
   // The same from K rows (single-k layout): a strided gather of the i1 components of each row.
   void (*qk_gather)(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r,
-                    int64_t first, size_t n, const float* qs, size_t g);
+                    int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
   float (*max)(const float* x, size_t n);
   // sum of exp(x - m) (accumulated in f64); x <- exp(x - m) in place when `store`.
   double (*exp_sum)(float* x, size_t n, float m, bool store);
-  // x <- f32(x / by), the division in f64.
-  void (*div_f64)(float* x, size_t n, double by);
   // y <- y * s (y += x * s when accumulate).
   void (*scale)(float* y, const float* x, size_t n, float s, bool accumulate);
   // Indices j (plus base) with x[j] >= t, ascending, into out; returns the count, or cap + 1 once it exceeds cap.

@@ -235,8 +235,13 @@ void pv(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64
 // Both layouts sum the components in i1's order with one fma per component, so the
 // K-transposed and the gathered (single-k) paths give bit-identical logits.
 // `Load(c, j)` yields the vector of component i1[c] for positions j .. j + W - 1.
-template <class V, int G, int U, class Load>
-inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, Load load) {
+// Each head's sums are divided by its tau (in f64, as the reference divides) and their max is
+// kept while they are still in registers: step 1 waits on memory, so this costs no extra pass
+// over the logits (perf, S = 32k f16, one thread: the separate division and max passes took
+// about a third as long as the column reads themselves).
+template <class V, int G, int U, bool Tail, class Load>
+inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, const double* tau,
+                       typename V::F* mx, Load load) {
   using F = typename V::F;
   F acc[G][U];
   for (int t = 0; t < G; t++)
@@ -252,34 +257,51 @@ inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, c
   for (int t = 0; t < G; t++)
     for (int u = 0; u < U; u++) {
       const size_t jj = j + u * V::W;
-      if (jj < n) V::store_n(logits + t * ld + jj, acc[t][u], n - jj);
+      const F y = V::div_f64(acc[t][u], tau[t]);
+      if constexpr (Tail) {
+        // Lanes up to n only; NaN skipped as below.
+        if (jj >= n) continue;
+        float* out = logits + t * ld + jj;
+        V::store_n(out, y, n - jj);
+        float m = V::reduce_max(mx[t]);
+        for (size_t l = 0; l < n - jj && l < static_cast<size_t>(V::W); l++) m = out[l] > m ? out[l] : m;
+        mx[t] = V::set1(m);
+      } else {
+        V::store(logits + t * ld + jj, y);
+        mx[t] = V::max(y, mx[t]);  // max(new, running): a NaN logit yields the running max (skipped)
+      }
     }
 }
 
 template <class V, int G, class Load>
-inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, Load load) {
+inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, const double* tau, float* mx,
+                       Load load) {
   constexpr int U = G >= 4 ? 1 : 4 / G;
+  typename V::F m[G];
+  for (int t = 0; t < G; t++) m[t] = V::set1(-INFINITY);
   size_t j = 0;
-  for (; j + U * V::W <= n; j += U * V::W) cols_block<V, G, U>(logits, ld, j, n, r, qs, load);
+  for (; j + U * V::W <= n; j += U * V::W) cols_block<V, G, U, false>(logits, ld, j, n, r, qs, tau, m, load);
   // Tail: partial vectors; the loader zero-fills lanes past n, the same arithmetic per lane.
-  for (; j < n; j += V::W) cols_block<V, G, 1>(logits, ld, j, n, r, qs, load);
+  for (; j < n; j += V::W) cols_block<V, G, 1, true>(logits, ld, j, n, r, qs, tau, m, load);
+  for (int t = 0; t < G; t++) mx[t] = V::reduce_max(m[t]);
 }
 
 template <class V, class Load>
-inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, Load load) {
+inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, const double* tau,
+                        float* mx, Load load) {
   size_t t = 0;
-  for (; t + 4 <= g; t += 4) cols_heads<V, 4>(logits + t * ld, ld, n, r, qs + t * r, load);
-  for (; t + 2 <= g; t += 2) cols_heads<V, 2>(logits + t * ld, ld, n, r, qs + t * r, load);
-  for (; t < g; t++) cols_heads<V, 1>(logits + t * ld, ld, n, r, qs + t * r, load);
+  for (; t + 4 <= g; t += 4) cols_heads<V, 4>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
+  for (; t + 2 <= g; t += 2) cols_heads<V, 2>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
+  for (; t < g; t++) cols_heads<V, 1>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
 }
 
 template <class V, class T>
 void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
-               const float* qs, size_t g) {
+               const float* qs, size_t g, const double* tau, float* mx) {
   // r column streams at once: prefetch each kColsAhead bytes ahead (see kStreamAhead), once per
   // 64-byte line of the column (every vector for f32, every other one for f16).
   constexpr size_t ahead = kColsAhead / sizeof(T);
-  cols_groups<V>(logits, ld, n, r, qs, g, [=](size_t c, size_t j) {
+  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, [=](size_t c, size_t j) {
     const T* col = kT + static_cast<size_t>(i1[c]) * cap + first + j;
     if ((j * sizeof(T)) % 64 == 0 && j + ahead < n) __builtin_prefetch(col + ahead);
     return load_n<V>(col, n - j);
@@ -288,25 +310,25 @@ void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t*
 
 template <class V>
 void qk_cols(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
-             int64_t first, size_t n, const float* qs, size_t g) {
-  if (f16) qk_cols_t<V>(logits, ld, static_cast<const uint16_t*>(kT), cap, i1, r, first, n, qs, g);
-  else qk_cols_t<V>(logits, ld, static_cast<const float*>(kT), cap, i1, r, first, n, qs, g);
+             int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx) {
+  if (f16) qk_cols_t<V>(logits, ld, static_cast<const uint16_t*>(kT), cap, i1, r, first, n, qs, g, tau, mx);
+  else qk_cols_t<V>(logits, ld, static_cast<const float*>(kT), cap, i1, r, first, n, qs, g, tau, mx);
 }
 
 template <class V, class T>
 void qk_gather_t(float* logits, size_t ld, const T* k, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
-                 const float* qs, size_t g) {
+                 const float* qs, size_t g, const double* tau, float* mx) {
   const T* rows = k + static_cast<size_t>(first) * d;
-  cols_groups<V>(logits, ld, n, r, qs, g, [=](size_t c, size_t j) {
+  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, [=](size_t c, size_t j) {
     return V::gather(rows + j * d + i1[c], d, n - j);
   });
 }
 
 template <class V>
 void qk_gather(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r, int64_t first,
-               size_t n, const float* qs, size_t g) {
-  if (f16) qk_gather_t<V>(logits, ld, static_cast<const uint16_t*>(k), d, i1, r, first, n, qs, g);
-  else qk_gather_t<V>(logits, ld, static_cast<const float*>(k), d, i1, r, first, n, qs, g);
+               size_t n, const float* qs, size_t g, const double* tau, float* mx) {
+  if (f16) qk_gather_t<V>(logits, ld, static_cast<const uint16_t*>(k), d, i1, r, first, n, qs, g, tau, mx);
+  else qk_gather_t<V>(logits, ld, static_cast<const float*>(k), d, i1, r, first, n, qs, g, tau, mx);
 }
 
 // ---- row-wise helpers of the softmax and the selection ----
@@ -342,15 +364,6 @@ double exp_sum(float* x, size_t n, float m, bool store) {
     s0 = V::dadd(s0, V::mask_tail(e, n - j));
   }
   return V::dreduce(s0) + V::dreduce(s1);
-}
-
-// x[j] <- f32(x[j] / by) with the division in f64, as the reference divides SparQ's logits by tau.
-// Plain C++ so that each ISA's file (compiled with its own flags) vectorizes it: written in the
-// portable driver it stayed scalar (perf, SparQ at S = 32k, f16 KV, k = S/8, one thread: about 5%
-// of the step in the driver; 2% vectorized here). IEEE division rounds alike in either form.
-template <class V>
-void div_f64(float* x, size_t n, double by) {
-  for (size_t j = 0; j < n; j++) x[j] = static_cast<float>(static_cast<double>(x[j]) / by);
 }
 
 template <class V>
@@ -419,7 +432,7 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 template <class V>
 AttnKernels make_kernels(const char* name) {
   return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
-                     div_f64<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>};
+                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>};
 }
 
 }  // namespace

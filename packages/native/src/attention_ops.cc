@@ -167,22 +167,18 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
       tau[t] = std::sqrt(static_cast<double>(d) * (whole > 0 ? part / whole : 1.0));
       for (size_t k = 0; k < r; k++) s.qs[t * r + k] = grp.q[t * d + i1[k]];
     }
-    // Approximate logits (g, n) from r components: contiguous columns of K transposed, or gathered from rows.
+    // Approximate logits (g, n) from r components: contiguous columns of K transposed, or gathered from rows;
+    // divided by tau and each head's max taken on the way.
     s.logits.resize(g * n);
-    if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g);
-    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g);
-    for (size_t t = 0; t < g; t++) kt.div_f64(s.logits.data() + t * n, n, tau[t]);
+    std::vector<float> inv(g), mx(g);
+    if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
+    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
     // so exp is summed without storing and no score pass is needed. With g > 1 the key is
     // sum_t s_hat_t: exp(logit - max) is stored per head and the normalised rows are summed.
-    std::vector<float> inv(g), mx(g);
-    for (size_t t = 0; t < g; t++) {
-      float* row = s.logits.data() + t * n;
-      mx[t] = kt.max(row, n);
-      inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, mx[t], g > 1));
-    }
+    for (size_t t = 0; t < g; t++) inv[t] = static_cast<float>(1.0 / kt.exp_sum(s.logits.data() + t * n, n, mx[t], g > 1));
     const float* key = s.logits.data();
     if (g > 1) {
       s.score.resize(n);

@@ -66,6 +66,8 @@ struct Scalar {
   static F mul(F a, F b) { return a * b; }
   static F sub(F a, F b) { return a - b; }
   static F max(F a, F b) { return a > b ? a : b; }
+  // f32(x / by) with the division in f64 (SparQ's logits over tau, as the reference divides).
+  static F div_f64(F x, double by) { return static_cast<float>(static_cast<double>(x) / by); }
   static float reduce_add(F a) { return a; }
   static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
@@ -137,6 +139,12 @@ struct Avx2 {
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F div_f64(F x, double by) {
+    const __m256d b = _mm256_set1_pd(by);
+    const __m128 lo = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), b));
+    const __m128 hi = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), b));
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+  }
   static float reduce_add(F a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -229,6 +237,12 @@ struct Avx512 {
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F div_f64(F x, double by) {
+    const __m512d b = _mm512_set1_pd(by);
+    const __m256 lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), b));
+    const __m256 hi = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)), b));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  }
   static float reduce_add(F a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
