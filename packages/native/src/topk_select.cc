@@ -6,7 +6,7 @@
 //   2. One SIMD pass keeps the indices with x >= t (filter_ge), ascending.
 //   3. If that kept at least m (and not too many), the m best are among them:
 //      every score left out is < t <= the m-th largest. The m-th value T is found
-//      with nth_element on the candidates below a second, higher sample threshold
+//      by radix selection (kth_largest) on the candidates below a second, higher sample threshold
 //      (those above it are surely in); all scores > T are taken, and the
 //      scores == T by lowest index (SPEC 2's tie rule), so the set is exact.
 //   4. Otherwise the threshold is moved and the pass repeated; after a few tries
@@ -14,7 +14,7 @@
 // NaN ranks below every number (as -inf), ties among NaN again by lowest index.
 #include <algorithm>
 #include <cmath>
-#include <functional>
+#include <cstring>
 #include <vector>
 
 #include "attention.h"
@@ -25,16 +25,72 @@ namespace {
 struct SelectScratch {
   std::vector<float> vals, sample;
   std::vector<int32_t> cand;
+  std::vector<uint32_t> bits, hist;
 };
 
 inline float rank_key(float v) { return std::isnan(v) ? -INFINITY : v; }
 
+// Order-preserving bits of a float that is not NaN: a < b exactly when bits(a) < bits(b)
+// (with -0 just below +0, which compare equal as floats: either is a correct k-th value).
+inline uint32_t order_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+inline float from_order_bits(uint32_t u) {
+  const uint32_t b = u & 0x80000000u ? u & 0x7fffffffu : ~u;
+  float v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+// The key of rank k (0 = the largest) among x[0..n) (no NaN; k < n). Radix selection on
+// order_bits: a histogram of at most 2^kBinBits bins spanning the keys' range, the bin holding
+// rank k kept, repeated within it until one value is left. Linear, with no branch per key that
+// depends on the data: nth_element's comparisons mispredict on random keys (perf, SparQ at
+// S = 32k, k = S/8: nth_element was about half of the selection's time).
+constexpr int kBinBits = 11;
+float kth_largest(const float* x, size_t n, size_t k, std::vector<uint32_t>& bits, std::vector<uint32_t>& hist) {
+  bits.resize(n);
+  uint32_t lo = UINT32_MAX, hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t u = order_bits(x[i]);
+    bits[i] = u;
+    lo = std::min(lo, u);
+    hi = std::max(hi, u);
+  }
+  size_t m = n;  // bits[0..m): the keys still in play, all in [lo, hi]; rank k among them
+  while (lo < hi) {
+    const int shift = std::max(0, 32 - __builtin_clz(hi - lo) - kBinBits);
+    const size_t bins = static_cast<size_t>((hi - lo) >> shift) + 1;
+    hist.assign(bins, 0);
+    for (size_t i = 0; i < m; i++) hist[(bits[i] - lo) >> shift]++;
+    size_t b = bins - 1;  // from the top bin down to the one holding rank k
+    for (; hist[b] <= k; b--) k -= hist[b];
+    const uint32_t from = lo;
+    size_t kept = 0;
+    lo = UINT32_MAX;
+    hi = 0;
+    for (size_t i = 0; i < m; i++) {
+      const uint32_t u = bits[i];
+      const bool in = ((u - from) >> shift) == b;
+      bits[kept] = u;
+      kept += in;
+      lo = in ? std::min(lo, u) : lo;
+      hi = in ? std::max(hi, u) : hi;
+    }
+    m = kept;
+  }
+  return from_order_bits(lo);
+}
+
 // The m best of the candidates idx[0..c) (ascending; all of x[0..c) when idx is null), into out
 // (ascending, plus base). Keys >= hi (NaN: none) are among the m best as soon as fewer than m
 // of them exist: the m-th largest key T is then below hi. They are only counted, and T is
-// found by nth_element among the other candidates alone.
+// found among the other candidates alone.
 void select_among(const float* x, const int32_t* idx, size_t c, size_t m, float hi, int32_t base, int32_t* out,
-                  std::vector<float>& vals) {
+                  SelectScratch& s) {
+  std::vector<float>& vals = s.vals;
   auto key = [&](size_t i) { return rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]); };
   // Branch-free splits and picks below: whether a candidate is in is data-dependent, unpredictable.
   vals.resize(c);
@@ -48,15 +104,14 @@ void select_among(const float* x, const int32_t* idx, size_t c, size_t m, float 
   }
   vals.resize(rest);
   if (sure >= m) {  // hi was not above the m-th largest: rank every candidate
-    select_among(x, idx, c, m, NAN, base, out, vals);
+    select_among(x, idx, c, m, NAN, base, out, s);
     return;
   }
   const size_t need = m - sure;
-  std::nth_element(vals.begin(), vals.begin() + (need - 1), vals.end(), std::greater<float>());
-  const float t = vals[need - 1];  // the m-th largest key
-  // Keys > t: the sure ones and, after nth_element, some of those ahead of position need - 1.
+  const float t = kth_largest(vals.data(), rest, need - 1, s.bits, s.hist);  // the m-th largest key
+  // Keys > t: the sure ones and those of the rest.
   size_t above = sure;
-  for (size_t i = 0; i + 1 < need; i++) above += vals[i] > t;
+  for (size_t i = 0; i < rest; i++) above += vals[i] > t;
   size_t ties = m - above;  // how many keys equal to t to take, lowest index first
   size_t o = 0;
   for (size_t i = 0; i < c && o < m; i++) {
@@ -79,10 +134,10 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
   thread_local SelectScratch s;
   constexpr size_t kSample = 1024;
   if (n <= 4 * kSample) {  // small rows: the candidates would be most of the row anyway
-    select_among(x, nullptr, n, m, NAN, base, out, s.vals);
+    select_among(x, nullptr, n, m, NAN, base, out, s);
     return;
   }
-  // Strided sample, partly ordered (descending) by nth_element at the threshold's rank.
+  // Strided sample; thresholds are its keys of given ranks (kth_largest).
   const size_t step = n / kSample;
   s.sample.resize(kSample);
   for (size_t i = 0; i < kSample; i++) s.sample[i] = rank_key(x[i * step + step / 2]);
@@ -94,8 +149,7 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
   double rank = expect + pad;
   for (int attempt = 0; attempt < 4 && rank < kSample; attempt++) {
     const size_t at = static_cast<size_t>(rank);
-    std::nth_element(s.sample.begin(), s.sample.begin() + at, s.sample.end(), std::greater<float>());
-    const float t = s.sample[at];
+    const float t = kth_largest(s.sample.data(), kSample, at, s.bits, s.hist);
     // Room for twice the expected count: more means long runs of equal scores at t.
     const size_t cap = std::min(n, static_cast<size_t>(2.0 * (rank + 1) * static_cast<double>(n) / kSample) + 512);
     s.cand.resize(cap + kFilterSlack);
@@ -110,15 +164,12 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
       // (most of them) are surely among the m best and skip the exact selection.
       const size_t hi_at = static_cast<size_t>(std::max(0.0, rank - 2 * pad));
       float hi = NAN;
-      if (hi_at > 0 && hi_at < at) {
-        std::nth_element(s.sample.begin(), s.sample.begin() + hi_at, s.sample.begin() + at, std::greater<float>());
-        hi = s.sample[hi_at];
-      }
-      select_among(x, s.cand.data(), c, m, hi, base, out, s.vals);
+      if (hi_at > 0 && hi_at < at) hi = kth_largest(s.sample.data(), kSample, hi_at, s.bits, s.hist);
+      select_among(x, s.cand.data(), c, m, hi, base, out, s);
       return;
     }
   }
-  select_among(x, nullptr, n, m, NAN, base, out, s.vals);
+  select_among(x, nullptr, n, m, NAN, base, out, s);
 }
 
 }  // namespace sparq
