@@ -356,8 +356,10 @@ if (!native || !addon) {
 
       it('exact ties go to the lowest index: duplicated keys give the reference i2 exactly', () => {
         // Keys repeat with period 3, so every score appears (at least) S/3 times: the k-th is always tied.
-        for (const [S, k, l] of [[30, 7, 0], [30, 8, 2], [3000, 100, 5], [5000, 64, 0], [6000, 750, 0], [8200, 1025, 3]]) {
-          const c: Config = { nKv: 1, g: 2, d: 9, batch: 1, lens: [S, S], pads: [0, 0], dtype: 'f32', layout: 'k-twice', seed: 7 };
+        // g = 1 ranks the logits themselves (negative ones too), g = 2 the summed probabilities.
+        const cases = [[30, 7, 0], [30, 8, 2], [3000, 100, 5], [5000, 64, 0], [6000, 750, 0], [8200, 1025, 3]];
+        for (const [g, [S, k, l]] of [1, 2].flatMap((g) => cases.map((x) => [g, x] as const))) {
+          const c: Config = { nKv: 1, g, d: 9, batch: 1, lens: [S, S], pads: [0, 0], dtype: 'f32', layout: 'k-twice', seed: 7 };
           const rand = seeded(11);
           const base = values(rand, 3 * c.d);
           const kData = new Float32Array(S * c.d);
