@@ -24,7 +24,7 @@ namespace {
 
 struct SelectScratch {
   std::vector<float> vals, sample;
-  std::vector<int32_t> cand;
+  std::vector<int32_t> cand, picked;
   std::vector<uint32_t> bits, hist;
 };
 
@@ -84,12 +84,13 @@ float kth_largest(const float* x, size_t n, size_t k, std::vector<uint32_t>& bit
   return from_order_bits(lo);
 }
 
-// The m best of the candidates idx[0..c) (ascending; all of x[0..c) when idx is null), into out
-// (ascending, plus base). Keys >= hi (NaN: none) are among the m best as soon as fewer than m
+// The m best of the candidates idx[0..c) (ascending; all of x[0..c) when idx is null) of the row
+// x[0..n), into out (ascending, plus base). Every key of the row above the candidates' threshold
+// is a candidate. Keys >= hi (NaN: none) are among the m best as soon as fewer than m
 // of them exist: the m-th largest key T is then below hi. They are only counted, and T is
 // found among the other candidates alone.
-void select_among(const float* x, const int32_t* idx, size_t c, size_t m, float hi, int32_t base, int32_t* out,
-                  SelectScratch& s) {
+void select_among(const AttnKernels& kt, const float* x, size_t n, const int32_t* idx, size_t c, size_t m, float hi,
+                  int32_t base, int32_t* out, SelectScratch& s) {
   std::vector<float>& vals = s.vals;
   auto key = [&](size_t i) { return rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]); };
   // Branch-free splits and picks below: whether a candidate is in is data-dependent, unpredictable.
@@ -104,14 +105,26 @@ void select_among(const float* x, const int32_t* idx, size_t c, size_t m, float 
   }
   vals.resize(rest);
   if (sure >= m) {  // hi was not above the m-th largest: rank every candidate
-    select_among(x, idx, c, m, NAN, base, out, s);
+    select_among(kt, x, n, idx, c, m, NAN, base, out, s);
     return;
   }
   const size_t need = m - sure;
   const float t = kth_largest(vals.data(), rest, need - 1, s.bits, s.hist);  // the m-th largest key
-  // Keys > t: the sure ones and those of the rest.
-  size_t above = sure;
-  for (size_t i = 0; i < rest; i++) above += vals[i] > t;
+  // Keys > t: the sure ones and those of the rest; and the keys equal to t.
+  size_t above = sure, equal = 0;
+  for (size_t i = 0; i < rest; i++) {
+    above += vals[i] > t;
+    equal += vals[i] == t;
+  }
+  // Usually no tie is cut (one key equals t): the m best are then exactly the x[j] >= t of the
+  // row, which one SIMD pass collects in order. Not for t = -inf: NaN keys rank as -inf but fail x >= t.
+  if (above + equal == m && t > -INFINITY) {
+    s.picked.resize(m + kFilterSlack);
+    if (kt.filter_ge(x, n, t, s.picked.data(), m, base) == m) {
+      std::copy(s.picked.begin(), s.picked.begin() + m, out);
+      return;
+    }
+  }
   size_t ties = m - above;  // how many keys equal to t to take, lowest index first
   size_t o = 0;
   for (size_t i = 0; i < c && o < m; i++) {
@@ -134,7 +147,7 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
   thread_local SelectScratch s;
   constexpr size_t kSample = 1024;
   if (n <= 4 * kSample) {  // small rows: the candidates would be most of the row anyway
-    select_among(x, nullptr, n, m, NAN, base, out, s);
+    select_among(kt, x, n, nullptr, n, m, NAN, base, out, s);
     return;
   }
   // Strided sample; thresholds are its keys of given ranks (kth_largest).
@@ -165,11 +178,11 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
       const size_t hi_at = static_cast<size_t>(std::max(0.0, rank - 2 * pad));
       float hi = NAN;
       if (hi_at > 0 && hi_at < at) hi = kth_largest(s.sample.data(), kSample, hi_at, s.bits, s.hist);
-      select_among(x, s.cand.data(), c, m, hi, base, out, s);
+      select_among(kt, x, n, s.cand.data(), c, m, hi, base, out, s);
       return;
     }
   }
-  select_among(x, nullptr, n, m, NAN, base, out, s);
+  select_among(kt, x, n, nullptr, n, m, NAN, base, out, s);
 }
 
 }  // namespace sparq
