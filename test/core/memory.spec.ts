@@ -3,7 +3,7 @@
  * registered memory advisor (the native addon's huge-page request) before
  * anything touches it, and leaves small ones alone.
  */
-import { ADVISE_MIN_BYTES, Int4Matrix, KVCache, SparqRangeError, Tensor, allocBuffer, setMemoryAdvisor } from '@sparq/core';
+import { ADVISE_MIN_BYTES, CACHE_LINE, Int4Matrix, KVCache, SparqRangeError, Tensor, allocAligned, allocBuffer, setMemoryAdvisor } from '@sparq/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 describe('allocBuffer and the memory advisor', () => {
@@ -48,6 +48,29 @@ describe('allocBuffer and the memory advisor', () => {
     expect(() => allocBuffer(2 ** 52, false, 'KVCache')).toThrow(SparqRangeError);
     expect(() => allocBuffer(2 ** 52, false, 'KVCache')).toThrow(/^KVCache: 4503599627370496 bytes cannot be allocated/);
     expect(advised).toEqual([]);
+  });
+
+  it("allocAligned: the advisor's cache-line offset, CACHE_LINE bytes of room; 0 when it tells none or an unusable one", () => {
+    for (const [told, offset] of [[48, 48], [0, 0], [undefined, 0], [12, 0], [CACHE_LINE, 0], [-16, 0], [8.5, 0]] as const) {
+      setMemoryAdvisor(() => told);
+      const got = allocAligned(ADVISE_MIN_BYTES, false, 'test');
+      expect(got.offset).toBe(offset);
+      expect(got.buffer.byteLength).toBe(ADVISE_MIN_BYTES + CACHE_LINE);
+    }
+    // Small buffers are never advised, so their offset is 0.
+    setMemoryAdvisor(() => 48);
+    expect(allocAligned(1024).offset).toBe(0);
+  });
+
+  it("the KV cache's K, K^T and V start at the advisor's offset and hold exactly their elements", () => {
+    setMemoryAdvisor(() => 48);
+    for (const dtype of ['f32', 'f16'] as const) {
+      const cache = new KVCache({ nKvHeads: 4, headDim: 128, capacity: 4096, dtype });
+      for (const a of [cache.k, cache.kT!, cache.v]) {
+        expect(a.byteOffset).toBe(48);
+        expect(a.length).toBe(4 * 4096 * 128);
+      }
+    }
   });
 
   it('without an advisor, buffers are plain', () => {

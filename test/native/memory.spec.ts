@@ -4,7 +4,7 @@
  * as they were, returns 0 where nothing fits, and refuses what is not a
  * typed array with a JS error. Loading the addon installs it as core's advisor.
  */
-import { ADVISE_MIN_BYTES, allocBuffer, setMemoryAdvisor } from '@sparq/core';
+import { ADVISE_MIN_BYTES, KVCache, allocBuffer, setMemoryAdvisor } from '@sparq/core';
 import { describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 
@@ -46,6 +46,20 @@ describe.skipIf(!addon)(`adviseHugePages${addon ? '' : ` (skipped: ${missing})`}
     const call = addon!.adviseHugePages as unknown as (x: unknown) => number;
     expect(() => call({})).toThrow(TypeError);
     expect(() => call(new Float32Array(4))).toThrow(/adviseHugePages: bytes must be a Uint8Array/);
+  });
+
+  it('lineOffset: the bytes to the first 64-byte-aligned address, one view at a time through a cache line', () => {
+    const buffer = new ArrayBuffer(256);
+    const first = addon!.lineOffset(new Uint8Array(buffer));
+    expect(first).toBeGreaterThanOrEqual(0);
+    expect(first).toBeLessThan(64);
+    // A view i bytes further in is i bytes closer to that boundary (mod 64): exactly one view of 64 is aligned.
+    for (let i = 0; i < 64; i++) expect(addon!.lineOffset(new Uint8Array(buffer, i))).toBe((first - i + 64) % 64);
+  });
+
+  it('KV caches start on a cache line once the addon is loaded (core allocAligned)', () => {
+    const cache = new KVCache({ nKvHeads: 2, headDim: 128, capacity: 8192, dtype: 'f16' }); // 4 MiB per buffer: advised
+    for (const a of [cache.k, cache.kT!, cache.v]) expect(addon!.lineOffset(new Uint8Array(a.buffer, a.byteOffset, a.byteLength))).toBe(0);
   });
 
   it('is installed as core\'s advisor when the addon loads', () => {

@@ -14,7 +14,7 @@
  * Positions [nPad[b], nPast[b]) are valid. This class is layout only; `kvAppend`
  * of each backend writes it, after core has validated the call.
  */
-import { allocBuffer } from './memory.ts';
+import { allocAligned } from './memory.ts';
 import { CapacityError, SparqRangeError } from './errors.ts';
 
 export type KVDType = 'f32' | 'f16';
@@ -108,8 +108,9 @@ export class KVCache {
     }
     const alloc = (count: number): KVStorage => {
       const bytes = count * (this.dtype === 'f32' ? 4 : 2);
-      const buffer = allocBuffer(bytes, options.shared, 'KVCache');
-      return this.dtype === 'f32' ? new Float32Array(buffer) : new Uint16Array(buffer);
+      // On a cache-line boundary where the address is known: gathered rows then cost whole lines only.
+      const { buffer, offset } = allocAligned(bytes, options.shared, 'KVCache');
+      return this.dtype === 'f32' ? new Float32Array(buffer, offset, count) : new Uint16Array(buffer, offset, count);
     };
     this.k = alloc(elements);
     this.kT = this.layout === 'k-twice' ? alloc(elements) : null;

