@@ -56,9 +56,10 @@ struct AttnKernels {
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
   void (*qk)(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
              const float* q, size_t g, float scale);
-  // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d)).
+  // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d); with `add`, out's
+  // values are the sums of earlier rows and these rows' terms continue them).
   void (*pv)(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
-             size_t ldp, size_t g);
+             size_t ldp, size_t g, bool add);
   // SparQ step 1 from K transposed: logits[t * ld + j] = sum_c qs[t * r + c] * kT[i1[c]][first + j].
   void (*qk_cols)(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
                   int64_t first, size_t n, const float* qs, size_t g);
