@@ -80,6 +80,8 @@ struct AttnKernels {
   double (*sum)(const float* x, size_t n);
   void (*to_f16)(uint16_t* out, const float* x, size_t n);
   void (*from_f16)(float* out, const uint16_t* x, size_t n);
+  // out = silu(gate) * up elementwise (SwiGLU's product; not attention, but the same vector traits).
+  void (*swiglu)(float* out, const float* gate, const float* up, size_t n);
 };
 
 const AttnKernels& attn_kernels_ref();
@@ -112,6 +114,8 @@ void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 
 // Sum of x[0..n) read by every pool thread in chunks: a memory-read bandwidth probe for the benchmark.
 double read_sum(const float* x, size_t n);
+// out = silu(gate) * up over n elements, in chunks over the pool's threads.
+void swiglu(float* out, const float* gate, const float* up, size_t n);
 
 // Positions LM-Infinite keeps: the first min(16, k - 1) sinks plus the most recent rest.
 constexpr int64_t kLmInfiniteSinks = 16;

@@ -446,6 +446,22 @@ double sum(const float* x, size_t n) {
   return s;
 }
 
+// out = silu(gate) * up, silu(v) = v / (1 + e^-v) (the reference's ops/swiglu.ts). exp_ps takes
+// arguments <= 0 only, so with e = e^-|v| and r = 1 / (1 + e) the sigmoid is r for v >= 0 and
+// e^v / (1 + e^v) = e * r for v < 0: no overflow for either sign. out may be gate or up.
+template <class V>
+void swiglu(float* out, const float* gate, const float* up, size_t n) {
+  using F = typename V::F;
+  const F one = V::set1(1.f);
+  for (size_t j = 0; j < n; j += V::W) {
+    const F v = load_n<V>(gate + j, n - j);
+    const F e = V::exp(V::min(v, V::sub(V::zero(), v)));
+    const F r = V::div(one, V::add(one, e));
+    const F sigmoid = V::select_sign(v, r, V::mul(e, r));
+    V::store_n(out + j, V::mul(V::mul(v, sigmoid), load_n<V>(up + j, n - j)), n - j);
+  }
+}
+
 template <class V>
 void to_f16(uint16_t* out, const float* x, size_t n) {
   for (size_t j = 0; j < n; j += V::W) V::store_f16(out + j, load_n<V>(x + j, n - j), n - j);
@@ -459,7 +475,7 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 template <class V>
 AttnKernels make_kernels(const char* name) {
   return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
-                     div_f64<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>};
+                     div_f64<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
 }
 
 }  // namespace

@@ -121,6 +121,15 @@ double read_sum(const float* x, size_t n) {
   return s;
 }
 
+void swiglu(float* out, const float* gate, const float* up, size_t n) {
+  const AttnKernels& kt = attn_kernels();
+  constexpr size_t kChunk = size_t{1} << 16;  // whole vectors of every ISA
+  run_tasks((n + kChunk - 1) / kChunk, static_cast<double>(n), [&](size_t i) {
+    const size_t at = i * kChunk;
+    kt.swiglu(out + at, gate + at, up + at, std::min(kChunk, n - at));
+  });
+}
+
 // ---- dense decode and prefill (SPEC 1) ----
 void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts) {
   const AttnKernels& kt = attn_kernels();

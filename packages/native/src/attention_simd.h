@@ -66,6 +66,10 @@ struct Scalar {
   static F mul(F a, F b) { return a * b; }
   static F sub(F a, F b) { return a - b; }
   static F max(F a, F b) { return a > b ? a : b; }
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F div(F a, F b) { return a / b; }
+  // a where x's sign bit is clear, b where it is set (-0 included).
+  static F select_sign(F x, F a, F b) { return std::signbit(x) ? b : a; }
   static float reduce_add(F a) { return a; }
   static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
@@ -137,6 +141,9 @@ struct Avx2 {
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F select_sign(F x, F a, F b) { return _mm256_blendv_ps(a, b, x); }
   static float reduce_add(F a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -229,6 +236,11 @@ struct Avx512 {
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F select_sign(F x, F a, F b) {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
+  }
   static float reduce_add(F a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
