@@ -49,12 +49,17 @@ interface Config {
   seed: number;
 }
 
-const configArb = (maxLen = 40): fc.Arbitrary<Config> =>
+/**
+ * Random shapes. The defaults keep the reference fast; `long` draws the shapes where native
+ * splits the work: prefills of more tokens than one block of query rows (kPrefillRows 16 in
+ * attention_ops.cc), K / V longer than one 16 KB tile of rows, GQA groups past one block of 4 heads.
+ */
+const configArb = (maxLen = 40, long = false): fc.Arbitrary<Config> =>
   fc
     .record({
       nKv: fc.integer({ min: 1, max: 2 }),
-      g: fc.constantFrom(1, 2, 4),
-      d: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(16, 33, 64)),
+      g: long ? fc.constantFrom(1, 3, 5, 8) : fc.constantFrom(1, 2, 4),
+      d: long ? fc.constantFrom(31, 64, 128) : fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(16, 33, 64)),
       batch: fc.integer({ min: 1, max: 2 }),
       lens: fc.array(fc.integer({ min: 1, max: maxLen }), { minLength: 2, maxLength: 2 }),
       padFrac: fc.array(fc.double({ min: 0, max: 0.5, noNaN: true }), { minLength: 2, maxLength: 2 }),
@@ -256,9 +261,13 @@ if (!native || !addon) {
         );
       });
 
-      it('attentionDecode and attentionPrefill match the reference, stats equal', () => {
+      const denseCases = [
+        ['', configArb(), RUNS],
+        [' (long prompts, several tiles, GQA groups up to 8)', configArb(200, true), Math.ceil(RUNS / 4)],
+      ] as const;
+      for (const [what, arb, runs] of denseCases) it(`attentionDecode and attentionPrefill match the reference, stats equal${what}`, () => {
         fc.assert(
-          fc.property(configArb(), fc.integer({ min: 0, max: 1000 }), (c, pick) => {
+          fc.property(arb, fc.integer({ min: 0, max: 1000 }), (c, pick) => {
             const { ref, nat, rand } = buildPair(c);
             const q = decodeQ(c, rand, 2);
             for (const op of ['decode', 'prefill'] as const) {
@@ -278,8 +287,28 @@ if (!native || !addon) {
               expectStats(sa, sb);
             }
           }),
-          { numRuns: RUNS },
+          { numRuns: runs },
         );
+      });
+
+      it('attentionPrefill: a token never weighs a later position (an infinite V there leaves its row finite)', () => {
+        // f16 KV turns 1e5 into infinity. Only the last token sees the last position; native
+        // scores a block of tokens together, so a zero weight times infinity would give NaN.
+        const c: Config = { nKv: 1, g: 2, d: 16, batch: 1, lens: [40], pads: [0], dtype: 'f16', layout: 'single-k', seed: 7 };
+        const { ref, nat, rand } = buildPair(c);
+        const k = Tensor.f32([1, 1, c.d], values(rand, c.d));
+        const v = Tensor.f32([1, 1, c.d], values(rand, c.d).fill(1e5, 0, 1));
+        referenceEngine.kvAppend(ref, 0, k, v);
+        native!.kvAppend(nat, 0, k, v);
+        const rows = 20;
+        const q = Tensor.f32([rows, c.g, c.d], values(rand, rows * c.g * c.d));
+        const [outA, outB] = [Tensor.zeros('f32', q.shape), Tensor.zeros('f32', q.shape)];
+        referenceEngine.attentionPrefill(outA, q, ref, 0);
+        native!.attentionPrefill(outB, q, nat, 0);
+        const before = (rows - 1) * c.g * c.d; // every row but the last token's
+        expect(outB.data.subarray(0, before).every(Number.isFinite)).toBe(true);
+        expect(maxDiff(outA.data.subarray(0, before), outB.data.subarray(0, before))).toBeLessThanOrEqual(TOL_Y * 2);
+        expect(outB.data[before]).toBe(outA.data[before]); // the last token's first element: infinite in both
       });
 
       it('sparqDecode: i1, tau, stats exact; i2 equal except near ties; y, alpha within tolerance', () => {

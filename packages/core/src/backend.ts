@@ -86,6 +86,8 @@ export interface BackendOps {
   rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta: number, options?: RopeOptions): void;
   /** Softmax of each row in place (max subtracted first). x (n, len). */
   softmax(x: Tensor<'f32'>): void;
+  /** SwiGLU's product, out[i] = silu(gate[i]) * up[i] with silu(v) = v / (1 + e^-v). Equal shapes; out may be gate or up. */
+  swiglu(out: Tensor<'f32'>, gate: Tensor<'f32'>, up: Tensor<'f32'>): void;
   /** Indices of the k largest of each row, largest first, ties to the lowest index. x (n, len) f32 -> out (n, k) i32; 1 <= k <= len. */
   topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void;
 
@@ -130,6 +132,7 @@ export const OP_NAMES: readonly OpName[] = [
   'rmsnorm',
   'rope',
   'softmax',
+  'swiglu',
   'topk',
   'kvAppend',
   'attentionDecode',

@@ -107,6 +107,11 @@ export class Engine {
     this.op('softmax')(x);
   }
 
+  swiglu(out: Tensor<'f32'>, gate: Tensor<'f32'>, up: Tensor<'f32'>): void {
+    v.validateSwiglu('swiglu', out, gate, up);
+    this.op('swiglu')(out, gate, up);
+  }
+
   topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void {
     v.validateTopk('topk', out, x);
     this.op('topk')(out, x);

@@ -223,6 +223,32 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
   }
 }
 
+/**
+ * Throws when `out` shares storage with `x` in part: elementwise ops write out[i] from x[i]
+ * alone, so the same elements (out is x) are fine, a shifted view of them is not.
+ */
+function checkNoPartialOverlap(op: string, name: string, out: Tensor<'f32'>, x: Tensor<'f32'>): void {
+  if (out.data.buffer !== x.data.buffer) return;
+  const at = (t: Tensor<'f32'>) => t.data.byteOffset + t.offset * 4;
+  if (at(out) === at(x)) return;
+  if (at(out) < at(x) + x.size * 4 && at(x) < at(out) + out.size * 4) {
+    throw new ShapeError(`${op}: out overlaps ${name} without being ${name} (bytes ${at(out)} and ${at(x)} of one buffer): pass ${name} itself or separate storage`);
+  }
+}
+
+/** out, gate, up: f32 of one shape; gate and up finite (silu(-inf) is -inf * 0: NaN by one formula, -inf by another). */
+export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor): void {
+  checkTensor(op, 'gate', gate, ['f32']);
+  checkTensor(op, 'up', up, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkShape(op, 'up', up, gate.shape);
+  checkShape(op, 'out', out, gate.shape);
+  checkNoPartialOverlap(op, 'gate', out as Tensor<'f32'>, gate as Tensor<'f32'>);
+  checkNoPartialOverlap(op, 'up', out as Tensor<'f32'>, up as Tensor<'f32'>);
+  checkFinite(op, 'gate', gate as Tensor<'f32'>);
+  checkFinite(op, 'up', up as Tensor<'f32'>);
+}
+
 export function validateSoftmax(op: string, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
   if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);

@@ -222,7 +222,7 @@ export class Session {
     engine.rmsnorm(r.xb, r.x, layer.ffnNorm, c.normEps);
     linear(engine, r.hb, layer.w1, r.xbIn, this.productPath);
     linear(engine, r.hb2, layer.w3, r.xbIn, this.productPath);
-    swiglu(this.state.hb, this.state.hb2, n * c.hiddenDim);
+    engine.swiglu(r.hb, r.hb, r.hb2);
     linear(engine, r.xb2, layer.w2, r.hb, this.productPath);
     addInto(this.state.x, this.state.xb2, n * c.dim);
   }
@@ -281,11 +281,3 @@ function addRows(x: Float32Array, bias: Tensor<'f32'>, n: number): void {
   for (let t = 0; t < n; t++) for (let i = 0; i < width; i++) x[t * width + i] += bias.data[bias.offset + i];
 }
 
-/** hb[i] = silu(hb[i]) * hb2[i], silu(v) = v * (1 / (1 + exp(-v))), each step rounded to f32 as run.c does. */
-function swiglu(hb: Float32Array, hb2: Float32Array, n: number): void {
-  const f = Math.fround;
-  for (let i = 0; i < n; i++) {
-    const v = hb[i];
-    hb[i] = f(v * f(1 / f(1 + f(Math.exp(-v))))) * hb2[i];
-  }
-}

@@ -1,6 +1,6 @@
 /**
  * The basic ops bound to the addon (src/bind_basic.cc): ggml block quantization,
- * group-wise INT4, matvec/matmul, rmsnorm, rope, softmax, top-k.
+ * group-wise INT4, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k.
  *
  * Zero-copy: every call passes the tensors' typed arrays with their element
  * offsets and sizes; the addon re-checks lengths and reads them in place. Core
@@ -46,6 +46,7 @@ export interface BasicAddon {
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;
+  swiglu: Fn;
   topk: Fn;
 }
 
@@ -58,7 +59,7 @@ export function int4Args(w: Int4Matrix): unknown[] {
   return [w.packed, w.scales, w.zeros, w.rows, w.cols, w.groupSize, w.symmetric];
 }
 
-/** Quantization, matvec/matmul, rmsnorm, rope, softmax, top-k, bound to the addon. */
+/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k, bound to the addon. */
 export function basicOps(addon: NativeAddon): Partial<BackendOps> {
   const a = basicAddon(addon);
   const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath) => {
@@ -93,6 +94,9 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
       const [n, nHeads, headDim] = x.shape;
       const { freqs, scale = 1, pairs = 'adjacent' } = options;
       a.rope(x.data, x.offset, positions.data, positions.offset, n, nHeads, headDim, theta, freqs?.data ?? null, freqs?.offset ?? 0, scale, pairs === 'halves');
+    },
+    swiglu: (out, gate, up) => {
+      a.swiglu(out.data, out.offset, gate.data, gate.offset, up.data, up.offset, gate.size);
     },
     softmax: (x) => {
       const len = x.shape[x.rank - 1];

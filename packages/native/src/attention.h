@@ -56,9 +56,10 @@ struct AttnKernels {
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
   void (*qk)(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
              const float* q, size_t g, float scale);
-  // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d)).
+  // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d); with `add`, out's
+  // values are the sums of earlier rows and these rows' terms continue them).
   void (*pv)(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
-             size_t ldp, size_t g);
+             size_t ldp, size_t g, bool add);
   // SparQ step 1 from K transposed: logits[t * ld + j] = f32((sum_c qs[t * r + c] * kT[i1[c]][first + j]) / tau[t]),
   // the sum in f32, the division in f64; mx[t] = the max of head t's logits (NaN skipped; -inf if none).
   void (*qk_cols)(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
@@ -78,6 +79,8 @@ struct AttnKernels {
   double (*sum)(const float* x, size_t n);
   void (*to_f16)(uint16_t* out, const float* x, size_t n);
   void (*from_f16)(float* out, const uint16_t* x, size_t n);
+  // out = silu(gate) * up elementwise (SwiGLU's product; not attention, but the same vector traits).
+  void (*swiglu)(float* out, const float* gate, const float* up, size_t n);
 };
 
 const AttnKernels& attn_kernels_ref();
@@ -110,6 +113,8 @@ void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 
 // Sum of x[0..n) read by every pool thread in chunks: a memory-read bandwidth probe for the benchmark.
 double read_sum(const float* x, size_t n);
+// out = silu(gate) * up over n elements, in chunks over the pool's threads.
+void swiglu(float* out, const float* gate, const float* up, size_t n);
 
 // Positions LM-Infinite keeps: the first min(16, k - 1) sinks plus the most recent rest.
 constexpr int64_t kLmInfiniteSinks = 16;

@@ -62,7 +62,8 @@ inline size_t stream_ahead_rows(size_t d) {
 // accumulator k = r * G + t): a per-accumulator horizontal sum would cost more
 // than the FMAs themselves for d = 128 and keep the core from keeping up with the
 // memory stream. Blocks whose R * G is not a multiple of W (row tails) reduce one by one.
-template <class V, class T, int R, int G>
+// `Resident`: the rows are in L1 (a tile, see qk_t), so the loads, not the prefetchers, set the pace.
+template <class V, class T, int R, int G, bool Resident>
 inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
                      float scale) {
   using F = typename V::F;
@@ -72,11 +73,12 @@ inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions p
     row[r] = k + static_cast<size_t>(pos[j0 + r]) * d;
     for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
   }
-  // Rows in sub-blocks of S (about 4 rows' worth of accumulators); per sub-block, over the
-  // head dimension one vector of every row at a time: a short run of addresses at a time,
-  // which the prefetchers follow better than W rows interleaved. The loops are unrolled
-  // whole: an accumulator array indexed by a loop counter would live on the stack.
-  constexpr int S = R * G >= 4 ? (4 / G > 0 ? 4 / G : 1) : R;
+  // Rows from memory go in sub-blocks of S (about 4 rows' worth of accumulators); per sub-block,
+  // over the head dimension one vector of every row at a time: a short run of addresses at a
+  // time, which the prefetchers follow better than W rows interleaved. Resident rows go all R
+  // at once: R + G loads per R * G fmas, where sub-blocks of one row take G + 1 per G. The loops
+  // are unrolled whole: an accumulator array indexed by a loop counter would live on the stack.
+  constexpr int S = Resident || R * G < 4 ? R : (4 / G > 0 ? 4 / G : 1);
   const size_t full = d - d % V::W;  // whole vectors; a partial one (d % W lanes) after them
   auto step = [&](int r0, size_t i, auto load) {
     F qv[G];
@@ -112,9 +114,10 @@ inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions p
   }
 }
 
-template <class V, class T, int G>
-inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q,
-                     float scale) {
+// Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_t).
+template <class V, class T, int G, bool Resident>
+inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, size_t known,
+                     const float* q, float scale) {
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
   const size_t ahead = stream_ahead_rows<T>(d);
@@ -122,24 +125,55 @@ inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions p
   for (; j + R <= n; j += R) {
     // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
     if (pos.pos) {
-      for (int r = 0; r < R && j + 2 * R + r < n; r++)  // into L2: see kGatherAhead
+      for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
         V::prefetch_row_l2(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
-    } else if (j + ahead + R <= n) {
+    } else if (j + ahead + R <= known) {
       V::prefetch_row(k + static_cast<size_t>(pos[j + ahead]) * d, R * d * sizeof(T));  // see kStreamAhead
     }
-    qk_block<V, T, R, G>(scores, ld, k, d, pos, j, q, scale);
+    qk_block<V, T, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
-  for (; j < n; j++) qk_block<V, T, 1, G>(scores, ld, k, d, pos, j, q, scale);
+  for (; j < n; j++) qk_block<V, T, 1, G, Resident>(scores, ld, k, d, pos, j, q, scale);
+}
+
+// With more heads than one block of registers holds (GQA groups of more than 4, or a prefill's
+// block of tokens, see dense_prefill), the rows go in tiles of about kTileBytes: every head block
+// reads a tile from L1, and each row comes from memory once, not once per head block.
+constexpr size_t kTileBytes = 16384;
+template <class T>
+inline size_t tile_rows(size_t d) {
+  return std::max<size_t>(16, kTileBytes / (d * sizeof(T)) / 16 * 16);  // whole blocks of up to 16 rows
+}
+
+// Calls body(at, j0, m) for the tiles of rows [j0, j0 + m) (positions `at`); one tile when the
+// heads fit one block, and one empty call when n = 0 (pv still writes its zeros).
+template <class T, class Body>
+inline void for_each_tile(Positions pos, size_t n, size_t d, size_t g, Body body) {
+  const size_t tile = g > 4 ? tile_rows<T>(d) : std::max<size_t>(n, 1);
+  size_t j0 = 0;
+  do {
+    body(Positions{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)}, j0, std::min(tile, n - j0));
+    j0 += tile;
+  } while (j0 < n);
+}
+
+template <class V, class T, bool Resident>
+void qk_tiles(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
+              float scale) {
+  // Heads in blocks of 4, 2, 1, each over the tile while it is in L1.
+  for_each_tile<T>(pos, n, d, g, [&](Positions at, size_t j0, size_t m) {
+    float* s = scores + j0;
+    size_t t = 0;
+    for (; t + 4 <= g; t += 4) qk_heads<V, T, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t + 2 <= g; t += 2) qk_heads<V, T, 2, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t < g; t++) qk_heads<V, T, 1, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+  });
 }
 
 template <class V, class T>
 void qk_t(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
           float scale) {
-  // Heads in blocks of 4, 2, 1: each block re-reads the rows from L1, never from memory, when g > 4.
-  size_t t = 0;
-  for (; t + 4 <= g; t += 4) qk_heads<V, T, 4>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
-  for (; t + 2 <= g; t += 2) qk_heads<V, T, 2>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
-  for (; t < g; t++) qk_heads<V, T, 1>(scores + t * ld, ld, k, d, pos, n, q + t * d, scale);
+  if (g > 4) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
+  else qk_tiles<V, T, false>(scores, ld, k, d, pos, n, q, g, scale);
 }
 
 template <class V>
@@ -200,37 +234,43 @@ inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n,
 }
 
 // When a row takes several passes (d > C W: f32 or f16 d 128 on AVX2), the rows go in chunks
-// of about kPvChunkBytes, which stay in L1 from one pass to the next: every row comes from
+// of about kTileBytes, which stay in L1 from one pass to the next: every row comes from
 // memory once, not once per pass (SparQ's gathered rows from DRAM twice, dense's second pass
 // from L3). The accumulators go through `out` between chunks: the same fma sequence per
 // output element as one unchunked pass, so the results are bit-identical.
-constexpr size_t kPvChunkBytes = 16384;
+// Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
 template <class V, class T, int G>
-inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp) {
+inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+                     size_t ldp, bool add) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
-  const size_t chunk = std::max<size_t>(8, kPvChunkBytes / (d * sizeof(T)));
+  const size_t chunk = std::max<size_t>(8, kTileBytes / (d * sizeof(T)));
   size_t j0 = 0;
   do {
     const size_t m = std::min(chunk, n - j0);
     const Positions at{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)};
-    pv_passes<V, T, G, C>(out, v, d, at, m, n - j0, p + j0, ldp, 0, j0 > 0);
+    pv_passes<V, T, G, C>(out, v, d, at, m, known - j0, p + j0, ldp, 0, add || j0 > 0);
     j0 += m;
   } while (j0 < n);
 }
 
+// Several head blocks: each tile of rows (for_each_tile) serves all of them from L1.
 template <class V, class T>
-void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g) {
-  size_t t = 0;
-  for (; t + 4 <= g; t += 4) pv_heads<V, T, 4>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
-  for (; t + 2 <= g; t += 2) pv_heads<V, T, 2>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
-  for (; t < g; t++) pv_heads<V, T, 1>(out + t * d, v, d, pos, n, p + t * ldp, ldp);
+void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
+  for_each_tile<T>(pos, n, d, g, [&](Positions at, size_t j0, size_t m) {
+    const float* pt = p + j0;
+    const bool more = add || j0 > 0;
+    size_t t = 0;
+    for (; t + 4 <= g; t += 4) pv_heads<V, T, 4>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 2 <= g; t += 2) pv_heads<V, T, 2>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t < g; t++) pv_heads<V, T, 1>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+  });
 }
 
 template <class V>
 void pv(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
-        size_t ldp, size_t g) {
-  if (f16) pv_t<V>(out, static_cast<const uint16_t*>(v), d, Positions{pos, first}, n, p, ldp, g);
-  else pv_t<V>(out, static_cast<const float*>(v), d, Positions{pos, first}, n, p, ldp, g);
+        size_t ldp, size_t g, bool add) {
+  if (f16) pv_t<V>(out, static_cast<const uint16_t*>(v), d, Positions{pos, first}, n, p, ldp, g, add);
+  else pv_t<V>(out, static_cast<const float*>(v), d, Positions{pos, first}, n, p, ldp, g, add);
 }
 
 // ---- SparQ step 1: approximate logits over the r components i1 ----
@@ -421,6 +461,22 @@ double sum(const float* x, size_t n) {
   return s;
 }
 
+// out = silu(gate) * up, silu(v) = v / (1 + e^-v) (the reference's ops/swiglu.ts). exp_ps takes
+// arguments <= 0 only, so with e = e^-|v| and r = 1 / (1 + e) the sigmoid is r for v >= 0 and
+// e^v / (1 + e^v) = e * r for v < 0: no overflow for either sign. out may be gate or up.
+template <class V>
+void swiglu(float* out, const float* gate, const float* up, size_t n) {
+  using F = typename V::F;
+  const F one = V::set1(1.f);
+  for (size_t j = 0; j < n; j += V::W) {
+    const F v = load_n<V>(gate + j, n - j);
+    const F e = V::exp(V::min(v, V::sub(V::zero(), v)));
+    const F r = V::div(one, V::add(one, e));
+    const F sigmoid = V::select_sign(v, r, V::mul(e, r));
+    V::store_n(out + j, V::mul(V::mul(v, sigmoid), load_n<V>(up + j, n - j)), n - j);
+  }
+}
+
 template <class V>
 void to_f16(uint16_t* out, const float* x, size_t n) {
   for (size_t j = 0; j < n; j += V::W) V::store_f16(out + j, load_n<V>(x + j, n - j), n - j);
@@ -434,7 +490,7 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 template <class V>
 AttnKernels make_kernels(const char* name) {
   return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
-                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>};
+                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
 }
 
 }  // namespace

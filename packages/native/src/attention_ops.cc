@@ -19,7 +19,8 @@ namespace {
 
 // Per-thread buffers, grown on demand and kept (the pool's threads are persistent).
 struct Scratch {
-  std::vector<float> logits, probs, score, sel, qs, vmean;
+  std::vector<float> logits, probs, score, sel, qs;
+  std::vector<float> block_q, block_out;  // dense_prefill's (rows, d) query and output rows
   std::vector<int32_t> idx, idx2;
   std::vector<double> dbl;
 };
@@ -36,6 +37,20 @@ struct Group {
   float* out;      // (g, d)
 };
 
+// Runs run(task) for tasks 0 .. tasks - 1 on the thread pool. Waking the pool costs
+// microseconds; a small call (tiny heads, short contexts) is faster on the calling thread
+// alone. The bound is the K and V elements the call could read: 2^16 (256 KiB of f32) is
+// about 20 us of reading at this machine's bandwidth, the same order as a thread hand-off.
+template <class Run>
+void run_tasks(size_t tasks, double elements, Run run) {
+  constexpr double kMinParallelElements = 1 << 16;
+  if (elements < kMinParallelElements) {
+    for (size_t task = 0; task < tasks; task++) run(task);
+  } else {
+    parallel_for(tasks, run);
+  }
+}
+
 // Runs body(group, counts) for every (row, KV head) task of a call and sums the counts.
 template <class Body>
 void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const float* q, float* out, Counts* counts,
@@ -43,25 +58,16 @@ void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const floa
   const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
   const size_t tasks = static_cast<size_t>(rows * c.nkv);
   std::vector<Counts> per(tasks);
-  auto run = [&](size_t task) {
-    const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
-    const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
-    Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
-    per[task].io += 2.0 * g * d;  // the group's q read and y written
-    body(grp, row, per[task]);
-  };
-  // Waking the pool costs microseconds; a small call (tiny heads, short
-  // contexts) is faster on the calling thread alone. The bound is the K and V
-  // elements the call could read: 2^16 (256 KiB of f32) is about 20 us of
-  // reading at this machine's bandwidth, the same order as a thread hand-off.
   int64_t longest = 0;
   for (int64_t b = 0; b < c.batch; b++) longest = std::max(longest, c.nvalid(b));
-  constexpr double kMinParallelElements = 1 << 16;
-  if (2.0 * static_cast<double>(tasks) * static_cast<double>(longest) * static_cast<double>(d) < kMinParallelElements) {
-    for (size_t task = 0; task < tasks; task++) run(task);
-  } else {
-    parallel_for(tasks, run);
-  }
+  run_tasks(tasks, 2.0 * static_cast<double>(tasks) * static_cast<double>(longest) * static_cast<double>(d),
+            [&](size_t task) {
+              const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
+              const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
+              Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
+              per[task].io += 2.0 * g * d;  // the group's q read and y written
+              body(grp, row, per[task]);
+            });
   if (counts)
     for (const Counts& p : per) counts->add(p);
 }
@@ -80,7 +86,7 @@ void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const i
     sums[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, kt.max(row, n), true));
   }
   // sum_j e_j v_j, then one division per output element instead of one per score.
-  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, pos, first, n, p.data(), n, g);
+  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, pos, first, n, p.data(), n, g, false);
   for (size_t t = 0; t < g; t++) {
     kt.scale(grp.out + t * d, grp.out + t * d, d, sums[t], false);
     if (inv) inv[t] = sums[t];
@@ -115,6 +121,15 @@ double read_sum(const float* x, size_t n) {
   return s;
 }
 
+void swiglu(float* out, const float* gate, const float* up, size_t n) {
+  const AttnKernels& kt = attn_kernels();
+  constexpr size_t kChunk = size_t{1} << 16;  // whole vectors of every ISA
+  run_tasks((n + kChunk - 1) / kChunk, static_cast<double>(n), [&](size_t i) {
+    const size_t at = i * kChunk;
+    kt.swiglu(out + at, gate + at, up + at, std::min(kChunk, n - at));
+  });
+}
+
 // ---- dense decode and prefill (SPEC 1) ----
 void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
@@ -123,15 +138,64 @@ void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads
   });
 }
 
+// A prefill task is a block of consecutive tokens of one KV head. Their query rows (g per
+// token) read the head's K and V rows together: from memory once per block, then tile by tile
+// from L1 for each block of heads (for_each_tile). One task per token read every row from
+// memory once per token; at long contexts that loop was bound by the read bandwidth, this one
+// by the arithmetic. kPrefillRows query rows per block: 16 rows' scores over 16k f32
+// positions (1 MiB) stay in L2 between the softmax and the weighted sum of V.
+constexpr size_t kPrefillRows = 16;
+
 void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
                    Counts* counts) {
   const AttnKernels& kt = attn_kernels();
-  const int64_t valid = c.nvalid(seq);
-  for_each_group(c, n_tokens, nheads, q, out, counts, [&](const Group& grp, int64_t i, Counts& cnt) {
-    // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
-    const size_t n = static_cast<size_t>(valid - (n_tokens - 1 - i));
-    attend(kt, c, grp, nullptr, c.npad[seq], n, scratch().probs, nullptr, cnt);
-  }, seq);
+  const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
+  const size_t tokens = static_cast<size_t>(n_tokens), valid = static_cast<size_t>(c.nvalid(seq));
+  const int64_t first = c.npad[seq];
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
+  auto seen = [&](size_t i) { return valid - (tokens - 1 - i); };
+  const size_t per_block = std::max<size_t>(1, kPrefillRows / g);
+  const size_t tasks = (tokens + per_block - 1) / per_block * static_cast<size_t>(c.nkv);
+  std::vector<Counts> per(tasks);
+  run_tasks(tasks, 2.0 * static_cast<double>(tokens * c.nkv) * static_cast<double>(valid * d), [&](size_t task) {
+    Scratch& s = scratch();
+    const int64_t h = static_cast<int64_t>(task) % c.nkv;
+    const size_t i0 = task / static_cast<size_t>(c.nkv) * per_block, nt = std::min(per_block, tokens - i0);
+    const size_t m = nt * g, lo = seen(i0), hi = seen(i0 + nt - 1);
+    const void* k = c.rows(c.k, seq, h);
+    const void* v = c.rows(c.v, seq, h);
+    // Query rows (m, d), token-major: row u * g + t is head h * g + t of token i0 + u.
+    s.block_q.resize(m * d);
+    s.block_out.resize(m * d);
+    for (size_t u = 0; u < nt; u++)
+      std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
+    // Scores (m, hi) over the positions the block's last token sees; row u * g + t uses the first seen(i0 + u).
+    s.probs.resize(m * hi);
+    kt.qk(s.probs.data(), hi, k, c.f16, d, nullptr, first, hi, s.block_q.data(), m, scale);
+    std::vector<float> inv(m);
+    for (size_t row = 0; row < m; row++) {
+      float* x = s.probs.data() + row * hi;
+      const size_t n = seen(i0 + row / g);
+      inv[row] = static_cast<float>(1.0 / kt.exp_sum(x, n, kt.max(x, n), true));
+    }
+    // The positions every token of the block sees, all rows at once; then each token's own last
+    // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
+    kt.pv(s.block_out.data(), v, c.f16, d, nullptr, first, lo, s.probs.data(), hi, m, false);
+    for (size_t u = 0; u < nt; u++) {
+      const size_t n = seen(i0 + u);
+      if (n > lo)
+        kt.pv(s.block_out.data() + u * g * d, v, c.f16, d, nullptr, first + static_cast<int64_t>(lo), n - lo,
+              s.probs.data() + u * g * hi + lo, hi, g, true);
+      for (size_t t = 0; t < g; t++)
+        kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d, inv[u * g + t], false);
+      per[task].k += static_cast<double>(n) * d;
+      per[task].v += static_cast<double>(n) * d;
+      per[task].io += 2.0 * g * d;
+    }
+  });
+  if (counts)
+    for (const Counts& p : per) counts->add(p);
 }
 
 // ---- SparQ (SPEC 2) ----
@@ -267,7 +331,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
       for (size_t j = 0; j < kk; j++) row[j] = s.logits[t * n + (s.idx2[j] - first)];
       inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, kk, kt.max(row, kk), true));
     }
-    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g);
+    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g, false);
     for (size_t t = 0; t < g; t++) kt.scale(grp.out + t * d, grp.out + t * d, d, inv[t], false);
     cnt.v += static_cast<double>(kk) * d;
   });

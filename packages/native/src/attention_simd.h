@@ -68,6 +68,10 @@ struct Scalar {
   static F max(F a, F b) { return a > b ? a : b; }
   // f32(x / by) with the division in f64 (SparQ's logits over tau, as the reference divides).
   static F div_f64(F x, double by) { return static_cast<float>(static_cast<double>(x) / by); }
+  static F min(F a, F b) { return a < b ? a : b; }
+  static F div(F a, F b) { return a / b; }
+  // a where x's sign bit is clear, b where it is set (-0 included).
+  static F select_sign(F x, F a, F b) { return std::signbit(x) ? b : a; }
   static float reduce_add(F a) { return a; }
   static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
@@ -145,6 +149,9 @@ struct Avx2 {
     const __m128 hi = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), b));
     return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
   }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F select_sign(F x, F a, F b) { return _mm256_blendv_ps(a, b, x); }
   static float reduce_add(F a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -242,6 +249,11 @@ struct Avx512 {
     const __m256 lo = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), b));
     const __m256 hi = _mm512_cvtpd_ps(_mm512_div_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)), b));
     return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F select_sign(F x, F a, F b) {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
   }
   static float reduce_add(F a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));

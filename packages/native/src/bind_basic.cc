@@ -4,6 +4,7 @@
 // Every bad call throws a JS TypeError / RangeError, never aborts.
 #include <string>
 
+#include "attention.h"
 #include "basic_dispatch.h"
 #include "bindings.h"
 #include "block_codes.h"
@@ -204,6 +205,17 @@ Napi::Value rope(Call call) {
   return call.Env().Undefined();
 }
 
+// swiglu(out, outOffset, gate, gateOffset, up, upOffset, n); out may be gate or up (core checks overlap).
+Napi::Value swiglu_binding(Call call) {
+  const char* op = "swiglu";
+  const int64_t n = arg(call, 6, op, "n");
+  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), n, op, "out");
+  const float* gate = span<float>(call, 2, arg(call, 3, op, "gateOffset"), n, op, "gate");
+  const float* up = span<float>(call, 4, arg(call, 5, op, "upOffset"), n, op, "up");
+  swiglu(out, gate, up, static_cast<size_t>(n));
+  return call.Env().Undefined();
+}
+
 // softmax(x, xOffset, n, len)
 Napi::Value softmax(Call call) {
   const char* op = "softmax";
@@ -254,6 +266,7 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"rmsnorm", rmsnorm},
       {"rope", rope},
       {"softmax", softmax},
+      {"swiglu", swiglu_binding},
       {"topk", topk},
   };
   for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));

@@ -1,7 +1,7 @@
 /**
  * The reference backend's basic ops, one per file in ops/: ggml block quantization, the engine's
  * group-wise INT4, matrix products (dense, ggml-quantized, INT4 by either path), rmsnorm, rope,
- * softmax and top-k. Each file opens with what it computes and why it computes it that way.
+ * softmax, SwiGLU's product and top-k. Each file opens with what it computes and why it computes it that way.
  */
 import type { BackendOps } from '@sparq/core';
 import { dequantizeInt4, quantizeInt4 } from './ops/int4-groupwise.ts';
@@ -11,9 +11,10 @@ import { dequantize, quantize } from './ops/quantize.ts';
 import { rmsnorm } from './ops/rmsnorm.ts';
 import { rope } from './ops/rope.ts';
 import { softmax } from './ops/softmax.ts';
+import { swiglu } from './ops/swiglu.ts';
 import { topk } from './ops/topk.ts';
 
-/** Quantization, matvec/matmul, rmsnorm, rope, softmax, top-k. */
+/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k. */
 export const basicOps: Partial<BackendOps> = {
   quantize,
   dequantize,
@@ -26,5 +27,6 @@ export const basicOps: Partial<BackendOps> = {
   rmsnorm,
   rope,
   softmax,
+  swiglu,
   topk,
 };
