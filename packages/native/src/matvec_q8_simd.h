@@ -48,6 +48,9 @@ using bytes32::f16_at;
 using bytes32::iq4_levels;
 using bytes32::nibbles32;
 
+// The f16 at p in all 8 f32 lanes: a broadcast load (vpbroadcastw) and one conversion.
+inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p)))); }
+
 // 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
 inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), low = _mm256_set1_epi8(0x0f);
@@ -102,13 +105,13 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), f16x8(x)); }
 };
 struct Q4_1 {
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, nibbles32(x + 4), f16x8(x));
     s.min32(0, f16_at(x + 2));
   }
 };
@@ -116,14 +119,14 @@ struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), f16x8(x));
   }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
   static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), f16x8(x));
     s.min32(0, f16_at(x + 2));
   }
 };
@@ -131,13 +134,13 @@ struct Q8_0 {
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), f16x8(x));
   }
 };
 struct IQ4_NL {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), f16x8(x)); }
 };
 
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
