@@ -98,7 +98,7 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
 // - 256-element super-blocks: with 16-element half-blocks group4(G, codes of chunks 4G .. 4G + 3,
 //   the block's 16 int8 half-block scales), or for 32-element sub-blocks scales32(the 8 integer
-//   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply;
+//   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block, subtracted). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
@@ -149,17 +149,15 @@ struct Q2_K {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), CODE_MAX = 3, OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
-    uint32_t d_dmin;  // the f16 pair d | dmin, converted at once
-    std::memcpy(&d_dmin, x + 80, 4);
-    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin)));
-    s.mins16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low)), _mm_cvtss_f32(_mm_movehdup_ps(dd)));
-    const __m128i scales = _mm_and_si128(sc, low);
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    // The minimums: the high nibbles, widened to int16 then shifted down.
+    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
+    const __m128i scales = _mm_and_si128(sc, _mm_set1_epi8(0x0f));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
       s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, scales);
     }
-    s.end_block(_mm_cvtss_f32(dd));
+    s.end_block(f16x8(x + 80));
   }
 };;
 // hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
@@ -171,7 +169,6 @@ struct Q3_K {
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
-    const float d = f16_at(x + 108);
     const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
     uint32_t aux;
@@ -186,7 +183,7 @@ struct Q3_K {
       for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
       s.group4(H, codes, sc);
     }
-    s.end_block(d);
+    s.end_block(f16x8(x + 108));
   }
 };
 // q4_k / q5_k: d | dmin | scales[12] (8 6-bit scales and minimums, scale_min_k's packing) | (qh[32]) |
@@ -219,7 +216,7 @@ struct QX_K {
       s.sub_chunk32(2 * p, lo);
       s.sub_chunk32(2 * p + 1, hi);
     }
-    s.end_block(f16_at(x));
+    s.end_block(f16x8(x));
   }
 };
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
@@ -228,7 +225,6 @@ struct Q6_K {
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), CODE_MAX = 63, OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
@@ -241,7 +237,7 @@ struct Q6_K {
       }
       s.group4(H, codes, sc);
     }
-    s.end_block(d);
+    s.end_block(f16x8(x + 208));
   }
 };
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
@@ -263,7 +259,7 @@ struct IQ4_XS {
       s.sub_chunk32(c, iq4_levels(first));
       s.sub_chunk32(c + 1, iq4_levels(second));
     }
-    s.end_block(f16_at(x));
+    s.end_block(f16x8(x));
   }
 };
 
@@ -415,8 +411,7 @@ struct RowSums {
       a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
     }
   }
-  SPARQ_INLINE void end_block(float dw) {
-    const __m256 s = _mm256_set1_ps(dw);
+  SPARQ_INLINE void end_block(__m256 s) {
     for (int k = 0; k < NX; ++k) {
       acc[0][k] = _mm256_fmadd_ps(_mm256_add_ps(block_acc[0][k], block_acc[1][k]), s, acc[0][k]);
       block_acc[0][k] = block_acc[1][k] = _mm256_setzero_ps();
@@ -428,8 +423,7 @@ struct RowSums {
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
   }
-  SPARQ_INLINE void mins16(__m256i m, float f) {  // subtracts f times the integer terms
-    const __m256 fv = _mm256_set1_ps(f);
+  SPARQ_INLINE void mins16(__m256i m, __m256 fv) {  // subtracts fv (a broadcast factor) times the integer terms
     for (int k = 0; k < NX; ++k) {
       // int32 lane c: chunk c's two half-block minimum factors times their code sums (exact: |m| <= 128, |sum| <= 16 * 127).
       const __m256i isum = _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
@@ -478,10 +472,10 @@ struct SubSums {
   }
   SPARQ_INLINE void sub_chunk32(int c, __m256i codes) { store(c, codes); }
   SPARQ_INLINE void scales32(__m256) {}
-  SPARQ_INLINE void end_block(float) {}
+  SPARQ_INLINE void end_block(__m256) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
-  SPARQ_INLINE void mins16(__m256i, float) {}
+  SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
 
 template <class T>
