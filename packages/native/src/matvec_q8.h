@@ -29,7 +29,7 @@ struct RowActs {
   std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;    // (n, cols / 32): dx * (sum of 32 codes); types with a minimum only
-  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (their SIMD minimums)
+  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (q2_k's SIMD minimums, the others' sums hook)
   std::vector<int16_t> bias8;  // (n, cols / 8): -q8_offset8 * (sum of 8 consecutive codes), each 128 elements' 16 in
                                // the SIMD kernels' lane order (quantize_row_acts); empty for offset 0
 };
