@@ -8,7 +8,7 @@
 //   q4_0 u - 8, q5_0 u - 16, q8_0 and iq4_* signed, with m_s = 0;
 //   q4_1, q5_1, q2_k, q4_k, q5_k u >= 0 with their minimum (-dmin * min for the K-quants);
 //   q3_k u in 0..7 and q6_k u in 0..63 with the offsets 4 and 32 moved into the minimum, m_s = -4 dl_s
-//   and -32 dl_s (exact: a power of two times dl_s), as the AVX2 kernel multiplies them.
+//   and -32 dl_s (exact: a power of two times dl_s) (the SIMD kernels subtract the offsets in their integer sums instead).
 // dl_s and m_s are the dequantizers' f32 values (d * sc exact in f32: an f16 times 6 bits).
 #pragma once
 #include <cstdint>

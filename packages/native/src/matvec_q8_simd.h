@@ -1,34 +1,33 @@
 // The integer per-row product of matvec_q8.h, written once for matvec_q8_avx2.cc (AVX2) and
-// matvec_q8_avx512.cc (the same 256-bit code with AVX-512 VNNI's vpdpbusd for the integer sums),
-// each compiled with its ISA flags; everything here has internal linkage. Every block type's
-// codes are unpacked into 32 bytes per 32-element chunk and multiplied with the int8 activation
-// codes into 8 int32 lanes (lane i sums elements 4i .. 4i + 3, so lanes 0-3 are the chunk's first
-// half-block and lanes 4-7 its second), then one f32 FMA per chunk with the lanes' scales dl_h dx:
-// - AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones;
-// - VNNI: one vpdpbusd (4 products per int32 lane, no int16 step) for the 32-element types and
-//   the super-block types with 32-element sub-blocks (q4_k, q5_k, iq4_xs), whose integer sub-block
-//   scales are converted to f32 and multiplied by dx once per super-block (a lane permute per chunk).
-//
-// q2_k, q3_k and q6_k's integer half-block scales go into the vpmaddwd instead of ones (with VNNI
-// too: vpdpbusd and a vpmulld by the scales measured up to 18% slower than the pair on q4_k). The
-// super-block types' chunks accumulate x dx in f32 until one multiply by the super-block scale d per 256
-// elements.
+// matvec_q8_avx512.cc (the same 256-bit code with AVX-512 VNNI's vpdpbusd for the integer sums,
+// and vpternlogd for some bit merges), each compiled with its ISA flags; everything here has
+// internal linkage. Every block type's codes are unpacked into 32 bytes per 32-element chunk and
+// multiplied with the int8 activation codes:
+// - 32-element sub-blocks (the 32-element types, q4_k, q5_k, iq4_xs): into 8 int32 lanes per
+//   chunk (lane i sums elements 4i .. 4i + 3), then one f32 FMA per chunk with the scale dl dx;
+//   AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones; VNNI: one vpdpbusd. The
+//   super-block types' integer sub-block scales are converted to f32 and multiplied by dx once per
+//   super-block (a lane permute per chunk).
+// - 16-element half-blocks (q2_k, q3_k, q6_k): 4 chunks at a time into one int32 vector of their 8
+//   half-block sums times the integer half-block scales (group_sums), then one f32 FMA per 4 chunks.
+// The super-block types' chunks accumulate x dx in f32 until one multiply by the super-block scale
+// d per 256 elements.
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
 // - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
 //   (off 8, 16) start each int32 lane from -off * (its four activation codes'
-//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) take
-//   -off dl_h as a minimum; u <= 63 and |q| <= 127 keep a pair within
-//   2 * 63 * 127 = 16002;
+//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) add
+//   -off * (8 activation codes' sum) to their int16 sums of 8 products (RowActs::bias8);
+//   u <= 63 and |q| <= 127 keep a pair within 2 * 63 * 127 = 16002;
 // - signed codes (q8_0, iq4_*): AVX2 multiplies |c| by q with c's sign moved onto
 //   q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
 //   VNNI (no int16 step to saturate) multiplies c + 128 (c with its sign bit
 //   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
-// - minimums (q4_1, q5_1, q2_k, q4_k, q5_k, and the offsets above) are added in
-//   f32 against dx * (the half- or sub-block's code sum), precomputed per call
-//   (q2_k, q3_k, q6_k: the int16 code sums times integer factors, then f32).
-// Every int32 lane stays far below 2^24 (at most 2 * 16002 * 128 with a K-quant
-// scale), so its conversion to f32 is exact.
+// - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
+//   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
+//   minimums, then f32).
+// Every int32 lane stays below 2^24 (at most 2 * 32767 * 128 with a K-quant scale), so its
+// conversion to f32 is exact.
 #pragma once
 #include <cstring>
 #include <type_traits>
@@ -48,6 +47,9 @@ namespace {
 using bytes32::f16_at;
 using bytes32::iq4_levels;
 using bytes32::nibbles32;
+
+// The f16 at p in all 8 f32 lanes: a broadcast load (vpbroadcastw) and one conversion.
+inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p)))); }
 
 // 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
 inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
@@ -76,31 +78,40 @@ inline __m256i bits_at(__m256i b, int from, int to, int mask) {
 }
 // The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
 inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
+// (lo & mask) | hi, for hi with no bit of mask set: one bitwise select (vpternlogd) with AVX-512VL.
+inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(mask));
+#if defined(__AVX512VL__)
+  return _mm256_ternarylogic_epi32(m, lo, hi, 0xca);  // m ? lo : hi, bit by bit
+#else
+  return _mm256_or_si256(_mm256_and_si256(lo, m), hi);
+#endif
+}
 
 // 8 unsigned bytes -> 8 floats times s.
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
-// SIGNED (codes stored signed), MIN (has minimums, or a constant offset subtracted through them), and
-// block(x, sink), which hands the sink every chunk c (32 elements from element 32 c of the block):
+// SIGNED (codes stored signed), MIN (has minimums), for the half-block types CODE_MAX (largest u) and
+// OFFSET8 (codes are u - OFFSET8, subtracted through RowActs::bias8), and block(x, sink), which hands
+// the sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: sub_chunk(c, codes, scales) with the integer half-block scales as 16
-//   int16 lanes (lanes 0-7 the first half-block's, 8-15 the second's), or for 32-element sub-blocks
-//   scales32(the 8 integer scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32
-//   super-block scale they multiply;
+// - 256-element super-blocks: with 16-element half-blocks group4(G, codes of chunks 4G .. 4G + 3,
+//   the block's 16 int8 half-block scales), or for 32-element sub-blocks scales32(the 8 integer
+//   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
-// f32 factor per super-block). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
+// f32 factor per super-block, subtracted). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), _mm256_set1_ps(f16_at(x))); }
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), f16x8(x)); }
 };
 struct Q4_1 {
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, nibbles32(x + 4), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, nibbles32(x + 4), f16x8(x));
     s.min32(0, f16_at(x + 2));
   }
 };
@@ -108,14 +119,14 @@ struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), f16x8(x));
   }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
   static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), f16x8(x));
     s.min32(0, f16_at(x + 2));
   }
 };
@@ -123,54 +134,41 @@ struct Q8_0 {
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), _mm256_set1_ps(f16_at(x)));
+    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), f16x8(x));
   }
 };
 struct IQ4_NL {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), _mm256_set1_ps(f16_at(x))); }
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), f16x8(x)); }
 };
-
-// The sub-block scales of chunk c from its super-block's 16 int16 half-block scales: scales16 with
-// its 128-bit half holding scales 8 (c / 4) .. 8 (c / 4) + 7 copied to both halves (the caller's
-// vpermq, once per 4 chunks), then one in-lane byte shuffle: int16 2 (c % 4) across the low 128 bits,
-// 2 (c % 4) + 1 across the high ones.
-inline __m256i half_scales(__m256i quarter, int c) {
-  const int lo = 4 * (c % 4), hi = lo + 2;
-  const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1,
-                                        hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
-  return _mm256_shuffle_epi8(quarter, pick);
-}
-// scales16's 128-bit half H (scales 8 H .. 8 H + 7) in both halves.
-inline __m256i scales_of_half(__m256i scales16, int H) { return H ? _mm256_permute4x64_epi64(scales16, 0xee) : _mm256_permute4x64_epi64(scales16, 0x44); }
 
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
-  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k);
+  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), CODE_MAX = 3, OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x)), low = _mm_set1_epi8(0x0f);
-    s.mins16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low)), -f16_at(x + 82));
-    const __m256i scales = _mm256_cvtepu8_epi16(_mm_and_si128(sc, low));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    // The minimums: the high nibbles, widened to int16 then shifted down.
+    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
+    const __m128i scales = _mm_and_si128(sc, _mm_set1_epi8(0x0f));
     for (int H = 0; H < 2; ++H) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H)), quarter = scales_of_half(scales, H);
-      for (int k = 0; k < 4; ++k) s.sub_chunk(4 * H + k, bits2(b, 2 * k), half_scales(quarter, k));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
+      s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, scales);
     }
-    s.end_block(f16_at(x + 80));
+    s.end_block(f16x8(x + 80));
   }
-};
+};;
 // hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
-// minus 4 (through the minimums: -4 d scale per half-block); 16 signed 6-bit scales (- 32): low
+// minus 4 (OFFSET8); 16 signed 6-bit scales (- 32): low
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
 struct Q3_K {
-  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k);
+  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), CODE_MAX = 7, OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
-    const float d = f16_at(x + 108);
     const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
     uint32_t aux;
@@ -178,17 +176,14 @@ struct Q3_K {
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
     const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
-    const __m256i scales = _mm256_cvtepi8_epi16(sc);
-    s.mins16(scales, -4.0f * d);
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H)), quarter = scales_of_half(scales, H);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i third = bits_at(hm, 4 * H + k, 2, 4);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(bits2(b, 2 * k), third), half_scales(quarter, k));
-      }
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
+      __m256i codes[4];
+      for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
+      s.group4(H, codes, sc);
     }
-    s.end_block(d);
+    s.end_block(f16x8(x + 108));
   }
 };
 // q4_k / q5_k: d | dmin | scales[12] (8 6-bit scales and minimums, scale_min_k's packing) | (qh[32]) |
@@ -221,31 +216,28 @@ struct QX_K {
       s.sub_chunk32(2 * p, lo);
       s.sub_chunk32(2 * p + 1, hi);
     }
-    s.end_block(f16_at(x));
+    s.end_block(f16x8(x));
   }
 };
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
-// with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (through the minimums, as q3_k).
+// with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
 struct Q6_K {
-  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k);
+  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), CODE_MAX = 63, OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const float d = f16_at(x + 208);
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
-    const __m256i scales = _mm256_cvtepi8_epi16(sc);
-    s.mins16(scales, -32.0f * d);
-    const __m256i low = _mm256_set1_epi8(0x0f);
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
       const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H)), quarter = scales_of_half(scales, H);
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
+      __m256i codes[4];
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
-        const __m256i nib = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(b, 4), low) : _mm256_and_si256(b, low);
-        s.sub_chunk(4 * H + k, _mm256_or_si256(nib, bits_at(h, 2 * k, 4, 0x30)), half_scales(quarter, k));
+        codes[k] = or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30));
       }
+      s.group4(H, codes, sc);
     }
-    s.end_block(d);
+    s.end_block(f16x8(x + 208));
   }
 };
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
@@ -267,7 +259,7 @@ struct IQ4_XS {
       s.sub_chunk32(c, iq4_levels(first));
       s.sub_chunk32(c + 1, iq4_levels(second));
     }
-    s.end_block(f16_at(x));
+    s.end_block(f16x8(x));
   }
 };
 
@@ -292,14 +284,13 @@ void with_type(WeightType t, Fn fn) {
 }
 
 // The int32 lanes of chunk g of activation row q (bias: its RowActs::bias row): lane i sums
-// elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes; SCALED: times the lane's
-// int16 scale (both int16 halves of a lane hold it).
-template <class T, bool SCALED>
-SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, const int32_t* bias, int64_t g) {
+// elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
+template <class T>
+SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias, int64_t g) {
   __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
 #if defined(__AVX512VNNI__)
   // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
-  if (!SCALED && T::SIGNED)
+  if (T::SIGNED)
     return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
 #endif
   __m256i mag = codes;
@@ -309,10 +300,60 @@ SPARQ_INLINE __m256i lane_sums(__m256i codes, __m256i scales, const int8_t* q, c
   }
   const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)) : _mm256_setzero_si256();
 #if defined(__AVX512VNNI__)
-  if (!SCALED) return _mm256_dpbusd_epi32(start, mag, x);
-#endif
-  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), SCALED ? scales : _mm256_set1_epi16(1));
+  return _mm256_dpbusd_epi32(start, mag, x);
+#else
+  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), _mm256_set1_epi16(1));
   return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+#endif
+}
+
+// Chunks g and g + 1 of activation row q against unsigned codes a and b -> 16 int16 lanes, per
+// 128-bit half (half-block 0 of each chunk in the low half, 1 in the high): a's four sums of 4
+// consecutive products, then b's. |sum| <= 4 * 63 * 127 = 32004 fits (q6_k's codes the largest).
+// VNNI: vpdpbusd and a saturating pack (exact: nothing saturates); AVX2: vpmaddubsw and vphaddw.
+SPARQ_INLINE __m256i quad_sums(__m256i a, __m256i b, const int8_t* q, int64_t g) {
+  const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+  const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g + 32));
+#if defined(__AVX512VNNI__)
+  return _mm256_packs_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), _mm256_dpbusd_epi32(_mm256_setzero_si256(), b, xb));
+#else
+  return _mm256_hadd_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
+#endif
+}
+
+// The 16-element half-block types (q2_k, q3_k, q6_k) take 4 chunks (a group) at a time, so that one
+// int32 vector holds 8 half-block sums: lane j (j < 4) half-block 0 of the group's chunk j, lane 4 + j
+// its half-block 1; times the integer half-block scales. Per group: two quad_sums, one vphaddw into
+// 16 int16 sums of 8 products (octets; lanes 2j, 2j + 1 chunk j's first two, in the high 128 bits
+// its last two), minus T::OFFSET8 times the x-codes' octet sums (RowActs::bias8: q3_k's and q6_k's
+// offsets, so they need no minimum term), one vpmaddwd by the scales, one conversion to f32 and
+// one FMA against the 4 chunks' dx (a 128-bit broadcast), instead of one conversion and FMA per
+// chunk. The octets wrap in int16 (q6_k's sum of u q reaches 8 * 63 * 127) but the adds are exact
+// mod 2^16 and the result fits: |octet| <= 8 * max(CODE_MAX - OFFSET8, OFFSET8) * 127 <= 32767. Scaled
+// half-block sums: at most 2 * 32767 * 128 in magnitude, within 2^24, so converted to f32 exactly.
+template <class T>
+constexpr bool octets_fit() {
+  const int code = T::CODE_MAX - T::OFFSET8 > T::OFFSET8 ? T::CODE_MAX - T::OFFSET8 : T::OFFSET8;
+  return 8 * code * 127 <= 32767 && 4 * T::CODE_MAX * 127 <= 32767;
+}
+
+// The vpmaddwd operand of group G (chunks 4G .. 4G + 3) from the block's 16 int8 half-block scales
+// sc: int16 lanes 2j, 2j + 1 the scale of half-block 8G + 2j (chunk j's first), in the high 128 bits
+// of half-block 8G + 2j + 1.
+SPARQ_INLINE __m256i group_scales(__m128i sc, int G) {
+  const int b = 8 * G;
+  const __m128i pick = _mm_setr_epi8(b, b, b + 2, b + 2, b + 4, b + 4, b + 6, b + 6, b + 1, b + 1, b + 3, b + 3, b + 5, b + 5, b + 7, b + 7);
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+}
+
+// The 8 scaled half-block sums of a group's codes (chunks g .. g + 3 of activation row q; bias8 its
+// RowActs::bias8 row), lanes as above.
+template <class T>
+SPARQ_INLINE __m256i group_sums(const __m256i (&codes)[4], __m256i scales, const int8_t* q, const int16_t* bias8, int64_t g) {
+  static_assert(octets_fit<T>(), "a group's int16 octet sums must fit");
+  __m256i octets = _mm256_hadd_epi16(quad_sums(codes[0], codes[1], q, g), quad_sums(codes[2], codes[3], q, g + 2));
+  if (T::OFFSET8) octets = _mm256_add_epi16(octets, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias8 + 4 * g)));
+  return _mm256_madd_epi16(octets, scales);
 }
 
 // The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, scaled
@@ -322,7 +363,7 @@ template <class T, int NX>
 struct RowSums {
   const int8_t* q[NX];
   const float *d[NX], *sum32[NX];
-  const int16_t* isum16[NX];
+  const int16_t *isum16[NX], *bias8[NX];
   const int32_t* bias[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
   __m256 acc[2][NX], block_acc[2][NX], mins[NX];
@@ -336,6 +377,7 @@ struct RowSums {
       d[k] = a.d.data() + t * (a.cols / 32);
       bias[k] = a.bias.empty() ? nullptr : a.bias.data() + t * (a.cols / 4);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
+      bias8[k] = a.bias8.empty() ? nullptr : a.bias8.data() + t * (a.cols / 8);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
       acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
       min_scalar[k] = 0;
@@ -346,14 +388,16 @@ struct RowSums {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, false>(codes, _mm256_setzero_si256(), q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
-  SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i scales) {
-    const int64_t g = g0 + c;
+  // Group G of a 16-element half-block type, sc its block's int8 half-block scales.
+  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m128i sc) {
+    const __m256i scales = group_scales(sc, G);
+    const int64_t g = g0 + 4 * G;
     for (int k = 0; k < NX; ++k) {
-      __m256& a = block_acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, true>(codes, scales, q[k], bias[k], g)), _mm256_broadcast_ss(d[k] + g), a);
+      __m256& a = block_acc[G & 1][k];
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums<T>(codes, scales, q[k], bias8[k], g)), _mm256_broadcast_ps(reinterpret_cast<const __m128*>(d[k] + g)), a);
     }
   }
   // 32-element sub-blocks (q4_k, q5_k, iq4_xs): their 8 integer scales as f32 times each chunk's dx,
@@ -364,11 +408,10 @@ struct RowSums {
   SPARQ_INLINE void sub_chunk32(int c, __m256i codes) {
     for (int k = 0; k < NX; ++k) {
       __m256& a = block_acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T, false>(codes, _mm256_setzero_si256(), q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
     }
   }
-  SPARQ_INLINE void end_block(float dw) {
-    const __m256 s = _mm256_set1_ps(dw);
+  SPARQ_INLINE void end_block(__m256 s) {
     for (int k = 0; k < NX; ++k) {
       acc[0][k] = _mm256_fmadd_ps(_mm256_add_ps(block_acc[0][k], block_acc[1][k]), s, acc[0][k]);
       block_acc[0][k] = block_acc[1][k] = _mm256_setzero_ps();
@@ -380,12 +423,11 @@ struct RowSums {
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
   }
-  SPARQ_INLINE void mins16(__m256i m, float f) {
-    const __m256 fv = _mm256_set1_ps(f);
+  SPARQ_INLINE void mins16(__m256i m, __m256 fv) {  // subtracts fv (a broadcast factor) times the integer terms
     for (int k = 0; k < NX; ++k) {
       // int32 lane c: chunk c's two half-block minimum factors times their code sums (exact: |m| <= 128, |sum| <= 16 * 127).
       const __m256i isum = _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
-      mins[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d[k] + g0)), fv, mins[k]);
+      mins[k] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d[k] + g0)), fv, mins[k]);
     }
   }
   void finish(float* res) const {
@@ -407,29 +449,33 @@ template <class T>
 struct SubSums {
   const int8_t* q;
   const int32_t* bias;
+  const int16_t *bias8, *isum16;
   int32_t* sums;       // the row's sub-block sums
   int64_t g0 = 0;      // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
   SPARQ_INLINE void store(int c, __m256i codes) {
     alignas(32) int32_t lane[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T, false>(codes, _mm256_setzero_si256(), q, bias, g0 + c));
-    const int32_t first = lane[0] + lane[1] + lane[2] + lane[3], second = lane[4] + lane[5] + lane[6] + lane[7];
-    if (HALVES) {
-      sums[2 * (g0 + c)] = first;
-      sums[2 * (g0 + c) + 1] = second;
-    } else {
-      sums[g0 + c] = first + second;
-    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q, bias, g0 + c));
+    sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
   }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
-  SPARQ_INLINE void sub_chunk(int c, __m256i codes, __m256i) { store(c, codes); }
+  // The half-block sums by group_sums itself, with unit scales, plus the offset times the
+  // x-codes' sum that it subtracted (sum_j c_j q_j with block_codes.h's codes).
+  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m128i) {
+    alignas(32) int32_t lane[8];
+    const int64_t g = g0 + 4 * G;
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), group_sums<T>(codes, _mm256_set1_epi16(1), q, bias8, g));
+    for (int j = 0; j < 4; ++j) {
+      for (int h = 0; h < 2; ++h) sums[2 * (g + j) + h] = lane[4 * h + j] + T::OFFSET8 * isum16[2 * (g + j) + h];
+    }
+  }
   SPARQ_INLINE void sub_chunk32(int c, __m256i codes) { store(c, codes); }
   SPARQ_INLINE void scales32(__m256) {}
-  SPARQ_INLINE void end_block(float) {}
+  SPARQ_INLINE void end_block(__m256) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
-  SPARQ_INLINE void mins16(__m256i, float) {}
+  SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
 
 template <class T>
@@ -458,7 +504,9 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4), sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
+                      a.bias8.empty() ? nullptr : a.bias8.data() + k * (a.cols / 8), a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16),
+                      sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
