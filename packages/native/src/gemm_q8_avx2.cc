@@ -45,7 +45,7 @@ constexpr int GROUP = C == Codes::u4 ? 8 : C == Codes::u5 || C == Codes::u2 || C
 // (4 for signed codes: c and |c|) and a broadcast fill the 16 vector registers; the f32 accumulators
 // (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width.
 template <Codes C>
-constexpr int MR = C == Codes::u4 || C == Codes::u2 || C == Codes::u3 ? 6 : 4;
+constexpr int MR = C == Codes::u4 || C == Codes::u2 || C == Codes::u3 ? 6 : C == Codes::u6 ? 5 : 4;
 
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 
@@ -100,9 +100,9 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
   for (int64_t sb = 0; sb < subs; ++sb) {
     const uint8_t* up = p.u + sb * 8 * NR * 4 + h * 64;
     const int8_t* xs = a.q.data() + t0 * cols + sb * QK;
-    __m256i acc[M][2] = {};  // int32 sums
-    // Steps per int32 sum: the sub-block's 8, or with `sums` (tests) a half-block's 4 for the half-block types.
-    const int span = HALVES<C> && sums ? 4 : 8;
+    __m256i acc[M][2];  // int32 sums
+    // With `sums` (tests), the half-block types' int32 sums restart at step 4: one per half-block.
+    const bool halves_apart = HALVES<C> && sums;
     for (int g = 0; g < 8; g += GROUP<C>) {
       __m256i s[M][2];
       step<M, C, true>(up + g * NR * 4, xs + 4 * g, cols, s);
@@ -116,7 +116,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       }
       for (int m = 0; m < M; ++m) {
         const __m256i i0 = _mm256_madd_epi16(s[m][0], mul0), i1 = _mm256_madd_epi16(s[m][1], mul1);
-        if (g % span > 0) {
+        if (g > 0 && !(halves_apart && g == 4)) {
           acc[m][0] = _mm256_add_epi32(acc[m][0], i0);
           acc[m][1] = _mm256_add_epi32(acc[m][1], i1);
         } else if (OFFSET) {  // the lanes start from the activation's correction -off sum q
@@ -128,6 +128,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
           acc[m][1] = i1;
         }
       }
+      const int span = halves_apart ? 4 : 8;  // steps per int32 sum
       if (!sums || (g + GROUP<C>) % span > 0) continue;
       const int64_t per_row = cols / (4 * span), s_at = (8 * sb + g) / span;  // sub- or half-block s_at of (n, rows, per_row)
       for (int m = 0; m < M; ++m) {
