@@ -1,14 +1,18 @@
 /**
  * Prefill tokens/s, sparq (native) against llama.cpp (node-llama-cpp) on the same GGUF file and
  * the same thread count, runs interleaved:
- *   pnpm bench:prefill [--types q8_0,q4_0,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3] [--product int8|dequant] [--cpu]
+ *   pnpm bench:prefill [--types q8_0,q4_0,q6_k,q4_k_m,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3] [--product int8|dequant] [--cpu]
  *
+ * --types takes any GGUF file type, or q4_k_m: a Q4_K_M-like mix (@sparq/llm's q4kmLike: Q6_K for
+ * attn_v, ffn_down and the classifier, Q4_K for the other matrices, as llama.cpp's Q4_K_M).
  * The file is a random-weight llama-shaped model written here (dim 2048, FFN 5632, 16 heads of
  * 128, vocab 512 with ../shared/models/tok512.bin as its tokenizer), so the prefill time is the
  * layers' weight products plus a small causal attention and a small classifier. Both engines
  * forward the same `--tokens` random token ids from an empty context in one batch (sparq:
- * Session.prefill with maxPrefill = tokens; llama.cpp: batch size = tokens). Each repetition runs
- * sparq then llama.cpp; the table gives each side's best repetition and their ratio. sparq's weight
+ * Session.prefill with maxPrefill = tokens; llama.cpp: batch size min(512, tokens), through `sparq
+ * bench`'s runner, packages/cli/src/bench/llama-cpp.ts, which runs it with flash attention on and off
+ * and keeps the faster). Each repetition runs sparq then llama.cpp; the table gives each side's best
+ * repetition and their ratio. sparq's weight
  * products take `--product` (ProductPath, default 'int8': 8-bit activations against the block
  * weights' integer codes, as llama.cpp computes them; f16 and f32 weights are f32 products either way).
  *
@@ -19,11 +23,11 @@
 import { Tensor, loadBackends, type BlockDType, type ProductPath } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
-import { NO_ROPE_SCALING, Session, buildModel, expectedTensors, ggufTensors, llamaMetadata, readModelFile, readTokenizerFile, writeGGUFFile, type GGUFFileType, type LoadedModel, type ModelConfig } from '@sparq/llm';
+import { NO_ROPE_SCALING, Session, buildModel, expectedTensors, q4kmLike, readModelFile, readTokenizerFile, writeRandomGGUF, type GGUFFileType, type LoadedModel, type ModelConfig } from '@sparq/llm';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { getLlama, type Token } from 'node-llama-cpp';
+import { openLlamaCpp } from '../packages/cli/src/bench/llama-cpp.ts';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
 
@@ -32,7 +36,7 @@ const option = (name: string, fallback: string): string => {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : fallback;
 };
-const types = option('types', 'q8_0,q4_0,f16,f32').split(',') as GGUFFileType[];
+const types = option('types', 'q8_0,q4_0,q6_k,q4_k_m,f16,f32').split(',') as (GGUFFileType | 'q4_k_m')[];
 const threadCounts = option('threads', '1,2').split(',').map(Number);
 const TOKENS = Number(option('tokens', '512'));
 const LAYERS = Number(option('layers', '1'));
@@ -74,7 +78,6 @@ function randomModel(): LoadedModel {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'sparq-prefill-'));
-const llama = await getLlama({ gpu: false, build: 'never' });
 let seed = 7;
 const tokens = Array.from({ length: TOKENS }, () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500));
 const loaded = randomModel();
@@ -83,32 +86,30 @@ try {
   for (const type of types) {
     const file = join(dir, `llama-${type}.gguf`);
     const tokenizer = readTokenizerFile(TOKENIZER, config.vocabSize);
-    writeGGUFFile(file, llamaMetadata(config, tokenizer, { name: 'prefill-bench', fileType: type }), ggufTensors(engine.has('quantize', type as BlockDType) ? engine : reference, loaded, type).tensors);
+    const recipe = type === 'q4_k_m' ? q4kmLike : type;
+    // Native quantizes the types it has; the reference the others (the K-quants).
+    writeRandomGGUF(typeof recipe === 'string' && engine.has('quantize', recipe as BlockDType) ? engine : reference, { loaded, tokenizer }, recipe, file);
     const model = buildModel(engine, readModelFile(file, engine).loaded);
-    const lmodel = await llama.loadModel({ modelPath: file });
+    const llamaCpp = await openLlamaCpp(file, clock);
+    if ('missing' in llamaCpp) throw new Error(`bench/prefill.ts needs llama.cpp: ${llamaCpp.missing}`);
     for (const t of threadCounts) {
       threads.attnSetThreads(t);
-      const context = await lmodel.createContext({ contextSize: 2 * TOKENS, batchSize: TOKENS, threads: t, sequences: 1 });
-      const sequence = context.getSequence();
       let sparqBest = Infinity;
       let llamaBest = Infinity;
       for (let rep = 0; rep < REPS; rep++) {
         const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, productPath: PRODUCT });
-        let t0 = clock();
+        const t0 = clock();
         session.prefill(tokens);
         sparqBest = Math.min(sparqBest, clock() - t0);
-        await sequence.clearHistory();
-        t0 = clock();
-        await sequence.evaluateWithoutGeneratingNewTokens(tokens as Token[]);
-        llamaBest = Math.min(llamaBest, clock() - t0);
+        // Prefill only (0 decode steps), the faster of flash attention on and off.
+        llamaBest = Math.min(llamaBest, (await llamaCpp.run(tokens, TOKENS, 0, t)).prefillMs);
       }
-      await context.dispose();
       const sparqTps = (1000 * TOKENS) / sparqBest;
       const llamaTps = (1000 * TOKENS) / llamaBest;
       table.push({ type, threads: String(t), tokens: String(TOKENS), 'sparq tok/s': sparqTps.toFixed(0), 'llama.cpp tok/s': llamaTps.toFixed(0), 'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2) });
       console.log(JSON.stringify(table[table.length - 1]));
     }
-    await lmodel.dispose();
+    await llamaCpp.dispose();
     rmSync(file);
   }
 } finally {

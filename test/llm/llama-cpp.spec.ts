@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, randomLlama, readModelFile, withGGUF, writeGGUFFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
+import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, randomLlama, q4kmLike, readModelFile, withGGUF, writeGGUFFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { llamaCppGreedy, llamaCppMissing } from '../support/llama-cpp.ts';
 
@@ -50,10 +50,6 @@ const F16_KV = 0.01;
 const BF16_DOT = 0.04;
 const Q8_DOT = 0.2;
 const tolerance = (type: GGUFFileType | 'mixed') => (type === 'f32' || type === 'f16' ? F16_KV : type === 'bf16' ? BF16_DOT : Q8_DOT);
-
-/** Q4_K_M's recipe in short: Q6_K where precision matters most, Q4_K elsewhere, norms F32. */
-const q4kmLike = (name: string): GGUFFileType =>
-  name.endsWith('_norm.weight') ? 'f32' : /attn_v|ffn_down|^output\./.test(name) ? 'q6_k' : 'q4_k';
 
 const missing = await llamaCppMissing();
 const requireOracle = process.env.CI === 'true';

@@ -71,8 +71,8 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
   for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
-/** The types the blocked 'int8' products (VNNI and AVX2) handle (gemm_q8.h). */
-const GEMM_TYPES: readonly MatrixDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'iq4_nl', 'q4_k', 'q5_k', 'iq4_xs'];
+/** The types the blocked 'int8' products (VNNI and AVX2) handle (gemm_q8.h): every block type. */
+const GEMM_TYPES: readonly MatrixDType[] = BLOCK_DTYPES;
 
 /**
  * |mw_h| of every 16-element half-block (rows, cols / 16), the f32 term the integer products add per
@@ -365,8 +365,8 @@ for (const path of paths) {
 /**
  * Block bytes of extreme codes for the AVX2 blocked product's int16 sums (src/gemm_q8_avx2.cc): per
  * weight row, every code byte 0x00, 0x7f, 0x80, 0xff (all-max nibbles and fifth bits, q8_0's -128
- * and 127, iq4's first and last level) or random, and the f16 scales (offset 0, and 2 for the types
- * with a minimum: d, m / dmin) 0.01 so the values stay finite.
+ * and 127, iq4's first and last level, q6_k's codes 63 and its scales -1, 127 and -128) or random,
+ * and the f16 scales (F16_FIELDS: d, m / dmin) 0.01 so the values stay finite.
  */
 function extremeWeight(dtype: BlockDType, rows: number, cols: number, random: () => number): Tensor<BlockDType> {
   const w = Tensor.zeros(dtype, [rows, cols]) as Tensor<BlockDType>;
@@ -378,8 +378,7 @@ function extremeWeight(dtype: BlockDType, rows: number, cols: number, random: ()
     const fill = [0x00, 0x7f, 0x80, 0xff, -1][r % 5];
     for (let i = r * perRow; i < (r + 1) * perRow; i++) bytes[i] = fill >= 0 ? fill : Math.floor(256 * random());
   }
-  const halves = dtype === 'q4_1' || dtype === 'q5_1' || dtype === 'q4_k' || dtype === 'q5_k' ? [0, 2] : [0];
-  for (let at = 0; at < bytes.length; at += size) for (const o of halves) [bytes[at + o], bytes[at + o + 1]] = [F16_HUNDREDTH & 0xff, F16_HUNDREDTH >> 8];
+  for (let at = 0; at < bytes.length; at += size) for (const o of F16_FIELDS[dtype]) [bytes[at + o], bytes[at + o + 1]] = [F16_HUNDREDTH & 0xff, F16_HUNDREDTH >> 8];
   return w;
 }
 
@@ -403,7 +402,7 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)("'int
     });
   const blockSums = (path: 'avx2' | 'avx512' | 'scalar', dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
     onPath(path, () => {
-      const sums = new Int32Array((n * rows * cols) / 32);
+      const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
       return { sums, kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols) };
     });
   /**

@@ -92,6 +92,9 @@ export function randomLlama(options: RandomModelOptions = {}): { loaded: LoadedM
   return { loaded: { config, tensors, format: 'random' }, tokenizer };
 }
 
+/** Q4_K_M's recipe in short (llama.cpp's mix): Q6_K where precision matters most (attn_v, ffn_down, the classifier), Q4_K elsewhere, norms F32. */
+export const q4kmLike = (name: string): GGUFFileType => (name.endsWith('_norm.weight') ? 'f32' : /attn_v|ffn_down|^output\./.test(name) ? 'q6_k' : 'q4_k');
+
 /** Writes `model` as GGUF with matrices of `type` (norms F32), or each tensor of the type `type(name)` gives; returns the path. */
 export function writeRandomGGUF(engine: Engine, model: { loaded: LoadedModel; tokenizer: Tokenizer }, type: GGUFFileType | ((name: string) => GGUFFileType), path: string): string {
   const tensors =

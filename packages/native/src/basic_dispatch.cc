@@ -121,10 +121,10 @@ Q8Kernel q8_kernel(WeightType t, int64_t n) {
 // Activation rows quantized for the blocked products, the rows split across the pool: on the calling
 // thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
 void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
-  size_q8_acts(n, cols, acts);
+  size_q8_acts(t, n, cols, acts);
   const int64_t parts = std::min<int64_t>(n, pool_threads());
   parallel_for(static_cast<size_t>(parts), [&](size_t i) {
-    quantize_q8_acts(x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, gemm_q8_offset(t), acts);
+    quantize_q8_acts(t, x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, acts);
   });
 }
 
@@ -136,7 +136,7 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
     Q8Acts acts;
     quantize_for_gemm(t, x, n, cols, acts);
     return split_rows(rows, work, [&](int64_t begin, int64_t end) {
-      std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(end - begin, cols)));
+      std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols)));
       (kernel == Q8Kernel::vnni ? gemm_q8_vnni : gemm_q8_avx2)(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }

@@ -23,6 +23,55 @@ static inline int sub_block_elements(WeightType t) {
   return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k ? 16 : 32;
 }
 
+// Of a q2_k, q3_k or q6_k super-block x: the integer scale sc (returned) and minimum m of its 16-element
+// sub-block `sub` (0 .. 15), and the super-block's scale d; the sub-block's dl is d * sc (exact in f32: an
+// f16 times 6 or 8 bits).
+static inline int scale_min16(WeightType t, const uint8_t* x, int sub, float& d, float& m) {
+  switch (t) {
+    case WeightType::q2_k: {  // scales[16] (low nibble scale, high nibble minimum) | qs[64] | d | dmin
+      d = fp16_to_fp32_ref(load_u16(x + 80));
+      m = -(fp16_to_fp32_ref(load_u16(x + 82)) * static_cast<float>(x[sub] >> 4));
+      return x[sub] & 0x0f;
+    }
+    case WeightType::q3_k: {  // hmask[32] | qs[64] | scales[12] (6-bit, + 32) | d
+      // Low nibbles of scales[0..8) then their high nibbles; the top two bits at 2 (sub / 4) of scales[8 + sub % 4].
+      const uint8_t* sc = x + 96;
+      const int low = sub < 8 ? sc[sub] & 0x0f : sc[sub - 8] >> 4;
+      const int high = (sc[8 + sub % 4] >> (2 * (sub >> 2))) & 3;
+      d = fp16_to_fp32_ref(load_u16(x + 108));
+      const int s = (low | (high << 4)) - 32;
+      m = -4.0f * (d * static_cast<float>(s));
+      return s;
+    }
+    default: {  // q6_k: ql[128] | qh[64] | scales[16] int8 | d
+      d = fp16_to_fp32_ref(load_u16(x + 208));
+      const int s = static_cast<int8_t>(x[192 + sub]);
+      m = -32.0f * (d * static_cast<float>(s));
+      return s;
+    }
+  }
+}
+
+// The codes c of elements 32 k4 .. 32 k4 + 31 (k4 < 8) of a q2_k, q3_k or q6_k super-block x. With
+// H = k4 / 4, k = k4 % 4 and l < 32: q2_k's are bits 2k of qs[32 H + l]; q3_k's the same of its qs with
+// bit k4 of hmask[l] as their third bit; q6_k's the low (k < 2) or high nibble of ql[64 H + 32 (k % 2) + l]
+// with bits 2k of qh[32 H + l] as bits 4-5. One loop per type over the 32 bytes, so the compiler vectorizes it.
+static inline void chunk_codes16(WeightType t, const uint8_t* x, int k4, int8_t* c) {
+  const int H = k4 >> 2, k = k4 & 3;
+  switch (t) {
+    case WeightType::q2_k:
+      for (int l = 0; l < 32; ++l) c[l] = static_cast<int8_t>((x[16 + 32 * H + l] >> (2 * k)) & 3);
+      return;
+    case WeightType::q3_k:
+      for (int l = 0; l < 32; ++l) c[l] = static_cast<int8_t>(((x[32 + 32 * H + l] >> (2 * k)) & 3) | (((x[l] >> k4) & 1) << 2));
+      return;
+    default:  // q6_k
+      for (int l = 0; l < 32; ++l)
+        c[l] = static_cast<int8_t>(((x[64 * H + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f) | (((x[128 + 32 * H + l] >> (2 * k)) & 3) << 4));
+      return;
+  }
+}
+
 // Sub-block s of a weight row (t a block type): codes c[0 .. sub_block_elements(t)), scale dl and minimum m.
 static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, int8_t* c, float& dl, float& m) {
   // The 32 nibbles of a 16-byte run into c: byte j holds element j (low) and j + 16 (high). Two
@@ -65,48 +114,21 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
   const int per_block = static_cast<int>(QK_K / sub_block_elements(t));
   const uint8_t* x = row + (s / per_block) * shape.bytes;
   const int sub = static_cast<int>(s % per_block);
+  if (sub_block_elements(t) == 16) {  // q2_k, q3_k, q6_k
+    float d;
+    const int sc = scale_min16(t, x, sub, d, m);
+    dl = d * static_cast<float>(sc);
+    int8_t chunk[32];
+    chunk_codes16(t, x, sub / 2, chunk);
+    for (int j = 0; j < 16; ++j) c[j] = chunk[16 * (sub % 2) + j];
+    return;
+  }
   switch (t) {
     case WeightType::iq4_xs: {
       const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
       dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
       nibbles(x + 8 + 16 * sub);
       for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
-      return;
-    }
-    case WeightType::q2_k: {  // scales[16] (low nibble scale, high nibble minimum) | qs[64] | d | dmin
-      dl = fp16_to_fp32_ref(load_u16(x + 80)) * static_cast<float>(x[sub] & 0x0f);
-      m = -(fp16_to_fp32_ref(load_u16(x + 82)) * static_cast<float>(x[sub] >> 4));
-      // Element e = 16 sub + j: bits 2 ((e / 32) % 4) of qs[32 (e / 128) + e % 32].
-      for (int j = 0; j < 16; ++j) {
-        const int e = 16 * sub + j;
-        c[j] = static_cast<int8_t>((x[16 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3);
-      }
-      return;
-    }
-    case WeightType::q3_k: {  // hmask[32] | qs[64] | scales[12] (6-bit, + 32) | d
-      const uint8_t* sc = x + 96;
-      const int low = sub < 8 ? sc[sub] & 0x0f : sc[sub - 8] >> 4;
-      const int high = (sc[8 + sub % 4] >> (2 * (sub >> 2))) & 3;
-      dl = fp16_to_fp32_ref(load_u16(x + 108)) * static_cast<float>((low | (high << 4)) - 32);
-      m = -4.0f * dl;
-      for (int j = 0; j < 16; ++j) {
-        const int e = 16 * sub + j;
-        const int two = (x[32 + 32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
-        c[j] = static_cast<int8_t>(two | (((x[e & 31] >> (e >> 5)) & 1) << 2));
-      }
-      return;
-    }
-    case WeightType::q6_k: {  // ql[128] | qh[64] | scales[16] int8 | d
-      dl = fp16_to_fp32_ref(load_u16(x + 208)) * static_cast<float>(static_cast<int8_t>(x[192 + sub]));
-      m = -32.0f * dl;
-      for (int j = 0; j < 16; ++j) {
-        // Low nibble: byte 64 (e / 128) + 32 (k % 2) + e % 32, the high one when k >= 2 (k = (e / 32) % 4);
-        // bits 4-5: bits 2k of qh[32 (e / 128) + e % 32].
-        const int e = 16 * sub + j, k = (e >> 5) & 3;
-        const uint8_t b = x[64 * (e >> 7) + 32 * (k & 1) + (e & 31)];
-        const int hi = (x[128 + 32 * (e >> 7) + (e & 31)] >> (2 * k)) & 3;
-        c[j] = static_cast<int8_t>((k >= 2 ? b >> 4 : b & 0x0f) | (hi << 4));
-      }
       return;
     }
     default: {  // q4_k / q5_k: sub-block `sub` is the low (even) or high (odd) nibbles of qs[32 (sub / 2) ..], fifth bits bit `sub` of qh

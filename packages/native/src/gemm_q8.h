@@ -6,7 +6,12 @@
 //   w_j = dw * (u_j - off) + mw
 // (off a constant of the type, dw and mw f32 per sub-block). Then
 //   sum_j w_j x_j ~ dw dx (sum_j u_j q_j - off sum_j q_j) + mw dx sum_j q_j,
-// the integer sum exact in int32, the rest in f32. The only approximation is the
+// the integer sum exact in int32, the rest in f32. q2_k, q3_k and q6_k have 16-element half-blocks
+// h of integer scale sc_h (block_codes.h's scale16), w_j = d sc_h u_j + mw_h (mw_h: q2_k's
+// -dmin mn_h; the offsets 4 and 32 of q3_k and q6_k as -4 d sc_h and -32 d sc_h, block_codes.h): per
+// 32-element block their integer sums are scaled in int32, with dw = d,
+//   sum_j w_j x_j ~ dw dx (sc_0 sum_{j<16} u_j q_j + sc_1 sum_{j>=16} u_j q_j) + sum_h mw_h dx sum_{j in h} q_j
+// (|sc_h| <= 128, |u| <= 63, |q| <= 127: the int32 sum stays within 2^26). The only approximation is the
 // activation's rounding (|x - dx q| <= dx / 2 per element), so the product is
 // within sum_j |w_j| dx / 2 of the f32 one, plus f32 rounding (test/native/gemm-q8.spec.ts
 // derives the bound).
@@ -25,14 +30,17 @@ struct Q8Acts {
   std::vector<float> d;       // (n, cols / 32) block scales dx
   std::vector<float> ds;      // (n, cols / 32) dx * sum q
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
+  std::vector<float> ds16;    // (n, cols / 16) dx * (sum of the half-block's q); gemm_q8_halves types only
 };
 
-// The weight types whose sub-blocks are 32 elements of one scale and minimum (the others stay on f32).
+// The types of 16-element half-blocks with integer scales (the second form above).
+static inline bool gemm_q8_halves(WeightType t) { return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k; }
+// The weight types the blocked product handles: every block type (f16, bf16 and f32 stay on f32).
 static inline bool gemm_q8_supports(WeightType t) {
   switch (t) {
     case WeightType::q4_0: case WeightType::q4_1: case WeightType::q8_0: case WeightType::q5_0: case WeightType::q5_1:
     case WeightType::iq4_nl: case WeightType::q4_k: case WeightType::q5_k: case WeightType::iq4_xs: return true;
-    default: return false;
+    default: return gemm_q8_halves(t);
   }
 }
 
@@ -46,24 +54,29 @@ static inline int gemm_q8_offset(WeightType t) {
   }
 }
 
-// Bytes of one panel: 32 weight rows' codes and their sub-blocks' scales and minimums.
-static inline int64_t gemm_q8_panel_bytes(int64_t cols) { return 32 * cols + 2 * 4 * 32 * (cols / 32); }
+// Minimums per row of a panel: one per sub-block of 32, or per half-block (gemm_q8_halves).
+static inline int64_t gemm_q8_mins(WeightType t, int64_t cols) { return gemm_q8_halves(t) ? cols / 16 : cols / 32; }
+// Bytes of one panel: 32 weight rows' codes, their sub-blocks' scales and minimums, and the half-blocks' integer scales.
+static inline int64_t gemm_q8_panel_bytes(WeightType t, int64_t cols) {
+  return 32 * cols + 4 * 32 * (cols / 32 + gemm_q8_mins(t, cols) + (gemm_q8_halves(t) ? cols / 16 : 0));
+}
 // Scratch bytes a call for `rows` weight rows needs: their panels, 64-byte aligned.
-static inline int64_t gemm_q8_scratch_bytes(int64_t rows, int64_t cols) { return (rows + 31) / 32 * gemm_q8_panel_bytes(cols) + 64; }
+static inline int64_t gemm_q8_scratch_bytes(WeightType t, int64_t rows, int64_t cols) { return (rows + 31) / 32 * gemm_q8_panel_bytes(t, cols) + 64; }
 
 // A panel, as both kernels read it: GEMM_Q8_NR weight rows' sub-blocks decoded once per call into
 // unsigned codes u laid out for 4-byte dot products (dword k of the panel is NR rows x 4 bytes, row
-// i's codes of columns 4k .. 4k + 3), with their scales dw and minimums mw; rows past the weight's
-// end have zero codes, scales and minimums.
+// i's codes of columns 4k .. 4k + 3), with their scales dw and minimums mw (and the half-blocks'
+// integer scales sc); rows past the weight's end have zero codes, scales and minimums.
 constexpr int GEMM_Q8_NR = 32;
 struct Q8Panel {
-  uint8_t* u;  // (cols / 4) dwords x NR rows x 4 bytes
-  float* dw;   // (cols / 32) x NR
-  float* mw;   // (cols / 32) x NR
+  uint8_t* u;   // (cols / 4) dwords x NR rows x 4 bytes
+  float* dw;    // (cols / 32) x NR
+  float* mw;    // gemm_q8_mins(t, cols) x NR
+  int32_t* sc;  // gemm_q8_halves types: (cols / 16) x NR, sc_h in both int16 halves (vpmaddwd's operand)
 };
 // A kernel's product of one panel (weight rows r0 .. r0 + nr, nr <= NR) with activation rows
 // [t_begin, t_end): out[t, r0 + i] for i < nr, out (n, rows); with `sums` (tests), the int32
-// sub-block sums go there instead, (n, rows, cols / 32), and out is not written.
+// sub-block sums go there instead, (n, rows, cols / 32; cols / 16 for gemm_q8_halves types), and out is not written.
 using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0,
                                int nr, float* out, int32_t* sums);
 // The loop both kernels share (portable, gemm_q8.cc): decodes every panel of weight rows
@@ -72,12 +85,12 @@ using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
 
-// Sizes acts for x (n, cols); then quantize_q8_acts fills activation rows [t_begin, t_end) of
-// them from x, for weights of offset `off` (portable, gemm_q8.cc; row ranges may run in parallel).
-void size_q8_acts(int64_t n, int64_t cols, Q8Acts& a);
-void quantize_q8_acts(const float* x, int64_t t_begin, int64_t t_end, int off, Q8Acts& a);
+// Sizes acts for x (n, cols) and weights of type t; then quantize_q8_acts fills activation rows
+// [t_begin, t_end) of them from x (portable, gemm_q8.cc; row ranges may run in parallel).
+void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a);
+void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a);
 // out rows [row_begin, row_end) of x @ w^T from the quantized activations; scratch of
-// gemm_q8_scratch_bytes(cols). Needs AVX-512 VNNI and gemm_q8_supports(t).
+// gemm_q8_scratch_bytes(t, row_end - row_begin, cols). Needs AVX-512 VNNI and gemm_q8_supports(t).
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                   uint8_t* scratch);
 // The same with AVX2 (vpmaddubsw + vpmaddwd): the same int32 sums and f32 operations, so the same

@@ -17,7 +17,11 @@
 //   they multiply |c| by q with c's sign moved onto q (vpsignb), pairs within
 //   2 * 128 * 127 = 32512, one step per vpmaddwd. That sums c q directly, which is
 //   the VNNI lanes' -128 sum q + sum u q, so these lanes start from 0 instead of
-//   the activation's correction -off sum q (which the unsigned types start from).
+//   the activation's correction -off sum q (which the unsigned types start from);
+// - q2_k, q3_k (u <= 3, 7: pairs within 1778) add up a whole 16-element half-block (4 steps, 7112)
+//   and q6_k (u <= 63: pairs within 16002) 2 steps (32004); their vpmaddwd multiplies by the
+//   half-block's integer scale (both int16 halves of the panel's sc lane) instead of ones, which gives
+//   the VNNI kernel's sc_0 (half 0's sum) + sc_1 (half 1's sum) in int32.
 #include <immintrin.h>
 
 #include <cstring>
@@ -30,15 +34,19 @@ namespace sparq {
 namespace {
 
 constexpr int NR = GEMM_Q8_NR;  // weight rows per panel, read in halves of 16 (two vectors of 8 int32 lanes)
-enum class Codes { u4, u5, s8 };
+// Codes of 4 and 5 bits, signed 8-bit, and the 16-element half-block types' 2, 3 and 6 bits.
+enum class Codes { u4, u5, s8, u2, u3, u6 };
+template <Codes C>
+constexpr bool HALVES = C == Codes::u2 || C == Codes::u3 || C == Codes::u6;
 // Steps (4 columns each) whose int16 pair sums add up before one vpmaddwd (bounds above).
 template <Codes C>
-constexpr int GROUP = C == Codes::u4 ? 8 : C == Codes::u5 ? 4 : 1;
+constexpr int GROUP = C == Codes::u4 ? 8 : C == Codes::u5 || C == Codes::u2 || C == Codes::u3 ? 4 : C == Codes::u6 ? 2 : 1;
 // Activation rows per tile: 2 MR running sums (int16, or int32 for signed codes), 2 vectors of codes
 // (4 for signed codes: c and |c|) and a broadcast fill the 16 vector registers; the f32 accumulators
-// (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width.
+// (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width
+// (q6_k: 5, 4% faster than 4; q2_k and q3_k take q4's 6 untried).
 template <Codes C>
-constexpr int MR = C == Codes::u4 ? 6 : 4;
+constexpr int MR = C == Codes::u4 || C == Codes::u2 || C == Codes::u3 ? 6 : C == Codes::u6 ? 5 : 4;
 
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 
@@ -79,7 +87,8 @@ SPARQ_INLINE void step(const uint8_t* up, const int8_t* xk, int64_t cols, __m256
 }
 
 // Activation rows t0 .. t0 + M by rows 16 h .. 16 h + nh of the panel (weight rows r0 + 16 h ..) -> out
-// (n, rows). With `sums` (tests: gemm_q8_avx2_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
+// (n, rows). With `sums` (tests: gemm_q8_avx2_sums), the int32 sub-block sums go there instead, (n, rows,
+// cols / 32, or cols / 16 for the half-block types).
 template <int M, Codes C, bool MIN>
 void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK;
@@ -93,13 +102,22 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
     const uint8_t* up = p.u + sb * 8 * NR * 4 + h * 64;
     const int8_t* xs = a.q.data() + t0 * cols + sb * QK;
     __m256i acc[M][2];  // int32 sums
+    // With `sums` (tests), the half-block types' int32 sums restart at step 4: one per half-block.
+    const bool halves_apart = HALVES<C> && sums;
     for (int g = 0; g < 8; g += GROUP<C>) {
       __m256i s[M][2];
       step<M, C, true>(up + g * NR * 4, xs + 4 * g, cols, s);
       for (int k = g + 1; k < g + GROUP<C>; ++k) step<M, C, false>(up + k * NR * 4, xs + 4 * k, cols, s);
+      // The int16 sums to int32: times ones, or times the half-block's integer scales (the half-block types' products).
+      __m256i mul0 = ones, mul1 = ones;
+      if (HALVES<C> && !sums) {
+        const int32_t* sc = p.sc + (2 * sb + g / 4) * NR + 16 * h;
+        mul0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+        mul1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc + 8));
+      }
       for (int m = 0; m < M; ++m) {
-        const __m256i i0 = _mm256_madd_epi16(s[m][0], ones), i1 = _mm256_madd_epi16(s[m][1], ones);
-        if (g > 0) {
+        const __m256i i0 = _mm256_madd_epi16(s[m][0], mul0), i1 = _mm256_madd_epi16(s[m][1], mul1);
+        if (g > 0 && !(halves_apart && g == 4)) {
           acc[m][0] = _mm256_add_epi32(acc[m][0], i0);
           acc[m][1] = _mm256_add_epi32(acc[m][1], i1);
         } else if (OFFSET) {  // the lanes start from the activation's correction -off sum q
@@ -111,28 +129,32 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
           acc[m][1] = i1;
         }
       }
-    }
-    if (sums) {
+      const int span = halves_apart ? 4 : 8;  // steps per int32 sum
+      if (!sums || (g + GROUP<C>) % span > 0) continue;
+      const int64_t per_row = cols / (4 * span), s_at = (8 * sb + g) / span;  // sub- or half-block s_at of (n, rows, per_row)
       for (int m = 0; m < M; ++m) {
         alignas(32) int32_t lane[16];
         _mm256_store_si256(reinterpret_cast<__m256i*>(lane), acc[m][0]);
         _mm256_store_si256(reinterpret_cast<__m256i*>(lane + 8), acc[m][1]);
-        for (int i = 0; i < nh; ++i) sums[((t0 + m) * rows + r0 + 16 * h + i) * subs + sb] = lane[i];
+        for (int i = 0; i < nh; ++i) sums[((t0 + m) * rows + r0 + 16 * h + i) * per_row + s_at] = lane[i];
       }
-      continue;
     }
+    if (sums) continue;
     const __m256 d0 = _mm256_load_ps(p.dw + sb * NR + 16 * h), d1 = _mm256_load_ps(p.dw + sb * NR + 16 * h + 8);
     for (int m = 0; m < M; ++m) {
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + sb]);
       f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);
       f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][1]), _mm256_mul_ps(d1, dx), f[m][1]);
     }
-    if (MIN) {
-      const __m256 m0 = _mm256_load_ps(p.mw + sb * NR + 16 * h), m1 = _mm256_load_ps(p.mw + sb * NR + 16 * h + 8);
+    if (!MIN) continue;
+    // One minimum per sub-block, or per half-block in order (against dx times its codes' sum).
+    for (int half = 0; half < (HALVES<C> ? 2 : 1); ++half) {
+      const int64_t s = HALVES<C> ? 2 * sb + half : sb;
+      const __m256 m0 = _mm256_load_ps(p.mw + s * NR + 16 * h), m1 = _mm256_load_ps(p.mw + s * NR + 16 * h + 8);
       for (int m = 0; m < M; ++m) {
-        const __m256 s = _mm256_set1_ps(a.ds[(t0 + m) * subs + sb]);
-        f[m][0] = _mm256_fmadd_ps(m0, s, f[m][0]);
-        f[m][1] = _mm256_fmadd_ps(m1, s, f[m][1]);
+        const __m256 x = _mm256_set1_ps(HALVES<C> ? a.ds16[(t0 + m) * 2 * subs + s] : a.ds[(t0 + m) * subs + s]);
+        f[m][0] = _mm256_fmadd_ps(m0, x, f[m][0]);
+        f[m][1] = _mm256_fmadd_ps(m1, x, f[m][1]);
       }
     }
   }
@@ -178,6 +200,9 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
     case WeightType::q4_1: case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
     case WeightType::q5_0: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, false>);
     case WeightType::q5_1: case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
+    case WeightType::q2_k: return panels(MR<Codes::u2>, panel_avx2<Codes::u2, true>);
+    case WeightType::q3_k: return panels(MR<Codes::u3>, panel_avx2<Codes::u3, true>);
+    case WeightType::q6_k: return panels(MR<Codes::u6>, panel_avx2<Codes::u6, true>);
     default: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false>);  // q8_0, iq4_nl, iq4_xs (gemm_q8_supports)
   }
 }
@@ -190,7 +215,7 @@ void gemm_q8_avx2(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
 }
 
 void gemm_q8_avx2_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {
-  std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(rows, a.cols)));
+  std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, rows, a.cols)));
   run(t, w, a, rows, nullptr, 0, rows, scratch.data(), sums);
 }
 

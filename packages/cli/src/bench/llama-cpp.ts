@@ -22,8 +22,11 @@ export interface LlamaCppRunner {
 
 const BATCH = 512;
 
-/** A runner for the GGUF at `path`, or why llama.cpp cannot run here. */
-export async function openLlamaCpp(path: string): Promise<LlamaCppRunner | { missing: string }> {
+/**
+ * A runner for the GGUF at `path`, or why llama.cpp cannot run here. `clock` gives the times in ms
+ * (default the wall clock; bench/prefill.ts --cpu passes the process's CPU time).
+ */
+export async function openLlamaCpp(path: string, clock: () => number = () => performance.now()): Promise<LlamaCppRunner | { missing: string }> {
   let lib: typeof import('node-llama-cpp');
   try {
     lib = await import('node-llama-cpp');
@@ -43,13 +46,13 @@ export async function openLlamaCpp(path: string): Promise<LlamaCppRunner | { mis
     try {
       const sequence = context.getSequence();
       const ids = tokens as unknown as import('node-llama-cpp').Token[];
-      let t0 = performance.now();
+      let t0 = clock();
       await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, S));
-      const prefillMs = performance.now() - t0;
-      t0 = performance.now();
+      const prefillMs = clock() - t0;
+      t0 = clock();
       // One evaluation per token with the next token sampled greedily (logits computed, as sparq's decode does).
       for (let i = 0; i < steps; i++) await sequence.controlledEvaluate([[ids[S + i], { generateNext: { token: true, options: { temperature: 0 } } }]]);
-      return { prefillMs, decodeMs: [(performance.now() - t0) / steps] };
+      return { prefillMs, decodeMs: [(clock() - t0) / steps] };
     } finally {
       await context.dispose();
     }
