@@ -10,8 +10,9 @@
  * twice the f32 dot-product bound, since both sides are within the bound of the exact product); the
  * scalar path stays bit-identical with the reference.
  * 'int8' (block weights: the activation rows quantized to 8 bits per 32-element block, integer sums
- * against the weights' integer codes, src/matvec_q8.h; for n >= 8 and the types gemm_q8.h lists the
- * blocked kernel, AVX-512 VNNI's or AVX2's, else a per-row one):
+ * against the weights' integer codes, src/matvec_q8.h; from a per-type n on (gemm_q8_min_n's measured
+ * crossovers; forced down to GEMM_MIN_N here, so small products reach it) the blocked kernel,
+ * AVX-512 VNNI's or AVX2's, else a per-row one):
  * - against the f32 reference within INT8_PRODUCT_BOUND below (the activation rounding, derived there);
  * - against the native scalar twin (matmul_q8_ref): the int32 sub-block sums bit for bit (q8BlockSums),
  *   and the outputs within TWIN_BOUND below (f32 rounding only);
@@ -31,6 +32,8 @@ import { engines, referenceEngine } from '../support/backends.ts';
 const native = engines.find((e) => e.name === 'native');
 const raw = native ? loadAddon() : null;
 const paths = raw ? raw.kernelPaths().supported : [];
+/** The blocked products' smallest n (src/matvec.h); the 'int8' ones are forced to start there (forceQ8GemmMinN). */
+const GEMM_MIN_N = 8;
 const DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
 /** Columns per block (32 for the plain dtypes, which take any). */
@@ -212,19 +215,40 @@ for (const path of paths) {
     const addon = raw ? basicAddon(raw) : null;
     beforeAll(() => {
       expect(raw!.forceKernelPath(path)).toBe(path);
+      addon!.forceQ8GemmMinN(GEMM_MIN_N);
     });
     afterAll(() => {
       raw!.forceKernelPath(null);
+      addon!.forceQ8GemmMinN(null);
       threads.attnSetThreads(before);
     });
 
-    /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc). */
-    const int8Kernel = (dtype: BlockDType, n: number) => {
+    /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc), blocked from n on. */
+    const int8Kernel = (dtype: BlockDType, n: number, blockedFrom = GEMM_MIN_N) => {
       if (path === 'scalar') return 'ref';
       const avx2 = path === 'avx2' || !vnni;
-      if (n >= 8 && GEMM_TYPES.includes(dtype)) return avx2 ? 'avx2-gemm' : 'vnni';
+      if (n >= blockedFrom && GEMM_TYPES.includes(dtype)) return avx2 ? 'avx2-gemm' : 'vnni';
       return avx2 ? 'avx2' : 'avx512';
     };
+
+    it("'int8' takes the blocked kernel from each type's measured crossover on (at least GEMM_MIN_N rows)", () => {
+      addon!.forceQ8GemmMinN(null);
+      try {
+        const [rows, cols] = [3, 256];
+        for (const dtype of BLOCK_DTYPES) {
+          const from = addon!.q8GemmMinN(DTYPE_CODE[dtype]);
+          expect(from, dtype).toBeGreaterThanOrEqual(GEMM_MIN_N);
+          const { w } = weight(dtype, uniform(seeded(3), rows * cols), rows, cols);
+          for (const n of [from - 1, from]) {
+            const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
+            const x = uniform(seeded(n), n * cols);
+            expect(addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols), `${dtype} n ${n}`).toBe(int8Kernel(dtype, n, from));
+          }
+        }
+      } finally {
+        addon!.forceQ8GemmMinN(GEMM_MIN_N);
+      }
+    });
     const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number, p: ProductPath) => {
       const out = Tensor.zeros('f32', [n, rows]);
       engine.matmul(out, w, Tensor.f32([n, cols], x), p);
@@ -386,8 +410,10 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)("'int
   const threads = attentionAddon(raw!);
   const before = threads.attnThreads();
   const addon = basicAddon(raw!);
+  beforeAll(() => addon.forceQ8GemmMinN(GEMM_MIN_N));
   afterAll(() => {
     raw!.forceKernelPath(null);
+    addon.forceQ8GemmMinN(null);
     threads.attnSetThreads(before);
   });
   const onPath = <T>(path: 'avx2' | 'avx512' | 'scalar', fn: () => T): T => {

@@ -43,6 +43,10 @@ export interface BasicAddon {
    * (per row), 'avx2-gemm' (AVX2, blocked), 'avx512' (VNNI, per row) or 'vnni' (VNNI, blocked).
    */
   q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni';
+  /** The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked kernel on the current path. */
+  q8GemmMinN: (dtypeCode: number) => number;
+  /** Tests and benchmarks: every block dtype takes the blocked kernel from n rows on; null restores the measured crossovers. */
+  forceQ8GemmMinN: (n: number | null) => void;
   rmsnorm: Fn;
   rope: Fn;
   softmax: Fn;

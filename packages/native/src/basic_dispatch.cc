@@ -111,9 +111,11 @@ namespace {
 // and on AVX-512 CPUs without VNNI (they have AVX2); the scalar twin on the scalar path.
 enum class Q8Kernel { ref, avx2, avx2_gemm, avx512, vnni };
 
+std::atomic<int64_t> forced_q8_gemm_min_n{0};
+
 Q8Kernel q8_kernel(WeightType t, int64_t n) {
   if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
-  const bool gemm = n >= GEMM_MIN_N && gemm_q8_supports(t);
+  const bool gemm = gemm_q8_supports(t) && n >= q8_gemm_min_n(t);
   if (!basic_vnni_enabled()) return gemm ? Q8Kernel::avx2_gemm : Q8Kernel::avx2;
   return gemm ? Q8Kernel::vnni : Q8Kernel::avx512;
 }
@@ -127,6 +129,17 @@ void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8
     quantize_q8_acts(t, x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, acts);
   });
 }
+
+}  // namespace
+
+int64_t q8_gemm_min_n(WeightType t) {
+  const int64_t forced = forced_q8_gemm_min_n.load();
+  return forced > 0 ? forced : gemm_q8_min_n(t, basic_vnni_enabled());
+}
+
+void force_q8_gemm_min_n(int64_t n) { forced_q8_gemm_min_n.store(n > 0 ? n : 0); }
+
+namespace {
 
 // The 'int8' product of block weights.
 void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {

@@ -2,6 +2,7 @@
 // one call into the dispatchers (basic_dispatch.cc). Offsets and counts are in
 // elements, as in core; block tensors' element offsets become bytes here.
 // Every bad call throws a JS TypeError / RangeError, never aborts.
+#include <algorithm>
 #include <string>
 
 #include "attention.h"
@@ -249,6 +250,20 @@ Napi::Value set_amx(Call call) {
   return Napi::Boolean::New(call.Env(), amx_int8_enabled());
 }
 
+// q8GemmMinN(dtype code) -> the activation rows from which matmul's 'int8' product of that block
+// type takes the blocked kernel on the current path (basic_dispatch.h).
+Napi::Value q8_gemm_min_n_binding(Call call) {
+  return Napi::Number::New(call.Env(), static_cast<double>(q8_gemm_min_n(weight_type(call, 0, "q8GemmMinN", true))));
+}
+
+// forceQ8GemmMinN(n | null): every block type takes the blocked kernel from n rows on; null restores
+// the measured crossovers. Tests and benchmarks only.
+Napi::Value force_q8_gemm_min_n_binding(Call call) {
+  if (call[0].IsNull() || call[0].IsUndefined()) force_q8_gemm_min_n(0);
+  else force_q8_gemm_min_n(std::max<int64_t>(1, arg(call, 0, "forceQ8GemmMinN", "n")));
+  return call.Env().Undefined();
+}
+
 }  // namespace
 
 void register_basic_ops(Napi::Env env, Napi::Object exports) {
@@ -261,6 +276,8 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"matmulInt4", matmul_int4_binding},
       {"int4GroupSums", int4_group_sums_binding},
       {"q8BlockSums", q8_block_sums_binding},
+      {"q8GemmMinN", q8_gemm_min_n_binding},
+      {"forceQ8GemmMinN", force_q8_gemm_min_n_binding},
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
       {"rmsnorm", rmsnorm},

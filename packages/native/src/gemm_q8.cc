@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <limits>
 
 #include "block_codes.h"
 #include "int4.h"
@@ -64,6 +65,27 @@ void decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int 
 }
 
 }  // namespace
+
+// Measured on a 2-core AMD EPYC (Zen 4), one thread, a 2048 x 4096 weight, CPU time of both kernels
+// at n = 8, 16, .. 96 (`pnpm bench:gemm-crossover`, and with `--kernel avx2`): the first of those n
+// where the blocked product was as fast. Types whose panel decode is dear (Q5_0 / Q5_1's
+// fifth bits, the K-quants' scales) need more rows to repay it; AVX2's blocked kernels gain less
+// per row over their per-row ones than VNNI's.
+int64_t gemm_q8_min_n(WeightType t, bool vnni) {
+  switch (t) {
+    case WeightType::q4_0: case WeightType::q4_1: return 16;
+    case WeightType::q8_0: return vnni ? 16 : 32;
+    case WeightType::q5_0: return 48;
+    case WeightType::q5_1: return 56;
+    case WeightType::q2_k: return vnni ? 64 : 56;
+    case WeightType::q3_k: return vnni ? 48 : 24;
+    case WeightType::q4_k: case WeightType::q5_k: return vnni ? 48 : 40;
+    case WeightType::q6_k: return vnni ? 48 : 72;
+    case WeightType::iq4_nl: return vnni ? 40 : 80;
+    case WeightType::iq4_xs: return vnni ? 32 : 64;
+    default: return std::numeric_limits<int64_t>::max();  // not a block type
+  }
+}
 
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.n = n;

@@ -35,6 +35,11 @@ struct Q8Acts {
 
 // The types of 16-element half-blocks with integer scales (the second form above).
 static inline bool gemm_q8_halves(WeightType t) { return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k; }
+// Activation rows from which the blocked product beats the per-row kernel for type t, on the
+// VNNI or the AVX2 kernels (gemm_q8.cc). The blocked product decodes every weight into panels on
+// each call, a fixed cost the per-row kernel does not pay; the per-row kernel reads the weights
+// once per activation row.
+int64_t gemm_q8_min_n(WeightType t, bool vnni);
 // The weight types the blocked product handles: every block type (f16, bf16 and f32 stay on f32).
 static inline bool gemm_q8_supports(WeightType t) {
   switch (t) {
