@@ -62,7 +62,7 @@ inline size_t stream_ahead_rows(size_t d) {
 // accumulator k = r * G + t): a per-accumulator horizontal sum would cost more
 // than the FMAs themselves for d = 128 and keep the core from keeping up with the
 // memory stream. Blocks whose R * G is not a multiple of W (row tails) reduce one by one.
-// `Resident`: the rows are in L1 (a tile, see qk_t), so the loads, not the prefetchers, set the pace.
+// `Resident`: the rows are in L1 (a tile, see qk_tiles), so the loads, not the prefetchers, set the pace.
 // Not inlined (nor pv_pass): inlined into qk / pv, GCC 12 made the dense decode loop about 20% slower
 // (f32, S = 32k, one thread, 25 against 32 ms per step on the Zen 4 VM).
 template <class V, class T, int R, int G, bool Resident>
@@ -116,7 +116,7 @@ __attribute__((noinline)) void qk_block(float* scores, size_t ld, const T* k, si
   }
 }
 
-// Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_t).
+// Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
 template <class V, class T, int G, bool Resident>
 inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, size_t known,
                      const float* q, float scale) {
@@ -141,6 +141,9 @@ inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions p
 // block of tokens, see dense_prefill), the rows go in tiles of about kTileBytes: every head block
 // reads a tile from L1, and each row comes from memory once, not once per head block.
 constexpr size_t kTileBytes = 16384;
+// Heads per block of registers in qk and pv; more heads than that take tiles.
+constexpr size_t kHeadBlock = 4;
+inline bool tiled(size_t g) { return g > kHeadBlock; }
 template <class T>
 inline size_t tile_rows(size_t d) {
   return std::max<size_t>(16, kTileBytes / (d * sizeof(T)) / 16 * 16);  // whole blocks of up to 16 rows
@@ -150,7 +153,7 @@ inline size_t tile_rows(size_t d) {
 // heads fit one block, and one empty call when n = 0 (pv still writes its zeros).
 template <class T, class Body>
 inline void for_each_tile(Positions pos, size_t n, size_t d, size_t g, Body body) {
-  const size_t tile = g > 4 ? tile_rows<T>(d) : std::max<size_t>(n, 1);
+  const size_t tile = tiled(g) ? tile_rows<T>(d) : std::max<size_t>(n, 1);
   size_t j0 = 0;
   do {
     body(Positions{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)}, j0, std::min(tile, n - j0));
@@ -174,7 +177,7 @@ void qk_tiles(float* scores, size_t ld, const T* k, size_t d, Positions pos, siz
 template <class V, class T>
 void qk_t(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
           float scale) {
-  if (g > 4) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
+  if (tiled(g)) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
   else qk_tiles<V, T, false>(scores, ld, k, d, pos, n, q, g, scale);
 }
 

@@ -21,6 +21,7 @@ namespace {
 struct Scratch {
   std::vector<float> logits, probs, score, sel, qs;
   std::vector<float> block_q, block_out;  // dense_prefill's (rows, d) query and output rows
+  std::vector<float> block_inv;           // dense_prefill's 1 / softmax sum per row
   std::vector<int32_t> idx, idx2;
   std::vector<double> dbl;
 };
@@ -173,11 +174,11 @@ void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, 
     // Scores (m, hi) over the positions the block's last token sees; row u * g + t uses the first seen(i0 + u).
     s.probs.resize(m * hi);
     kt.qk(s.probs.data(), hi, k, c.f16, d, nullptr, first, hi, s.block_q.data(), m, scale);
-    std::vector<float> inv(m);
+    s.block_inv.resize(m);
     for (size_t row = 0; row < m; row++) {
       float* x = s.probs.data() + row * hi;
       const size_t n = seen(i0 + row / g);
-      inv[row] = static_cast<float>(1.0 / kt.exp_sum(x, n, kt.max(x, n), true));
+      s.block_inv[row] = static_cast<float>(1.0 / kt.exp_sum(x, n, kt.max(x, n), true));
     }
     // The positions every token of the block sees, all rows at once; then each token's own last
     // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
@@ -188,7 +189,7 @@ void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, 
         kt.pv(s.block_out.data() + u * g * d, v, c.f16, d, nullptr, first + static_cast<int64_t>(lo), n - lo,
               s.probs.data() + u * g * hi + lo, hi, g, true);
       for (size_t t = 0; t < g; t++)
-        kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d, inv[u * g + t], false);
+        kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d, s.block_inv[u * g + t], false);
       per[task].k += static_cast<double>(n) * d;
       per[task].v += static_cast<double>(n) * d;
       per[task].io += 2.0 * g * d;
