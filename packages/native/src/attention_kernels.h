@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "attention.h"
+#include "cpu.h"
 
 namespace sparq {
 namespace {
@@ -30,12 +31,16 @@ inline typename V::F load_n(const T* p, size_t avail) {
   return avail >= static_cast<size_t>(V::W) ? V::load(p) : V::load_part(p, avail);
 }
 
-// Contiguous K / V rows are read as one long stream, but the hardware prefetchers alone
-// keep too few lines in flight for one core to reach the read bandwidth when there is
-// compute per line (f16 conversion, FMAs). Measured on the 2-core AVX-512 VM, one thread,
-// S = 32k f16: the V pass went from ~80% to ~97% of the read bandwidth with software
-// prefetches kStreamAhead bytes ahead of the rows in use (qk likewise, less markedly).
+// Contiguous K / V rows are read as one long stream. On an AMD EPYC (Zen 4) the hardware
+// prefetchers keep up with it alone: software prefetches kStreamAhead bytes ahead made one
+// thread's S = 32k passes slower (qk 29 -> 20 GB/s and pv 32 -> 26 with f16, pv 30 -> 25 with f32,
+// against a 30 GB/s read probe). An earlier session measured the opposite on its CPU (the f16 V
+// pass ~80% -> ~97% of the read bandwidth with them), so other vendors keep them (stream_prefetch).
 constexpr size_t kStreamAhead = 4096;  // 2-8 KB measured alike; 0 (only the current block) a little slower
+inline bool stream_prefetch() {
+  static const bool on = !cpu_features().amd;
+  return on;
+}
 // SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream, into
 // L2 (r streams of lines into L1 keep fewer misses in flight). Measured on the Zen 4 VM, one thread,
 // 16 columns of f16 at S = 32k: about 7% faster than into L1 at 1 KB; 1-4 KB ahead alike.
@@ -63,10 +68,11 @@ inline size_t stream_ahead_rows(size_t d) {
 // than the FMAs themselves for d = 128 and keep the core from keeping up with the
 // memory stream. Blocks whose R * G is not a multiple of W (row tails) reduce one by one.
 // `Resident`: the rows are in L1 (a tile, see qk_tiles), so the loads, not the prefetchers, set the pace.
-// Not inlined (nor pv_pass): inlined into qk / pv, GCC 12 made the dense decode loop about 20% slower
-// (f32, S = 32k, one thread, 25 against 32 ms per step on the Zen 4 VM).
+// Inlined into qk_run's loop over blocks, which (like pv_pass) is not inlined further: inlined into
+// qk / pv, GCC 12 made the dense decode loop about 20% slower (f32, S = 32k, one thread, 25 against
+// 32 ms per step on the Zen 4 VM).
 template <class V, class T, int R, int G, bool Resident>
-__attribute__((noinline)) void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
+__attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
                      float scale) {
   using F = typename V::F;
   F acc[R * G];
@@ -75,28 +81,77 @@ __attribute__((noinline)) void qk_block(float* scores, size_t ld, const T* k, si
     row[r] = k + static_cast<size_t>(pos[j0 + r]) * d;
     for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
   }
-  // Rows from memory go in sub-blocks of S (about 4 rows' worth of accumulators); per sub-block,
-  // over the head dimension one vector of every row at a time: a short run of addresses at a
-  // time, which the prefetchers follow better than W rows interleaved. Resident rows go all R
-  // at once: R + G loads per R * G fmas, where sub-blocks of one row take G + 1 per G. The loops
-  // are unrolled whole: an accumulator array indexed by a loop counter would live on the stack.
-  constexpr int S = Resident || R * G < 4 ? R : (4 / G > 0 ? 4 / G : 1);
   const size_t full = d - d % V::W;  // whole vectors; a partial one (d % W lanes) after them
-  auto step = [&](int r0, size_t i, auto load) {
-    F qv[G];
+  if constexpr (Resident) {
+    // Rows in L1: all R at once, one vector of each per step (R + G loads per R * G fmas).
+    // The loops are unrolled whole: an accumulator array indexed by a loop counter would live on the stack.
+    auto step = [&](size_t i, auto load) {
+      F qv[G];
 #pragma GCC unroll 16
-    for (int t = 0; t < G; t++) qv[t] = load(q + t * d + i);
+      for (int t = 0; t < G; t++) qv[t] = load(q + t * d + i);
 #pragma GCC unroll 16
-    for (int r = r0; r < r0 + S; r++) {
-      const F x = load(row[r] + i);
+      for (int r = 0; r < R; r++) {
+        const F x = load(row[r] + i);
 #pragma GCC unroll 16
-      for (int t = 0; t < G; t++) acc[r * G + t] = V::fma(x, qv[t], acc[r * G + t]);
-    }
-  };
+        for (int t = 0; t < G; t++) acc[r * G + t] = V::fma(x, qv[t], acc[r * G + t]);
+      }
+    };
+    for (size_t i = 0; i < full; i += V::W) step(i, [](const auto* x) { return V::load(x); });
+    if (full < d) step(full, [&](const auto* x) { return V::load_part(x, d - full); });
+  } else {
+    // Rows from memory: one whole row after the other, its vectors' fmas in K chains per head: two
+    // for one head (one chain of 8 dependent fmas a row left f32 qk at 12 GB/s, four measured 19),
+    // one when the group's heads give independent fmas. With the usual head sizes the loop over a
+    // row's vectors is unrolled whole, so each load instruction steps by whole rows, a stride the
+    // prefetchers follow. Measured on Zen 4, one thread, S = 32k, against a 31 GB/s read probe
+    // (best of 8, with stream_prefetch off for both): f32 16.5 -> 22 GB/s, f16 19 -> 31.5; GQA
+    // groups of 2: 10 -> 27 (f32), 16 -> 31 (f16); of 4: 13 -> 18, 11 -> 15. (Sub-blocks of 4 rows
+    // interleaved vector by vector over a runtime-length loop, before.)
+    constexpr int K = G >= 2 ? 1 : 2;
+    auto rows = [&](auto dc) {
+      constexpr size_t DC = decltype(dc)::value;
+      const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
 #pragma GCC unroll 16
-  for (int r0 = 0; r0 < R; r0 += S) {
-    for (size_t i = 0; i < full; i += V::W) step(r0, i, [](const auto* x) { return V::load(x); });
-    if (full < d) step(r0, full, [&](const auto* x) { return V::load_part(x, d - full); });
+      for (int r = 0; r < R; r++) {
+        F part[K][G];
+#pragma GCC unroll 16
+        for (int c = 0; c < K; c++)
+#pragma GCC unroll 16
+          for (int t = 0; t < G; t++) part[c][t] = V::zero();
+        size_t i = 0;
+#pragma GCC unroll 16
+        for (; i + K * V::W <= whole; i += K * V::W) {
+#pragma GCC unroll 16
+          for (int c = 0; c < K; c++) {
+            const F x = V::load(row[r] + i + c * V::W);
+#pragma GCC unroll 16
+            for (int t = 0; t < G; t++) part[c][t] = V::fma(x, V::load(q + t * dd + i + c * V::W), part[c][t]);
+          }
+        }
+#pragma GCC unroll 16
+        for (; i < whole; i += V::W) {
+          const F x = V::load(row[r] + i);
+#pragma GCC unroll 16
+          for (int t = 0; t < G; t++) part[0][t] = V::fma(x, V::load(q + t * dd + i), part[0][t]);
+        }
+        if (i < dd) {
+          const F x = V::load_part(row[r] + i, dd - i);
+#pragma GCC unroll 16
+          for (int t = 0; t < G; t++) part[K - 1][t] = V::fma(x, V::load_part(q + t * dd + i, dd - i), part[K - 1][t]);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < G; t++) {
+          F sum = part[0][t];
+#pragma GCC unroll 16
+          for (int c = 1; c < K; c++) sum = V::add(sum, part[c][t]);
+          acc[r * G + t] = sum;
+        }
+      }
+    };
+    // Compile-time head sizes for the common ones (Llama, Mistral, Qwen: 128; small models: 64).
+    if (d == 128) rows(std::integral_constant<size_t, 128>{});
+    else if (d == 64) rows(std::integral_constant<size_t, 64>{});
+    else rows(std::integral_constant<size_t, 0>{});
   }
   if constexpr ((R * G) % V::W == 0) {
     const F sv = V::set1(scale);
@@ -116,25 +171,33 @@ __attribute__((noinline)) void qk_block(float* scores, size_t ld, const T* k, si
   }
 }
 
+// Blocks of R rows from j while they fit in n; returns the first row not done.
+template <class V, class T, int R, int G, bool Resident>
+__attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j, size_t n, size_t known,
+                                        const float* q, float scale) {
+  const size_t ahead = stream_ahead_rows<T>(d);
+  const bool stream = stream_prefetch();
+  for (; j + R <= n; j += R) {
+    // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
+    if (pos.pos) {
+      for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
+        V::prefetch_row_l2(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
+    } else if (stream && j + ahead + R <= known) {
+      V::prefetch_row(k + static_cast<size_t>(pos[j + ahead]) * d, R * d * sizeof(T));  // see kStreamAhead
+    }
+    qk_block<V, T, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
+  }
+  return j;
+}
+
 // Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
 template <class V, class T, int G, bool Resident>
 inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, size_t known,
                      const float* q, float scale) {
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
-  const size_t ahead = stream_ahead_rows<T>(d);
-  size_t j = 0;
-  for (; j + R <= n; j += R) {
-    // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
-    if (pos.pos) {
-      for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
-        V::prefetch_row_l2(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
-    } else if (j + ahead + R <= known) {
-      V::prefetch_row(k + static_cast<size_t>(pos[j + ahead]) * d, R * d * sizeof(T));  // see kStreamAhead
-    }
-    qk_block<V, T, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
-  }
-  for (; j < n; j++) qk_block<V, T, 1, G, Resident>(scores, ld, k, d, pos, j, q, scale);
+  const size_t j = qk_run<V, T, R, G, Resident>(scores, ld, k, d, pos, 0, n, known, q, scale);
+  qk_run<V, T, 1, G, Resident>(scores, ld, k, d, pos, j, n, known, q, scale);
 }
 
 // With more heads than one block of registers holds (GQA groups of more than 4, or a prefill's
@@ -199,16 +262,19 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
                     size_t i0, size_t cols, bool add) {
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
+  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);  // gathered rows: the prefetcher cannot guess them
+  // Rows that may be prefetched: gathered ones; streamed ones where stream_prefetch says so, or
+  // when a row takes more passes than this one (its other columns are read from L1 then).
+  const size_t prefetch_end = i0 == 0 && (pos.pos || stream_prefetch() || cols < d) ? known : 0;
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
 #pragma GCC unroll 16
     for (int c = 0; c < C; c++) acc[t][c] = add ? load_n<V>(out + t * d + i0 + c * V::W, Full ? V::W : avail(c)) : V::zero();
-  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);  // gathered rows: the prefetcher cannot guess them
   const size_t row_bytes = d * sizeof(T);
   for (size_t j = 0; j < n; j++) {
     const T* row = v + static_cast<size_t>(pos[j]) * d + i0;
-    if (i0 == 0 && j + ahead < known) {
+    if (j + ahead < prefetch_end) {
       const T* next = v + static_cast<size_t>(pos[j + ahead]) * d;
       if (pos.pos) V::prefetch_row_l2(next, row_bytes);  // see kGatherAhead
       else V::prefetch_row(next, row_bytes);

@@ -30,6 +30,8 @@ bool request_amx_permission() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+  f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "Auth" "enti" "cAMD"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & bit_OSXSAVE;
   const uint64_t xcr0 = osxsave ? xgetbv0() : 0;

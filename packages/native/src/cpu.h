@@ -8,6 +8,7 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;  // with OS permission granted
+  bool amd = false;  // vendor AuthenticAMD: its hardware prefetchers want no software prefetch on streams (attention_kernels.h)
 };
 
 // The widest family of kernels this CPU (and the SPARQ_NATIVE_KERNEL override) allows.
