@@ -254,18 +254,15 @@ void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32
 // ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
 // One pass over rows [0, n) for the C vectors of output columns from i0; with `Full` all are
 // whole vectors, else only `cols` columns are valid (masked loads read zeros past them).
-// `add`: start from out's values (a later chunk of rows), else from zero. Only the first pass
-// (i0 == 0) prefetches, whole rows: the later passes find them in L1 (see pv_heads).
-// Rows up to `known` (>= n) may be prefetched: those of the next chunk.
+// `add`: start from out's values (earlier rows' sums), else from zero. Only the first pass
+// (i0 == 0) prefetches, whole rows. Rows up to `known` (>= n) may be prefetched: those of the next tile.
 template <class V, class T, int G, int C, bool Full>
 __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
                     size_t i0, size_t cols, bool add) {
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
   const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);  // gathered rows: the prefetcher cannot guess them
-  // Rows that may be prefetched: gathered ones; streamed ones where stream_prefetch says so, or
-  // when a row takes more passes than this one (its other columns are read from L1 then).
-  const size_t prefetch_end = i0 == 0 && (pos.pos || stream_prefetch() || cols < d) ? known : 0;
+  const size_t prefetch_end = i0 == 0 && (pos.pos || stream_prefetch()) ? known : 0;  // gathered rows, or see kStreamAhead
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
@@ -304,24 +301,83 @@ inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n,
   else if (i0 < d) pv_pass<V, T, G, 1, false>(out, v, d, pos, n, known, p, ldp, i0, d - i0, add);
 }
 
-// When a row takes several passes (d > C W: f32 or f16 d 128 on AVX2), the rows go in chunks
-// of about kTileBytes, which stay in L1 from one pass to the next: every row comes from
-// memory once, not once per pass (SparQ's gathered rows from DRAM twice, dense's second pass
-// from L3). The accumulators go through `out` between chunks: the same fma sequence per
-// output element as one unchunked pass, so the results are bit-identical.
+// When G heads' sums of a row do not fit one pass of register accumulators (f32 or f16 d 128
+// on AVX2, groups of 4 heads on AVX-512), they live in out (L1) instead: U rows at a time, each
+// output vector is loaded, takes the U rows' fmas in row order and is stored back. Every row is
+// read once, whole and in address order, where passes over L1-sized chunks of rows read each
+// row's columns in several sweeps. The fma sequence per output element is a pass's, so the
+// results are bit-identical. Measured on Zen 4, one thread, S = 32k, against a 32-36 GB/s read
+// probe (best of 8, passes before -> rows): AVX2 one head f32 15.6 -> 33.6 GB/s, f16 16.3 -> 31.8;
+// groups of 2 heads 14.7 -> 25.7 and 10.4 -> 22.6; of 4: 7.8 -> 13.3 and 7.1 -> 12.6; AVX-512
+// groups of 4 f32 10.6 -> 15.8, f16 13.9 -> 12.6 (the one loss).
 // Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
+template <class V, class T, int G>
+__attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+                                       size_t ldp, bool add) {
+  using F = typename V::F;
+  // Rows per step: one for f32 (interleaving rows' addresses slowed the stream: AVX2 G = 1 33 ->
+  // 14 GB/s with 2 rows); f16 rows convert on load, so more of them share each sum's L1 round trip
+  // (AVX2 groups of 2 heads 16 -> 24 GB/s with 4 rows, groups of 4: 7 -> 13 with 2).
+  constexpr int U = sizeof(T) == 4 ? 1 : G >= 4 ? 2 : 4;
+  if (!add)
+    for (int t = 0; t < G; t++) std::memset(out + t * d, 0, d * sizeof(float));
+  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t prefetch_end = pos.pos || stream_prefetch() ? known : 0;  // gathered rows, or see kStreamAhead
+  const size_t row_bytes = d * sizeof(T);
+  auto rows = [&](auto dc) {
+    constexpr size_t DC = decltype(dc)::value;
+    const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
+    auto group = [&](size_t j, auto m) {
+      constexpr int M = decltype(m)::value;
+      const T* row[M];
+      F w[G][M];
+#pragma GCC unroll 16
+      for (int u = 0; u < M; u++) {
+        row[u] = v + static_cast<size_t>(pos[j + u]) * dd;
+        if (j + u + ahead < prefetch_end) {
+          const T* next = v + static_cast<size_t>(pos[j + u + ahead]) * dd;
+          if (pos.pos) V::prefetch_row_l2(next, row_bytes);  // see kGatherAhead
+          else V::prefetch_row(next, row_bytes);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < G; t++) w[t][u] = V::set1(p[t * ldp + j + u]);
+      }
+      auto column = [&](size_t i, size_t avail) {
+        F x[M];
+#pragma GCC unroll 16
+        for (int u = 0; u < M; u++) x[u] = load_n<V>(row[u] + i, avail);
+#pragma GCC unroll 16
+        for (int t = 0; t < G; t++) {
+          float* o = out + t * dd + i;
+          F a = load_n<V>(o, avail);
+#pragma GCC unroll 16
+          for (int u = 0; u < M; u++) a = V::fma(w[t][u], x[u], a);
+          V::store_n(o, a, avail);
+        }
+      };
+#pragma GCC unroll 16
+      for (size_t i = 0; i < whole; i += V::W) column(i, V::W);
+      if (whole < dd) column(whole, dd - whole);
+    };
+    size_t j = 0;
+    for (; j + U <= n; j += U) group(j, std::integral_constant<int, U>{});
+    for (; j < n; j++) group(j, std::integral_constant<int, 1>{});
+  };
+  if (d == 128) rows(std::integral_constant<size_t, 128>{});  // see qk_block
+  else if (d == 64) rows(std::integral_constant<size_t, 64>{});
+  else rows(std::integral_constant<size_t, 0>{});
+}
+
+// One pass of register accumulators when the G heads' sums fit (whole vectors in one pass of
+// C, C / 2, ... or a single partial vector), else pv_rows.
 template <class V, class T, int G>
 inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                      size_t ldp, bool add) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
-  const size_t chunk = std::max<size_t>(8, kTileBytes / (d * sizeof(T)));
-  size_t j0 = 0;
-  do {
-    const size_t m = std::min(chunk, n - j0);
-    const Positions at{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)};
-    pv_passes<V, T, G, C>(out, v, d, at, m, known - j0, p + j0, ldp, 0, add || j0 > 0);
-    j0 += m;
-  } while (j0 < n);
+  const size_t vecs = d / V::W;
+  const bool one_pass = d % V::W == 0 ? vecs <= static_cast<size_t>(C) && (vecs & (vecs - 1)) == 0 : vecs == 0;
+  if (one_pass) pv_passes<V, T, G, C>(out, v, d, pos, n, known, p, ldp, 0, add);
+  else pv_rows<V, T, G>(out, v, d, pos, n, known, p, ldp, add);
 }
 
 // Several head blocks: each tile of rows (for_each_tile) serves all of them from L1.
