@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "attention.h"
 #include "cpu.h"
@@ -62,6 +63,16 @@ inline size_t stream_ahead_rows(size_t d) {
   return row >= kStreamAhead ? 1 : (kStreamAhead + row - 1) / row;
 }
 
+// Calls body(std::integral_constant<size_t, D>) with D = d for the common head sizes (Llama,
+// Mistral, Qwen: 128; small models: 64), so that loops over a row unroll whole and each load
+// instruction steps by whole rows, a stride the prefetchers follow; else with D = 0 (d at run time).
+template <class Body>
+inline void with_head_size(size_t d, Body body) {
+  if (d == 128) body(std::integral_constant<size_t, 128>{});
+  else if (d == 64) body(std::integral_constant<size_t, 64>{});
+  else body(std::integral_constant<size_t, 0>{});
+}
+
 // ---- q · K rows: R rows x G heads per block ----
 // Logits are reduced W accumulators at a time (V::reduce_add_w, lane k = flat
 // accumulator k = r * G + t): a per-accumulator horizontal sum would cost more
@@ -104,9 +115,9 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
     // one when the group's heads give independent fmas. With the usual head sizes the loop over a
     // row's vectors is unrolled whole, so each load instruction steps by whole rows, a stride the
     // prefetchers follow. Measured on Zen 4, one thread, S = 32k, against a 31 GB/s read probe
-    // (best of 8, with stream_prefetch off for both): f32 16.5 -> 22 GB/s, f16 19 -> 31.5; GQA
-    // groups of 2: 10 -> 27 (f32), 16 -> 31 (f16); of 4: 13 -> 18, 11 -> 15. (Sub-blocks of 4 rows
-    // interleaved vector by vector over a runtime-length loop, before.)
+    // (best of 8): f32 16.5 -> 22 GB/s, f16 19 -> 31.5; GQA groups of 2: 10 -> 27 (f32), 16 -> 31
+    // (f16); of 4: 13 -> 18, 11 -> 15. Before: sub-blocks of 4 rows interleaved vector by vector
+    // over a loop of runtime length, with software prefetches (without them it was slower still).
     constexpr int K = G >= 2 ? 1 : 2;
     auto rows = [&](auto dc) {
       constexpr size_t DC = decltype(dc)::value;
@@ -148,10 +159,7 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
         }
       }
     };
-    // Compile-time head sizes for the common ones (Llama, Mistral, Qwen: 128; small models: 64).
-    if (d == 128) rows(std::integral_constant<size_t, 128>{});
-    else if (d == 64) rows(std::integral_constant<size_t, 64>{});
-    else rows(std::integral_constant<size_t, 0>{});
+    with_head_size(d, rows);
   }
   if constexpr ((R * G) % V::W == 0) {
     const F sv = V::set1(scale);
@@ -363,9 +371,7 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
     for (; j + U <= n; j += U) group(j, std::integral_constant<int, U>{});
     for (; j < n; j++) group(j, std::integral_constant<int, 1>{});
   };
-  if (d == 128) rows(std::integral_constant<size_t, 128>{});  // see qk_block
-  else if (d == 64) rows(std::integral_constant<size_t, 64>{});
-  else rows(std::integral_constant<size_t, 0>{});
+  with_head_size(d, rows);
 }
 
 // One pass of register accumulators when the G heads' sums fit (whole vectors in one pass of
