@@ -90,10 +90,14 @@ using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
 
-// Sizes acts for x (n, cols) and weights of type t; then quantize_q8_acts fills activation rows
-// [t_begin, t_end) of them from x (portable, gemm_q8.cc; row ranges may run in parallel).
+// Sizes acts for x (n, cols) and weights of type t (gemm_q8.cc); then quantize_q8_acts fills activation rows
+// [t_begin, t_end) of them from x (quantize_int8_group's codes and scales, with AVX2: gemm_q8_pack_avx2.cc;
+// row ranges may run in parallel).
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a);
 void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a);
+// Weight rows r0 .. r0 + nr (nr <= NR) of w (rows, cols) into the panel p; rows past nr get zero codes,
+// scales and minimums (AVX2: gemm_q8_pack_avx2.cc).
+void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p);
 // out rows [row_begin, row_end) of x @ w^T from the quantized activations; scratch of
 // gemm_q8_scratch_bytes(t, row_end - row_begin, cols). Needs AVX-512 VNNI and gemm_q8_supports(t).
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
