@@ -43,22 +43,25 @@ void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums) {
   constexpr int NR = GEMM_Q8_NR;
-  const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(t, cols);
-  // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the range.
+  const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(t, cols), chunk_rows = gemm_q8_chunk_panels(t, cols) * NR;
+  // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the chunk starting at c0.
   uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
-  auto panel = [&](int64_t r0) {
-    uint8_t* u = base + (r0 - row_begin) / NR * panel_bytes;
+  auto panel = [&](int64_t c0, int64_t r0) {
+    uint8_t* u = base + (r0 - c0) / NR * panel_bytes;
     float* dw = reinterpret_cast<float*>(u + NR * cols);
     float* mw = dw + subs * NR;
     return Q8Panel{u, dw, mw, reinterpret_cast<int32_t*>(mw + gemm_q8_mins(t, cols) * NR)};
   };
   auto height = [&](int64_t r0) { return static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR); };
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) gemm_q8_decode_panel(t, w, cols, r0, height(r0), panel(r0));
-  // Token blocks of about 256 KB of codes stay in L2 while every panel of the range passes.
+  // Token blocks of about 256 KB of codes stay in L2 while every panel of the chunk passes.
   const int64_t block = (262144 / cols / mr > 1 ? 262144 / cols / mr : 1) * mr;
-  for (int64_t tb = 0; tb < a.n; tb += block) {
-    const int64_t tend = a.n - tb < block ? a.n : tb + block;
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) kernel(t, panel(r0), a, tb, tend, rows, r0, height(r0), out, sums);
+  for (int64_t c0 = row_begin; c0 < row_end; c0 += chunk_rows) {
+    const int64_t c1 = row_end - c0 < chunk_rows ? row_end : c0 + chunk_rows;
+    for (int64_t r0 = c0; r0 < c1; r0 += NR) gemm_q8_decode_panel(t, w, cols, r0, height(r0), panel(c0, r0));
+    for (int64_t tb = 0; tb < a.n; tb += block) {
+      const int64_t tend = a.n - tb < block ? a.n : tb + block;
+      for (int64_t r0 = c0; r0 < c1; r0 += NR) kernel(t, panel(c0, r0), a, tb, tend, rows, r0, height(r0), out, sums);
+    }
   }
 }
 

@@ -165,9 +165,10 @@ void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t 
   const bool halves = gemm_q8_halves(t);
   const int off = gemm_q8_offset(t);
   alignas(32) int8_t c[8 * 32];  // 8 rows' codes of one 32-element block
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int i0 = 0; i0 < NR; i0 += 8) {
-      const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
+  // 8 rows at a time along their length: 8 streams of weight bytes for the prefetchers.
+  for (int i0 = 0; i0 < NR; i0 += 8) {
+    const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
+    for (int64_t b = 0; b < blocks; ++b) {
       for (int ii = 0; ii < 8; ++ii) {
         const int i = i0 + ii;
         if (!halves) {
