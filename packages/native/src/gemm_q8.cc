@@ -11,21 +11,18 @@ namespace sparq {
 
 // Measured on a 2-core AMD EPYC (Zen 4), one thread, a 2048 x 4096 weight, CPU time of both kernels
 // at n = 8, 16, .. 96 (`pnpm bench:gemm-crossover`, and with `--kernel avx2`): the first of those n
-// where the blocked product was as fast. Types whose panel decode is dear (Q5_0 / Q5_1's
-// fifth bits, the K-quants' scales) need more rows to repay it; AVX2's blocked kernels gain less
-// per row over their per-row ones than VNNI's.
+// where the blocked product was as fast (8 = GEMM_MIN_N: from there on). The K-quants' panel decode
+// (their scales per sub-block) needs more rows to repay it; AVX2's blocked kernels gain less per row
+// over their per-row ones than VNNI's.
 int64_t gemm_q8_min_n(WeightType t, bool vnni) {
   switch (t) {
-    case WeightType::q4_0: case WeightType::q4_1: return 16;
-    case WeightType::q8_0: return vnni ? 16 : 32;
-    case WeightType::q5_0: return 48;
-    case WeightType::q5_1: return 56;
-    case WeightType::q2_k: return vnni ? 64 : 56;
-    case WeightType::q3_k: return vnni ? 48 : 24;
-    case WeightType::q4_k: case WeightType::q5_k: return vnni ? 48 : 40;
-    case WeightType::q6_k: return vnni ? 48 : 72;
-    case WeightType::iq4_nl: return vnni ? 40 : 80;
-    case WeightType::iq4_xs: return vnni ? 32 : 64;
+    case WeightType::q4_0: case WeightType::q4_1: case WeightType::q5_0: return 8;
+    case WeightType::q5_1: return vnni ? 16 : 8;
+    case WeightType::q8_0: case WeightType::iq4_nl: case WeightType::iq4_xs: return vnni ? 8 : 16;
+    case WeightType::q2_k: return 32;
+    case WeightType::q3_k: return vnni ? 32 : 16;
+    case WeightType::q4_k: case WeightType::q5_k: return vnni ? 24 : 16;
+    case WeightType::q6_k: return vnni ? 32 : 40;
     default: return std::numeric_limits<int64_t>::max();  // not a block type
   }
 }
