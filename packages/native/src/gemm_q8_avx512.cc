@@ -2,11 +2,11 @@
 //
 // Per call of a row range, 32 weight rows at a time: every 32-element sub-block
 // of those rows is decoded once to unsigned codes u, its scale dw and minimum mw,
-// into a panel (gemm_q8.h, gemm_q8.cc) laid out for vpdpbusd: dword k of the
+// into a panel (gemm_q8.h, gemm_q8_pack_avx2.cc) laid out for vpdpbusd: dword k of the
 // panel's rows is 32 rows x 4 bytes (row i's codes of columns 4k .. 4k + 3), two
-// vectors. All panels of the range are decoded first (about 1.25 bytes per
-// weight, in L3), then the activation rows go in blocks that stay in L2 past
-// every panel, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
+// vectors. The panels of the range are decoded about 2 MB at a time (1.25 bytes per
+// weight, gemm_q8.cc), then the activation rows go in blocks that stay in L2 past
+// each of those panels, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
 // activation's correction), take 8 vpdpbusd (u unsigned x q signed, 4 products
 // per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
 // accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). q2_k, q3_k and q6_k (16-element
