@@ -111,6 +111,29 @@ describe('validation before dispatch', () => {
     expect(calls).toEqual([]);
   });
 
+  it('names the first non-finite or out-of-range element wherever it falls (checkFinite tests eight at a time)', () => {
+    // 19 elements: two groups of eight and a tail of three; a second bad element later must not be the one named.
+    const cols = 19;
+    const w = Tensor.zeros('f32', [2, cols]);
+    for (let at = 0; at < cols; at++) {
+      for (const bad of [NaN, Infinity, -Infinity]) {
+        const x = Tensor.f32([1, cols], Array.from({ length: cols }, (_, i) => (i === at ? bad : i === cols - 1 ? NaN : i - 9)));
+        if (at === cols - 1) x.data[at] = bad;
+        expect(() => engine.matmul(Tensor.zeros('f32', [1, 2]), w, x)).toThrow(new NonFiniteError(`matmul: x element ${at} is ${bad}, expected a finite number`));
+      }
+    }
+    // Attention inputs: |x| <= 2^56 each. Eight elements of 2^55 sum past the limit and still pass; one of 2^57 is named.
+    const kv = () => Tensor.f32([3, 2, 8], new Array<number>(48).fill(2 ** 55));
+    const cache = cacheWith(0);
+    expect(() => engine.kvAppend(cache, 0, kv(), kv())).not.toThrow();
+    for (const at of [0, 7, 8, 20, 47]) {
+      const k = kv();
+      k.data[at] = -(2 ** 57);
+      k.data[47] = at === 47 ? k.data[47] : NaN;
+      expect(() => engine.kvAppend(cacheWith(0), 0, k, kv())).toThrow(new SparqRangeError(`kvAppend: k element ${at} is ${-(2 ** 57)}, expected |x| <= ${2 ** 56} (2^56: then no q·k overflows f32)`));
+    }
+  });
+
   it('checks dtypes, contiguity, rope positions and topk k', () => {
     expect(() => engine.quantize(Tensor.zeros('f16', [1, 32]) as never, Tensor.zeros('f32', [1, 32]))).toThrow(DTypeError);
     expect(() => engine.softmax(Tensor.zeros('f32', [3, 4]).transpose())).toThrow('softmax: x [4, 3] is a strided view; pass x.contiguous()');

@@ -146,10 +146,16 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
   const int64_t work = weight_bytes(t, cols) * rows * n;
   const Q8Kernel kernel = q8_kernel(t, n);
   if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
-    Q8Acts acts;
+    // The activations and each thread's panels in buffers kept from call to call (no page faults
+    // per call): acts n x cols bytes and a few per 32 columns, the panels one chunk (about 2 MB).
+    // (A lambda names a thread_local as the running thread's own, so the pool's tasks get a reference.)
+    thread_local Q8Acts kept;
+    Q8Acts& acts = kept;
     quantize_for_gemm(t, x, n, cols, acts);
     return split_rows(rows, work, [&](int64_t begin, int64_t end) {
-      std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols)));
+      thread_local std::vector<uint8_t> scratch;
+      const size_t bytes = static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
+      if (scratch.size() < bytes) scratch.resize(bytes);
       (kernel == Q8Kernel::vnni ? gemm_q8_vnni : gemm_q8_avx2)(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }

@@ -72,6 +72,30 @@ static inline void chunk_codes16(WeightType t, const uint8_t* x, int k4, int8_t*
   }
 }
 
+// Of sub-block s (32 elements) of a weight row, t a block type other than q2_k, q3_k, q6_k: the scale dl
+// and minimum m; x gets the address of its block.
+static inline void sub_block_scale(WeightType t, const uint8_t* row, int64_t s, const uint8_t*& x, float& dl, float& m) {
+  const BlockShape shape = block_shape(t);
+  m = 0;
+  if (shape.elements == QK) {
+    x = row + s * shape.bytes;
+    dl = fp16_to_fp32_ref(load_u16(x));
+    if (t == WeightType::q4_1 || t == WeightType::q5_1) m = fp16_to_fp32_ref(load_u16(x + 2));
+    return;
+  }
+  x = row + (s / (QK_K / QK)) * shape.bytes;
+  const int sub = static_cast<int>(s % (QK_K / QK));
+  if (t == WeightType::iq4_xs) {
+    const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
+    dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
+    return;
+  }
+  int sc, mn;  // q4_k, q5_k
+  scale_min_k(x + 4, sub, sc, mn);
+  dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
+  m = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
+}
+
 // Sub-block s of a weight row (t a block type): codes c[0 .. sub_block_elements(t)), scale dl and minimum m.
 static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, int8_t* c, float& dl, float& m) {
   // The 32 nibbles of a 16-byte run into c: byte j holds element j (low) and j + 16 (high). Two
@@ -80,41 +104,9 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
     for (int j = 0; j < 16; ++j) c[j] = static_cast<int8_t>(qs[j] & 0x0f);
     for (int j = 0; j < 16; ++j) c[j + 16] = static_cast<int8_t>(qs[j] >> 4);
   };
-  const BlockShape shape = block_shape(t);
-  m = 0;
-  if (shape.elements == QK) {
-    const uint8_t* x = row + s * shape.bytes;
-    dl = fp16_to_fp32_ref(load_u16(x));
-    switch (t) {
-      case WeightType::q4_0:
-        nibbles(x + 2);
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] - 8);
-        return;
-      case WeightType::q4_1:
-        m = fp16_to_fp32_ref(load_u16(x + 2));
-        nibbles(x + 4);
-        return;
-      case WeightType::q8_0:
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
-        return;
-      case WeightType::iq4_nl:
-        nibbles(x + 2);
-        for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
-        return;
-      default: {  // q5_0, q5_1: the fifth bits in a little-endian 32-bit qh
-        const bool q5_1 = t == WeightType::q5_1;
-        if (q5_1) m = fp16_to_fp32_ref(load_u16(x + 2));
-        const uint8_t* qh = x + (q5_1 ? 4 : 2);
-        nibbles(qh + 4);
-        for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((c[j] | (((qh[j >> 3] >> (j & 7)) & 1) << 4)) - (q5_1 ? 0 : 16));
-        return;
-      }
-    }
-  }
-  const int per_block = static_cast<int>(QK_K / sub_block_elements(t));
-  const uint8_t* x = row + (s / per_block) * shape.bytes;
-  const int sub = static_cast<int>(s % per_block);
   if (sub_block_elements(t) == 16) {  // q2_k, q3_k, q6_k
+    const uint8_t* x = row + (s / (QK_K / 16)) * block_shape(t).bytes;
+    const int sub = static_cast<int>(s % (QK_K / 16));
     float d;
     const int sc = scale_min16(t, x, sub, d, m);
     dl = d * static_cast<float>(sc);
@@ -123,20 +115,37 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
     for (int j = 0; j < 16; ++j) c[j] = chunk[16 * (sub % 2) + j];
     return;
   }
+  const uint8_t* x;
+  sub_block_scale(t, row, s, x, dl, m);
+  const int sub = static_cast<int>(s % (QK_K / QK));  // the K-quants' sub-block of x
   switch (t) {
-    case WeightType::iq4_xs: {
-      const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
-      dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>((low | (((load_u16(x + 2) >> (2 * sub)) & 3) << 4)) - 32);
+    case WeightType::q4_0:
+      nibbles(x + 2);
+      for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] - 8);
+      return;
+    case WeightType::q4_1:
+      nibbles(x + 4);
+      return;
+    case WeightType::q8_0:
+      for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
+      return;
+    case WeightType::iq4_nl:
+      nibbles(x + 2);
+      for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
+      return;
+    case WeightType::q5_0: case WeightType::q5_1: {  // the fifth bits in a little-endian 32-bit qh
+      const bool q5_1 = t == WeightType::q5_1;
+      const uint8_t* qh = x + (q5_1 ? 4 : 2);
+      nibbles(qh + 4);
+      for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((c[j] | (((qh[j >> 3] >> (j & 7)) & 1) << 4)) - (q5_1 ? 0 : 16));
+      return;
+    }
+    case WeightType::iq4_xs:
       nibbles(x + 8 + 16 * sub);
       for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
       return;
-    }
     default: {  // q4_k / q5_k: sub-block `sub` is the low (even) or high (odd) nibbles of qs[32 (sub / 2) ..], fifth bits bit `sub` of qh
       const bool five = t == WeightType::q5_k;
-      int sc, mn;
-      scale_min_k(x + 4, sub, sc, mn);
-      dl = fp16_to_fp32_ref(load_u16(x)) * static_cast<float>(sc);
-      m = -(fp16_to_fp32_ref(load_u16(x + 2)) * static_cast<float>(mn));
       const uint8_t* qs = x + (five ? 48 : 16) + 32 * (sub / 2);
       const int shift = 4 * (sub % 2);
       for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>((qs[j] >> shift) & 0x0f);

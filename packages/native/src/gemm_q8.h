@@ -65,8 +65,16 @@ static inline int64_t gemm_q8_mins(WeightType t, int64_t cols) { return gemm_q8_
 static inline int64_t gemm_q8_panel_bytes(WeightType t, int64_t cols) {
   return 32 * cols + 4 * 32 * (cols / 32 + gemm_q8_mins(t, cols) + (gemm_q8_halves(t) ? cols / 16 : 0));
 }
-// Scratch bytes a call for `rows` weight rows needs: their panels, 64-byte aligned.
-static inline int64_t gemm_q8_scratch_bytes(WeightType t, int64_t rows, int64_t cols) { return (rows + 31) / 32 * gemm_q8_panel_bytes(t, cols) + 64; }
+// Panels decoded at a time (gemm_q8_panels): about 2 MB of them, at least one.
+static inline int64_t gemm_q8_chunk_panels(WeightType t, int64_t cols) {
+  const int64_t panels = (int64_t{1} << 21) / gemm_q8_panel_bytes(t, cols);
+  return panels > 1 ? panels : 1;
+}
+// Scratch bytes a call for `rows` weight rows needs: one chunk of their panels, 64-byte aligned.
+static inline int64_t gemm_q8_scratch_bytes(WeightType t, int64_t rows, int64_t cols) {
+  const int64_t panels = (rows + 31) / 32, chunk = gemm_q8_chunk_panels(t, cols);
+  return (panels < chunk ? panels : chunk) * gemm_q8_panel_bytes(t, cols) + 64;
+}
 
 // A panel, as both kernels read it: GEMM_Q8_NR weight rows' sub-blocks decoded once per call into
 // unsigned codes u laid out for 4-byte dot products (dword k of the panel is NR rows x 4 bytes, row
@@ -84,16 +92,21 @@ struct Q8Panel {
 // sub-block sums go there instead, (n, rows, cols / 32; cols / 16 for gemm_q8_halves types), and out is not written.
 using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0,
                                int nr, float* out, int32_t* sums);
-// The loop both kernels share (portable, gemm_q8.cc): decodes every panel of weight rows
-// [row_begin, row_end) into scratch (gemm_q8_scratch_bytes), then hands `kernel` blocks of
-// activation rows (multiples of mr, about 256 KB of codes, so they stay in L2 while every panel passes).
+// The loop both kernels share (portable, gemm_q8.cc): decodes the panels of weight rows
+// [row_begin, row_end) a chunk at a time into scratch (gemm_q8_scratch_bytes), and hands `kernel` each
+// chunk's panels by blocks of activation rows (multiples of mr, about 256 KB of codes, so they stay in
+// L2 while the chunk's panels pass).
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
 
-// Sizes acts for x (n, cols) and weights of type t; then quantize_q8_acts fills activation rows
-// [t_begin, t_end) of them from x (portable, gemm_q8.cc; row ranges may run in parallel).
+// Sizes acts for x (n, cols) and weights of type t (gemm_q8.cc); then quantize_q8_acts fills activation rows
+// [t_begin, t_end) of them from x (quantize_int8_group's codes and scales, with AVX2: gemm_q8_pack_avx2.cc;
+// row ranges may run in parallel).
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a);
 void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a);
+// Weight rows r0 .. r0 + nr (nr <= NR) of w (rows, cols) into the panel p; rows past nr get zero codes,
+// scales and minimums (AVX2: gemm_q8_pack_avx2.cc).
+void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p);
 // out rows [row_begin, row_end) of x @ w^T from the quantized activations; scratch of
 // gemm_q8_scratch_bytes(t, row_end - row_begin, cols). Needs AVX-512 VNNI and gemm_q8_supports(t).
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,

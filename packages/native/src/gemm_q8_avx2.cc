@@ -1,5 +1,5 @@
 // The integer prefill product (gemm_q8.h) with AVX2: the panels of the VNNI
-// kernel (gemm_q8.cc decodes them: dword k is 32 rows x 4 bytes of unsigned
+// kernel (gemm_q8_pack_avx2.cc decodes them: dword k is 32 rows x 4 bytes of unsigned
 // codes u), read half a panel (16 rows, two vectors of 8 int32 lanes) at a time
 // by MR activation rows at a time. vpmaddubsw multiplies 4-byte runs of codes
 // by the broadcast activation codes into int16 pair sums, vpmaddwd against ones

@@ -2,11 +2,11 @@
 //
 // Per call of a row range, 32 weight rows at a time: every 32-element sub-block
 // of those rows is decoded once to unsigned codes u, its scale dw and minimum mw,
-// into a panel (gemm_q8.h, gemm_q8.cc) laid out for vpdpbusd: dword k of the
+// into a panel (gemm_q8.h, gemm_q8_pack_avx2.cc) laid out for vpdpbusd: dword k of the
 // panel's rows is 32 rows x 4 bytes (row i's codes of columns 4k .. 4k + 3), two
-// vectors. All panels of the range are decoded first (about 1.25 bytes per
-// weight, in L3), then the activation rows go in blocks that stay in L2 past
-// every panel, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
+// vectors. The panels of the range are decoded about 2 MB at a time (1.25 bytes per
+// weight, gemm_q8.cc), then the activation rows go in blocks that stay in L2 past
+// each of those panels, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
 // activation's correction), take 8 vpdpbusd (u unsigned x q signed, 4 products
 // per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
 // accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). q2_k, q3_k and q6_k (16-element
@@ -64,7 +64,7 @@ void store_sums(const __m512i (&i0)[M], const __m512i (&i1)[M], int32_t* sums, i
 
 // Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows). With `sums` (tests:
 // gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32, or cols / 16 with HALVES).
-template <int M, bool MIN, bool HALVES>
+template <int M, bool MIN, bool HALVES, bool SUMS>
 void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK;
   __m512 f0[M], f1[M];
@@ -79,7 +79,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       for (int m = 0; m < M; ++m) i0[m] = i1[m] = h0[m] = h1[m] = _mm512_setzero_si512();
       dot_steps<M, 4>(up, xq, cols, i0, i1);
       dot_steps<M, 4>(up + 4 * NR * 4, xq + 16, cols, h0, h1);
-      if (sums) {
+      if constexpr (SUMS) {
         store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, 2 * sb);
         store_sums<M>(h0, h1, sums, t0, rows, r0, nr, 2 * subs, 2 * sb + 1);
         continue;
@@ -95,7 +95,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
     } else {
       for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_set1_epi32(a.corr[(t0 + m) * subs + sb]);
       dot_steps<M, 8>(up, xq, cols, i0, i1);
-      if (sums) {
+      if constexpr (SUMS) {
         store_sums<M>(i0, i1, sums, t0, rows, r0, nr, subs, sb);
         continue;
       }
@@ -118,7 +118,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       }
     }
   }
-  if (sums) return;
+  if constexpr (SUMS) return;
   const __mmask16 k0 = static_cast<__mmask16>(nr >= 16 ? 0xffff : (1u << nr) - 1);
   const __mmask16 k1 = static_cast<__mmask16>(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
   for (int m = 0; m < M; ++m) {
@@ -128,41 +128,42 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
   }
 }
 
-template <bool MIN, bool HALVES, int M = MR<HALVES>>
+template <bool MIN, bool HALVES, bool SUMS, int M = MR<HALVES>>
 void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return tile<M, MIN, HALVES>(p, a, t0, rows, r0, nr, out, sums);
-    tiles<MIN, HALVES, M - 1>(m, p, a, t0, rows, r0, nr, out, sums);
+    if (m == M) return tile<M, MIN, HALVES, SUMS>(p, a, t0, rows, r0, nr, out, sums);
+    tiles<MIN, HALVES, SUMS, M - 1>(m, p, a, t0, rows, r0, nr, out, sums);
   }
 }
 
 // One panel by activation rows [t_begin, t_end), MR rows at a time (Q8PanelKernel).
-template <bool MIN, bool HALVES>
+template <bool MIN, bool HALVES, bool SUMS>
 void panel_vnni(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0, int nr, float* out,
                 int32_t* sums) {
   constexpr int mr = MR<HALVES>;
-  for (int64_t t0 = t_begin; t0 < t_end; t0 += mr) tiles<MIN, HALVES>(static_cast<int>(t_end - t0 < mr ? t_end - t0 : mr), p, a, t0, rows, r0, nr, out, sums);
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += mr) tiles<MIN, HALVES, SUMS>(static_cast<int>(t_end - t0 < mr ? t_end - t0 : mr), p, a, t0, rows, r0, nr, out, sums);
 }
 
-// gemm_q8_vnni, or with `sums` its integer sums (tile).
+// gemm_q8_vnni, or with SUMS its integer sums into `sums` (tile).
+template <bool SUMS>
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
          int32_t* sums) {
   auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
-  if (gemm_q8_halves(t)) return panels(MR<true>, panel_vnni<true, true>);  // q2_k, q3_k, q6_k: all have minimums
-  if (q8_has_min(t)) return panels(MR<false>, panel_vnni<true, false>);
-  panels(MR<false>, panel_vnni<false, false>);
+  if (gemm_q8_halves(t)) return panels(MR<true>, panel_vnni<true, true, SUMS>);  // q2_k, q3_k, q6_k: all have minimums
+  if (q8_has_min(t)) return panels(MR<false>, panel_vnni<true, false, SUMS>);
+  panels(MR<false>, panel_vnni<false, false, SUMS>);
 }
 
 }  // namespace
 
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                   uint8_t* scratch) {
-  run(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
+  run<false>(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
 }
 
 void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {
   std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, rows, a.cols)));
-  run(t, w, a, rows, nullptr, 0, rows, scratch.data(), sums);
+  run<true>(t, w, a, rows, nullptr, 0, rows, scratch.data(), sums);
 }
 
 }  // namespace sparq

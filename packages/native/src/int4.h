@@ -41,8 +41,11 @@ void quantize_int4_ref(const float* x, int64_t rows, int64_t cols, int64_t group
 // w -> out (rows, cols) f32.
 void dequantize_int4_ref(const Int4View& w, float* out, int64_t row_begin, int64_t row_end);
 
+// 2^-126, the floor on every quantization scale (the reference's).
+constexpr float QUANT_MIN_SCALE = 1.17549435e-38f;
 // x[0 .. len) -> q: scale = max(amax / 127, 2^-126), q = roundf(x / scale) (halves away from
-// zero); returns the scale, sum gets sum q. Every 8-bit activation quantizer uses it.
+// zero); returns the scale, sum gets sum q. Every 8-bit activation quantizer uses it (the blocked
+// products' quantize_q8_acts as its AVX2 twin).
 float quantize_int8_group(const float* x, int64_t len, int8_t* q, int32_t& sum);
 // Scalar, shared by every kernel path so the int32 sums never depend on the path.
 void quantize_acts(const float* x, int64_t n, int64_t cols, int64_t group, Int8Acts& acts);

@@ -10,7 +10,7 @@ namespace sparq {
 
 namespace {
 
-constexpr float MIN_SCALE = 1.17549435e-38f;  // 2^-126, the reference's floor on every scale
+constexpr float MIN_SCALE = QUANT_MIN_SCALE;
 
 int clamp4(float v) { return static_cast<int>(std::min(7.0f, std::max(-8.0f, v))); }
 

@@ -34,17 +34,15 @@ void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, in
   const int64_t half = head_dim / 2;
   // Pair i is elements (2i, 2i+1) of a head, or (i, i + half) with halves.
   const int64_t second = halves ? half : 1;
+  // Pair i rotates by pos * freq_i, freq_i = theta^(-2i / head_dim) unless given; the same angle in every head.
+  std::vector<float> freq(static_cast<size_t>(half));  // (half)
+  for (int64_t i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    freq[i] = freqs != nullptr ? freqs[i] : 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+  }
   for (int64_t t = 0; t < n; ++t) {
-    // Pair i rotates by pos * freq_i, freq_i = theta^(-2i / head_dim) unless given; the same angle in every head.
     for (int64_t i = 0; i < half; ++i) {
-      float freq;
-      if (freqs != nullptr) {
-        freq = freqs[i];
-      } else {
-        const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-        freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
-      }
-      const float val = static_cast<float>(static_cast<double>(positions[t]) * static_cast<double>(freq));
+      const float val = static_cast<float>(static_cast<double>(positions[t]) * static_cast<double>(freq[i]));
       // The scale multiplies the rounded cos and sin (exact when it is 1).
       const float fcr = static_cast<float>(std::cos(static_cast<double>(val))) * scale;
       const float fci = static_cast<float>(std::sin(static_cast<double>(val))) * scale;

@@ -1,0 +1,201 @@
+// The blocked integer product's packing steps (gemm_q8.h) with AVX2, which both blocked kernels need:
+// the activation rows' quantization and the weights' decoding into panels.
+//
+// Quantization: quantize_int8_group's arithmetic per 32-element block, 8 lanes at a time (amax, one
+// division per element, truncation and the halves-away-from-zero correction are exact the same
+// way in every lane), so the codes and scales are the scalar quantizer's bit for bit.
+//
+// Decoding: per sub-block, 8 rows' 32 codes at a time (block_codes.h's codes, as vectors: codes32,
+// codes16) go through one 8 x 8 transpose of dwords, so dword k of the 8 rows (their codes 4k .. 4k + 3)
+// is one 32-byte store into the panel's dword k.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "block_codes.h"
+#include "gemm_q8.h"
+#include "int4.h"
+
+namespace sparq {
+namespace {
+
+constexpr int NR = GEMM_Q8_NR;
+
+// Sum of the 8 int32 lanes of v.
+inline int32_t sum_lanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The 32 4-bit values of 16 bytes: byte j's low nibble is element j, its high nibble element j + 16.
+inline __m256i nibbles16(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), low4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
+
+// Bits `shift` .. shift + bits - 1 of each of 32 bytes (shift < 8): shifting 16-bit lanes moves the high
+// byte's bits into the low byte's top, which the mask drops.
+inline __m256i bits32(const uint8_t* x, int shift, int bits) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>((1 << bits) - 1)));
+}
+
+// Element j's bit of a little-endian 32-bit mask, times 16: byte j of qh[j / 8], bit j % 8.
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+
+// IQ4_LEVELS[v] for each byte v < 16.
+inline __m256i iq4_levels(__m256i v) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), v);
+}
+
+// block_codes.h's sub_block_codes of sub-block s (32 elements, t neither q2_k, q3_k nor q6_k) as a vector.
+inline __m256i codes32(WeightType t, const uint8_t* row, int64_t s, float& dl, float& m) {
+  const uint8_t* x;
+  sub_block_scale(t, row, s, x, dl, m);
+  const int sub = static_cast<int>(s % (QK_K / QK));  // the K-quants' sub-block of x
+  switch (t) {
+    case WeightType::q4_0: return _mm256_sub_epi8(nibbles16(x + 2), _mm256_set1_epi8(8));
+    case WeightType::q4_1: return nibbles16(x + 4);
+    case WeightType::q8_0: return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+    case WeightType::iq4_nl: return iq4_levels(nibbles16(x + 2));
+    case WeightType::q5_0: return _mm256_sub_epi8(_mm256_or_si256(nibbles16(x + 6), fifth_bits(x + 2)), _mm256_set1_epi8(16));
+    case WeightType::q5_1: return _mm256_or_si256(nibbles16(x + 8), fifth_bits(x + 4));
+    case WeightType::iq4_xs: return iq4_levels(nibbles16(x + 8 + 16 * sub));
+    case WeightType::q4_k: return bits32(x + 16 + 32 * (sub / 2), 4 * (sub % 2), 4);
+    default:  // q5_k
+      return _mm256_or_si256(bits32(x + 48 + 32 * (sub / 2), 4 * (sub % 2), 4), _mm256_slli_epi16(bits32(x + 16, sub, 1), 4));
+  }
+}
+
+// block_codes.h's chunk_codes16 (elements 32 k4 .. 32 k4 + 31 of a q2_k, q3_k or q6_k super-block x) as a vector.
+inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
+  const int H = k4 >> 2, k = k4 & 3;
+  switch (t) {
+    case WeightType::q2_k: return bits32(x + 16 + 32 * H, 2 * k, 2);
+    case WeightType::q3_k: return _mm256_or_si256(bits32(x + 32 + 32 * H, 2 * k, 2), _mm256_slli_epi16(bits32(x, k4, 1), 2));
+    default: return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4), _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));  // q6_k
+  }
+}
+
+// 8 rows of 32 codes (row i at c + 32 i, zero rows where i >= rows_in) to dst: dword k of the 8 rows at
+// dst + k * NR * 4, 32 bytes. `off` is added to every code of the rows in.
+inline void store_rows8(const int8_t* c, int rows_in, int off, uint8_t* dst) {
+  const __m256i o = _mm256_set1_epi8(static_cast<char>(off));
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m256i v = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(c + 32 * i)), o);
+    r[i] = _mm256_castsi256_ps(i < rows_in ? v : _mm256_setzero_si256());
+  }
+  // The 8 x 8 transpose of dwords: rows pairwise interleaved, then in fours, then the 128-bit halves.
+  __m256 a[8], b[8];
+  for (int i = 0; i < 8; i += 2) {
+    a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    b[i] = _mm256_shuffle_ps(a[i], a[i + 2], 0x44);
+    b[i + 1] = _mm256_shuffle_ps(a[i], a[i + 2], 0xee);
+    b[i + 2] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0x44);
+    b[i + 3] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0xee);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_store_ps(reinterpret_cast<float*>(dst + k * NR * 4), _mm256_permute2f128_ps(b[k], b[k + 4], 0x20));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + (k + 4) * NR * 4), _mm256_permute2f128_ps(b[k], b[k + 4], 0x31));
+  }
+}
+
+}  // namespace
+
+void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a) {
+  const int64_t cols = a.cols, blocks = cols / QK;
+  const int off = gemm_q8_offset(t);
+  const bool halves = gemm_q8_halves(t);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f), minus_half = _mm256_set1_ps(-0.5f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // packs' lanes back in element order
+  for (int64_t r = t_begin; r < t_end; ++r) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* xb = x + r * cols + b * QK;
+      __m256 v[4];
+      __m256 m = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
+      }
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / 127.0f > QUANT_MIN_SCALE ? amax / 127.0f : QUANT_MIN_SCALE;
+      const __m256 dv = _mm256_set1_ps(d);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) {
+        // roundf(x / d), as quantize_int8_group: truncate, then step a fraction of at least one half away from zero.
+        const __m256 steps = _mm256_div_ps(v[i], dv);
+        const __m256i tr = _mm256_cvttps_epi32(steps);
+        const __m256 frac = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(tr));
+        const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
+        const __m256i down = _mm256_castps_si256(_mm256_cmp_ps(frac, minus_half, _CMP_LE_OQ));
+        q[i] = _mm256_add_epi32(_mm256_sub_epi32(tr, up), down);  // the masks are -1 where they hold
+      }
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q.data() + r * cols + b * QK), _mm256_permutevar8x32_epi32(packed, order));
+      const int32_t first = sum_lanes(_mm256_add_epi32(q[0], q[1])), sum = first + sum_lanes(_mm256_add_epi32(q[2], q[3]));
+      a.d[r * blocks + b] = d;
+      a.ds[r * blocks + b] = d * static_cast<float>(sum);
+      a.corr[r * blocks + b] = -off * sum;
+      if (!halves) continue;
+      a.ds16[2 * (r * blocks + b)] = d * static_cast<float>(first);
+      a.ds16[2 * (r * blocks + b) + 1] = d * static_cast<float>(sum - first);
+    }
+  }
+}
+
+void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p) {
+  const int64_t row_bytes = weight_bytes(t, cols), blocks = cols / QK;
+  const bool halves = gemm_q8_halves(t);
+  const int off = gemm_q8_offset(t);
+  alignas(32) int8_t c[8 * 32];  // 8 rows' codes of one 32-element block
+  // 8 rows at a time along their length: 8 streams of weight bytes for the prefetchers.
+  for (int i0 = 0; i0 < NR; i0 += 8) {
+    const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int ii = 0; ii < 8; ++ii) {
+        const int i = i0 + ii;
+        if (!halves) {
+          // w_j = dw (u_j - off) + mw (gemm_q8.h)
+          float dw = 0, mw = 0;
+          if (ii < rows_in) _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), codes32(t, w + (r0 + i) * row_bytes, b, dw, mw));
+          p.dw[b * NR + i] = dw;
+          p.mw[b * NR + i] = mw;
+          continue;
+        }
+        // The half-block types: per 32-element block, its codes and its two half-blocks' integer
+        // scales and minimums (block_codes.h), w_j = d sc_h u_j + mw_h.
+        const uint8_t* x = w + (r0 + i) * row_bytes + b / 8 * block_shape(t).bytes;  // the super-block
+        float d = 0;
+        for (int h = 0; h < 2; ++h) {
+          float mw = 0;
+          int sc = 0;
+          if (ii < rows_in) sc = scale_min16(t, x, static_cast<int>(2 * (b % 8) + h), d, mw);
+          p.mw[(2 * b + h) * NR + i] = mw;
+          p.sc[(2 * b + h) * NR + i] = static_cast<int32_t>((static_cast<uint32_t>(sc) << 16) | (static_cast<uint32_t>(sc) & 0xffff));
+        }
+        p.dw[b * NR + i] = d;
+        if (ii < rows_in) _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), codes16(t, x, static_cast<int>(b % 8)));
+      }
+      store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
+    }
+  }
+}
+
+}  // namespace sparq
