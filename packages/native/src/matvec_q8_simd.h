@@ -514,19 +514,23 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
   });
 }
 // One activation row (decode) against half-block weights: two weight rows at a time, interleaved
-// step by step (half_block_rows), then rows_q8 for an odd last row.
+// step by step (half_block_rows), then rows_q8 for an odd last row. The pair is r and r + half (half
+// the range apart), so the weights are read as two sequential streams far apart: adjacent rows, two
+// streams interleaved within the same pages, halved the bytes per second from DRAM on this CPU's
+// prefetchers (Zen 4), while two distant streams read faster than one.
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
-  int64_t r = row_begin;
-  for (; r + 2 <= row_end; r += 2) {
+  const int64_t half = (row_end - row_begin) / 2;
+  for (int64_t r = row_begin; r < row_begin + half; ++r) {
     RowSums<T, 1> first(a, 0), second(a, 0);
     const uint8_t* row = w + r * row_bytes;
-    for (int64_t b = 0; b < blocks; ++b, first.g0 += 8, second.g0 += 8) half_block_rows<T, 2, RowSums<T, 1>>({row + b * T::BYTES, row + row_bytes + b * T::BYTES}, {&first, &second});
+    const uint8_t* other = row + half * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b, first.g0 += 8, second.g0 += 8) half_block_rows<T, 2, RowSums<T, 1>>({row + b * T::BYTES, other + b * T::BYTES}, {&first, &second});
     first.finish(out + r);
-    second.finish(out + r + 1);
+    second.finish(out + r + half);
   }
-  if (r < row_end) rows_q8<T>(w, a, rows, out, r, row_end);
+  if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
 }
 
 // Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
