@@ -143,56 +143,31 @@ struct IQ4_NL {
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), f16x8(x)); }
 };
 
-// The 16-element half-block types (below) decode a super-block in three steps, so that
-// half_block_rows can interleave R weight rows step by step (their dependency chains are long and
-// one row alone leaves the out-of-order window short of independent work):
-//   sc = T::scales(x, s): the 16 int8 half-block scales (handing the minimums to s.mins16),
-//   T::group_codes(x, H, codes): chunks 4H .. 4H + 3, for s.group4,
-//   T::d(x): the super-block scale, for s.end_block.
-template <class T, int R, class S>
-SPARQ_INLINE void half_block_rows(const uint8_t* const (&x)[R], S* const (&s)[R]) {
-  __m128i sc[R];
-  for (int r = 0; r < R; ++r) sc[r] = T::scales(x[r], *s[r]);
-  for (int H = 0; H < 2; ++H) {
-    for (int r = 0; r < R; ++r) {
-      __m256i codes[4];
-      T::group_codes(x[r], H, codes);
-      s[r]->group4(H, codes, sc[r]);
-    }
-  }
-  for (int r = 0; r < R; ++r) s[r]->end_block(T::d(x[r]));
-}
-// block(x, s) of a half-block type T: half_block_rows for one row.
-template <class T>
-struct HalfBlockType {
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { half_block_rows<T, 1, S>({x}, {&s}); }
-};
-
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
-struct Q2_K : HalfBlockType<Q2_K> {
+struct Q2_K {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), CODE_MAX = 3, OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
-  template <class S> SPARQ_INLINE static __m128i scales(const uint8_t* x, S& s) {
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
     s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
-    return _mm_and_si128(sc, _mm_set1_epi8(0x0f));
+    const __m128i scales = _mm_and_si128(sc, _mm_set1_epi8(0x0f));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
+      s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, scales);
+    }
+    s.end_block(f16x8(x + 80));
   }
-  SPARQ_INLINE static void group_codes(const uint8_t* x, int H, __m256i (&codes)[4]) {
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
-    for (int k = 0; k < 4; ++k) codes[k] = bits2(b, 2 * k);
-  }
-  SPARQ_INLINE static __m256 d(const uint8_t* x) { return f16x8(x + 80); }
-};
+};;
 // hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
 // minus 4 (OFFSET8); 16 signed 6-bit scales (- 32): low
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
-struct Q3_K : HalfBlockType<Q3_K> {
+struct Q3_K {
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), CODE_MAX = 7, OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
-  template <class S> SPARQ_INLINE static __m128i scales(const uint8_t* x, S&) {
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
     const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
@@ -200,14 +175,16 @@ struct Q3_K : HalfBlockType<Q3_K> {
     std::memcpy(&aux, p + 8, 4);
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
-    return _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
-  }
-  SPARQ_INLINE static void group_codes(const uint8_t* x, int H, __m256i (&codes)[4]) {
+    const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
-    for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
+      __m256i codes[4];
+      for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
+      s.group4(H, codes, sc);
+    }
+    s.end_block(f16x8(x + 108));
   }
-  SPARQ_INLINE static __m256 d(const uint8_t* x) { return f16x8(x + 108); }
 };
 // q4_k / q5_k: d | dmin | scales[12] (8 6-bit scales and minimums, scale_min_k's packing) | (qh[32]) |
 // qs[128]. Chunks 2p and 2p + 1 are the low and high nibbles of qs[32 p .. 32 p + 32); q5_k's fifth
@@ -244,17 +221,24 @@ struct QX_K {
 };
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
-struct Q6_K : HalfBlockType<Q6_K> {
+struct Q6_K {
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), CODE_MAX = 63, OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
-  template <class S> SPARQ_INLINE static __m128i scales(const uint8_t* x, S&) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)); }
-  SPARQ_INLINE static void group_codes(const uint8_t* x, int H, __m256i (&codes)[4]) {
-    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
-    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
-    for (int k = 0; k < 4; ++k) codes[k] = or_masked(k >= 2 ? _mm256_srli_epi16(k % 2 ? b1 : b0, 4) : k % 2 ? b1 : b0, 0x0f, bits_at(h, 2 * k, 4, 0x30));
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
+      __m256i codes[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256i b = k % 2 ? b1 : b0;
+        codes[k] = or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30));
+      }
+      s.group4(H, codes, sc);
+    }
+    s.end_block(f16x8(x + 208));
   }
-  SPARQ_INLINE static __m256 d(const uint8_t* x) { return f16x8(x + 208); }
 };
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
 struct IQ4_XS {
@@ -513,20 +497,22 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
     sums.finish(res);
   });
 }
-// One activation row (decode) against half-block weights: two weight rows at a time, interleaved
-// step by step (half_block_rows), then rows_q8 for an odd last row. The pair is r and r + half (half
-// the range apart), so the weights are read as two sequential streams far apart: adjacent rows, two
-// streams interleaved within the same pages, halved the bytes per second from DRAM on this CPU's
-// prefetchers (Zen 4), while two distant streams read faster than one.
+// One activation row (decode) against super-block weights: rows r and r + half (half the range
+// apart) at a time, block by block, then rows_q8 for an odd last row. The weights are read as two
+// sequential streams far apart, which this CPU's prefetchers (Zen 4) read faster than one (two rows
+// next to each other, two streams interleaved within the same pages, read at half the rate), and
+// each block's long dependency chains have the other row's to overlap with.
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
-  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
-  const int64_t half = (row_end - row_begin) / 2;
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
   for (int64_t r = row_begin; r < row_begin + half; ++r) {
     RowSums<T, 1> first(a, 0), second(a, 0);
     const uint8_t* row = w + r * row_bytes;
     const uint8_t* other = row + half * row_bytes;
-    for (int64_t b = 0; b < blocks; ++b, first.g0 += 8, second.g0 += 8) half_block_rows<T, 2, RowSums<T, 1>>({row + b * T::BYTES, other + b * T::BYTES}, {&first, &second});
+    for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
+      T::block(row + b * T::BYTES, first);
+      T::block(other + b * T::BYTES, second);
+    }
     first.finish(out + r);
     second.finish(out + r + half);
   }
@@ -556,9 +542,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
     with_type(t, [&](auto type) {                                                                                                      \
       using T = decltype(type);                                                                                                        \
-      if constexpr (std::is_base_of_v<HalfBlockType<T>, T>) {                                                                          \
-        if (a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                                          \
-      }                                                                                                                                \
+      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
       rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
     });                                                                                                                                \
   }                                                                                                                                    \
