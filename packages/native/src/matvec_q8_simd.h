@@ -498,10 +498,10 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
   });
 }
 // One activation row (decode) against super-block weights: rows r and r + half (half the range
-// apart) at a time, block by block, then rows_q8 for an odd last row. The weights are read as two
-// sequential streams far apart, which this CPU's prefetchers (Zen 4) read faster than one (two rows
-// next to each other, two streams interleaved within the same pages, read at half the rate), and
-// each block's long dependency chains have the other row's to overlap with.
+// apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
+// chains get the other row's independent work to overlap with, and the weights are read as two
+// sequential streams far apart, which Zen 4 reads from DRAM faster than one. (Rows r and r + 1,
+// two streams interleaved within the same pages, read at half the rate or less there.)
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
