@@ -97,7 +97,7 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // the sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
 // - 256-element super-blocks: with 16-element half-blocks group4(G, codes of chunks 4G .. 4G + 3,
-//   the block's 16 int8 half-block scales), or for 32-element sub-blocks scales32(the 8 integer
+//   their half-block scales as group_scales lays them out), or for 32-element sub-blocks scales32(the 8 integer
 //   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
@@ -143,6 +143,22 @@ struct IQ4_NL {
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), f16x8(x)); }
 };
 
+// The vpmaddwd operand of group G (chunks 4G .. 4G + 3) from the block's 16 int8 half-block scales
+// sc: int16 lanes 2j, 2j + 1 the scale of half-block 8G + 2j (chunk j's first), in the high 128 bits
+// of half-block 8G + 2j + 1.
+SPARQ_INLINE __m256i group_scales(__m128i sc, int G) {
+  const int b = 8 * G;
+  const __m128i pick = _mm_setr_epi8(b, b, b + 2, b + 2, b + 4, b + 4, b + 6, b + 6, b + 1, b + 1, b + 3, b + 3, b + 5, b + 5, b + 7, b + 7);
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
+}
+// The same from 16 scales below 128 in both 128-bit halves of sc (q2_k's): one byte shuffle, the
+// high byte of each int16 lane zeroed (index 0x80).
+SPARQ_INLINE __m256i group_scales_u(__m256i sc, int G) {
+  const char b = static_cast<char>(8 * G), z = static_cast<char>(0x80);
+  return _mm256_shuffle_epi8(sc, _mm256_setr_epi8(b, z, b, z, b + 2, z, b + 2, z, b + 4, z, b + 4, z, b + 6, z, b + 6, z,
+                                                  b + 1, z, b + 1, z, b + 3, z, b + 3, z, b + 5, z, b + 5, z, b + 7, z, b + 7, z));
+}
+
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
@@ -152,10 +168,11 @@ struct Q2_K {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
     s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
-    const __m128i scales = _mm_and_si128(sc, _mm_set1_epi8(0x0f));
+    // The scales (low nibbles) in both 128-bit halves, for group_scales_u.
+    const __m256i scales = _mm256_and_si256(_mm256_broadcastsi128_si256(sc), _mm256_set1_epi8(0x0f));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
-      s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, scales);
+      s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, group_scales_u(scales, H));
     }
     s.end_block(f16x8(x + 80));
   }
@@ -181,7 +198,7 @@ struct Q3_K {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
       __m256i codes[4];
       for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
-      s.group4(H, codes, sc);
+      s.group4(H, codes, group_scales(sc, H));
     }
     s.end_block(f16x8(x + 108));
   }
@@ -235,7 +252,7 @@ struct Q6_K {
         const __m256i b = k % 2 ? b1 : b0;
         codes[k] = or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30));
       }
-      s.group4(H, codes, sc);
+      s.group4(H, codes, group_scales(sc, H));
     }
     s.end_block(f16x8(x + 208));
   }
@@ -337,15 +354,6 @@ constexpr bool octets_fit() {
   return 8 * code * 127 <= 32767 && 4 * T::CODE_MAX * 127 <= 32767;
 }
 
-// The vpmaddwd operand of group G (chunks 4G .. 4G + 3) from the block's 16 int8 half-block scales
-// sc: int16 lanes 2j, 2j + 1 the scale of half-block 8G + 2j (chunk j's first), in the high 128 bits
-// of half-block 8G + 2j + 1.
-SPARQ_INLINE __m256i group_scales(__m128i sc, int G) {
-  const int b = 8 * G;
-  const __m128i pick = _mm_setr_epi8(b, b, b + 2, b + 2, b + 4, b + 4, b + 6, b + 6, b + 1, b + 1, b + 3, b + 3, b + 5, b + 5, b + 7, b + 7);
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
-}
-
 // The 8 scaled half-block sums of a group's codes (chunks g .. g + 3 of activation row q; bias8 its
 // RowActs::bias8 row), lanes as above.
 template <class T>
@@ -391,9 +399,8 @@ struct RowSums {
       a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
-  // Group G of a 16-element half-block type, sc its block's int8 half-block scales.
-  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m128i sc) {
-    const __m256i scales = group_scales(sc, G);
+  // Group G of a 16-element half-block type, scales its group_scales.
+  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m256i scales) {
     const int64_t g = g0 + 4 * G;
     for (int k = 0; k < NX; ++k) {
       __m256& a = block_acc[G & 1][k];
@@ -462,7 +469,7 @@ struct SubSums {
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
   // The half-block sums by group_sums itself, with unit scales, plus the offset times the
   // x-codes' sum that it subtracted (sum_j c_j q_j with block_codes.h's codes).
-  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m128i) {
+  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m256i) {
     alignas(32) int32_t lane[8];
     const int64_t g = g0 + 4 * G;
     _mm256_store_si256(reinterpret_cast<__m256i*>(lane), group_sums<T>(codes, _mm256_set1_epi16(1), q, bias8, g));
@@ -497,6 +504,27 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
     sums.finish(res);
   });
 }
+// One activation row (decode) against super-block weights: rows r and r + half (half the range
+// apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
+// chains get the other row's independent work to overlap with, and the weights are read as two
+// sequential streams far apart, which Zen 4 reads from DRAM faster than one. (Rows r and r + 1,
+// two streams interleaved within the same pages, read at half the rate or less there.)
+template <class T>
+void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
+  for (int64_t r = row_begin; r < row_begin + half; ++r) {
+    RowSums<T, 1> first(a, 0), second(a, 0);
+    const uint8_t* row = w + r * row_bytes;
+    const uint8_t* other = row + half * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
+      T::block(row + b * T::BYTES, first);
+      T::block(other + b * T::BYTES, second);
+    }
+    first.finish(out + r);
+    second.finish(out + r + half);
+  }
+  if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
+}
 
 // Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
 template <class T>
@@ -519,7 +547,11 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
 #define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                     \
   namespace sparq {                                                                                                                    \
   void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
-    with_type(t, [&](auto type) { rows_q8<decltype(type)>(w, a, rows, out, row_begin, row_end); });                                  \
+    with_type(t, [&](auto type) {                                                                                                      \
+      using T = decltype(type);                                                                                                        \
+      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
+      rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
+    });                                                                                                                                \
   }                                                                                                                                    \
   void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                  \
     with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                      \
