@@ -198,10 +198,45 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, si
   return j;
 }
 
+// One head over contiguous rows from memory (dense decode without GQA), 16-lane vectors: a plain
+// loop, a row per iteration with its own horizontal sum. qk_block's blocks of 16 rows were slower
+// there: f32 22 -> 32 GB/s, f16 alike (31), one thread, S = 32k, Zen 4, against a 32 GB/s read
+// probe. With AVX2's 8 lanes the blocks stay faster (f32 35 against 28 GB/s, f16 35 against 24).
+template <class V, class T>
+__attribute__((noinline)) void qk_stream(float* scores, const T* k, size_t d, int64_t first, size_t n, size_t known,
+                                         const float* q, float scale) {
+  using F = typename V::F;
+  const size_t ahead = stream_prefetch() ? stream_ahead_rows<T>(d) : known;
+  with_head_size(d, [&](auto dc) {
+    constexpr size_t DC = decltype(dc)::value;
+    const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
+    const T* row = k + static_cast<size_t>(first) * dd;
+    for (size_t j = 0; j < n; j++, row += dd) {
+      if (j + ahead < known) V::prefetch_row(row + ahead * dd, dd * sizeof(T));  // see kStreamAhead
+      F a = V::zero(), b = V::zero();
+      size_t i = 0;
+#pragma GCC unroll 16
+      for (; i + 2 * V::W <= whole; i += 2 * V::W) {
+        a = V::fma(V::load(row + i), V::load(q + i), a);
+        b = V::fma(V::load(row + i + V::W), V::load(q + i + V::W), b);
+      }
+      if (i < whole) {
+        a = V::fma(V::load(row + i), V::load(q + i), a);
+        i += V::W;
+      }
+      if (i < dd) b = V::fma(V::load_part(row + i, dd - i), V::load_part(q + i, dd - i), b);
+      scores[j] = V::reduce_add(V::add(a, b)) * scale;
+    }
+  });
+}
+
 // Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
 template <class V, class T, int G, bool Resident>
 inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, size_t known,
                      const float* q, float scale) {
+  if constexpr (G == 1 && !Resident && V::W == 16) {
+    if (!pos.pos) return qk_stream<V, T>(scores, k, d, pos.first, n, known, q, scale);
+  }
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
   const size_t j = qk_run<V, T, R, G, Resident>(scores, ld, k, d, pos, 0, n, known, q, scale);
