@@ -73,7 +73,13 @@ describe('sparq bench --quick', () => {
         expect(Math.abs(r.speedup - dense.ms / r.ms)).toBeLessThan(F64_REL * r.speedup);
       }
       expect(Math.abs(r.gbPerS - r.bytes / (r.ms * 1e6))).toBeLessThan(F64_REL * r.gbPerS);
-      if (hasNative) expect(r.pctBandwidth).toBeGreaterThan(0);
+      if (hasNative) {
+        // The bandwidth probed before the row is the one its percentage divides by.
+        expect(r.readGBs).toBeGreaterThan(0);
+        expect(Math.abs(r.pctBandwidth! - (100 * r.gbPerS) / r.readGBs!)).toBeLessThan(F64_REL * r.pctBandwidth!);
+      } else {
+        expect(r).toMatchObject({ readGBs: null, pctBandwidth: null });
+      }
     }
   });
 
@@ -102,7 +108,7 @@ describe('sparq bench --quick', () => {
     expect(JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'))).toEqual(res);
     const md = readFileSync(join(dir, 'results.md'), 'utf8');
     expect(md).toMatch(/^# sparq bench/);
-    expect(md).toContain('| backend | threads | KV | layout | S | dense ms |');
+    expect(md).toContain('| backend | threads | KV | layout | S | read GB/s | dense ms |');
     expect(md).toContain('| threads | S | system | decode attention |');
     for (const S of E2E_SEQS) expect(md).toMatch(new RegExp(`\\| 1 \\| ${S} \\| sparq \\| SparQ r ${R}, k S/8 \\|`));
     for (const name of ['speedup.svg', 'decode-tokens.svg', 'prefill-tokens.svg', 'bandwidth.svg']) {

@@ -5,7 +5,7 @@
  * row carries SPEC 3's data ratio (dense elements read over the method's), the
  * speed-up measured against dense on the same cache and threads, and the read
  * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
- * the bandwidth the probe measured in this run.
+ * the bandwidth probed just before its row.
  */
 import type { Engine, KVDType, KVLayout } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm';
@@ -26,8 +26,12 @@ export interface SweepOptions {
   layouts: readonly KVLayout[];
   /** Time per measurement (ms). */
   timeMs: number;
-  /** Measured read bandwidth (GB/s) by thread count. */
-  bandwidth: ReadonlyMap<number, number>;
+  /**
+   * Probes the read bandwidth (GB/s) on this many threads, or null when it cannot. Called just
+   * before each row: a VM's bandwidth can change while the sweep runs (the 2-core Zen 4 VM's
+   * 2-thread probe read 35 and 57 GB/s a few minutes apart, with the same code).
+   */
+  probe: (threads: number) => number | null;
   log: (line: string) => void;
 }
 
@@ -47,7 +51,9 @@ export interface KernelRow {
   /** SPEC 3 bytes read per step (all heads). */
   bytes: number;
   gbPerS: number;
-  /** gbPerS over the measured read bandwidth at this thread count, in percent (null when not measured). */
+  /** The read bandwidth probed just before this row's measurements (GB/s; null when not measured). */
+  readGBs: number | null;
+  /** gbPerS over readGBs, in percent (null when not measured). */
   pctBandwidth: number | null;
   /** Dense ms over this method's ms on the same cache and threads (1 for dense). */
   speedup: number;
@@ -76,6 +82,7 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
           const cache = randomCache(engine, { S, heads: o.heads, headDim: o.headDim, dtype: kv, layout });
           const bytesPer = kv === 'f32' ? 4 : 2;
           for (const threads of threadCounts) {
+            const bw = native ? o.probe(threads) : null;
             let denseMs = NaN;
             for (const m of sweepMethods(S, o.headDim)) {
               const ms = await withThreads(native, threads, () =>
@@ -84,12 +91,11 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
               if (m.method === 'dense') denseMs = ms;
               const bytes = o.heads * attentionCost(m, S, o.headDim) * bytesPer;
               const gbPerS = bytes / (ms * 1e6);
-              const bw = o.bandwidth.get(threads);
               const dataRatio = attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
               const speedup = denseMs / ms;
               rows.push({
                 backend: engine.name, threads, kv, layout, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
-                pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
+                readGBs: bw, pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
               });
             }
             const [d, s8, s16] = rows.slice(-3);

@@ -45,12 +45,12 @@ function groupBy<T>(rows: readonly T[], key: (row: T) => string): Map<string, T[
 const kernelGroup = (r: KernelRow) => `${r.backend} ${r.threads}t ${r.kv} ${r.layout}`;
 
 function kernelTable(rows: readonly KernelRow[]): string {
-  const header = ['backend', 'threads', 'KV', 'layout', 'S', 'dense ms', 'dense % BW', 'SparQ k=S/8 ms', 'speed-up', 'data ratio', '% of ratio', 'SparQ k=S/16 ms', 'speed-up', 'data ratio', '% of ratio'];
-  const align: Align[] = ['left', 'right', 'left', 'left', ...Array<Align>(11).fill('right')];
+  const header = ['backend', 'threads', 'KV', 'layout', 'S', 'read GB/s', 'dense ms', 'dense % BW', 'SparQ k=S/8 ms', 'speed-up', 'data ratio', '% of ratio', 'SparQ k=S/16 ms', 'speed-up', 'data ratio', '% of ratio'];
+  const align: Align[] = ['left', 'right', 'left', 'left', ...Array<Align>(12).fill('right')];
   const out: Cell[][] = [];
   for (const [, g] of groupBy(rows, (r) => `${kernelGroup(r)} ${r.S}`)) {
     const [d, ...sparq] = g;
-    out.push([d.backend, d.threads, d.kv, d.layout, d.S, f(d.ms, 3), pct(d.pctBandwidth), ...sparq.flatMap((s) => [f(s.ms, 3), `${f(s.speedup, 2)}x`, `${f(s.dataRatio, 2)}x`, `${f(s.pctOfDataRatio, 0)}%`])]);
+    out.push([d.backend, d.threads, d.kv, d.layout, d.S, d.readGBs === null ? '-' : f(d.readGBs, 1), f(d.ms, 3), pct(d.pctBandwidth), ...sparq.flatMap((s) => [f(s.ms, 3), `${f(s.speedup, 2)}x`, `${f(s.dataRatio, 2)}x`, `${f(s.pctOfDataRatio, 0)}%`])]);
   }
   return markdownTable(header, out, align);
 }
@@ -75,7 +75,7 @@ export function markdownReport(res: BenchResults): string {
   parts.push(`- llama.cpp: ${lc.status}${lc.version ? ` (release ${lc.version})` : ''}${lc.reason ? `: ${lc.reason}` : ''}\n`);
   if (res.kernels.length > 0) {
     parts.push('## Attention kernels: one decode step, all heads (median ms)\n');
-    parts.push(`Data ratio: SPEC 3's dense elements read over SparQ's; % of ratio: measured speed-up over it. % BW: SPEC 3 bytes per second over the measured read bandwidth.\n`);
+    parts.push(`Data ratio: SPEC 3's dense elements read over SparQ's; % of ratio: measured speed-up over it. Read GB/s: the read bandwidth probed just before the row; % BW: SPEC 3 bytes per second over it.\n`);
     parts.push(kernelTable(res.kernels));
   }
   if (res.endToEnd.length > 0 && res.model) {

@@ -117,17 +117,18 @@ export const benchCommand: Command = {
         }
       }
 
+      const probe = (t: number) => (native ? measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES) : null);
       const bandwidth = new Map<number, number>();
       if (native) {
         for (const t of new Set([1, ...threads])) {
-          const gbPerS = measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES);
+          const gbPerS = probe(t)!;
           bandwidth.set(t, gbPerS);
           results.bandwidth.push({ threads: t, gbPerS });
           log(`read bandwidth ${t} thread${t === 1 ? '' : 's'}: ${gbPerS.toFixed(1)} GB/s`);
         }
       }
       if (s.kernels) {
-        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, bandwidth, log });
+        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, probe, log });
         writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
       }
       if (lm && model) {
