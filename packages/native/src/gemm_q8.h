@@ -7,7 +7,7 @@
 // (off a constant of the type, dw and mw f32 per sub-block). Then
 //   sum_j w_j x_j ~ dw dx (sum_j u_j q_j - off sum_j q_j) + mw dx sum_j q_j,
 // the integer sum exact in int32, the rest in f32. q2_k, q3_k and q6_k have 16-element half-blocks
-// h of integer scale sc_h (block_codes.h's scale16), w_j = d sc_h u_j + mw_h (mw_h: q2_k's
+// h of integer scale sc_h (block_codes.h's scale_min16), w_j = d sc_h u_j + mw_h (mw_h: q2_k's
 // -dmin mn_h; the offsets 4 and 32 of q3_k and q6_k as -4 d sc_h and -32 d sc_h, block_codes.h): per
 // 32-element block their integer sums are scaled in int32, with dw = d,
 //   sum_j w_j x_j ~ dw dx (sc_0 sum_{j<16} u_j q_j + sc_1 sum_{j>=16} u_j q_j) + sum_h mw_h dx sum_{j in h} q_j
