@@ -4,8 +4,8 @@
 // with c_j a small integer code (int8), dl_s and m_s f32. Scalar and header-only (`static`, so
 // the scalar twin and the SIMD files each keep their own copy, never one compiled with ISA flags).
 //
-// The codes, per type (layouts: quant_ref.cc, quant_k_ref.cc):
-//   q4_0 u - 8, q5_0 u - 16, q8_0 and iq4_* signed, with m_s = 0;
+// The codes, per type (the layouts: core/dtype.ts and the reference's ops/ files; quant_ref.cc dequantizes through them):
+//   q4_0 u - 8, q5_0 u - 16, q8_0 and iq4_* signed, with m_s = -0;
 //   q4_1, q5_1, q2_k, q4_k, q5_k u >= 0 with their minimum (-dmin * min for the K-quants);
 //   q3_k u in 0..7 and q6_k u in 0..63 with the offsets 4 and 32 moved into the minimum, m_s = -4 dl_s
 //   and -32 dl_s (exact: a power of two times dl_s) (the SIMD kernels subtract the offsets in their integer sums instead).
@@ -76,7 +76,7 @@ static inline void chunk_codes16(WeightType t, const uint8_t* x, int k4, int8_t*
 // and minimum m; x gets the address of its block.
 static inline void sub_block_scale(WeightType t, const uint8_t* row, int64_t s, const uint8_t*& x, float& dl, float& m) {
   const BlockShape shape = block_shape(t);
-  m = 0;
+  m = -0.0f;  // no minimum: -0, as the reference's (y = dl c + m keeps the sign of a zero product)
   if (shape.elements == QK) {
     x = row + s * shape.bytes;
     dl = fp16_to_fp32_ref(load_u16(x));

@@ -1,6 +1,6 @@
 // SIMD decoders of the block types native only reads (q5_0, q5_1, iq4_nl: 32
 // elements; q2_k .. q6_k, iq4_xs: 256), for the ISA files (over simd_vec.h's
-// vector types). The layouts are the ones quant_k_ref.cc and quant_ref.cc read
+// vector types). The layouts are the ones block_codes.h and quant_ref.cc read
 // element by element. Two stages per block:
 //   1. codes<T>: the block's codes as int8, 32 at a time with byte shuffles,
 //      shifts and masks (AVX2 integer ops, which every path here has), plus one

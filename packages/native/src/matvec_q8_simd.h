@@ -101,7 +101,7 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 //   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
-// f32 factor per super-block, subtracted). Layouts: quant_ref.cc and quant_k_ref.cc (decode_simd.h reads them the same way).
+// f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
 struct Q4_0 {
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);

@@ -95,28 +95,9 @@ void quantize_blocks_avx512(WeightType t, const float* x, uint8_t* y, int64_t nb
 void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks);  // dispatch
 
 // x (nblocks) blocks of t -> y (nblocks * block elements) f32, any block type: the reference
-// dequantizers' values bit for bit (quant_ref.cc, quant_k_ref.cc).
+// dequantizers' values bit for bit (quant_ref.cc).
 void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks);
 void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // q4_0, q4_1, q8_0 only
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // dispatch
-// One block of a read-only type (q5_0, q5_1, iq4_nl, the K-quants, iq4_xs) -> y (quant_k_ref.cc).
-void dequantize_read_only_block(WeightType t, const uint8_t* x, float* y);
-
-// Calls D's decoder of one block of a read-only type (the scalar decoders, quant_k_ref.cc).
-template <class D>
-static inline void decode_read_only(WeightType t, const uint8_t* x, float* y) {
-  switch (t) {
-    case WeightType::q5_0: return D::q5(x, y, false);
-    case WeightType::q5_1: return D::q5(x, y, true);
-    case WeightType::iq4_nl: return D::iq4_nl(x, y);
-    case WeightType::q2_k: return D::q2_k(x, y);
-    case WeightType::q3_k: return D::q3_k(x, y);
-    case WeightType::q4_k: return D::qx_k(x, y, false);
-    case WeightType::q5_k: return D::qx_k(x, y, true);
-    case WeightType::q6_k: return D::q6_k(x, y);
-    case WeightType::iq4_xs: return D::iq4_xs(x, y);
-    default: return;
-  }
-}
 
 }  // namespace sparq

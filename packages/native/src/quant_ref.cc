@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "block_codes.h"
 #include "half.h"
 #include "quant.h"
 
@@ -72,6 +73,28 @@ void quantize_q8_0_block(const float* x, uint8_t* y) {
 void quantize_blocks_ref(WeightType t, const float* x, uint8_t* y, int64_t nblocks) {
   quantize_blocks_with({quantize_q4_0_block, quantize_q4_1_block, quantize_q8_0_block}, t, x, y, nblocks);
 }
+
+namespace {
+
+// One block of a type native only reads (q5_0, q5_1, iq4_nl, the K-quants, iq4_xs) -> y, from
+// block_codes.h's integer form, as the reference's makeCodec dequantizes: y_j = f32(dl_s c_j) + m_s.
+// Every product dl_s c_j is exact in f32 (an f16 times codes and scales of at most 8 bits each), so
+// the one rounding is the minimum's addition, as in ggml. q3_k and q6_k keep their offsets 4 and 32
+// in m_s = -off dl_s there; the reference's codes are c_j - off with m_s = -0, so those two take
+// dl_s (c_j - off) instead, the product ggml rounds.
+void dequantize_read_only_block(WeightType t, const uint8_t* x, float* y) {
+  const int sub = sub_block_elements(t);
+  const int off = t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0;
+  int8_t c[32];
+  float dl, m;
+  for (int s = 0; s < block_shape(t).elements / sub; ++s) {
+    sub_block_codes(t, x, s, c, dl, m);
+    float* ys = y + s * sub;
+    for (int j = 0; j < sub; ++j) ys[j] = off ? dl * static_cast<float>(c[j] - off) : dl * static_cast<float>(c[j]) + m;
+  }
+}
+
+}  // namespace
 
 void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
   if (t != WeightType::q4_0 && t != WeightType::q4_1 && t != WeightType::q8_0) {
