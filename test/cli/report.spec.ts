@@ -49,6 +49,16 @@ describe('lineChart', () => {
     expect(svg).toContain('stroke-dasharray');
     expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
   });
+  it('keeps up to 24 series apart: 8 colours, then the next marker shape', () => {
+    const series = Array.from({ length: 24 }, (_, i) => ({ name: `s${i}`, points: [[1, i] as [number, number]] }));
+    const svg = lineChart(series, { title: 't', xLabel: 'x', yLabel: 'y' });
+    // Data points only (legend markers carry class="legend" first).
+    const drawn = [...svg.matchAll(/<(circle|rect|polygon) (?:cx|x|points)=[^>]*fill="(#[0-9a-f]{6})"/g)].map((m) => `${m[1]} ${m[2]}`);
+    expect(drawn).toHaveLength(24);
+    expect(new Set(drawn).size).toBe(24);
+    expect(drawn.slice(0, 8).every((d) => d.startsWith('circle'))).toBe(true);
+    expect(drawn.slice(8, 16).every((d) => d.startsWith('rect'))).toBe(true);
+  });
   it('formats ticks compactly', () => {
     expect([formatTick(16384), formatTick(0.125), formatTick(2e6), formatTick(0)]).toEqual(['16.4k', '0.125', '2M', '0']);
   });

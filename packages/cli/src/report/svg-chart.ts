@@ -28,6 +28,17 @@ export interface ChartOptions {
 
 /** Colours that stay distinct for readers with the common colour-vision deficiencies (Okabe-Ito). */
 const PALETTE = ['#0072b2', '#d55e00', '#009e73', '#cc79a7', '#e69f00', '#56b4e9', '#000000', '#f0e442'];
+/** Point markers: series i takes colour i % 8 and marker floor(i / 8), so up to 24 series stay distinct. */
+const MARKERS = ['circle', 'square', 'diamond'] as const;
+
+/** A marker of the given kind centred at (x, y): a data point, or (class "legend") a legend entry's. */
+function marker(kind: (typeof MARKERS)[number], x: number, y: number, colour: string, legend = false): string {
+  const [cx, cy, cls] = [x.toFixed(1), y.toFixed(1), legend ? ' class="legend"' : ''];
+  if (kind === 'circle') return `<circle${cls} cx="${cx}" cy="${cy}" r="3" fill="${colour}"/>`;
+  if (kind === 'square') return `<rect${cls} x="${(x - 3).toFixed(1)}" y="${(y - 3).toFixed(1)}" width="6" height="6" fill="${colour}"/>`;
+  const at = (dx: number, dy: number) => `${(x + dx).toFixed(1)},${(y + dy).toFixed(1)}`;
+  return `<polygon${cls} points="${at(0, -4)} ${at(4, 0)} ${at(0, 4)} ${at(-4, 0)}" fill="${colour}"/>`;
+}
 const MARGIN = { left: 64, right: 16, top: 48, bottom: 48 };
 const LEGEND_ROW = 18;
 
@@ -109,15 +120,14 @@ export function lineChart(series: readonly Series[], options: ChartOptions): str
   parts.push(`<text x="16" y="${yMid}" text-anchor="middle" transform="rotate(-90 16 ${yMid})">${escapeXml(options.yLabel)}</text>`);
   series.forEach((s, i) => {
     const colour = PALETTE[i % PALETTE.length];
-    const xy = points[i].map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`);
+    const kind = MARKERS[Math.floor(i / PALETTE.length) % MARKERS.length];
+    const xy = points[i].map(([x, y]) => [sx(x), sy(y)] as const);
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
-    if (xy.length > 1) parts.push(`<polyline points="${xy.join(' ')}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
-    for (const p of xy) {
-      const [x, y] = p.split(',');
-      parts.push(`<circle cx="${x}" cy="${y}" r="3" fill="${colour}"/>`);
-    }
+    if (xy.length > 1) parts.push(`<polyline points="${xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
+    for (const [x, y] of xy) parts.push(marker(kind, x, y, colour));
     const ly = plot.y0 + MARGIN.bottom + i * LEGEND_ROW;
     parts.push(`<line x1="${plot.x0}" y1="${ly}" x2="${plot.x0 + 24}" y2="${ly}" stroke="${colour}" stroke-width="2"${dash}/>`);
+    parts.push(marker(kind, plot.x0 + 12, ly, colour, true));
     parts.push(`<text x="${plot.x0 + 30}" y="${ly}" dominant-baseline="middle">${escapeXml(s.name)}</text>`);
   });
   parts.push('</svg>');
