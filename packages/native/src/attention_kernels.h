@@ -62,17 +62,23 @@ inline size_t stream_ahead_rows(size_t d) {
   const size_t row = d * sizeof(T);
   return row >= kStreamAhead ? 1 : (kStreamAhead + row - 1) / row;
 }
-// A GQA group's G heads give each row G times the arithmetic of one head. From 4 fmas per vector
-// of a row read (groups of 4+ heads on 16 lanes, of 2+ on 8 lanes) the core no longer runs far
-// enough ahead for the hardware prefetchers to keep the stream at the read bandwidth, so those
-// kernels (heavy_stream) prefetch contiguous rows kHeavyAhead bytes ahead into L2, on every vendor
-// (measured on AMD only). Zen 4 VM, one thread, S = 32k, d 128, against a 30-32 GB/s read probe,
-// best of 4, without -> with: AVX-512 qk groups of 4 f32 17.7 -> 28.2 GB/s, f16 14.8 -> 19.6, of 8
-// (tiles) f32 8.2 -> 13.4; AVX2 qk groups of 4 f32 17.6 -> 23.9; pv see pv_rows. Into L1 at
-// kStreamAhead: no faster. Groups of 2 on 16 lanes stay without (AVX-512 f32 qk 24 -> 17 with them).
+// A GQA group's G heads give each row G times the arithmetic of one head. Past some work per row
+// the core no longer runs far enough ahead for the hardware prefetchers to keep the stream at the
+// read bandwidth, and the kernels prefetch contiguous rows kHeavyAhead bytes ahead into L2, on
+// every vendor (measured on AMD only). Where a kernel keeps up without them they cost: the
+// thresholds are where the Zen 4 VM measured gains. One thread, S = 32k, against a 30-35 GB/s
+// read probe, best of 3-4, without -> with. qk from 4 fmas per vector of a row read (groups of 4+
+// heads on 16 lanes, of 2+ on 8), d 128: AVX-512 groups of 4 f32 17.7 -> 28.2 GB/s, f16 14.8 ->
+// 19.6, of 8 (tiles) f32 8.2 -> 13.4; AVX2 groups of 4 f32 17.6 -> 23.9; d 64: AVX-512 groups of 4
+// f32 21 -> 28; groups of 2 on 16 lanes lose (d 128 f32 24 -> 17). pv from 32 fmas per row:
+// AVX2 groups of 2, d 128: f32 25 -> 28, f16 22 -> 27; d 64 (16 fmas a row) they lose, f32 32 ->
+// 26.7, f16 30 -> 25, as AVX-512 groups of 4 at d 64 do (one register pass: 33 -> 23); groups of
+// 4+ see pv_rows. Into L1 at kStreamAhead: no faster.
 constexpr size_t kHeavyAhead = 32768;  // 16-64 KB measured alike
 template <class V, int G>
-constexpr bool heavy_stream() { return G * 16 >= 4 * V::W; }
+constexpr bool qk_prefetch_l2() { return G * 16 >= 4 * V::W; }
+template <class V, int G>
+inline bool pv_prefetch_l2(size_t d) { return G * d >= 32 * static_cast<size_t>(V::W); }
 template <class T>
 inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (d * sizeof(T))); }
 // f16 rows on 8-lane vectors (AVX2): qk takes them in its own shapes (see qk_head_block).
@@ -200,7 +206,7 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
 template <class V, class T, int R, int G, bool Resident>
 __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j, size_t n, size_t known,
                                         const float* q, float scale) {
-  const bool heavy = heavy_stream<V, G>();
+  const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
   const size_t ahead = heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
@@ -335,7 +341,7 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
   // Gathered rows: the prefetcher cannot guess them (kGatherAhead); else see kHeavyAhead, kStreamAhead.
-  const bool heavy = heavy_stream<V, G>(), l2 = pos.pos || heavy;
+  const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
   const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
   const size_t prefetch_end = i0 == 0 && (l2 || stream_prefetch()) ? known : 0;
   F acc[G][C];
@@ -384,7 +390,10 @@ inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n,
 // results are bit-identical. Measured on Zen 4, one thread, S = 32k, against a 32-36 GB/s read
 // probe (best of 8, passes before -> rows): AVX2 one head f32 15.6 -> 33.6 GB/s, f16 16.3 -> 31.8;
 // groups of 2 heads 14.7 -> 25.7 and 10.4 -> 22.6; of 4: 7.8 -> 13.3 and 7.1 -> 12.6; AVX-512
-// groups of 4 f32 10.6 -> 15.8, f16 13.9 -> 12.6 (the one loss).
+// groups of 4 f32 10.6 -> 15.8, f16 13.9 -> 12.6 (the one loss). Then with pv_prefetch_l2's
+// prefetches and U (below), same setup, 30-34 GB/s probe, best of 6: AVX-512 groups of 4 f32
+// 16 -> 28 GB/s, f16 12.3 -> 26, of 8 (tiles) 7.4 -> 22, 6 -> 13; AVX2 groups of 2 f32 24.6 ->
+// 29, f16 23 -> 28-30, of 4 13.4 -> 26, 12.5 -> 21.6, of 8 6.4 -> 18, 6 -> 11.
 // Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
 template <class V, class T, int G, bool Resident>
 __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
@@ -392,7 +401,7 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
   using F = typename V::F;
   // Rows per step: f32 rows of one head or two: one (interleaving rows' addresses slowed the
   // stream: AVX2 G = 1 33 -> 14 GB/s with 2 rows). Else more rows share each sum's L1 round trip,
-  // with the rows prefetched into L2 (heavy_stream) and f16 rows converted on load: 4 f16 rows
+  // with the rows prefetched into L2 (pv_prefetch_l2) and f16 rows converted on load: 4 f16 rows
   // (AVX-512 groups of 4: 2 rows 13.5 GB/s, 3 24, 4 25; AVX2 13, 19, 21.6; groups of 2 on AVX2,
   // no prefetch, 16 -> 24 with 4); f32 groups of 4+ heads 2 rows from memory, 4 from a tile in L1
   // (groups of 4 with 2 rows against 4: AVX-512 27 against 22 GB/s, AVX2 26 against 23; groups of
@@ -401,7 +410,7 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
   if (!add)
     for (int t = 0; t < G; t++) std::memset(out + t * d, 0, d * sizeof(float));
   // Gathered rows: see kGatherAhead; else kHeavyAhead, kStreamAhead.
-  const bool heavy = heavy_stream<V, G>(), l2 = pos.pos || heavy;
+  const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
   const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
   const size_t prefetch_end = l2 || stream_prefetch() ? known : 0;
   const size_t row_bytes = d * sizeof(T);
