@@ -62,6 +62,28 @@ inline size_t stream_ahead_rows(size_t d) {
   const size_t row = d * sizeof(T);
   return row >= kStreamAhead ? 1 : (kStreamAhead + row - 1) / row;
 }
+// A GQA group's G heads give each row G times the arithmetic of one head. Past some work per row
+// the core no longer runs far enough ahead for the hardware prefetchers to keep the stream at the
+// read bandwidth, and the kernels prefetch contiguous rows kHeavyAhead bytes ahead into L2, on
+// every vendor (measured on AMD only). Where a kernel keeps up without them they cost: the
+// thresholds are where the Zen 4 VM measured gains. One thread, S = 32k, against a 30-35 GB/s
+// read probe, best of 3-4, without -> with. qk from 4 fmas per vector of a row read (groups of 4+
+// heads on 16 lanes, of 2+ on 8), d 128: AVX-512 groups of 4 f32 17.7 -> 28.2 GB/s, f16 14.8 ->
+// 19.6, of 8 (tiles) f32 8.2 -> 13.4; AVX2 groups of 4 f32 17.6 -> 23.9; d 64: AVX-512 groups of 4
+// f32 21 -> 28; groups of 2 on 16 lanes lose (d 128 f32 24 -> 17). pv from 32 fmas per row:
+// AVX2 groups of 2, d 128: f32 25 -> 28, f16 22 -> 27; d 64 (16 fmas a row) they lose, f32 32 ->
+// 26.7, f16 30 -> 25, as AVX-512 groups of 4 at d 64 do (one register pass: 33 -> 23); groups of
+// 4+ see pv_rows. Into L1 at kStreamAhead: no faster.
+constexpr size_t kHeavyAhead = 32768;  // 16-64 KB measured alike
+template <class V, int G>
+constexpr bool qk_prefetch_l2() { return G * 16 >= 4 * V::W; }
+template <class V, int G>
+inline bool pv_prefetch_l2(size_t d) { return G * d >= 32 * static_cast<size_t>(V::W); }
+template <class T>
+inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (d * sizeof(T))); }
+// f16 rows on 8-lane vectors (AVX2): qk takes them in its own shapes (see qk_head_block).
+template <class V, class T>
+constexpr bool f16_on_8_lanes() { return V::W == 8 && sizeof(T) == 2; }
 
 // Calls body(std::integral_constant<size_t, D>) with D = d for the common head sizes (Llama,
 // Mistral, Qwen: 128; small models: 64), so that loops over a row unroll whole and each load
@@ -112,13 +134,14 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
   } else {
     // Rows from memory: one whole row after the other, its vectors' fmas in K chains per head: two
     // for one head (one chain of 8 dependent fmas a row left f32 qk at 12 GB/s, four measured 19),
-    // one when the group's heads give independent fmas. With the usual head sizes the loop over a
-    // row's vectors is unrolled whole, so each load instruction steps by whole rows, a stride the
-    // prefetchers follow. Measured on Zen 4, one thread, S = 32k, against a 31 GB/s read probe
+    // one when the group's heads give independent fmas, except two for groups of 2 over f32 rows
+    // (AVX-512 24 -> 28 GB/s, AVX2 25 -> 26.5; over f16 rows two measured slower, 30.5 -> 23).
+    // With the usual head sizes the loop over a row's vectors is unrolled whole, so each load
+    // instruction steps by whole rows, a stride the prefetchers follow. Measured on Zen 4, one thread, S = 32k, against a 31 GB/s read probe
     // (best of 8): f32 16.5 -> 22 GB/s, f16 19 -> 31.5; GQA groups of 2: 10 -> 27 (f32), 16 -> 31
     // (f16); of 4: 13 -> 18, 11 -> 15. Before: sub-blocks of 4 rows interleaved vector by vector
     // over a loop of runtime length, with software prefetches (without them it was slower still).
-    constexpr int K = G >= 2 ? 1 : 2;
+    constexpr int K = G >= 3 || (G == 2 && sizeof(T) == 2) ? 1 : 2;
     auto rows = [&](auto dc) {
       constexpr size_t DC = decltype(dc)::value;
       const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
@@ -183,15 +206,18 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
 template <class V, class T, int R, int G, bool Resident>
 __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j, size_t n, size_t known,
                                         const float* q, float scale) {
-  const size_t ahead = stream_ahead_rows<T>(d);
-  const bool stream = stream_prefetch();
+  const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
+  const size_t ahead = heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
     if (pos.pos) {
       for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
         V::prefetch_row_l2(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
     } else if (stream && j + ahead + R <= known) {
-      V::prefetch_row(k + static_cast<size_t>(pos[j + ahead]) * d, R * d * sizeof(T));  // see kStreamAhead
+      const T* next = k + static_cast<size_t>(pos[j + ahead]) * d;
+      if (heavy) V::prefetch_row_l2(next, R * d * sizeof(T));  // see kHeavyAhead
+      else V::prefetch_row(next, R * d * sizeof(T));  // see kStreamAhead
     }
     qk_block<V, T, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
@@ -239,8 +265,10 @@ inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions p
   }
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
-  const size_t j = qk_run<V, T, R, G, Resident>(scores, ld, k, d, pos, 0, n, known, q, scale);
-  qk_run<V, T, 1, G, Resident>(scores, ld, k, d, pos, j, n, known, q, scale);
+  // f16 on 8-lane vectors: a block's rows at once also from memory (see qk_head_block).
+  constexpr bool AllRows = Resident || (G >= 2 && f16_on_8_lanes<V, T>());
+  const size_t j = qk_run<V, T, R, G, AllRows>(scores, ld, k, d, pos, 0, n, known, q, scale);
+  qk_run<V, T, 1, G, AllRows>(scores, ld, k, d, pos, j, n, known, q, scale);
 }
 
 // With more heads than one block of registers holds (GQA groups of more than 4, or a prefill's
@@ -249,17 +277,24 @@ inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions p
 constexpr size_t kTileBytes = 16384;
 // Heads per block of registers in qk and pv; more heads than that take tiles.
 constexpr size_t kHeadBlock = 4;
-inline bool tiled(size_t g) { return g > kHeadBlock; }
+// qk over f16 rows on 8-lane vectors (AVX2) takes blocks of 2 heads, each over all R rows of its
+// block at once (the Resident shape) also when they come from memory; 4 heads take tiles. The
+// fmas per row are the same, with fewer q reloads per converted row vector. Measured on the Zen 4
+// VM, one thread, S = 32k, d 128, against a 32-35 GB/s read probe: groups of 2 heads 22 -> 30.5
+// GB/s (one row after the other: 24.5, both with kHeavyAhead's prefetches), of 4 13 -> 17.5, of
+// 8 6 -> 9. With f32 rows, or 16 lanes, the shape of one row after the other stays faster.
+template <class V, class T>
+constexpr size_t qk_head_block() { return f16_on_8_lanes<V, T>() ? 2 : kHeadBlock; }
 template <class T>
 inline size_t tile_rows(size_t d) {
   return std::max<size_t>(16, kTileBytes / (d * sizeof(T)) / 16 * 16);  // whole blocks of up to 16 rows
 }
 
-// Calls body(at, j0, m) for the tiles of rows [j0, j0 + m) (positions `at`); one tile when the
-// heads fit one block, and one empty call when n = 0 (pv still writes its zeros).
+// Calls body(at, j0, m) for the tiles of rows [j0, j0 + m) (positions `at`); one tile unless
+// `tiles` (the heads take several blocks), and one empty call when n = 0 (pv still writes its zeros).
 template <class T, class Body>
-inline void for_each_tile(Positions pos, size_t n, size_t d, size_t g, Body body) {
-  const size_t tile = tiled(g) ? tile_rows<T>(d) : std::max<size_t>(n, 1);
+inline void for_each_tile(Positions pos, size_t n, size_t d, bool tiles, Body body) {
+  const size_t tile = tiles ? tile_rows<T>(d) : std::max<size_t>(n, 1);
   size_t j0 = 0;
   do {
     body(Positions{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)}, j0, std::min(tile, n - j0));
@@ -270,11 +305,12 @@ inline void for_each_tile(Positions pos, size_t n, size_t d, size_t g, Body body
 template <class V, class T, bool Resident>
 void qk_tiles(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
               float scale) {
-  // Heads in blocks of 4, 2, 1, each over the tile while it is in L1.
-  for_each_tile<T>(pos, n, d, g, [&](Positions at, size_t j0, size_t m) {
+  // Heads in blocks of 4 (see qk_head_block), 2, 1, each over the tile while it is in L1.
+  for_each_tile<T>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
     float* s = scores + j0;
     size_t t = 0;
-    for (; t + 4 <= g; t += 4) qk_heads<V, T, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    if constexpr (qk_head_block<V, T>() >= 4)
+      for (; t + 4 <= g; t += 4) qk_heads<V, T, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
     for (; t + 2 <= g; t += 2) qk_heads<V, T, 2, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
     for (; t < g; t++) qk_heads<V, T, 1, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
   });
@@ -283,7 +319,7 @@ void qk_tiles(float* scores, size_t ld, const T* k, size_t d, Positions pos, siz
 template <class V, class T>
 void qk_t(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
           float scale) {
-  if (tiled(g)) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
+  if (g > qk_head_block<V, T>()) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
   else qk_tiles<V, T, false>(scores, ld, k, d, pos, n, q, g, scale);
 }
 
@@ -304,8 +340,10 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
                     size_t i0, size_t cols, bool add) {
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
-  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);  // gathered rows: the prefetcher cannot guess them
-  const size_t prefetch_end = i0 == 0 && (pos.pos || stream_prefetch()) ? known : 0;  // gathered rows, or see kStreamAhead
+  // Gathered rows: the prefetcher cannot guess them (kGatherAhead); else see kHeavyAhead, kStreamAhead.
+  const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
+  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t prefetch_end = i0 == 0 && (l2 || stream_prefetch()) ? known : 0;
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
@@ -316,7 +354,7 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
     const T* row = v + static_cast<size_t>(pos[j]) * d + i0;
     if (j + ahead < prefetch_end) {
       const T* next = v + static_cast<size_t>(pos[j + ahead]) * d;
-      if (pos.pos) V::prefetch_row_l2(next, row_bytes);  // see kGatherAhead
+      if (l2) V::prefetch_row_l2(next, row_bytes);
       else V::prefetch_row(next, row_bytes);
     }
     F w[G];
@@ -352,20 +390,29 @@ inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n,
 // results are bit-identical. Measured on Zen 4, one thread, S = 32k, against a 32-36 GB/s read
 // probe (best of 8, passes before -> rows): AVX2 one head f32 15.6 -> 33.6 GB/s, f16 16.3 -> 31.8;
 // groups of 2 heads 14.7 -> 25.7 and 10.4 -> 22.6; of 4: 7.8 -> 13.3 and 7.1 -> 12.6; AVX-512
-// groups of 4 f32 10.6 -> 15.8, f16 13.9 -> 12.6 (the one loss).
+// groups of 4 f32 10.6 -> 15.8, f16 13.9 -> 12.6 (the one loss). Then with pv_prefetch_l2's
+// prefetches and U (below), same setup, 30-34 GB/s probe, best of 6: AVX-512 groups of 4 f32
+// 16 -> 28 GB/s, f16 12.3 -> 26, of 8 (tiles) 7.4 -> 22, 6 -> 13; AVX2 groups of 2 f32 24.6 ->
+// 29, f16 23 -> 28-30, of 4 13.4 -> 26, 12.5 -> 21.6, of 8 6.4 -> 18, 6 -> 11.
 // Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
-template <class V, class T, int G>
+template <class V, class T, int G, bool Resident>
 __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                                        size_t ldp, bool add) {
   using F = typename V::F;
-  // Rows per step: one for f32 (interleaving rows' addresses slowed the stream: AVX2 G = 1 33 ->
-  // 14 GB/s with 2 rows); f16 rows convert on load, so more of them share each sum's L1 round trip
-  // (AVX2 groups of 2 heads 16 -> 24 GB/s with 4 rows, groups of 4: 7 -> 13 with 2).
-  constexpr int U = sizeof(T) == 4 ? 1 : G >= 4 ? 2 : 4;
+  // Rows per step: f32 rows of one head or two: one (interleaving rows' addresses slowed the
+  // stream: AVX2 G = 1 33 -> 14 GB/s with 2 rows). Else more rows share each sum's L1 round trip,
+  // with the rows prefetched into L2 (pv_prefetch_l2) and f16 rows converted on load: 4 f16 rows
+  // (AVX-512 groups of 4: 2 rows 13.5 GB/s, 3 24, 4 25; AVX2 13, 19, 21.6; groups of 2 on AVX2,
+  // no prefetch, 16 -> 24 with 4); f32 groups of 4+ heads 2 rows from memory, 4 from a tile in L1
+  // (groups of 4 with 2 rows against 4: AVX-512 27 against 22 GB/s, AVX2 26 against 23; groups of
+  // 8, tiles: 15 against 22, 13 against 18). Zen 4 VM, one thread, S = 32k, d 128, 30-34 GB/s probe.
+  constexpr int U = sizeof(T) == 4 ? (G >= 4 ? (Resident ? 4 : 2) : 1) : 4;
   if (!add)
     for (int t = 0; t < G; t++) std::memset(out + t * d, 0, d * sizeof(float));
-  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
-  const size_t prefetch_end = pos.pos || stream_prefetch() ? known : 0;  // gathered rows, or see kStreamAhead
+  // Gathered rows: see kGatherAhead; else kHeavyAhead, kStreamAhead.
+  const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
+  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t prefetch_end = l2 || stream_prefetch() ? known : 0;
   const size_t row_bytes = d * sizeof(T);
   auto rows = [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
@@ -379,7 +426,7 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
         row[u] = v + static_cast<size_t>(pos[j + u]) * dd;
         if (j + u + ahead < prefetch_end) {
           const T* next = v + static_cast<size_t>(pos[j + u + ahead]) * dd;
-          if (pos.pos) V::prefetch_row_l2(next, row_bytes);  // see kGatherAhead
+          if (l2) V::prefetch_row_l2(next, row_bytes);
           else V::prefetch_row(next, row_bytes);
         }
 #pragma GCC unroll 16
@@ -411,27 +458,33 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
 
 // One pass of register accumulators when the G heads' sums fit (whole vectors in one pass of
 // C, C / 2, ... or a single partial vector), else pv_rows.
-template <class V, class T, int G>
+template <class V, class T, int G, bool Resident>
 inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                      size_t ldp, bool add) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
   const size_t vecs = d / V::W;
   const bool one_pass = d % V::W == 0 ? vecs <= static_cast<size_t>(C) && (vecs & (vecs - 1)) == 0 : vecs == 0;
   if (one_pass) pv_passes<V, T, G, C>(out, v, d, pos, n, known, p, ldp, 0, add);
-  else pv_rows<V, T, G>(out, v, d, pos, n, known, p, ldp, add);
+  else pv_rows<V, T, G, Resident>(out, v, d, pos, n, known, p, ldp, add);
 }
 
-// Several head blocks: each tile of rows (for_each_tile) serves all of them from L1.
-template <class V, class T>
-void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
-  for_each_tile<T>(pos, n, d, g, [&](Positions at, size_t j0, size_t m) {
+// Several head blocks (`Resident`): each tile of rows (for_each_tile) serves all of them from L1.
+template <class V, class T, bool Resident>
+void pv_tiles(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
+  for_each_tile<T>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
     const float* pt = p + j0;
     const bool more = add || j0 > 0;
     size_t t = 0;
-    for (; t + 4 <= g; t += 4) pv_heads<V, T, 4>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
-    for (; t + 2 <= g; t += 2) pv_heads<V, T, 2>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
-    for (; t < g; t++) pv_heads<V, T, 1>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 4 <= g; t += 4) pv_heads<V, T, 4, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 2 <= g; t += 2) pv_heads<V, T, 2, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t < g; t++) pv_heads<V, T, 1, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
   });
+}
+
+template <class V, class T>
+void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
+  if (g > kHeadBlock) pv_tiles<V, T, true>(out, v, d, pos, n, p, ldp, g, add);
+  else pv_tiles<V, T, false>(out, v, d, pos, n, p, ldp, g, add);
 }
 
 template <class V>
