@@ -16,6 +16,12 @@
  * products take `--product` (ProductPath, default 'int8': 8-bit activations against the block
  * weights' integer codes, as llama.cpp computes them; f16 and f32 weights are f32 products either way).
  *
+ * Both engines skip work in the last layer, whose output feeds only the classifier's last row:
+ * llama.cpp forwards its FFN for the output row alone (its graph's inp_out_ids), sparq everything
+ * past the K and V projections (Session.prefill). With `--layers 1` that layer is the whole
+ * model, so the rows time mostly those skips (sparq's K and V products against llama.cpp's Q, K, V
+ * and wo); `--layers 2` or more weigh the full layers' products as a deeper model does.
+ *
  * --cpu times each side by the process's CPU time (user + system, every thread) instead of the wall
  * clock: steadier on a machine shared with other jobs, but it counts every thread's time, spinning
  * included, so it means tokens per CPU-second; compare with --threads 1.

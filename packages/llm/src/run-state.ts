@@ -46,6 +46,7 @@ export class RunState {
   readonly xFinal: Tensor<'f32'>; // (1, dim) final-normed last row
   readonly xFinalIn: Tensor<'f32'>; // (dim) the same, as the classifier's operand
   private readonly views = new Map<number, Rows>();
+  private readonly lastViews = new Map<number, Rows>();
 
   readonly config: ModelConfig;
   readonly maxRows: number;
@@ -99,6 +100,28 @@ export class RunState {
       last: new Tensor('f32', this.x, [1, dim], undefined, (n - 1) * dim),
     };
     this.views.set(n, r);
+    return r;
+  }
+
+  /**
+   * Views for row n - 1 alone of a call of n rows (the last layer's rows past its K and V
+   * projections, forward.ts): x, xb, xbIn, positions and last at row n - 1, where the call's rows
+   * hold them; q, k, v, att, xb2, hb and hb2 (the rows' own scratch) at row 0, as rows(1)'s.
+   */
+  lastRow(n: number): Rows {
+    let r = this.lastViews.get(n);
+    if (r) return r;
+    const { dim } = this.config;
+    const at = (n - 1) * dim;
+    r = {
+      ...this.rows(1),
+      x: new Tensor('f32', this.x, [1, dim], undefined, at),
+      xb: new Tensor('f32', this.xb, [1, dim], undefined, at),
+      xbIn: new Tensor('f32', this.xb, [dim], undefined, at),
+      positions: new Tensor('i32', this.positions, [1], undefined, n - 1),
+      last: new Tensor('f32', this.x, [1, dim], undefined, at),
+    };
+    this.lastViews.set(n, r);
     return r;
   }
 }

@@ -48,7 +48,7 @@ export class AllLogits {
     const s = this.session;
     const { dim, vocabSize, normEps } = s.model.config;
     const w = s.model.weights;
-    s.prefill(tokens);
+    s.prefill(tokens, { allRows: true });
     // The residual stream of every row, as the last layer left it: (n, dim).
     const x = s.state.rows(n).x;
     const normed = new Tensor('f32', this.normed, [n, dim]);
