@@ -475,44 +475,4 @@ if (!native || !addon) {
       expect(cache.nPast[0]).toBe(4);
     });
   });
-
-  describe('native benchmark probes: attnReadSum and attnGatherSum (sparq bench)', () => {
-    // Small integers: every partial sum stays below 2^24, so any order of f32 or f64 adds is exact.
-    const rowFloats = 40; // not a multiple of any SIMD width
-    const x = Float32Array.from({ length: 1000 * rowFloats + 7 }, (_, i) => i % 13); // 1000 whole rows and a partial one
-    const exactSum = (rows: Iterable<number>) => {
-      let s = 0;
-      for (const r of rows) for (let i = 0; i < rowFloats; i++) s += x[r * rowFloats + i];
-      return s;
-    };
-    for (const path of PATHS) {
-      it(`sum exactly what they read on the ${path} path, on 1 and 2 threads`, () => {
-        const before = addon.attnThreads();
-        raw!.forceKernelPath(path);
-        try {
-          // More than one 4096-row task of the gather, so that 2 threads split the list.
-          const rows = Int32Array.from({ length: 9000 }, (_, i) => (i * 7919) % 1000);
-          const all = x.reduce((a, b) => a + b, 0);
-          for (const threads of [1, 2]) {
-            addon.attnSetThreads(threads);
-            expect(addon.attnReadSum(x)).toBe(all);
-            expect(addon.attnGatherSum(x, rowFloats, rows)).toBe(exactSum(rows));
-            expect(addon.attnGatherSum(x, rowFloats, new Int32Array(0))).toBe(0);
-            expect(addon.attnGatherSum(x, rowFloats, Int32Array.of(999, 0))).toBe(exactSum([999, 0]));
-          }
-        } finally {
-          addon.attnSetThreads(before);
-          raw!.forceKernelPath(null);
-        }
-      });
-    }
-    it('attnGatherSum rejects row indices and sizes outside x, naming the valid range', () => {
-      expect(() => addon.attnGatherSum(x, rowFloats, Int32Array.of(3, 1000))).toThrow('attnGatherSum: rows[1] = 1000 out of range [0, 999]');
-      expect(() => addon.attnGatherSum(x, rowFloats, Int32Array.of(-1))).toThrow('rows[0] = -1 out of range [0, 999]');
-      expect(() => addon.attnGatherSum(x, 0, Int32Array.of(0))).toThrow(`rowFloats 0 out of range [1, ${x.length}]`);
-      expect(() => addon.attnGatherSum(x, x.length + 1, Int32Array.of(0))).toThrow(RangeError);
-      expect(() => addon.attnGatherSum(x, rowFloats, new Uint32Array(1) as unknown as Int32Array)).toThrow(TypeError);
-      expect(() => addon.attnGatherSum(new Float64Array(8) as unknown as Float32Array, 4, Int32Array.of(0))).toThrow(TypeError);
-    });
-  });
 }

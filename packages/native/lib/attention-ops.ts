@@ -23,8 +23,6 @@ export interface AttentionAddon {
   attnKernel(): string;
   /** Sums x with every pool thread: the streaming read the benchmark measures bandwidth with. */
   attnReadSum(x: Float32Array): number;
-  /** Sums the rows of x (rowFloats elements each) that `rows` lists, with every pool thread: the gather the benchmark measures. */
-  attnGatherSum(x: Float32Array, rowFloats: number, rows: Int32Array): number;
 }
 
 export function attentionAddon(addon: NativeAddon): AttentionAddon {

@@ -77,8 +77,6 @@ struct AttnKernels {
   size_t (*filter_ge)(const float* x, size_t n, float t, int32_t* out, size_t cap, int32_t base);
   // sum of x (benchmarks: the plain streaming read the bandwidth figures are measured with).
   double (*sum)(const float* x, size_t n);
-  // sum of the rows x[rows[i] * row_floats .. + row_floats), i < n (benchmarks: the gather probe).
-  double (*gather_sum)(const float* x, size_t row_floats, const int32_t* rows, size_t n);
   void (*to_f16)(uint16_t* out, const float* x, size_t n);
   void (*from_f16)(float* out, const uint16_t* x, size_t n);
   // out = silu(gate) * up elementwise (SwiGLU's product; not attention, but the same vector traits).
@@ -115,10 +113,6 @@ void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 
 // Sum of x[0..n) read by every pool thread in chunks: a memory-read bandwidth probe for the benchmark.
 double read_sum(const float* x, size_t n);
-// Sum of the n rows x[rows[i] * row_floats .. + row_floats), the list split over the pool's threads:
-// the gather probe (SparQ step 3 reads rows at scattered positions; the benchmark measures what
-// that costs on this machine). The caller checked every row index.
-double gather_sum(const float* x, size_t row_floats, const int32_t* rows, size_t n);
 // out = silu(gate) * up over n elements, in chunks over the pool's threads.
 void swiglu(float* out, const float* gate, const float* up, size_t n);
 

@@ -698,21 +698,6 @@ void swiglu(float* out, const float* gate, const float* up, size_t n) {
   }
 }
 
-// The rows x[rows[i] * row_floats ..) summed into one vector (the gather probe): each row whole,
-// prefetched into L2 as SparQ step 3 prefetches its rows (see kGatherAhead), so that the probe
-// reads rows the way the kernels gather them.
-template <class V>
-double gather_sum(const float* x, size_t row_floats, const int32_t* rows, size_t n) {
-  typename V::F acc = V::zero();
-  const size_t ahead = gather_ahead_rows<float>(row_floats);
-  for (size_t i = 0; i < n; i++) {
-    if (i + ahead < n) V::prefetch_row_l2(x + static_cast<size_t>(rows[i + ahead]) * row_floats, row_floats * sizeof(float));
-    const float* row = x + static_cast<size_t>(rows[i]) * row_floats;
-    for (size_t j = 0; j < row_floats; j += V::W) acc = V::add(acc, load_n<V>(row + j, row_floats - j));
-  }
-  return V::reduce_add(acc);
-}
-
 template <class V>
 void to_f16(uint16_t* out, const float* x, size_t n) {
   for (size_t j = 0; j < n; j += V::W) V::store_f16(out + j, load_n<V>(x + j, n - j), n - j);
@@ -726,7 +711,7 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 template <class V>
 AttnKernels make_kernels(const char* name) {
   return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
-                     scale<V>, filter_ge<V>, sum<V>, gather_sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
+                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
 }
 
 }  // namespace

@@ -122,17 +122,6 @@ double read_sum(const float* x, size_t n) {
   return s;
 }
 
-double gather_sum(const float* x, size_t row_floats, const int32_t* rows, size_t n) {
-  const AttnKernels& kt = attn_kernels();
-  constexpr size_t kChunk = 4096;  // rows per task
-  const size_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> part(chunks);
-  parallel_for(chunks, [&](size_t c) { part[c] = kt.gather_sum(x, row_floats, rows + c * kChunk, std::min(kChunk, n - c * kChunk)); });
-  double s = 0;
-  for (double p : part) s += p;
-  return s;
-}
-
 void swiglu(float* out, const float* gate, const float* up, size_t n) {
   const AttnKernels& kt = attn_kernels();
   constexpr size_t kChunk = size_t{1} << 16;  // whole vectors of every ISA

@@ -8,7 +8,7 @@
 //   attnSparq(cache, q, out, nHeads, r, k, l, reallocate, stats?, trace?)
 //   attnTopk / attnLmInfinite(cache, q, out, nHeads, k, stats?)
 //   attnH2O(cache, q, out, nHeads, k, acc, evicted, stats?)
-//   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x), attnGatherSum(x, rowFloats, rows)
+//   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x)
 // stats: Float64Array(4) <- elements read (k, v, aux, io); trace: SparqTrace.
 #include <string>
 
@@ -220,29 +220,6 @@ Napi::Value read_sum_js(const Napi::CallbackInfo& call) {
   return Napi::Number::New(call.Env(), read_sum(x, n));
 }
 
-// Benchmark probe: sums the rows of x (rows of rowFloats elements) that `rows` lists, with every pool
-// thread (a gather: SparQ step 3's access pattern).
-Napi::Value gather_sum_js(const Napi::CallbackInfo& call) {
-  const char* op = "attnGatherSum";
-  if (!call[0].IsTypedArray()) throw Napi::TypeError::New(call.Env(), std::string(op) + ": x must be a Float32Array");
-  const size_t len = call[0].As<Napi::TypedArray>().ElementLength();
-  const float* x = typed_data<float>(call[0], len, op, "x");
-  const int64_t row_floats = int_arg(call[1], op, "rowFloats");
-  if (row_floats < 1 || static_cast<size_t>(row_floats) > len) {
-    range_error(call.Env(), std::string(op) + ": rowFloats " + std::to_string(row_floats) + " out of range [1, " + std::to_string(len) + "] (x's length)");
-  }
-  if (!call[2].IsTypedArray()) throw Napi::TypeError::New(call.Env(), std::string(op) + ": rows must be an Int32Array");
-  const size_t n = call[2].As<Napi::TypedArray>().ElementLength();
-  const int32_t* rows = typed_data<int32_t>(call[2], n, op, "rows");
-  const int64_t count = static_cast<int64_t>(len) / row_floats;  // whole rows in x
-  for (size_t i = 0; i < n; i++) {
-    if (rows[i] < 0 || rows[i] >= count) {
-      range_error(call.Env(), std::string(op) + ": rows[" + std::to_string(i) + "] = " + std::to_string(rows[i]) + " out of range [0, " + std::to_string(count - 1) + "]");
-    }
-  }
-  return Napi::Number::New(call.Env(), gather_sum(x, static_cast<size_t>(row_floats), rows, n));
-}
-
 Napi::Value kernel_js(const Napi::CallbackInfo& call) { return Napi::String::New(call.Env(), attn_kernels().name); }
 
 }  // namespace
@@ -258,7 +235,6 @@ void register_attention_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("attnThreads", Napi::Function::New(env, threads_js));
   exports.Set("attnSetThreads", Napi::Function::New(env, set_threads_js));
   exports.Set("attnReadSum", Napi::Function::New(env, read_sum_js));
-  exports.Set("attnGatherSum", Napi::Function::New(env, gather_sum_js));
   exports.Set("attnKernel", Napi::Function::New(env, kernel_js));
 }
 

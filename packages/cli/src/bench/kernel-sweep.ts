@@ -6,19 +6,9 @@
  * speed-up measured against dense on the same cache and threads, and the read
  * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
  * the bandwidth probed just before its row.
- *
- * The data ratio assumes every byte costs the same. SparQ's K and V rows of step 3 are a gather,
- * which a core reads far slower than a stream (see bandwidth.ts), so each SparQ row also carries
- * the speed-up this machine's memory allows (memoryBound): dense's bytes at the probed read
- * bandwidth over SparQ's streamed bytes (step 1's r columns, the l most recent positions, the
- * vectors) at that bandwidth plus its gathered bytes (the other k - l positions' K and V rows)
- * at the gather probe's, measured for the same row size and density k / S just before. Only for
- * the k-twice layout: with single-K, step 1 reads r components of every K row, which this model
- * does not price.
  */
 import type { Engine, KVDType, KVLayout } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm';
-import type { GatherShape } from './bandwidth.ts';
 import type { NativeControls } from './native.ts';
 import { withThreads } from './native.ts';
 import { randomCache, randomQuery } from './random-cache.ts';
@@ -42,8 +32,6 @@ export interface SweepOptions {
    * 2-thread probe read 35 and 57 GB/s a few minutes apart, with the same code).
    */
   probe: (threads: number) => number | null;
-  /** Probes the gather bandwidth (GB/s of rows read) on this many threads, or null when it cannot. */
-  gatherProbe: (threads: number, shape: GatherShape) => number | null;
   log: (line: string) => void;
 }
 
@@ -73,27 +61,6 @@ export interface KernelRow {
   dataRatio: number;
   /** speedup over dataRatio, in percent. */
   pctOfDataRatio: number;
-  /** SparQ: the gather probe's GB/s for this row size and density k / S (null for dense or unmeasured). */
-  gatherGBs: number | null;
-  /** SparQ: dense's memory time over this method's at the probed stream and gather rates (null when either is unmeasured). */
-  memoryBound: number | null;
-  /** speedup over memoryBound, in percent (null with it). */
-  pctOfBound: number | null;
-}
-
-/**
- * Elements per KV head SparQ reads as a gather (the K and V rows of its k - l positions outside the
- * recent window); the rest of attentionCost streams. Dense gathers nothing.
- */
-export function gatheredElements(m: AttentionConfig, S: number, headDim: number): number {
-  return m.method === 'sparq' ? 2 * (Math.min(m.k, S) - Math.min(m.l, m.k, S)) * headDim : 0;
-}
-
-/** The speed-up over dense that reading at `readGBs` (streams) and `gatherGBs` (gathers) allows method m. */
-export function memoryBound(m: AttentionConfig, S: number, headDim: number, readGBs: number, gatherGBs: number): number {
-  const gathered = gatheredElements(m, S, headDim);
-  const denseTime = attentionCost({ ...m, method: 'dense' }, S, headDim) / readGBs;
-  return denseTime / ((attentionCost(m, S, headDim) - gathered) / readGBs + gathered / gatherGBs);
 }
 
 /** The methods timed at context S: dense, then SparQ at r = d/8 with k = S/8 and S/16. */
@@ -118,8 +85,6 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
             const bw = native ? o.probe(threads) : null;
             let denseMs = NaN;
             for (const m of sweepMethods(S, o.headDim)) {
-              const gbs = native && m.method === 'sparq' && layout === 'k-twice' ? o.gatherProbe(threads, { rowBytes: o.headDim * bytesPer, density: Math.min(m.k, S) / S }) : null;
-              const bound = bw && gbs ? memoryBound(m, S, o.headDim, bw, gbs) : null;
               const ms = await withThreads(native, threads, () =>
                 medianMs(m.method === 'dense' ? () => engine.attentionDecode(out, q, cache) : () => engine.sparqDecode(out, q, cache, m), { timeMs: o.timeMs }),
               );
@@ -131,7 +96,6 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
               rows.push({
                 backend: engine.name, threads, kv, layout, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
                 readGBs: bw, pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
-                gatherGBs: gbs, memoryBound: bound, pctOfBound: bound ? (100 * speedup) / bound : null,
               });
             }
             const [d, s8, s16] = rows.slice(-3);

@@ -13,16 +13,13 @@ export interface NativeControls {
   setThreads(n: number): void;
   /** Sums x on every pool thread: a streaming read with no stores. */
   readSum(x: Float32Array): number;
-  /** Sums the rows of x (rowFloats elements each) that `rows` lists, on every pool thread: a gather. */
-  gatherSum(x: Float32Array, rowFloats: number, rows: Int32Array): number;
 }
 
 export function nativeControls(): NativeControls | { missing: string } {
   try {
     const addon = loadAddon();
     const a = attentionAddon(addon);
-    return { kernel: addon.info().kernel, defaultThreads: a.attnThreads(), setThreads: (n) => void a.attnSetThreads(n), readSum: (x) => a.attnReadSum(x),
-      gatherSum: (x, rowFloats, rows) => a.attnGatherSum(x, rowFloats, rows) };
+    return { kernel: addon.info().kernel, defaultThreads: a.attnThreads(), setThreads: (n) => void a.attnSetThreads(n), readSum: (x) => a.attnReadSum(x) };
   } catch (error) {
     return { missing: (error as Error).message };
   }

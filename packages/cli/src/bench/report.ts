@@ -55,19 +55,6 @@ function kernelTable(rows: readonly KernelRow[]): string {
   return markdownTable(header, out, align);
 }
 
-/** SparQ's measured speed-up against the one this machine's stream and gather rates allow (kernel-sweep.ts's memoryBound; k-twice rows). */
-function boundTable(rows: readonly KernelRow[]): string {
-  const header = ['backend', 'threads', 'KV', 'S', 'read GB/s'];
-  const out: Cell[][] = [];
-  for (const [, g] of groupBy(rows.filter((r) => r.layout === 'k-twice'), (r) => `${kernelGroup(r)} ${r.S}`)) {
-    const [d, ...sparq] = g;
-    if (out.length === 0) for (const s of sparq) header.push(`k=${kLabel(s)} gather GB/s`, 'memory bound', 'speed-up', '% of bound');
-    out.push([d.backend, d.threads, d.kv, d.S, d.readGBs === null ? '-' : f(d.readGBs, 1), ...sparq.flatMap((s) => [s.gatherGBs === null ? '-' : f(s.gatherGBs, 1), s.memoryBound === null ? '-' : `${f(s.memoryBound, 2)}x`, `${f(s.speedup, 2)}x`, pct(s.pctOfBound)])]);
-  }
-  const align: Align[] = ['left', 'right', 'left', ...Array<Align>(header.length - 3).fill('right')];
-  return markdownTable(header, out, align);
-}
-
 function endToEndTable(rows: readonly EndToEndRow[]): string {
   const header = ['threads', 'S', 'system', 'decode attention', 'KV', 'prefill tok/s', 'decode tok/s', 'decode % BW', 'decode vs llama.cpp'];
   const align: Align[] = ['right', 'right', 'left', 'left', 'left', 'right', 'right', 'right', 'right'];
@@ -90,13 +77,6 @@ export function markdownReport(res: BenchResults): string {
     parts.push('## Attention kernels: one decode step, all heads (median ms)\n');
     parts.push(`Data ratio: SPEC 3's dense elements read over SparQ's; % of ratio: measured speed-up over it. Read GB/s: the read bandwidth probed just before the row; % BW: SPEC 3 bytes per second over it.\n`);
     parts.push(kernelTable(res.kernels));
-    if (res.kernels.some((r) => r.memoryBound !== null)) {
-      parts.push('\n### SparQ against this machine\'s memory bound\n');
-      parts.push(
-        `The data ratio prices every byte alike, but SparQ step 3 reads its K and V rows at scattered positions (a gather), which one core reads at the rate of its misses in flight, not at the stream bandwidth. Gather GB/s: the rows read per second by a probe that gathers rows of the same size at the same density (k / S), just before the row. Memory bound: the speed-up over dense that these two rates allow (dense's bytes at the read bandwidth, over SparQ's streamed bytes at that rate plus its gathered bytes at the gather rate); % of bound: the measured speed-up over it.\n`,
-      );
-      parts.push(boundTable(res.kernels));
-    }
   }
   if (res.endToEnd.length > 0 && res.model) {
     parts.push(`## End to end: ${res.model.description}\n`);

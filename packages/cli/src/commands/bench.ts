@@ -14,7 +14,7 @@ import { openModel } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlags } from '../flags.ts';
-import { type GatherShape, measureGatherBandwidth, measureReadBandwidth, PROBE_BYTES } from '../bench/bandwidth.ts';
+import { measureReadBandwidth, PROBE_BYTES } from '../bench/bandwidth.ts';
 import { FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, type BenchModel } from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
 import { BENCH_FLAGS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
@@ -32,8 +32,7 @@ const USAGE = `sparq bench [--model FILE] [--out DIR] [--quick] [--threads LIST]
 Measures speed on this machine, with the read bandwidth measured in the same run:
   kernels      one decode step of attention (--heads heads of dim ${SWEEP_HEAD_DIM}), dense and SparQ
                (r = d/8, k = S/8 and S/16, l = k/4), at each S of --seq, per backend, KV type,
-               layout and thread count; beside SPEC 3's data ratio, % of read bandwidth, and the
-               speed-up the measured stream and gather rates allow SparQ (memory bound)
+               layout and thread count; beside SPEC 3's data ratio and % of read bandwidth
   end to end   prefill S tokens, then --decode steps with each method, at each S of --e2e-seq:
                on --model FILE (GGUF), else a generated random llama (dim ${FULL_SHAPE.dim}, ${FULL_SHAPE.nHeads} heads
                of 128, ${FULL_SHAPE.nLayers} layers, ${GENERATED_TYPE.toUpperCase()}); llama.cpp (node-llama-cpp, if installed)
@@ -118,9 +117,7 @@ export const benchCommand: Command = {
         }
       }
 
-      const probeBytes = s.quick ? PROBE_BYTES / 16 : PROBE_BYTES;
-      const probe = (t: number) => (native ? measureReadBandwidth(native, t, s.quick ? 100 : 1500, probeBytes) : null);
-      const gatherProbe = (t: number, shape: GatherShape) => (native ? measureGatherBandwidth(native, t, shape, s.quick ? 100 : 1000, probeBytes) : null);
+      const probe = (t: number) => (native ? measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES) : null);
       const bandwidth = new Map<number, number>();
       if (native) {
         for (const t of new Set([1, ...threads])) {
@@ -131,7 +128,7 @@ export const benchCommand: Command = {
         }
       }
       if (s.kernels) {
-        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, probe, gatherProbe, log });
+        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, probe, log });
         writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
       }
       if (lm && model) {
