@@ -49,14 +49,24 @@ async function withThreads<T>(n: number, body: () => Promise<T>): Promise<T> {
 
 /** A full cache of S random positions, written by native kvAppend (every copy the layout keeps). */
 const makeCache = (S: number, dtype: KVDType, layout: KVLayout): KVCache => randomCache(native, { S, heads: H, headDim: D, dtype, layout });
-const { q, out } = randomQuery(H, D);
+// Runs take turns over 8 queries, as decode steps do: with one query SparQ selects the same rows
+// every run and finds part of them in the L3 (packages/cli/src/bench/kernel-sweep.ts).
+const queries = Array.from({ length: 8 }, (_, i) => randomQuery(H, D, 2 + i));
+let turn = 0;
+const next = () => queries[turn++ % queries.length];
 
 function denseMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
-  return medianMs('dense', () => engine.attentionDecode(out, q, cache), timeMs);
+  return medianMs('dense', () => {
+    const { q, out } = next();
+    engine.attentionDecode(out, q, cache);
+  }, timeMs);
 }
 function sparqMs(engine: Engine, cache: KVCache, div: number, timeMs: number): Promise<number> {
   const S = cache.capacity;
-  return medianMs('sparq', () => engine.sparqDecode(out, q, cache, { r: R, k: S / div, l: 0 }), timeMs);
+  return medianMs('sparq', () => {
+    const { q, out } = next();
+    engine.sparqDecode(out, q, cache, { r: R, k: S / div, l: 0 });
+  }, timeMs);
 }
 
 /** SPEC 3: dense / SparQ elements per KV head at k = S / div (l 0, reallocation on, as timed). */
