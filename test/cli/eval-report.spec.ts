@@ -43,6 +43,7 @@ describe('eval report', () => {
     expect(Object.keys(charts).sort()).toEqual(['ppl-vs-compression.svg', 'topk-agreement-vs-k.svg', 'topk-agreement-vs-r.svg']);
     const ppl = charts['ppl-vs-compression.svg'];
     for (const name of ['sparq', 'lminf']) expect(ppl).toContain(`>${name}</text>`);
-    expect(ppl.match(/<circle /g)).toHaveLength(4);
+    expect(ppl.match(/<circle cx=/g)).toHaveLength(4); // one marker per data point
+    expect(ppl.match(/<circle class="legend"/g)).toHaveLength(2); // one per series in the legend
   });
 });
