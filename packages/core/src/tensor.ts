@@ -47,6 +47,8 @@ export class Tensor<D extends DType = DType> {
   readonly shape: readonly number[];
   readonly strides: readonly number[];
   readonly offset: number;
+  /** Number of elements (the product of the shape): computed once, since loops test it per element. */
+  readonly size: number;
 
   constructor(dtype: D, data: StorageOf[D], shape: readonly number[], strides?: readonly number[], offset = 0) {
     checkShape('Tensor', shape);
@@ -58,6 +60,7 @@ export class Tensor<D extends DType = DType> {
     this.shape = Object.freeze([...shape]);
     this.strides = Object.freeze(strides ? [...strides] : contiguousStrides(shape));
     this.offset = offset;
+    this.size = shapeSize(this.shape);
     if (this.strides.length !== this.shape.length) {
       throw new ShapeError(`Tensor: strides ${formatShape(this.strides)} do not match shape ${formatShape(shape)}`);
     }
@@ -104,10 +107,6 @@ export class Tensor<D extends DType = DType> {
 
   get rank(): number {
     return this.shape.length;
-  }
-
-  get size(): number {
-    return shapeSize(this.shape);
   }
 
   /** Elements the storage can hold (for block types: bytes / block bytes * block elements). */
