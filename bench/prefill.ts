@@ -1,7 +1,7 @@
 /**
- * Prefill tokens/s, sparq (native) against llama.cpp (node-llama-cpp) on the same GGUF file and
- * the same thread count, runs interleaved:
- *   pnpm bench:prefill [--types q8_0,q4_0,q6_k,q4_k_m,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--reps 3] [--product int8|dequant] [--cpu]
+ * Prefill tokens/s, and with --decode N decode tokens/s, sparq (native) against llama.cpp
+ * (node-llama-cpp) on the same GGUF file and the same thread count, runs interleaved:
+ *   pnpm bench:prefill [--types q8_0,q4_0,q6_k,q4_k_m,f16,f32] [--threads 1,2] [--tokens 512] [--layers 1] [--decode 0] [--reps 3] [--product int8|dequant] [--cpu]
  *
  * --types takes any GGUF file type, or q4_k_m: a Q4_K_M-like mix (@sparq/llm's q4kmLike: Q6_K for
  * attn_v, ffn_down and the classifier, Q4_K for the other matrices, as llama.cpp's Q4_K_M).
@@ -21,6 +21,12 @@
  * past the K and V projections (Session.prefill). With `--layers 1` that layer is the whole
  * model, so the rows time mostly those skips (sparq's K and V products against llama.cpp's Q, K, V
  * and wo); `--layers 2` or more weigh the full layers' products as a deeper model does.
+ *
+ * --decode N: after each prefill, both engines decode N more of the random tokens one at a time
+ * (dense attention; llama.cpp samples each next token greedily from its logits, sparq computes
+ * them too) and the table adds decode tokens/s. At a short context decode reads mostly the
+ * weights: `--tokens 64 --decode 32 --layers 8` times the weight matvecs of a file several
+ * times the L3 (about 140-230 MB for the K-quants).
  *
  * --cpu times each side by the process's CPU time (user + system, every thread) instead of the wall
  * clock: steadier on a machine shared with other jobs, but it counts every thread's time, spinning
@@ -46,6 +52,7 @@ const types = option('types', 'q8_0,q4_0,q6_k,q4_k_m,f16,f32').split(',') as (GG
 const threadCounts = option('threads', '1,2').split(',').map(Number);
 const TOKENS = Number(option('tokens', '512'));
 const LAYERS = Number(option('layers', '1'));
+const DECODE = Number(option('decode', '0'));
 const REPS = Number(option('reps', '3'));
 const PRODUCT = option('product', 'int8') as ProductPath;
 if (PRODUCT !== 'int8' && PRODUCT !== 'dequant') throw new Error(`--product ${PRODUCT}, expected int8 or dequant`);
@@ -66,7 +73,7 @@ const reference = available.find((e) => e.name === 'reference')!;
 const threads = attentionAddon(loadAddon());
 
 const config: ModelConfig = {
-  dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 16, vocabSize: 512, seqLen: 2 * TOKENS,
+  dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 16, vocabSize: 512, seqLen: 2 * TOKENS + DECODE,
   headDim: 128, kvDim: 2048, normEps: 1e-5, ropeTheta: 10000, sharedClassifier: false,
   arch: 'llama', qDim: 2048, ropeScaling: NO_ROPE_SCALING, attnBias: false, ropeFreqs: false,
 };
@@ -85,7 +92,7 @@ function randomModel(): LoadedModel {
 
 const dir = mkdtempSync(join(tmpdir(), 'sparq-prefill-'));
 let seed = 7;
-const tokens = Array.from({ length: TOKENS }, () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500));
+const tokens = Array.from({ length: TOKENS + DECODE }, () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500));
 const loaded = randomModel();
 const table: Record<string, string>[] = [];
 try {
@@ -102,17 +109,32 @@ try {
       threads.attnSetThreads(t);
       let sparqBest = Infinity;
       let llamaBest = Infinity;
+      let sparqStep = Infinity; // ms per decode step
+      let llamaStep = Infinity;
       for (let rep = 0; rep < REPS; rep++) {
-        const session = new Session(engine, model, { capacity: 2 * TOKENS, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, productPath: PRODUCT });
+        const session = new Session(engine, model, { capacity: 2 * TOKENS + DECODE, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, productPath: PRODUCT });
         const t0 = clock();
-        session.prefill(tokens);
+        session.prefill(tokens.slice(0, TOKENS));
         sparqBest = Math.min(sparqBest, clock() - t0);
-        // Prefill only (0 decode steps), the faster of flash attention on and off.
-        llamaBest = Math.min(llamaBest, (await llamaCpp.run(tokens, TOKENS, 0, t)).prefillMs);
+        if (DECODE > 0) {
+          const t1 = clock();
+          for (let i = 0; i < DECODE; i++) session.decode(tokens[TOKENS + i]);
+          sparqStep = Math.min(sparqStep, (clock() - t1) / DECODE);
+        }
+        // The faster of flash attention on and off, for each of prefill and decode.
+        const llama = await llamaCpp.run(tokens, TOKENS, DECODE, t);
+        llamaBest = Math.min(llamaBest, llama.prefillMs);
+        if (DECODE > 0) llamaStep = Math.min(llamaStep, llama.decodeMs[0]);
       }
       const sparqTps = (1000 * TOKENS) / sparqBest;
       const llamaTps = (1000 * TOKENS) / llamaBest;
-      table.push({ type, threads: String(t), tokens: String(TOKENS), 'sparq tok/s': sparqTps.toFixed(0), 'llama.cpp tok/s': llamaTps.toFixed(0), 'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2) });
+      const row: Record<string, string> = { type, threads: String(t), tokens: String(TOKENS), 'sparq tok/s': sparqTps.toFixed(0), 'llama.cpp tok/s': llamaTps.toFixed(0), 'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2) };
+      if (DECODE > 0) {
+        row['sparq decode tok/s'] = (1000 / sparqStep).toFixed(1);
+        row['llama.cpp decode tok/s'] = (1000 / llamaStep).toFixed(1);
+        row['decode sparq / llama.cpp'] = (llamaStep / sparqStep).toFixed(2);
+      }
+      table.push(row);
       console.log(JSON.stringify(table[table.length - 1]));
     }
     await llamaCpp.dispose();
@@ -121,5 +143,5 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`native ${loadAddon().info().kernel}, product ${PRODUCT}, ${args.includes('--cpu') ? 'CPU time' : 'wall clock'}; model: ${LAYERS} layer(s), dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
+console.log(`native ${loadAddon().info().kernel}, product ${PRODUCT}, ${args.includes('--cpu') ? 'CPU time' : 'wall clock'}; model: ${LAYERS} layer(s), ${DECODE} decode steps after the prompt, dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
 console.table(table);
