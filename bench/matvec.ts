@@ -13,7 +13,8 @@
  * by 2x within a minute each ratio compares two numbers taken seconds apart. The weights rotate
  * through STREAM_MB of copies (several times this machine's L3), so each call reads its weights
  * from DRAM, as a model's layers do. Repeat the run and compare ratios, not absolute GB/s.
- * `GB/s per core` divides the bytes by the process's CPU time over the same calls (all threads):
+ * `GB/s per core` divides the bytes by the process's CPU time over the same calls (all threads,
+ * the pool's spinning between calls included: packages/native/src/threads.cc):
  * on a machine shared with other jobs, time spent descheduled is not in it, so it shows what a
  * kernel does per core while it runs (on an idle machine it is GB/s / threads).
  * Target (issue 13): INT4 and every K-quant matvec >= 70% of its bandwidth bound.

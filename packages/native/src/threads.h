@@ -1,6 +1,7 @@
-// A small persistent thread pool for the attention ops: work is split over
-// (sequence, KV head) tasks, taken one at a time from an atomic counter by the
-// calling thread and the pool's workers. Size: SPARQ_THREADS, else the hardware's.
+// A small persistent thread pool for the native ops (attention, weight products, elementwise
+// ops): each call's tasks are taken one at a time from an atomic counter by the calling thread and
+// the pool's workers, which spin for a while between calls before they sleep (threads.cc).
+// Size: SPARQ_THREADS, else the hardware's.
 #pragma once
 #include <cstddef>
 #include <functional>
