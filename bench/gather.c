@@ -1,16 +1,17 @@
 /*
  * What one core reads per second as a stream and as SparQ step 3's gather: rows of 256 bytes
  * (d 128 in f16) or 512 bytes (f32) at random positions, one in 8 (k = S/8), visited in
- * increasing order, with and without software prefetches into L2 32 rows ahead (what the
- * attention kernels do: kGatherAhead in packages/native/src/attention_kernels.h). A plain C
- * program, so that no runtime sits between the loop and the memory:
+ * increasing order, with and without software prefetches into L2 8 KB ahead (what the attention
+ * kernels do: kGatherAhead in packages/native/src/attention_kernels.h). A plain C program, so
+ * that no runtime sits between the loop and the memory:
  *
  *   cc -O2 -mavx2 bench/gather.c -o /tmp/gather && /tmp/gather
  *
  * Each figure is the best of 5 passes over a 1 GiB buffer (far larger than any L3), in GB/s of
- * the bytes the loop reads. SparQ's speed-up over dense attention on one core is bounded by
- * dense's bytes at the stream rate over SparQ's streamed bytes at that rate plus its gathered
- * bytes at the gather rate (README, "Not done": the SparQ attention step).
+ * the bytes the loop reads. Dense's bytes at the stream rate over SparQ's streamed bytes at that
+ * rate plus its gathered bytes at the gather rate estimate SparQ's speed-up on one core; an
+ * estimate, not a bound: the attention kernels gather f32 rows faster than this loop (README,
+ * `sparq bench`: full run).
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -23,7 +24,7 @@
 
 #define BYTES ((size_t)1 << 30)
 #define PASSES 5
-#define AHEAD 32
+#define AHEAD_BYTES 8192
 
 static double now(void) {
   struct timespec t;
@@ -31,12 +32,13 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Sums `count` rows of `row` bytes at buf + rows[i] * row; prefetches row i + AHEAD into L2 if asked. */
+/* Sums `count` rows of `row` bytes at buf + rows[i] * row; prefetches the row AHEAD_BYTES ahead into L2 if asked. */
 static float gather(const char *buf, const uint32_t *rows, size_t count, size_t row, int prefetch) {
+  const size_t ahead_rows = AHEAD_BYTES / row;
   __m256 acc = _mm256_setzero_ps();
   for (size_t i = 0; i < count; i++) {
-    if (prefetch && i + AHEAD < count) {
-      const char *ahead = buf + (size_t)rows[i + AHEAD] * row;
+    if (prefetch && i + ahead_rows < count) {
+      const char *ahead = buf + (size_t)rows[i + ahead_rows] * row;
       for (size_t b = 0; b < row; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T1);
     }
     const float *p = (const float *)(buf + (size_t)rows[i] * row);

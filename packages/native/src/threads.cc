@@ -23,7 +23,9 @@ namespace {
 constexpr auto kSpin = std::chrono::microseconds(500);
 
 // Polls done() with a pause between polls (the loop keeps its cache line shared and spends little
-// power) until it returns true (-> true) or kSpin has passed (-> false).
+// power) until it returns true (-> true) or kSpin has passed (-> false). Every 256 polls it also
+// yields the core: where other threads wait for it (more threads than cores, other processes) they
+// run, and where none does the yield returns at once.
 template <class Done>
 bool spin_until(Done done) {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
@@ -32,7 +34,10 @@ bool spin_until(Done done) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if (i % 256 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+    if (i % 256 == 0) {
+      if (std::chrono::steady_clock::now() > deadline) return done();
+      std::this_thread::yield();
+    }
   }
 }
 
