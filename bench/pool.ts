@@ -8,7 +8,11 @@
  *   the TypeScript backend uses a second core);
  * - native: its own std::thread pool at 1 and 2 threads, vs the piscina pool
  *   with 2 workers (native's thread pool is process-wide and concurrent calls
- *   take turns, so piscina adds message overhead, not parallelism, on native).
+ *   take turns, so piscina adds message overhead, not parallelism, on native);
+ * - the native pool's hand-off: a Q8_0 'int8' matvec small enough to stay in the
+ *   L3 (512, 2048 and 5632 rows of 2048), one call at a time, on 1 and 2 threads:
+ *   what splitting a decode-sized op over the pool costs beyond its work
+ *   (packages/native/src/threads.cc).
  */
 import { KVCache, Tensor, loadBackends, type Engine } from '@sparq/core';
 import { AttentionPool } from '@sparq/pool';
@@ -84,3 +88,31 @@ for (const [name, S, timeMs] of [['reference', 2048, 1500], ['native', 32768, 15
   await pool.close();
 }
 console.log('\ndirect 2t = native std::thread pool with 2 threads (reference has no threads of its own); pool 2w = @sparq/pool, 2 piscina workers');
+
+// The pool's hand-off: median of 2,000 single calls each (weights hot in the L3).
+console.log('\n# native pool hand-off: Q8_0 int8 matvec x 2048 columns, weights in L3, median us per call');
+const nativeEngine = engines.get('native');
+if (!nativeEngine) console.log('native: unavailable, skipped');
+else {
+  for (const rows of [512, 2048, 5632]) {
+    const w = Tensor.zeros('q8_0', [rows, 2048]);
+    nativeEngine.quantize(w, Tensor.f32([rows, 2048], Float32Array.from({ length: rows * 2048 }, () => Math.random() - 0.5)));
+    const x = Tensor.f32([2048], Float32Array.from({ length: 2048 }, () => Math.random() - 0.5));
+    const y = Tensor.zeros('f32', [rows]);
+    const times: string[] = [];
+    for (const threads of [1, 2]) {
+      native.attnSetThreads(threads);
+      for (let i = 0; i < 200; i++) nativeEngine.matvec(y, w, x, 'int8');
+      const us: number[] = [];
+      for (let i = 0; i < 2000; i++) {
+        const t0 = performance.now();
+        nativeEngine.matvec(y, w, x, 'int8');
+        us.push(1000 * (performance.now() - t0));
+      }
+      us.sort((a, b) => a - b);
+      times.push(`${threads} thread${threads > 1 ? 's' : ''} ${us[1000].toFixed(1)}`);
+    }
+    native.attnSetThreads(nativeDefault);
+    console.log(`${String(rows).padStart(5)} rows: ${times.join(', ')}`);
+  }
+}
