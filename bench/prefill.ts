@@ -26,7 +26,7 @@
  * (dense attention; llama.cpp samples each next token greedily from its logits, sparq computes
  * them too) and the table adds decode tokens/s. At a short context decode reads mostly the
  * weights: `--tokens 64 --decode 32 --layers 8` times the weight matvecs of a file several
- * times the L3 (about 140-230 MB for the K-quants).
+ * times the L3 (136 MB for Q2_K, 178 MB for Q3_K, 233 MB for Q4_K).
  *
  * --cpu times each side by the process's CPU time (user + system, every thread) instead of the wall
  * clock: steadier on a machine shared with other jobs, but it counts every thread's time, spinning

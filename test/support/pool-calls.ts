@@ -43,7 +43,7 @@ function check(what: string, p: ReturnType<typeof product>): void {
   }
 }
 
-const products = [600, 1024, 2000].map((rows, i) => product(native, rows, 10 + i)); // 4 to 8 tasks a call
+const products = [600, 1024, 2000].map((rows, i) => product(native, rows, 10 + i)); // 8-16 tasks a call on 2-4 threads (basic_dispatch.cc: 4 per thread)
 // A call right after each resize: the new workers must take it, whenever they start running.
 for (let i = 0; i < 100; i++) {
   pool.attnSetThreads(1);
