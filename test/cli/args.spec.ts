@@ -87,13 +87,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('sparq exit statuses', () => {
   it('usage errors exit 2 with one line; bad input and bad environment exit 1 with one line; --debug adds the stack', async () => {
-    const [zzz, seq, hex, negative, bigSeed, threads, kernel, missing, debug] = await Promise.all([
+    const [zzz, seq, hex, negative, bigSeed, threads, spin, kernel, missing, debug] = await Promise.all([
       sparq(['backends', '--zzz']),
       sparq(['demo', '--seq', '1e8']),
       sparq(['demo', '--steps', '0x10']),
       sparq(['demo', '--seq', '-5']),
       sparq(['demo', '--seed', '4294967296']),
       sparq(['backends'], { SPARQ_THREADS: '100000' }),
+      sparq(['backends'], { SPARQ_SPIN_US: '-1' }),
       sparq(['backends'], { SPARQ_NATIVE_KERNEL: 'avx9000' }),
       sparq(['inspect', join(dir, 'missing.gguf')]),
       sparq(['inspect', join(dir, 'missing.gguf'), '--debug']),
@@ -104,6 +105,7 @@ describe('sparq exit statuses', () => {
     expectOneLine(negative, 2, '--seq -5, expected an integer in [16, 1048576]');
     expectOneLine(bigSeed, 2, '--seed 4294967296, expected an integer in [0, 4294967295]');
     expectOneLine(threads, 1, 'SPARQ_THREADS=100000, expected a decimal integer in [1, 256]');
+    expectOneLine(spin, 1, 'SPARQ_SPIN_US=-1, expected a decimal integer in [0, 100000]');
     expectOneLine(kernel, 1, 'SPARQ_NATIVE_KERNEL=avx9000, expected one of scalar, avx2, avx512');
     expectOneLine(missing, 1, /sparq inspect: Error: ENOENT/);
     expect(debug.code).toBe(1);

@@ -15,20 +15,37 @@
 namespace sparq {
 namespace {
 
-// Workers spin a while (kSpin) on the call counter before they block, and so does the caller
+// Workers spin a while (kSpinMicros) on the call counter before they block, and so does the caller
 // waiting for them: decode issues its ops back to back, microseconds apart, and a wake-up through
 // the kernel cost about 30-60 microseconds per call on the 2-core KVM guest this was measured on
 // (a hot 512 x 2048 Q8_0 matvec took 40 us on 1 thread and 53-60 us on 2; 2048 x 2048 130 us
 // on 1 and 99 us on 2, where half of 130 was the work's share).
-constexpr auto kSpin = std::chrono::microseconds(500);
+// SPARQ_SPIN_US overrides it (0: block at once, for machines where a busy core costs more than a
+// wake-up; the JS side checks the value before the addon loads, see lib/environment.ts).
+constexpr long kSpinMicros = 500;
+constexpr long kMaxSpinMicros = 100000;
+
+std::chrono::microseconds spin_time() {
+  static const std::chrono::microseconds spin = [] {
+    if (const char* env = std::getenv("SPARQ_SPIN_US")) {
+      char* end = nullptr;
+      const long us = std::strtol(env, &end, 10);
+      if (end != env && *end == '\0' && us >= 0 && us <= kMaxSpinMicros) return std::chrono::microseconds(us);
+    }
+    return std::chrono::microseconds(kSpinMicros);
+  }();
+  return spin;
+}
 
 // Polls done() with a pause between polls (the loop keeps its cache line shared and spends little
-// power) until it returns true (-> true) or kSpin has passed (-> false). Every 256 polls it also
-// yields the core: where other threads wait for it (more threads than cores, other processes) they
-// run, and where none does the yield returns at once.
+// power) until it returns true (-> true) or spin_time() has passed (-> false). Every 256 polls it
+// also yields the core: where other threads wait for it (more threads than cores, other processes)
+// they run, and where none does the yield returns at once.
 template <class Done>
 bool spin_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto spin = spin_time();
+  if (spin.count() == 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + spin;
   for (unsigned i = 1;; i++) {
     if (done()) return true;
 #if defined(__x86_64__) || defined(__i386__)
