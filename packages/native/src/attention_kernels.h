@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "attention.h"
 #include "cpu.h"
@@ -497,21 +498,25 @@ void pv(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64
 // ---- SparQ step 1: approximate logits over the r components i1 ----
 // Both layouts sum the components in i1's order with one fma per component, so the
 // K-transposed and the gathered (single-k) paths give bit-identical logits.
-// `Load(c, j)` yields the vector of component i1[c] for positions j .. j + W - 1.
+// A `Load` gives component i1[c] of positions j .. j + W - 1: load(c, j) when all W are valid,
+// load.part(c, j) for the last vector (lanes at n and past read as zero); load.prefetch(c, j, m) is
+// told of each block of m positions before it is read.
 // Each head's sums are divided by its tau (in f64, as the reference divides) and their max is
 // kept while they are still in registers: step 1 waits on memory, so this costs no extra pass
 // over the logits (perf, S = 32k f16, one thread: the separate division and max passes took
 // about a third as long as the column reads themselves).
 template <class V, int G, int U, bool Tail, class Load>
 inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, const double* tau,
-                       typename V::F* mx, Load load) {
+                       typename V::F* mx, const Load& load) {
   using F = typename V::F;
   F acc[G][U];
   for (int t = 0; t < G; t++)
     for (int u = 0; u < U; u++) acc[t][u] = V::zero();
   for (size_t c = 0; c < r; c++) {
+    load.prefetch(c, j, U * V::W);
     F x[U];
-    for (int u = 0; u < U; u++) x[u] = load(c, j + u * V::W);
+    // Whole vectors load unchecked: a bounds test per load kept GCC from holding x and acc in registers (AVX2).
+    for (int u = 0; u < U; u++) x[u] = Tail ? load.part(c, j + u * V::W) : load(c, j + u * V::W);
     for (int t = 0; t < G; t++) {
       const F qv = V::set1(qs[t * r + c]);
       for (int u = 0; u < U; u++) acc[t][u] = V::fma(qv, x[u], acc[t][u]);
@@ -538,7 +543,7 @@ inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, c
 
 template <class V, int G, class Load>
 inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, const double* tau, float* mx,
-                       Load load) {
+                       const Load& load) {
   constexpr int U = G >= 4 ? 1 : 4 / G;
   typename V::F m[G];
   for (int t = 0; t < G; t++) m[t] = V::set1(-INFINITY);
@@ -551,24 +556,36 @@ inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float
 
 template <class V, class Load>
 inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, const double* tau,
-                        float* mx, Load load) {
+                        float* mx, const Load& load) {
   size_t t = 0;
   for (; t + 4 <= g; t += 4) cols_heads<V, 4>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
   for (; t + 2 <= g; t += 2) cols_heads<V, 2>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
   for (; t < g; t++) cols_heads<V, 1>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
 }
 
+// The r columns of K transposed (valid positions from `first`), each a stream prefetched kColsAhead
+// bytes ahead, the lines of a block's loads at once. The columns' addresses are computed once per
+// call, not per load.
+template <class V, class T>
+struct ColumnLoads {
+  static constexpr size_t kAhead = kColsAhead / sizeof(T);
+  const T* const* col;
+  size_t n;
+  typename V::F operator()(size_t c, size_t j) const { return V::load(col[c] + j); }
+  typename V::F part(size_t c, size_t j) const { return load_n<V>(col[c] + j, n - j); }
+  void prefetch(size_t c, size_t j, size_t count) const {
+    for (size_t b = 0; b < count * sizeof(T) && j + kAhead < n; b += 64) __builtin_prefetch(reinterpret_cast<const char*>(col[c] + j + kAhead) + b, 0, 2);  // prefetcht1: L2
+  }
+};
+
 template <class V, class T>
 void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
                const float* qs, size_t g, const double* tau, float* mx) {
-  // r column streams at once: prefetch each kColsAhead bytes ahead, once per
-  // 64-byte line of the column (every vector for f32, every other one for f16).
-  constexpr size_t ahead = kColsAhead / sizeof(T);
-  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, [=](size_t c, size_t j) {
-    const T* col = kT + static_cast<size_t>(i1[c]) * cap + first + j;
-    if ((j * sizeof(T)) % 64 == 0 && j + ahead < n) __builtin_prefetch(col + ahead, 0, 2);  // prefetcht1: L2
-    return load_n<V>(col, n - j);
-  });
+  // One allocation per call (per KV head): a thread_local vector here made node crash at exit
+  // (SIGSEGV in glibc's thread-local destructors, after `sparq bench --quick`).
+  std::vector<const T*> cols(r);
+  for (size_t c = 0; c < r; c++) cols[c] = kT + static_cast<size_t>(i1[c]) * cap + first;
+  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, ColumnLoads<V, T>{cols.data(), n});
 }
 
 template <class V>
@@ -578,13 +595,22 @@ void qk_cols(float* logits, size_t ld, const void* kT, bool f16, size_t cap, con
   else qk_cols_t<V>(logits, ld, static_cast<const float*>(kT), cap, i1, r, first, n, qs, g, tau, mx);
 }
 
+// The same components read from K's rows (the single-k layout): a gather per vector, no prefetch.
+template <class V, class T>
+struct RowComponentLoads {
+  const T* rows;
+  size_t d;
+  const int32_t* i1;
+  size_t n;
+  typename V::F operator()(size_t c, size_t j) const { return V::gather(rows + j * d + i1[c], d, V::W); }
+  typename V::F part(size_t c, size_t j) const { return V::gather(rows + j * d + i1[c], d, n - j); }
+  void prefetch(size_t, size_t, size_t) const {}
+};
+
 template <class V, class T>
 void qk_gather_t(float* logits, size_t ld, const T* k, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
                  const float* qs, size_t g, const double* tau, float* mx) {
-  const T* rows = k + static_cast<size_t>(first) * d;
-  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, [=](size_t c, size_t j) {
-    return V::gather(rows + j * d + i1[c], d, n - j);
-  });
+  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, RowComponentLoads<V, T>{k + static_cast<size_t>(first) * d, d, i1, n});
 }
 
 template <class V>
