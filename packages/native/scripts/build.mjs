@@ -74,6 +74,12 @@ function isaOf(file) {
  * weak symbol (and so its group) to `name.isa` leaves the ISA object calling its
  * own copy and everyone else calling the portable one. Only the C++ personality
  * reference, which is identical everywhere and holds no code, keeps its name.
+ * A group is named by its signature symbol, usually the weak symbol itself; a
+ * constructor's or destructor's group (C5 / D5) is named by a symbol of its own
+ * (nm type n), renamed too: left shared, the linker kept one ISA object's group
+ * for all and the others' references to their renamed destructor resolved to
+ * address 0 (a thread_local std::vector in an AVX-512 kernel: node died at exit
+ * calling it; linkedWeakReferences now refuses such a link).
  */
 async function privatizeWeakSymbols(obj, isa) {
   const listing = await run('nm', ['-P', '--defined-only', obj]);
@@ -81,7 +87,7 @@ async function privatizeWeakSymbols(obj, isa) {
   const weak = listing.stdout
     .split('\n')
     .map((line) => line.split(' '))
-    .filter(([name, type]) => /^[WVuvw]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0')
+    .filter(([name, type]) => /^[WVuvwn]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0')
     .map(([name]) => name);
   if (weak.length === 0) return { ok: true };
   const renames = join(objDir, `${isa}-${weak.length}-${Date.now()}.syms`);
@@ -89,6 +95,29 @@ async function privatizeWeakSymbols(obj, isa) {
   const result = await run('objcopy', [`--redefine-syms=${renames}`, obj]);
   rmSync(renames, { force: true });
   return result.ok ? result : { ok: false, stderr: `objcopy failed (binutils are needed to build the ISA kernels safely): ${result.stderr}` };
+}
+
+/**
+ * Null when the linked addon keeps a definition of every weak symbol our objects define; else why
+ * not. A weak definition whose group the linker discarded leaves the objects' references to it
+ * undefined and weak, so they resolve to address 0 and calling one kills the process. (Weak
+ * references of the libraries linked in, such as libstdc++'s transactional-memory hooks, are not
+ * ours and are left alone.)
+ */
+async function linkedWeakReferences(file, objs) {
+  const symbols = async (path, only) => {
+    const listing = await run('nm', ['-P', only, path]);
+    if (!listing.ok) throw new Error(`nm failed on ${path}: ${listing.stderr}`);
+    return listing.stdout.split('\n').map((line) => line.split(' '));
+  };
+  try {
+    const ours = new Set();
+    for (const obj of objs) for (const [name, type] of await symbols(obj, '--defined-only')) if (/^[WV]$/.test(type ?? '')) ours.add(name);
+    const dangling = (await symbols(file, '--undefined-only')).filter(([name, type]) => type === 'w' && ours.has(name)).map(([name]) => name);
+    return dangling.length ? `linking left weak symbols undefined (they would be called at address 0): ${dangling.join(', ')}` : null;
+  } catch (error) {
+    return error.message;
+  }
 }
 
 /** Runs a command to completion, keeping its output. */
@@ -155,4 +184,6 @@ if (errors.length) fail(`compilation failed with ${cxx}:\n${errors.join('\n')}`)
 mkdirSync(dirname(output), { recursive: true });
 const link = await run(cxx, ['-shared', ...(sanitize ? SANITIZE_FLAGS : []), '-o', output, ...jobs.map((j) => j.obj), '-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])]);
 if (!link.ok) fail(`linking failed: ${link.stderr}`);
+const dangling = await linkedWeakReferences(output, jobs.map((j) => j.obj));
+if (dangling) fail(dangling);
 console.error(`@sparq/native: built ${output}`);

@@ -581,9 +581,7 @@ struct ColumnLoads {
 template <class V, class T>
 void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
                const float* qs, size_t g, const double* tau, float* mx) {
-  // One allocation per call (per KV head): a thread_local vector here made node crash at exit
-  // (SIGSEGV in glibc's thread-local destructors, after `sparq bench --quick`).
-  std::vector<const T*> cols(r);
+  std::vector<const T*> cols(r);  // one allocation per KV head, beside r column streams of n positions
   for (size_t c = 0; c < r; c++) cols[c] = kT + static_cast<size_t>(i1[c]) * cap + first;
   cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, ColumnLoads<V, T>{cols.data(), n});
 }
