@@ -39,6 +39,12 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* The bytes at p (a multiple of 32) summed as floats into acc. */
+static __m256 sum_bytes(const char *p, size_t bytes, __m256 acc) {
+  for (size_t b = 0; b < bytes; b += 32) acc = _mm256_add_ps(acc, _mm256_loadu_ps((const float *)(p + b)));
+  return acc;
+}
+
 /* Sums `count` rows of `row` bytes at buf + rows[i] * row; prefetches the row AHEAD_BYTES ahead into L2 if asked. */
 static float gather(const char *buf, const uint32_t *rows, size_t count, size_t row, int prefetch) {
   const size_t ahead_rows = AHEAD_BYTES / row;
@@ -48,8 +54,7 @@ static float gather(const char *buf, const uint32_t *rows, size_t count, size_t 
       const char *ahead = buf + (size_t)rows[i + ahead_rows] * row;
       for (size_t b = 0; b < row; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T1);
     }
-    const float *p = (const float *)(buf + (size_t)rows[i] * row);
-    for (size_t j = 0; j < row / 4; j += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(p + j));
+    acc = sum_bytes(buf + (size_t)rows[i] * row, row, acc);
   }
   float lanes[8];
   _mm256_storeu_ps(lanes, acc);
@@ -70,25 +75,13 @@ static uint32_t selected[HEADS][SELECTED];   /* each head's k positions, ascendi
 static int step_threads, step_sparq;
 static volatile float step_sink[2]; /* each thread's sum, so that no read is optimised away */
 
-static __m256 sum_bytes(const char *p, size_t bytes, __m256 acc) {
-  for (size_t b = 0; b < bytes; b += 32) acc = _mm256_add_ps(acc, _mm256_loadu_ps((const float *)(p + b)));
-  return acc;
-}
-
 /* SparQ's reads for one head: r rows of K transposed (every 8th component), then k K rows and k V rows. */
 static __m256 sparq_head(int h, __m256 acc) {
   const char *cols = k_cols + (size_t)h * DIM * SEQ * 2;
   for (int c = 0; c < COMPONENTS; c++) acc = sum_bytes(cols + (size_t)c * 8 * SEQ * 2, SEQ * 2, acc);
-  const size_t ahead = AHEAD_BYTES / F16_ROW;
-  for (int pass = 0; pass < 2; pass++) {
-    const char *rows = (pass ? v_rows : k_rows) + (size_t)h * SEQ * F16_ROW;
-    for (size_t i = 0; i < SELECTED; i++) {
-      if (i + ahead < SELECTED)
-        for (size_t b = 0; b < F16_ROW; b += 64) _mm_prefetch(rows + (size_t)selected[h][i + ahead] * F16_ROW + b, _MM_HINT_T1);
-      acc = sum_bytes(rows + (size_t)selected[h][i] * F16_ROW, F16_ROW, acc);
-    }
-  }
-  return acc;
+  const float gathered = gather(k_rows + (size_t)h * SEQ * F16_ROW, selected[h], SELECTED, F16_ROW, 1) +
+                         gather(v_rows + (size_t)h * SEQ * F16_ROW, selected[h], SELECTED, F16_ROW, 1);
+  return _mm256_add_ps(acc, _mm256_set1_ps(gathered));
 }
 
 static void *step_worker(void *arg) {

@@ -17,16 +17,18 @@ export const KERNEL_NAMES = ['scalar', 'avx2', 'avx512'] as const;
 
 /** Throws SparqRangeError naming the first variable whose value is not one the addon takes. */
 export function checkNativeEnvironment(env: Record<string, string | undefined> = process.env): void {
-  const threads = env.SPARQ_THREADS;
-  if (threads !== undefined && !(/^\d+$/.test(threads) && Number(threads) >= 1 && Number(threads) <= MAX_THREADS)) {
-    throw new SparqRangeError(`SPARQ_THREADS=${threads}, expected a decimal integer in [1, ${MAX_THREADS}]`);
-  }
-  const spin = env.SPARQ_SPIN_US;
-  if (spin !== undefined && !(/^\d+$/.test(spin) && Number(spin) <= MAX_SPIN_US)) {
-    throw new SparqRangeError(`SPARQ_SPIN_US=${spin}, expected a decimal integer in [0, ${MAX_SPIN_US}]`);
-  }
+  checkDecimal(env, 'SPARQ_THREADS', 1, MAX_THREADS);
+  checkDecimal(env, 'SPARQ_SPIN_US', 0, MAX_SPIN_US);
   const kernel = env.SPARQ_NATIVE_KERNEL;
   if (kernel !== undefined && !(KERNEL_NAMES as readonly string[]).includes(kernel)) {
     throw new SparqRangeError(`SPARQ_NATIVE_KERNEL=${kernel}, expected one of ${KERNEL_NAMES.join(', ')}`);
+  }
+}
+
+/** Variable `name`, when set, must be a decimal integer in [lo, hi] (the addon's env_integer, threads.cc). */
+function checkDecimal(env: Record<string, string | undefined>, name: string, lo: number, hi: number): void {
+  const value = env[name];
+  if (value !== undefined && !(/^\d+$/.test(value) && Number(value) >= lo && Number(value) <= hi)) {
+    throw new SparqRangeError(`${name}=${value}, expected a decimal integer in [${lo}, ${hi}]`);
   }
 }

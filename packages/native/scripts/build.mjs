@@ -82,13 +82,9 @@ function isaOf(file) {
  * calling it; linkedWeakReferences now refuses such a link).
  */
 async function privatizeWeakSymbols(obj, isa) {
-  const listing = await run('nm', ['-P', '--defined-only', obj]);
-  if (!listing.ok) return { ok: false, stderr: `nm failed (binutils are needed to build the ISA kernels safely): ${listing.stderr}` };
-  const weak = listing.stdout
-    .split('\n')
-    .map((line) => line.split(' '))
-    .filter(([name, type]) => /^[WVuvwn]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0')
-    .map(([name]) => name);
+  const listing = await symbols(obj, '--defined-only');
+  if (!listing.ok) return listing;
+  const weak = listing.symbols.filter(([name, type]) => /^[WVuvwn]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0').map(([name]) => name);
   if (weak.length === 0) return { ok: true };
   const renames = join(objDir, `${isa}-${weak.length}-${Date.now()}.syms`);
   writeFileSync(renames, weak.map((name) => `${name} ${name}.${isa}`).join('\n') + '\n');
@@ -105,19 +101,23 @@ async function privatizeWeakSymbols(obj, isa) {
  * ours and are left alone.)
  */
 async function linkedWeakReferences(file, objs) {
-  const symbols = async (path, only) => {
-    const listing = await run('nm', ['-P', only, path]);
-    if (!listing.ok) throw new Error(`nm failed on ${path}: ${listing.stderr}`);
-    return listing.stdout.split('\n').map((line) => line.split(' '));
-  };
-  try {
-    const ours = new Set();
-    for (const obj of objs) for (const [name, type] of await symbols(obj, '--defined-only')) if (/^[WV]$/.test(type ?? '')) ours.add(name);
-    const dangling = (await symbols(file, '--undefined-only')).filter(([name, type]) => type === 'w' && ours.has(name)).map(([name]) => name);
-    return dangling.length ? `linking left weak symbols undefined (they would be called at address 0): ${dangling.join(', ')}` : null;
-  } catch (error) {
-    return error.message;
+  const ours = new Set();
+  for (const obj of objs) {
+    const listing = await symbols(obj, '--defined-only');
+    if (!listing.ok) return listing.stderr;
+    for (const [name, type] of listing.symbols) if (/^[WV]$/.test(type ?? '')) ours.add(name);
   }
+  const linked = await symbols(file, '--undefined-only');
+  if (!linked.ok) return linked.stderr;
+  const dangling = linked.symbols.filter(([name, type]) => type === 'w' && ours.has(name)).map(([name]) => name);
+  return dangling.length ? `linking left weak symbols undefined (they would be called at address 0): ${dangling.join(', ')}` : null;
+}
+
+/** nm's POSIX listing of `file` (`only`: --defined-only or --undefined-only) as [name, type, ...] rows. */
+async function symbols(file, only) {
+  const listing = await run('nm', ['-P', only, file]);
+  if (!listing.ok) return { ok: false, stderr: `nm failed on ${file} (binutils are needed to build the ISA kernels safely): ${listing.stderr}` };
+  return { ok: true, symbols: listing.stdout.split('\n').map((line) => line.split(' ')) };
 }
 
 /** Runs a command to completion, keeping its output. */

@@ -25,15 +25,20 @@ namespace {
 constexpr long kSpinMicros = 500;
 constexpr long kMaxSpinMicros = 100000;
 
+// The decimal integer in environment variable `name` when it is one in [lo, hi], else `fallback`.
+// (The JS side rejects other values before the addon loads, lib/environment.ts; this guards
+// the addon loaded some other way, e.g. a pool of 10^5 threads would abort the process.)
+long env_integer(const char* name, long lo, long hi, long fallback) {
+  if (const char* env = std::getenv(name)) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v >= lo && v <= hi) return v;
+  }
+  return fallback;
+}
+
 std::chrono::microseconds spin_time() {
-  static const std::chrono::microseconds spin = [] {
-    if (const char* env = std::getenv("SPARQ_SPIN_US")) {
-      char* end = nullptr;
-      const long us = std::strtol(env, &end, 10);
-      if (end != env && *end == '\0' && us >= 0 && us <= kMaxSpinMicros) return std::chrono::microseconds(us);
-    }
-    return std::chrono::microseconds(kSpinMicros);
-  }();
+  static const std::chrono::microseconds spin(env_integer("SPARQ_SPIN_US", 0, kMaxSpinMicros, kSpinMicros));
   return spin;
 }
 
@@ -168,15 +173,8 @@ class Pool {
 };
 
 int default_threads() {
-  // The JS side rejects a bad SPARQ_THREADS before the addon loads; here a value outside [1, 256]
-  // (a pool of 10^5 threads aborts the process) falls back to the hardware's count.
-  if (const char* env = std::getenv("SPARQ_THREADS")) {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && n >= 1 && n <= 256) return static_cast<int>(n);
-  }
   const unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
+  return static_cast<int>(env_integer("SPARQ_THREADS", 1, 256, hw ? static_cast<long>(hw) : 1));
 }
 
 Pool& pool() {
