@@ -1,6 +1,7 @@
 /**
  * What bench/serve.ts and bench/serve-soak.ts share: a `sparq serve` child process on 127.0.0.1
- * (port 0, its URL read from stdout) and a streamed completion whose token times are recorded.
+ * (port 0, its URL read from stdout), a streamed completion whose token times are recorded, and
+ * their command-line options.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -8,6 +9,12 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The value after `--name` on the command line, or `fallback`. */
+export function option(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
 
 export interface ServerProcess {
   url: string;

@@ -12,13 +12,8 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, startServe, streamCompletion } from './serve-client.ts';
+import { ROOT, option, startServe, streamCompletion } from './serve-client.ts';
 
-const args = process.argv.slice(2);
-const option = (name: string, fallback: string): string => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const MINUTES = Number(option('minutes', '3'));
 const CLIENTS = Number(option('clients', '8'));
 const PARALLEL = option('parallel', '8');

@@ -23,13 +23,8 @@ import { randomLlama, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { percentile, startServe, streamCompletion, type StreamTiming } from './serve-client.ts';
+import { option, percentile, startServe, streamCompletion, type StreamTiming } from './serve-client.ts';
 
-const args = process.argv.slice(2);
-const option = (name: string, fallback: string): string => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : fallback;
-};
 const STREAMS = option('streams', '1,4,8').split(',').map(Number);
 const TOKENS = Number(option('tokens', '64'));
 const ROUNDS = Number(option('rounds', '3'));
