@@ -157,6 +157,15 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       await stillServes(s.server, s.client, s.lm);
     });
 
+    it("per request: SparQ with r = head dim and k >= context gives dense's text; a seed repeats a sampled text", async () => {
+      const dense = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[4], max_tokens: 24, temperature: 0 });
+      const full = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[4], max_tokens: 24, temperature: 0, attention: 'sparq', r: 8, k: CONTEXT, l: 0 } as never);
+      expect(full.choices[0].text).toBe(dense.choices[0].text);
+      const sampled = () => s.client.completions.create({ model: 'stories', prompt: PROMPTS[5], max_tokens: 24, temperature: 0.9, top_p: 0.95, seed: 1234 });
+      const [a, b] = await Promise.all([sampled(), sampled()]);
+      expect(a.choices[0].text).toBe(b.choices[0].text);
+    });
+
     it('reuses a cached prompt prefix and gives the same text', async () => {
       const prompt = 'Once upon a time, there was a little girl named Lily. She loved';
       const first = await s.client.completions.create({ model: 'stories', prompt, max_tokens: 10, temperature: 0 });
@@ -226,6 +235,27 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect((await running).choices[0].text).toBe(await alone(s.lm, PROMPTS[2], 100));
       expect((await queued).choices[0].text).toBe(await alone(s.lm, PROMPTS[3], 8));
       await stillServes(s.server, s.client, s.lm);
+    });
+  });
+
+  describe('a request timeout', () => {
+    let s: Awaited<ReturnType<typeof serve>>;
+    beforeAll(async () => {
+      const { engines } = await import('../support/backends.ts');
+      s = await serve(engines.find((e) => e.name === 'reference')!, { parallel: 1, timeoutMs: 150 });
+    });
+    afterAll(async () => s && (await s.server.drain()));
+
+    it('gets 504 and frees the slot; the server answers /health and serves the next request', async () => {
+      const t0 = performance.now();
+      const late = await fetch(`${s.server.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: PROMPTS[0], max_tokens: CONTEXT - 8, temperature: 0 }) });
+      expect(late.status).toBe(504);
+      expect(((await late.json()) as { error: { code: string } }).error.code).toBe('timeout');
+      expect(performance.now() - t0).toBeLessThan(2000);
+      await idle(s.server);
+      expect((await fetch(`${s.server.url}/health`)).status).toBe(200);
+      const next = await s.client.completions.create({ model: 'stories', prompt: 'Mom said', max_tokens: 1, temperature: 0 });
+      expect(next.choices[0].text).toBe(await alone(s.lm, 'Mom said', 1));
     });
   });
 
