@@ -17,7 +17,10 @@
  *
  * Every op runs on the engine; the residual adds and SwiGLU's elementwise
  * product are plain loops here, in f32 as run.c computes them. A Session owns
- * the caches (allocated once, capacity positions) and the RunState.
+ * the caches (allocated once, capacity positions) and the RunState, or is given
+ * them (a server's slots share one RunState and view one batched cache).
+ * Session.decodeBatch forwards one decode token of each of several sessions as
+ * the n rows of one pass: the weights are read once for all of them.
  */
 import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
@@ -115,11 +118,6 @@ export class Session {
   setAttention(attention: AttentionConfig): void {
     if (attention.method === 'h2o' && this.h2o[0] === null) throw new SparqRangeError(`Session.setAttention: h2o needs its score state; create the session with method 'h2o'`);
     this.attention = attention;
-  }
-
-  /** The decode attention the next step uses. */
-  get decodeAttentionConfig(): AttentionConfig {
-    return this.attention;
   }
 
   /**
