@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLAIN_TEMPLATE } from '../../packages/cli/src/commands/serve.ts';
 import { startServer, type RunningServer, type ServeOptions } from '../../packages/cli/src/serve/server.ts';
 import { ChatTemplate, stopRuleOf } from '@sparq/llm';
-import { forEachBackend } from '../support/backends.ts';
+import { engines, forEachBackend } from '../support/backends.ts';
 import { ROOT, files, storiesMissing } from '../llm/support.ts';
 import type { Engine } from '@sparq/core';
 
@@ -38,6 +38,20 @@ async function serve(engine: Engine, extra: Partial<ServeOptions> = {}): Promise
   const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 20_000 });
   return { lm, server, client };
 }
+
+type Serving = Awaited<ReturnType<typeof serve>>;
+
+/** A server for the enclosing describe block (started before its tests, drained after); read it through the getter. */
+function useServer(engine: () => Engine, extra: Partial<ServeOptions> = {}): () => Serving {
+  let s: Serving | undefined;
+  beforeAll(async () => {
+    s = await serve(engine(), extra);
+  });
+  afterAll(async () => s && (await s.server.drain()));
+  return () => s!;
+}
+
+const reference = () => engines.find((e) => e.name === 'reference')!;
 
 /** What the library generates for `prompt` alone: greedy, `maxTokens` tokens. */
 async function alone(lm: LanguageModel, prompt: string, maxTokens: number): Promise<string> {
@@ -86,11 +100,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
   if (storiesMissing) return void it.skip('needs stories260K', () => {});
 
   forEachBackend('sparq serve', (engine) => {
-    let s: Awaited<ReturnType<typeof serve>>;
-    beforeAll(async () => {
-      s = await serve(engine);
-    });
-    afterAll(async () => s && (await s.server.drain()));
+    const server = useServer(() => engine);
+    let s: Serving;
+    beforeAll(() => void (s = server()));
 
     it('8 concurrent greedy requests each get exactly the text they get alone', async () => {
       const expected = await Promise.all(PROMPTS.map((p) => alone(s.lm, p, 32)));
@@ -213,14 +225,10 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
   });
 
   describe('a full queue', () => {
-    let s: Awaited<ReturnType<typeof serve>>;
-    beforeAll(async () => {
-      const { engines } = await import('../support/backends.ts');
-      s = await serve(engines.find((e) => e.name === 'reference')!, { parallel: 1, queue: 1 });
-    });
-    afterAll(async () => s && (await s.server.drain()));
+    const server = useServer(reference, { parallel: 1, queue: 1 });
 
     it('gets 429 with Retry-After; the running and queued requests finish', async () => {
+      const s = server();
       const running = s.client.completions.create({ model: 'stories', prompt: PROMPTS[2], max_tokens: 100, temperature: 0 });
       const queued = s.client.completions.create({ model: 'stories', prompt: PROMPTS[3], max_tokens: 8, temperature: 0 });
       for (let i = 0; i < 100; i++) {
@@ -239,14 +247,10 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
   });
 
   describe('a request timeout', () => {
-    let s: Awaited<ReturnType<typeof serve>>;
-    beforeAll(async () => {
-      const { engines } = await import('../support/backends.ts');
-      s = await serve(engines.find((e) => e.name === 'reference')!, { parallel: 1, timeoutMs: 150 });
-    });
-    afterAll(async () => s && (await s.server.drain()));
+    const server = useServer(reference, { parallel: 1, timeoutMs: 150 });
 
     it('gets 504 and frees the slot; the server answers /health and serves the next request', async () => {
+      const s = server();
       const t0 = performance.now();
       const late = await fetch(`${s.server.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: PROMPTS[0], max_tokens: CONTEXT - 8, temperature: 0 }) });
       expect(late.status).toBe(504);

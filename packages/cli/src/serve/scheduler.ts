@@ -159,8 +159,9 @@ export class Scheduler {
 
   /** Queues a job (QueueFullError when the queue is full) and starts the loop if it sleeps. */
   submit(spec: JobSpec, events: JobEvents): Job {
-    const free = this.slots.some((s) => s.job === null);
-    if (!free && this.queue.length >= this.options.queue) throw new QueueFullError(`the queue holds ${this.options.queue} requests and all ${this.options.parallel} slots are busy`);
+    // Jobs queued since the last step take the free slots first; past those, the queue's bound.
+    const free = this.slots.filter((s) => s.job === null).length;
+    if (this.queue.length >= free + this.options.queue) throw new QueueFullError(`the queue holds ${this.options.queue} requests and all ${this.options.parallel} slots are busy`);
     const job = new Job(spec, events, this.lm.config.vocabSize);
     this.queue.push(job);
     this.kick();
