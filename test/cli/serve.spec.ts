@@ -14,6 +14,7 @@ import { openModel, type LanguageModel } from '@sparq/llm';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLAIN_TEMPLATE } from '../../packages/cli/src/commands/serve.ts';
+import { Scheduler } from '../../packages/cli/src/serve/scheduler.ts';
 import { startServer, type RunningServer, type ServeOptions } from '../../packages/cli/src/serve/server.ts';
 import { ChatTemplate, stopRuleOf } from '@sparq/llm';
 import { engines, forEachBackend } from '../support/backends.ts';
@@ -222,6 +223,31 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(garbage).toMatch(/^HTTP\/1.1 400/);
       await stillServes(s.server, s.client, s.lm);
     });
+  });
+
+  it('a long prompt is prefilled in chunks between the decode steps of a running stream', async () => {
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    const chunk = 4;
+    const scheduler = new Scheduler(lm, { ...options(lm), parallel: 2, prefillChunk: chunk });
+    const order: string[] = [];
+    // Submits a greedy job; resolves when it ends. Its text pieces go into `order` under `name`.
+    const run = (name: string, prompt: number[], maxTokens: number) =>
+      new Promise<void>((resolve, reject) => {
+        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], attention: lm.resolveAttention(CONTEXT) };
+        scheduler.submit(spec, { onText: () => order.push(name), onDone: () => resolve(), onError: reject });
+      });
+    const first = lm.tokenize('Once upon a time');
+    const short = run('short', first, 120);
+    // Once the short stream decodes, a prompt of 60 tokens arrives: 15 chunks.
+    while (!order.includes('short')) await new Promise((resolve) => setImmediate(resolve));
+    const prompt = lm.tokenize('the cat sat on the mat and the dog ran in the park with the ball. '.repeat(4)).slice(0, 60);
+    await Promise.all([short, run('long', prompt, 4)]);
+    // Each step forwards one chunk of the long prompt and one decode step of the short stream: before
+    // the long prompt's first text (after its 15th chunk), the short stream got text 14 more times
+    // (a few steps give a token no text of its own: part of a UTF-8 character, or a leading space).
+    const shortBefore = order.slice(0, order.indexOf('long')).filter((name) => name === 'short').length;
+    expect(shortBefore).toBeGreaterThanOrEqual(1 + prompt.length / chunk - 1 - 3);
+    expect(scheduler.counters.promptTokens).toBe(first.length + prompt.length);
   });
 
   describe('a full queue', () => {
