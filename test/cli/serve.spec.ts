@@ -186,6 +186,12 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const n = s.lm.tokenize(prompt).length;
       expect((second.usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens).toBe(n - 1);
       expect(second.choices[0].text).toBe(first.choices[0].text);
+      // A chat's next turn starts with the previous turn: that much comes from the cache.
+      const turn1 = [{ role: 'user' as const, content: 'Tom found a shiny stone in the garden near the old tree.' }];
+      const reply = await s.client.chat.completions.create({ model: 'stories', messages: turn1, max_tokens: 12, temperature: 0 });
+      const turn2 = [...turn1, { role: 'assistant' as const, content: reply.choices[0].message.content! }, { role: 'user' as const, content: 'What did he do?' }];
+      const next = await s.client.chat.completions.create({ model: 'stories', messages: turn2, max_tokens: 4, temperature: 0 });
+      expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(reply.usage!.prompt_tokens - 1);
     });
 
     it('a client that leaves mid-stream frees its slot at once', async () => {

@@ -57,6 +57,8 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     res.on('finish', () => metrics.request(path, res.statusCode));
+    // A write to a connection that has just gone (EPIPE, reset) ends that response, nothing else.
+    res.on('error', () => res.destroy());
     const endpoint = ROUTES[path];
     if (endpoint) {
       if (req.method !== 'POST') return sendError(res, new ApiError(405, `${req.method} ${path}: use POST`, { code: 'method_not_allowed' }));
@@ -108,6 +110,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     };
     const events = {
       onText(piece: string) {
+        if (ended) return;
         if (firstToken) metrics.firstToken(performance.now() - started);
         firstToken = false;
         if (parsed.stream) sse(chunkBody(endpoint, id, parsed.model, { text: piece }));
