@@ -234,8 +234,10 @@ export class Session {
    * own position, with its own cache and decode attention) as row i of the weight products, so each
    * weight matrix is read once for all of them. The sessions share the model and product path, and
    * `batch` holds the rows. Per row this computes what `sessions[i].decode(tokens[i])` computes,
-   * with the same ops; only the products see n rows. All or nothing: if a row fails, every session
-   * is put back. Returns each row's logits, views of batch.logits valid until its next step.
+   * with the same ops; only the products see n rows, so a backend whose product kernels for many
+   * rows add in another order (native's blocked kernels, from 8 rows) moves the logits in their last
+   * bits. All or nothing: if a row fails, every session is put back. Returns each row's logits,
+   * views of batch.logits valid until its next step.
    */
   static decodeBatch(sessions: readonly Session[], tokens: readonly number[], batch: BatchState): Float32Array[] {
     const n = sessions.length;
