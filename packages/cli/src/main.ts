@@ -9,7 +9,7 @@
  * by SIGINT, which shells report as 130 (a handler here could not interrupt
  * a synchronous loop). `--debug` anywhere adds the stack trace to an error.
  */
-import { checkNativeEnvironment } from '@sparq/native';
+import { checkNativeSettings } from '@sparq/native';
 import { createRequire } from 'node:module';
 import { UsageError, type Command } from './command.ts';
 import { backendsCommand } from './commands/backends.ts';
@@ -58,19 +58,33 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   try {
-    checkNativeEnvironment();
+    checkNativeSettings();
     return await command.run(rest);
   } catch (error) {
     const e = error instanceof Error ? error : new Error(String(error));
     const usage = e instanceof UsageError;
-    // One line: the message's first line (a stack only on request).
-    const line = usage ? `sparq ${name}: ${firstLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${e.name}: ${firstLine(e.message)}`;
+    // One line, whatever the message holds (a stack only on request).
+    const line = usage ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${describe(e)}`;
     process.stderr.write(`${line}\n${debug && e.stack ? `${e.stack}\n` : ''}`);
     return usage ? 2 : 1;
   }
 }
 
-const firstLine = (message: string) => message.split('\n')[0];
+/** A message's lines joined with '; ' (a cause on the next line is kept, not dropped). */
+const oneLine = (message: string) =>
+  message
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l)
+    .join('; ');
+
+/** Node's file-system errors in words ("/x: no such file"), not as "ENOENT: ..., open '/x'"; others as "Name: message". */
+function describe(e: Error): string {
+  const { code, path } = e as NodeJS.ErrnoException;
+  const fsReason: Record<string, string> = { ENOENT: 'no such file or folder', EISDIR: 'is a directory, expected a file', ENOTDIR: 'a part of the path is not a directory', EACCES: 'permission denied', EPERM: 'permission denied', ENOSPC: 'no space left on the device', EROFS: 'a read-only file system' };
+  if (code !== undefined && path !== undefined && fsReason[code]) return `${path}: ${fsReason[code]}`;
+  return `${e.name}: ${oneLine(e.message)}`;
+}
 
 // A closed pipe (`| head`) ends the output quietly, as it would for run.c.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

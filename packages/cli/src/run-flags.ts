@@ -3,8 +3,8 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import type { AttentionMethod, ProductPath, KVDType, KVLayout } from '@sparq/core';
-import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { SparqRangeError, type AttentionMethod, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
@@ -32,18 +32,28 @@ export function contextFlag(values: Values, seqLen: number): number {
   return number('ctx', values.ctx, seqLen, isInt(1, seqLen), `an integer in [1, ${seqLen}] (the model's trained context)`);
 }
 
-/** Decode attention for a model of head dim `headDim` over `context` positions. */
+/** The attention flags given, as the library's settings (absent flags left out, so the library's defaults apply). */
+export function attentionSettings(values: Values): AttentionSettings {
+  const int = (flag: 'r' | 'k' | 'l') => (values[flag] === undefined ? undefined : number(flag, values[flag], 0, isInt(Number.MIN_SAFE_INTEGER), 'an integer'));
+  const settings: AttentionSettings = { method: choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense'), r: int('r'), k: int('k'), l: int('l'), reallocate: values['no-reallocate'] ? false : undefined };
+  return Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)) as AttentionSettings;
+}
+
+/** The flag that sets each attention field, for messages. */
+const ATTENTION_FLAG = (field: keyof AttentionConfig) => (field === 'method' ? '--attention' : field === 'reallocate' ? '--no-reallocate' : `--${field}`);
+
+/**
+ * Decode attention for a model of head dim `headDim` over `context` positions:
+ * the library's resolveAttention on the flags (its checks, in flag names), a
+ * bad value or a flag the method does not read a UsageError.
+ */
 export function attention(values: Values, headDim: number, context: number): AttentionConfig {
-  const method = choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense');
-  const defaults = defaultAttention(method, headDim, context);
-  const k = number('k', values.k, defaults.k, isInt(1), 'an integer >= 1');
-  return {
-    method,
-    r: number('r', values.r, defaults.r, isInt(1, headDim), `an integer in [1, ${headDim}] (the head dim)`),
-    k,
-    l: number('l', values.l, Math.floor(k / 4), isInt(0), 'an integer >= 0'),
-    reallocate: !values['no-reallocate'],
-  };
+  try {
+    return resolveAttention(attentionSettings(values), headDim, context, ATTENTION_FLAG);
+  } catch (error) {
+    if (error instanceof SparqRangeError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 /** Weight conversion on load, product path for quantized weights, KV element type and layout (undefined: the method's default), whether to check the weights at load. */

@@ -56,7 +56,7 @@ export function clampSteps(steps: number, seqLen: number): number {
 export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
   const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
-  if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
+  if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of ${steps < contextSize(model.config.seqLen, options.context) ? 'steps' : 'the context'}`);
   const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);

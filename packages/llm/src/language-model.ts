@@ -4,9 +4,9 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type AttentionMethod, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { DEFAULT_PRODUCT_PATH } from './linear.ts';
-import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
+import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
@@ -74,6 +74,7 @@ export class LanguageModel {
     this.kv = options.kv ?? DEFAULT_KV_DTYPE;
     this.kvLayout = options.kvLayout;
     this.attention = options.attention ?? {};
+    resolveAttention(this.attention, model.config.headDim, model.config.seqLen);
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
   }
 
@@ -91,19 +92,14 @@ export class LanguageModel {
     return this.model.weightType;
   }
 
-  /** The complete attention settings a session of `contextSize` positions uses, checked against the model. */
+  /**
+   * The complete attention settings a session of `contextSize` positions uses:
+   * `settings` over the model's (whose parameters carry over only to the same
+   * method), checked against the model (resolveAttention, attention-method.ts).
+   */
   resolveAttention(contextSize: number, settings: AttentionSettings = {}): AttentionConfig {
-    const wanted = { ...this.attention, ...settings };
-    const method: AttentionMethod = wanted.method ?? 'dense';
-    if (!ATTENTION_METHODS.includes(method)) throw new SparqRangeError(`attention.method '${method}', expected one of ${ATTENTION_METHODS.join(', ')}`);
-    const d = defaultAttention(method, this.config.headDim, contextSize);
-    const k = wanted.k ?? d.k;
-    const a: AttentionConfig = { method, r: wanted.r ?? d.r, k, l: wanted.l ?? Math.floor(k / 4), reallocate: wanted.reallocate ?? d.reallocate };
-    const int = (v: number, min: number, max: number) => Number.isInteger(v) && v >= min && v <= max;
-    if (!int(a.r, 1, this.config.headDim)) throw new SparqRangeError(`attention.r ${a.r}, expected an integer in [1, ${this.config.headDim}] (the head dim)`);
-    if (!int(a.k, 1, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`attention.k ${a.k}, expected an integer >= 1`);
-    if (!int(a.l, 0, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`attention.l ${a.l}, expected an integer >= 0`);
-    return a;
+    const inherit = settings.method === undefined || settings.method === (this.attention.method ?? 'dense');
+    return resolveAttention(inherit ? { ...this.attention, ...definedOnly(settings) } : settings, this.config.headDim, contextSize);
   }
 
   /** A new conversation with its own KV cache. */
@@ -133,4 +129,9 @@ export class LanguageModel {
   detokenize(tokens: readonly number[]): string {
     return detokenize(this.tokenizer, tokens);
   }
+}
+
+/** `o` without the fields set to undefined (so `{ r: undefined }` does not hide the model's r). */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -5,10 +5,9 @@
  * a newline. One KV cache holds the conversation, so each turn prefills only
  * its own tokens; a per-turn summary goes to stderr.
  */
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { selectBackend } from '@sparq/core';
-import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile } from '@sparq/llm';
+import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile, readTextFile } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
@@ -47,7 +46,7 @@ export const chatCommand: Command = {
     const file = readModelFile(values.model, engine);
     const c = file.loaded.config;
     const { tokenizer } = findTokenizer(file, values.tokenizer);
-    const source = values.template !== undefined ? readFileSync(values.template, 'utf8') : file.gguf && chatTemplateSource(file.gguf);
+    const source = values.template !== undefined ? readTextFile(values.template) : file.gguf && chatTemplateSource(file.gguf);
     if (!source) throw new UsageError(`${values.model} has no tokenizer.chat_template; pass --template FILE`);
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
