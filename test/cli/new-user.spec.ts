@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkKernelRequest } from '@sparq/native';
+import { describeError, oneLine } from '../../packages/cli/src/error-line.ts';
 import { randomLlama, writeRandomGGUF } from '@sparq/llm';
 import { referenceEngine } from '../support/backends.ts';
 import { ROOT, files, runSparq as sparq, storiesMissing } from '../llm/support.ts';
@@ -107,5 +108,14 @@ describe.skipIf(storiesMissing)(`stories260K as a new user runs it${storiesMissi
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain('-- abort after 24 tokens');
     expect(r.stderr).toMatch(/-- length; the session holds \d+ of \d+ positions/);
+  });
+});
+
+describe('errors are one line that keeps everything', () => {
+  it('a message of several lines keeps each (joined), a file-system error is said in words', () => {
+    expect(oneLine('addon failed to load\n  undefined symbol: foo\n\n')).toBe('addon failed to load; undefined symbol: foo');
+    const eisdir = Object.assign(new Error("EISDIR: illegal operation on a directory, open '/m'"), { code: 'EISDIR', path: '/m' });
+    expect(describeError(eisdir)).toBe('/m: is a directory, expected a file');
+    expect(describeError(new RangeError('a\nb'))).toBe('RangeError: a; b');
   });
 });

@@ -12,6 +12,7 @@
 import { checkNativeSettings } from '@sparq/native';
 import { createRequire } from 'node:module';
 import { UsageError, type Command } from './command.ts';
+import { describeError, oneLine } from './error-line.ts';
 import { backendsCommand } from './commands/backends.ts';
 import { vectorsCommand } from './commands/vectors.ts';
 import { demoCommand } from './commands/demo.ts';
@@ -64,26 +65,10 @@ async function main(args: string[]): Promise<number> {
     const e = error instanceof Error ? error : new Error(String(error));
     const usage = e instanceof UsageError;
     // One line, whatever the message holds (a stack only on request).
-    const line = usage ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${describe(e)}`;
+    const line = usage ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${describeError(e)}`;
     process.stderr.write(`${line}\n${debug && e.stack ? `${e.stack}\n` : ''}`);
     return usage ? 2 : 1;
   }
-}
-
-/** A message's lines joined with '; ' (a cause on the next line is kept, not dropped). */
-const oneLine = (message: string) =>
-  message
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l)
-    .join('; ');
-
-/** Node's file-system errors in words ("/x: no such file"), not as "ENOENT: ..., open '/x'"; others as "Name: message". */
-function describe(e: Error): string {
-  const { code, path } = e as NodeJS.ErrnoException;
-  const fsReason: Record<string, string> = { ENOENT: 'no such file or folder', EISDIR: 'is a directory, expected a file', ENOTDIR: 'a part of the path is not a directory', EACCES: 'permission denied', EPERM: 'permission denied', ENOSPC: 'no space left on the device', EROFS: 'a read-only file system' };
-  if (code !== undefined && path !== undefined && fsReason[code]) return `${path}: ${fsReason[code]}`;
-  return `${e.name}: ${oneLine(e.message)}`;
 }
 
 // A closed pipe (`| head`) ends the output quietly, as it would for run.c.
