@@ -47,6 +47,9 @@ export const ATTENTION_PARAMETERS: Readonly<Record<AttentionMethod, readonly Att
  * its flags: `--r`), so the library and the CLI check alike and say the same.
  */
 export function resolveAttention(settings: Partial<AttentionConfig>, headDim: number, context: number, name: (field: keyof AttentionConfig) => string = (f) => `attention.${f}`): AttentionConfig {
+  if (typeof settings !== 'object' || settings === null) throw new SparqRangeError(`${name('method').replace(/\.method$/, '')} ${String(settings)}, expected an object such as { method: 'sparq', r: 8 }`);
+  const unknown = Object.keys(settings).find((key) => !['method', 'r', 'k', 'l', 'reallocate'].includes(key));
+  if (unknown !== undefined) throw new SparqRangeError(`${name(unknown as keyof AttentionConfig)}: unknown attention setting, expected method, r, k, l or reallocate`);
   const method = settings.method ?? 'dense';
   if (!ATTENTION_METHODS.includes(method)) throw new SparqRangeError(`${name('method')} '${method}', expected one of ${ATTENTION_METHODS.join(', ')}`);
   for (const p of ['r', 'k', 'l', 'reallocate'] as const) {

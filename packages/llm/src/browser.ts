@@ -22,6 +22,7 @@ export * from './gguf-read.ts';
 export * from './gguf-keys.ts';
 export * from './gguf-llama.ts';
 export * from './gguf-tokenizer.ts';
+export * from './options.ts';
 export * from './linear.ts';
 export * from './weights.ts';
 export * from './run-state.ts';

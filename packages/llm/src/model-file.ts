@@ -20,7 +20,7 @@ import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
-import { LanguageModel, type ModelOptions } from './language-model.ts';
+import { LanguageModel, checkModelOptions, type ModelOptions } from './language-model.ts';
 import { buildModel, unsupportedDTypes } from './weights.ts';
 import { checkTensors } from './tensor-check.ts';
 
@@ -245,6 +245,7 @@ export function tokenizerBeside(modelPath: string, vocab: number): string {
 
 /** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
 export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
+  checkModelOptions('openModel', options);
   const file = readModelFile(path, engine);
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);

@@ -140,7 +140,7 @@ export const evalCommand: Command = {
     const onProgress = (label: string, done: number, total: number) => bar.update(done, total, label);
 
     if (values.attention !== undefined) {
-      const { weights, kvDType } = storage(values);
+      const { weights, kv: kvDType } = storage(values);
       const lm = weights === undefined ? base : load(weights);
       const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, productPath: EVAL_PRODUCT_PATH };
       const a = attentionFlags(values, c.headDim, ppl.window);

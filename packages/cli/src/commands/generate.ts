@@ -54,8 +54,8 @@ export const generateCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
-    const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, productPath, kvDType: kv, kvLayout, checkTensors } = storage(values);
+    const { temperature, topP, seed } = sampling(values, 1);
+    const { weights, productPath, kv, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readTextFile(values['prompt-file']);
 
     const engine = await selectBackend();
