@@ -7,7 +7,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { SparqRangeError } from '@sparq/core';
-import { checkChoice, type NumberCheck as OptionCheck } from '@sparq/llm';
+import { checkChoice, type NumberCheck as OptionCheck } from '@sparq/llm/options';
 import { UsageError } from './command.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;

@@ -4,7 +4,8 @@
  * library takes, each bad value a UsageError naming the flag.
  */
 import { type AttentionMethod, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
-import { ATTENTION_METHODS, CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, WEIGHT_TYPES, contextCheck, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
+import { CHECKS, contextCheck } from '@sparq/llm/options';
+import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, WEIGHT_TYPES, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
 import { asUsage, choice, isInt, number } from './flags.ts';
 

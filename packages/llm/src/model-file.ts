@@ -66,7 +66,7 @@ export function openFileSource(path: string): ByteSource & { close(): void } {
  * `path` when it names a regular file (or a device or pipe); else a
  * FormatError that says what is there instead, never node's raw ENOENT or EISDIR.
  */
-export function checkedFile(path: string): string {
+function checkedFile(path: string): string {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (stat === undefined) throw new FormatError(`${path}: no such file`);
   if (stat.isDirectory()) throw new FormatError(`${path}: is a directory, expected a file`);
