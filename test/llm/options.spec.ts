@@ -45,6 +45,17 @@ describe('model options are checked before loading, as the CLI checks its flags'
     expect(() => openModel(referenceEngine, path, { attention: { method: 'sparq', topk: 3 } as never })).toThrow('openModel: attention.topk: unknown attention setting');
   });
 
+  it("loadModel checks the native environment as the CLI does (not a quiet fall back to the reference)", async () => {
+    const saved = process.env.SPARQ_THREADS;
+    process.env.SPARQ_THREADS = '100000';
+    try {
+      await expect(loadModel(path)).rejects.toThrow('SPARQ_THREADS=100000, expected a decimal integer in [1, 256]');
+    } finally {
+      if (saved === undefined) delete process.env.SPARQ_THREADS;
+      else process.env.SPARQ_THREADS = saved;
+    }
+  });
+
   it('createSession and generate check theirs the same way', () => {
     const lm = new LanguageModel(referenceEngine, model, small.tokenizer);
     expect(() => lm.createSession({ kv: 'bf16' as never })).toThrow('createSession: kv bf16, expected one of f32, f16');
