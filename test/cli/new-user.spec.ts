@@ -54,6 +54,7 @@ describe('flags that would change nothing are refused', () => {
     expectOneLine(sparq('generate', '--model', model, '--attention', 'dense', '--r', '3'), 2, '--r 3: attention dense does not read it (only sparq does)');
     expectOneLine(sparq('generate', '--model', model, '--attention', 'h2o', '--l', '2'), 2, '--l 2: attention h2o does not read it (only sparq does)');
     expectOneLine(sparq('generate', '--model', model, '--k', '4'), 2, '--k 4: attention dense does not read it (only sparq, h2o, lminf, oracle do)');
+    expectOneLine(sparq('generate', '--model', model, '--attention', 'oracle', '--no-reallocate'), 2, '--no-reallocate: attention oracle does not read it (only sparq does)');
     const ok = sparq('generate', '--model', model, '--attention', 'h2o', '--k', '4', '-n', '4', '--temperature', '0');
     expect(ok.code, ok.stderr).toBe(0);
   });

@@ -55,7 +55,9 @@ export function resolveAttention(settings: Partial<AttentionConfig>, headDim: nu
   for (const p of ['r', 'k', 'l', 'reallocate'] as const) {
     if (settings[p] === undefined || ATTENTION_PARAMETERS[method].includes(p)) continue;
     const readers = ATTENTION_METHODS.filter((m) => ATTENTION_PARAMETERS[m].includes(p));
-    throw new SparqRangeError(`${name(p)} ${settings[p]}: attention ${method} does not read it (only ${readers.join(', ')} ${readers.length === 1 ? 'does' : 'do'})`);
+    // A flag that is its own value (--no-reallocate) is named alone.
+    const given = typeof settings[p] === 'boolean' && name(p).startsWith('--') ? name(p) : `${name(p)} ${settings[p]}`;
+    throw new SparqRangeError(`${given}: attention ${method} does not read it (only ${readers.join(', ')} ${readers.length === 1 ? 'does' : 'do'})`);
   }
   const d = defaultAttention(method, headDim, context);
   const k = settings.k ?? d.k;
