@@ -61,7 +61,7 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     const flag = sparq('generate', '--model', files.model.path, '--attention', 'fast');
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain('--attention fast, expected one of dense, sparq, h2o, lminf, oracle');
-    expect(sparq('generate', '--model', files.model.path, '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
+    expect(sparq('generate', '--model', files.model.path, '--attention', 'sparq', '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
     expect(sparq('generate', '--model', files.model.path, '--product', 'int4').stderr).toContain('--product int4, expected one of dequant, int8');
     expect(sparq('generate').stderr).toContain('--model FILE is required');
     const bad = join(dir, 'bad.gguf');
@@ -116,7 +116,8 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     expect(r.code).toBe(0);
     const lines = r.stderr.trim().split('\n');
     const summary = JSON.parse(lines[lines.length - 1]);
-    expect(summary).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
+    // -n's limit is a token limit: 'length', as maxTokens gives in the library.
+    expect(summary).toMatchObject({ finishReason: 'length', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(summary);
   });
 

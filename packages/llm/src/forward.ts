@@ -24,7 +24,8 @@
  */
 import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
-import { DEFAULT_PRODUCT_PATH, linear } from './linear.ts';
+import { linear } from './linear.ts';
+import { CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, KV_DTYPES, checkChoice, checkNumber, contextCheck, renamed } from './options.ts';
 import { RunState } from './run-state.ts';
 import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
@@ -32,13 +33,20 @@ import type { Model } from './weights.ts';
 /** The run state's views for one forward call of n rows. */
 type Rows = ReturnType<RunState['rows']>;
 
+/** The names are options.ts's (one vocabulary for every entry point); the older ones still work. */
 export interface SessionOptions {
-  /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. */
-  capacity: number;
-  /** Most tokens one prefill call forwards at once (RunState rows). */
-  maxPrefill: number;
+  /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. Required (or its older name). */
+  contextSize?: number;
+  /** @deprecated The older name of contextSize. */
+  capacity?: number;
+  /** Most tokens one prefill call forwards at once (RunState rows), default DEFAULT_PREFILL_CHUNK (512). */
+  prefillChunk?: number;
+  /** @deprecated The older name of prefillChunk. */
+  maxPrefill?: number;
   attention: AttentionConfig;
-  /** KV element type, default DEFAULT_KV_DTYPE. */
+  /** KV element type, default DEFAULT_KV_DTYPE ('f16'). */
+  kv?: KVDType;
+  /** @deprecated The older name of kv. */
   kvDType?: KVDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
@@ -55,13 +63,6 @@ export interface SessionOptions {
    */
   caches?: readonly KVCache[];
 }
-
-/**
- * f16 KV by default: half the cache memory and half the attention reads. Measured with
- * bench/kv-accuracy.ts on stories260K (200 greedy steps, teacher-forced): logits move by at
- * most 0.02 (dense) / 0.11 (SparQ) on a range of about 40, and the greedy tokens are unchanged.
- */
-export const DEFAULT_KV_DTYPE: KVDType = 'f16';
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with
@@ -97,13 +98,13 @@ export class Session {
     this.model = model;
     this.options = options;
     const c = model.config;
-    if (!Number.isInteger(options.capacity) || options.capacity < 1 || options.capacity > c.seqLen) {
-      throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
-    }
+    const capacity = checkNumber('Session: contextSize', renamed('Session', 'contextSize', options.contextSize, 'capacity', options.capacity), contextCheck(c.seqLen));
+    const chunk = checkNumber('Session: prefillChunk', renamed('Session', 'prefillChunk', options.prefillChunk, 'maxPrefill', options.maxPrefill) ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
+    const dtype = checkChoice('Session: kv', renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE, KV_DTYPES);
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    this.caches = options.caches ? checkCaches(options.caches, c, options.capacity) : Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
+    this.caches = options.caches ? checkCaches(options.caches, c, capacity) : Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity, dtype, layout }));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
-    this.state = options.state ?? new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
+    this.state = options.state ?? new RunState(c, Math.min(chunk, capacity));
     if (this.state.config !== c) throw new SparqRangeError('Session: the given run state was made for another model');
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };

@@ -8,7 +8,7 @@
  * is found the way the CLI promises: the explicit path, else the one inside a
  * GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
  */
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { FormatError, allocBuffer, type Engine } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
@@ -20,7 +20,7 @@ import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
-import { LanguageModel, type ModelOptions } from './language-model.ts';
+import { LanguageModel, checkModelOptions, type ModelOptions } from './language-model.ts';
 import { buildModel, unsupportedDTypes } from './weights.ts';
 import { checkTensors } from './tensor-check.ts';
 
@@ -40,7 +40,7 @@ const MAX_READ = 1 << 30;
  * number may already belong to another file).
  */
 export function openFileSource(path: string): ByteSource & { close(): void } {
-  let fd: number | null = openSync(path, 'r');
+  let fd: number | null = openSync(checkedFile(path), 'r');
   const size = fstatSync(fd).size;
   return {
     name: path,
@@ -60,6 +60,17 @@ export function openFileSource(path: string): ByteSource & { close(): void } {
       fd = null;
     },
   };
+}
+
+/**
+ * `path` when it names a regular file (or a device or pipe); else a
+ * FormatError that says what is there instead, never node's raw ENOENT or EISDIR.
+ */
+function checkedFile(path: string): string {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) throw new FormatError(`${path}: no such file`);
+  if (stat.isDirectory()) throw new FormatError(`${path}: is a directory, expected a file`);
+  return path;
 }
 
 /** Runs `use` on the open files at `paths`, closing them all afterwards. */
@@ -161,19 +172,43 @@ function writeAll(fd: number, bytes: Uint8Array, at: number): void {
   for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_READ), at + done);
 }
 
+/** A text file's contents (UTF-8; an invalid byte sequence becomes U+FFFD), with checkedFile's errors. */
+export function readTextFile(path: string): string {
+  return readFileSync(checkedFile(path), 'utf8');
+}
+
 /** A small file's bytes (tokenizers). */
 export function readBytes(path: string): Uint8Array {
-  return new Uint8Array(readFileSync(path));
+  return new Uint8Array(readFileSync(checkedFile(path)));
 }
 
 /**
  * The tokenizer of a GGUF file (its metadata only: a vocab-only file with no
- * tensors works, as with llama.cpp's tokenizer tools), or of a llama2.c
- * tokenizer file.
+ * tensors works, as with llama.cpp's tokenizer tools), of a llama2.c
+ * checkpoint (`explicit`, else the one beside it, as findTokenizer finds it;
+ * no weights read), or of a llama2.c tokenizer file.
  */
-export function readTokenizerOnly(path: string): { tokenizer: Tokenizer; source: string } {
+export function readTokenizerOnly(path: string, explicit?: string): { tokenizer: Tokenizer; source: string } {
   const gguf = withSources([path], ([source]) => isGGUF(source));
-  if (!gguf) return { tokenizer: readLlama2cTokenizer(readBytes(path), path), source: `${path} (llama2.c tokenizer)` };
+  if (!gguf) {
+    // A checkpoint's header matches its file's size; a tokenizer file's first words never do.
+    const checkpoint = withSources([path], ([source]) => {
+      try {
+        return llama2cLayout(source).config.vocabSize;
+      } catch (error) {
+        if (error instanceof FormatError) return null;
+        throw error;
+      }
+    });
+    if (checkpoint !== null) {
+      const file = explicit ?? tokenizerBeside(path, checkpoint);
+      return { tokenizer: readTokenizerFile(file, checkpoint), source: `${file} (llama2.c tokenizer of ${path})` };
+    }
+  }
+  if (!gguf || explicit !== undefined) {
+    const file = explicit ?? path;
+    return { tokenizer: readTokenizerFile(file), source: `${file} (llama2.c tokenizer)` };
+  }
   const tokenizer = withGGUF(path, (f) => tokenizerFromGGUF(f, path));
   if (!tokenizer) throw new FormatError(`${path}: GGUF without a tokenizer (no tokenizer.ggml.tokens)`);
   const v = tokenizer.vocab;
@@ -210,6 +245,7 @@ export function tokenizerBeside(modelPath: string, vocab: number): string {
 
 /** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
 export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
+  checkModelOptions('openModel', options);
   const file = readModelFile(path, engine);
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
   ATTENTION_METHODS, COMPRESSION_TARGETS, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
-  denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
+  denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, readTextFile, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
   type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
 } from '@sparq/llm';
 import '../backends.ts';
@@ -111,7 +111,7 @@ export const evalCommand: Command = {
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
       quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
     });
-    if (values.from !== undefined) return render(JSON.parse(readFileSync(values.from, 'utf8')) as EvalReport, values.out ?? dirname(values.from), false);
+    if (values.from !== undefined) return render(JSON.parse(readTextFile(values.from)) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');
     const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
@@ -132,7 +132,7 @@ export const evalCommand: Command = {
     const ppl = { ...PERPLEXITY_PROTOCOL, window: Math.min(PERPLEXITY_PROTOCOL.window, c.seqLen), windows };
     const greedy = { ...GREEDY_PROTOCOL, prompts: promptCount, count };
     if (greedy.promptLength + count - 1 > c.seqLen) throw new UsageError(`--tokens ${count}: ${greedy.promptLength} prompt tokens + ${count} exceed the model's ${c.seqLen} positions`);
-    const pieces = textPieces(readFileSync(dataPath, 'utf8'));
+    const pieces = textPieces(readTextFile(dataPath));
     const tokens = encodePieces(base.tokenizer, pieces);
     const prompts = storyPrompts(base.tokenizer, pieces, promptCount, greedy.promptLength);
     const task = values.task === undefined ? undefined : choice<EvalTask>('task', values.task, EVAL_TASKS, 'ppl');
@@ -140,7 +140,7 @@ export const evalCommand: Command = {
     const onProgress = (label: string, done: number, total: number) => bar.update(done, total, label);
 
     if (values.attention !== undefined) {
-      const { weights, kvDType } = storage(values);
+      const { weights, kv: kvDType } = storage(values);
       const lm = weights === undefined ? base : load(weights);
       const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, productPath: EVAL_PRODUCT_PATH };
       const a = attentionFlags(values, c.headDim, ppl.window);
