@@ -24,9 +24,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Engine, KVCache, SparqTrace, Tensor, f16ToF32, loadBackends, roundToF16, type KTDType, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
+import { Engine, KVCache, SparqTrace, Tensor, loadBackends, roundToF16, type KTDType, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
 import '@sparq/native';
-import { PERPLEXITY_PROTOCOL, configForTarget, denseNll, encodePieces, methodNll, openModel, scoredSteps, summarize, textPieces, type AttentionConfig, type EvalModel, type Model } from '@sparq/llm';
+import { denseGroupProbs } from '../packages/cli/src/commands/demo.ts';
+import { PERPLEXITY_PROTOCOL, configForTarget, denseNll, encodePieces, methodNll, mulberry32, openModel, scoredSteps, summarize, syncMirror, textPieces, type AttentionConfig, type EvalModel, type Model } from '@sparq/llm';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, windows: { type: 'string' } } });
 const quick = values.quick === true;
@@ -39,15 +40,9 @@ const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
 // ---- 1. Synthetic keys with outliers ----
 
-/** A seeded PRNG (mulberry32) and a standard normal from it. */
+/** A standard normal from a seeded uniform generator (Box-Muller). */
 function normal(seed: number): () => number {
-  let s = seed >>> 0;
-  const uniform = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const uniform = mulberry32(seed);
   return () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform());
 }
 
@@ -63,20 +58,7 @@ function overlap(got: Set<number>, want: Set<number>): number {
 
 /** Exact top-k of the group-summed dense probabilities (ties: lowest index). */
 function denseTopK(K: Float32Array, q: Float32Array, S: number, d: number, g: number, k: number): Set<number> {
-  const score = new Float64Array(S);
-  for (let t = 0; t < g; t++) {
-    const logits = new Float64Array(S);
-    let max = -Infinity;
-    for (let j = 0; j < S; j++) {
-      let dot = 0;
-      for (let i = 0; i < d; i++) dot += q[t * d + i] * K[j * d + i];
-      logits[j] = dot / Math.sqrt(d);
-      max = Math.max(max, logits[j]);
-    }
-    let sum = 0;
-    for (let j = 0; j < S; j++) sum += logits[j] = Math.exp(logits[j] - max);
-    for (let j = 0; j < S; j++) score[j] += logits[j] / sum;
-  }
+  const score = denseGroupProbs(q, K, S, 1, g, d)[0];
   const order = Array.from({ length: S }, (_, j) => j).sort((a, b) => score[b] - score[a] || a - b);
   return new Set(order.slice(0, k));
 }
@@ -154,30 +136,13 @@ class AgreementEngine extends Engine {
     }
   }
 
-  /** The mirror of `cache` with kT `kT`, holding the same stored rows (f16 rows re-appended exactly). */
+  /** The mirror of `cache` (f16 rows) with kT `kT`, holding the same stored rows. */
   private mirrorOf(cache: KVCache, kT: KTDType): KVCache {
     let byKT = this.mirrors.get(cache);
     if (!byKT) this.mirrors.set(cache, (byKT = new Map()));
     let mirror = byKT.get(kT);
-    if (!mirror || mirror.nPast[0] > cache.nPast[0]) byKT.set(kT, (mirror = new KVCache({ ...cache.options, kTDType: kT })));
-    const from = mirror.nPast[0];
-    const n = cache.nPast[0] - from;
-    if (n > 0) {
-      const { nKvHeads, headDim: d } = cache;
-      const k = Tensor.zeros('f32', [n, nKvHeads, d]);
-      const v = Tensor.zeros('f32', [n, nKvHeads, d]);
-      // f16 bits widen exactly to f32 and round back to the same bits.
-      for (let t = 0; t < n; t++) {
-        for (let h = 0; h < nKvHeads; h++) {
-          const at = cache.rowOffset(0, h, from + t);
-          for (let i = 0; i < d; i++) {
-            k.data[(t * nKvHeads + h) * d + i] = f16ToF32(cache.k[at + i]);
-            v.data[(t * nKvHeads + h) * d + i] = f16ToF32(cache.v[at + i]);
-          }
-        }
-      }
-      super.kvAppend(mirror, 0, k, v);
-    }
+    if (!mirror) byKT.set(kT, (mirror = new KVCache({ ...cache.options, kTDType: kT })));
+    syncMirror(engine, cache, mirror, () => {});
     return mirror;
   }
 }
