@@ -14,7 +14,7 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
@@ -97,13 +97,15 @@ export interface ChatOptions {
   kv?: KVDType;
   /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kt?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;
   /** Most prompt tokens forwarded in one step, default DEFAULT_PREFILL_CHUNK (512). */
   prefillChunk?: number;
 }
 
-const CHAT_OPTIONS = ['attention', 'contextSize', 'context', 'maxReplyTokens', 'system', 'temperature', 'topP', 'topp', 'seed', 'kv', 'kvDType', 'kvLayout', 'productPath', 'prefillChunk'];
+const CHAT_OPTIONS = ['attention', 'contextSize', 'context', 'maxReplyTokens', 'system', 'temperature', 'topP', 'topp', 'seed', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk'];
 
 export interface ChatReply {
   /** The reply as text (its tokens' pieces; the end-of-generation token not included). */
@@ -146,7 +148,7 @@ export class Chat {
     checkNumber(`Chat: ${options.contextSize === undefined && options.context !== undefined ? 'context' : 'contextSize'}`, contextSize, contextCheck(model.config.seqLen));
     this.maxReplyTokens = checkNumber('Chat: maxReplyTokens', options.maxReplyTokens ?? Infinity, CHECKS.maxTokens);
     const kv = renamed('Chat', 'kv', options.kv, 'kvDType', options.kvDType);
-    this.text = new TextSession(engine, model, tokenizer, { contextSize, attention: options.attention, kv, kvLayout: options.kvLayout, productPath: options.productPath, prefillChunk: options.prefillChunk, stop: 'eog' });
+    this.text = new TextSession(engine, model, tokenizer, { contextSize, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, prefillChunk: options.prefillChunk, stop: 'eog' });
     this.tokenizer = tokenizer;
     this.template = template;
     this.sampling = { temperature: options.temperature, topP: renamed('Chat', 'topP', options.topP, 'topp', options.topp), seed: options.seed };
@@ -215,6 +217,7 @@ export function createChat(lm: LanguageModel, path: string, options: Partial<Cha
   return new Chat(lm.engine, lm.model, lm.tokenizer, new ChatTemplate(source, lm.tokenizer), {
     temperature: 0.8,
     kv: lm.kv,
+    kt: lm.kt,
     kvLayout: lm.kvLayout,
     productPath: lm.productPath,
     ...chatOptions,

@@ -22,7 +22,7 @@
  * Session.decodeBatch forwards one decode token of each of several sessions as
  * the n rows of one pass: the weights are read once for all of them.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, KV_DTYPES, checkChoice, checkNumber, contextCheck, renamed } from './options.ts';
@@ -48,6 +48,8 @@ export interface SessionOptions {
   kv?: KVDType;
   /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** Element type of SparQ's transposed K ('k-twice' layout), default DEFAULT_SESSION_KT[kv]. */
+  kt?: KTDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
@@ -63,6 +65,14 @@ export interface SessionOptions {
    */
   caches?: readonly KVCache[];
 }
+
+/**
+/**
+ * The transposed K copy each KV type gets (read by SparQ's step 1 only): the most accurate one
+ * within 1.25x llama.cpp's bytes per position at the same KV type (issue 24). f16 + i8 would be
+ * 1.26x, so f16 takes i4 (1.13x). Measured with bench/kt-accuracy.ts; numbers in docs/kv-cache.md.
+ */
+export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f16', f16: 'i4', q8_0: 'i4', q4_0: 'i2' };
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with
@@ -102,13 +112,24 @@ export class Session {
     const chunk = checkNumber('Session: prefillChunk', renamed('Session', 'prefillChunk', options.prefillChunk, 'maxPrefill', options.maxPrefill) ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
     const dtype = checkChoice('Session: kv', renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE, KV_DTYPES);
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    this.caches = options.caches ? checkCaches(options.caches, c, capacity) : Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity, dtype, layout }));
+    const cacheOptions: KVCacheOptions = { nKvHeads: c.nKvHeads, headDim: c.headDim, capacity, dtype, kTDType: options.kt ?? DEFAULT_SESSION_KT[dtype], layout };
+    this.caches = options.caches ? checkCaches(options.caches, c, capacity) : Array.from({ length: c.nLayers }, () => new KVCache(cacheOptions));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
     this.state = options.state ?? new RunState(c, Math.min(chunk, capacity));
     if (this.state.config !== c) throw new SparqRangeError('Session: the given run state was made for another model');
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };
     this.attention = options.attention;
+  }
+
+  /** Bytes the KV caches of all layers hold (K, K transposed with its scales, V). */
+  get kvBytes(): number {
+    return this.caches.reduce((sum, cache) => sum + cache.byteLength, 0);
+  }
+
+  /** KV bytes per position over all layers (kvBytesPerPosition of each layer's cache). */
+  get kvBytesPerPosition(): number {
+    return this.caches.reduce((sum, cache) => sum + kvBytesPerPosition(cache.options), 0);
   }
 
   /**
@@ -129,7 +150,12 @@ export class Session {
   truncate(length: number): void {
     if (this.h2o[0] !== null) throw new SparqRangeError('Session.truncate: an h2o session has evicted positions for good; reset it instead');
     if (!Number.isInteger(length) || length < 0 || length > this.pos) throw new SparqRangeError(`Session.truncate: length ${length}, expected an integer in [0, ${this.pos}] (the positions filled)`);
-    for (const cache of this.caches) cache.truncate(0, length);
+    for (const cache of this.caches) {
+      // Block rows are decoded by the engine's dequantize, as attention reads them, to sum the kept V rows again.
+      const dtype = cache.dtype;
+      const decodeRow = dtype === 'q8_0' || dtype === 'q4_0' ? (out: Float32Array, rows: Uint8Array, at: number) => this.engine.dequantize(Tensor.wrap('f32', out, [out.length]), Tensor.wrap(dtype, rows.subarray(at, at + cache.rowStride), [out.length])) : undefined;
+      cache.truncate(0, length, decodeRow);
+    }
     this.pos = length;
   }
 

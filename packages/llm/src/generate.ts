@@ -9,7 +9,7 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
@@ -34,6 +34,8 @@ export interface GenerateOptions {
   kv?: KVDType;
   /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kt?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
@@ -68,7 +70,7 @@ export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, pro
   const steps = clampSteps(options.steps, context);
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
   if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of ${steps < context ? 'steps' : 'the context'}`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType), kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType), kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);

@@ -4,12 +4,12 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
-import { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, checkChoice, checkKeys, checkNumber, contextCheck } from './options.ts';
+import { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, KT_DTYPES, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, checkChoice, checkKeys, checkNumber, contextCheck } from './options.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import { WEIGHT_TYPES, type Model, type WeightType } from './weights.ts';
@@ -23,8 +23,10 @@ export interface ModelOptions {
   tokenizer?: string;
   /** Convert the matrices on load: one of WEIGHT_TYPES ('f32', 'q4_0', 'int4'); default: as the file stores them. */
   weights?: WeightType;
-  /** KV cache element type of sessions, default DEFAULT_KV_DTYPE ('f16'). */
+  /** KV cache element type of sessions, default DEFAULT_KV_DTYPE (f16); 'q8_0' / 'q4_0' need a head dim that is a multiple of 32. */
   kv?: KVDType;
+  /** Type of SparQ's transposed K copy ('k-twice' layout), default DEFAULT_SESSION_KT[kv] (docs/kv-cache.md). */
+  kt?: KTDType;
   /** KV cache layout of sessions, default defaultKVLayout(attention method). */
   kvLayout?: KVLayout;
   /** Decode attention of sessions, default { method: 'dense' }. */
@@ -48,11 +50,13 @@ export interface CreateSessionOptions {
   attention?: AttentionSettings;
   /** Overrides the model's KV type. */
   kv?: KVDType;
+  /** Overrides the model's transposed-K type. */
+  kt?: KTDType;
   /** Most prompt tokens per forward step, default DEFAULT_PREFILL_CHUNK (512). */
   prefillChunk?: number;
 }
 
-const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kvLayout', 'attention', 'productPath', 'fallback', 'checkTensors'] as const;
+const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kt', 'kvLayout', 'attention', 'productPath', 'fallback', 'checkTensors'] as const;
 
 /**
  * Checks a model's options before any file is read, as the CLI checks the
@@ -67,6 +71,7 @@ export function checkModelOptions(where: string, options: ModelOptions, extra: r
   if (o.tokenizer !== undefined && typeof o.tokenizer !== 'string') throw new SparqRangeError(`${where}: tokenizer ${String(o.tokenizer)}, expected a file path`);
   if (o.weights !== undefined) checkChoice(`${where}: weights`, o.weights, WEIGHT_TYPES);
   if (o.kv !== undefined) checkChoice(`${where}: kv`, o.kv, KV_DTYPES);
+  if (o.kt !== undefined) checkChoice(`${where}: kt`, o.kt, KT_DTYPES);
   if (o.kvLayout !== undefined) checkChoice(`${where}: kvLayout`, o.kvLayout, KV_LAYOUTS);
   if (o.productPath !== undefined) checkChoice(`${where}: productPath`, o.productPath, PRODUCT_PATHS);
   if (o.checkTensors !== undefined && typeof o.checkTensors !== 'boolean') throw new SparqRangeError(`${where}: checkTensors ${String(o.checkTensors)}, expected true or false`);
@@ -81,6 +86,8 @@ export class LanguageModel {
   /** Where the tokenizer came from. */
   readonly tokenizerSource: string;
   readonly kv: KVDType;
+  /** undefined: DEFAULT_SESSION_KT of the session's KV type. */
+  readonly kt: KTDType | undefined;
   readonly kvLayout: KVLayout | undefined;
   readonly attention: AttentionSettings;
   readonly productPath: ProductPath;
@@ -93,6 +100,7 @@ export class LanguageModel {
     checkModelOptions('LanguageModel', rest);
     this.tokenizerSource = tokenizerSource ?? 'given';
     this.kv = options.kv ?? DEFAULT_KV_DTYPE;
+    this.kt = options.kt;
     this.kvLayout = options.kvLayout;
     this.attention = options.attention ?? {};
     resolveAttention(this.attention, model.config.headDim, model.config.seqLen);
@@ -125,7 +133,7 @@ export class LanguageModel {
 
   /** A new conversation with its own KV cache. */
   createSession(options: CreateSessionOptions = {}): TextSession {
-    checkKeys('createSession', options, ['contextSize', 'attention', 'kv', 'prefillChunk']);
+    checkKeys('createSession', options, ['contextSize', 'attention', 'kv', 'kt', 'prefillChunk']);
     const seqLen = this.config.seqLen;
     const contextSize = checkNumber('createSession: contextSize', options.contextSize ?? Math.min(seqLen, DEFAULT_CONTEXT_CAP), contextCheck(seqLen));
     if (options.kv !== undefined) checkChoice('createSession: kv', options.kv, KV_DTYPES);
@@ -133,6 +141,7 @@ export class LanguageModel {
       contextSize,
       attention: this.resolveAttention(contextSize, options.attention),
       kv: options.kv ?? this.kv,
+      kt: options.kt ?? (options.kv === undefined ? this.kt : undefined),
       kvLayout: this.kvLayout,
       productPath: this.productPath,
       prefillChunk: options.prefillChunk,

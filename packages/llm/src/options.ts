@@ -51,8 +51,8 @@ export const DEFAULT_TEMPERATURE = 1;
 /** Nucleus sampling threshold unless given. */
 export const DEFAULT_TOP_P = 0.9;
 
-export const KV_DTYPES: readonly KVDType[] = ['f32', 'f16'];
-export const KV_LAYOUTS: readonly KVLayout[] = ['k-twice', 'single-k'];
+/** The KV row types and layouts are core's (kv-cache.ts); re-exported here beside the other choices. */
+export { KT_DTYPES, KV_DTYPES, KV_LAYOUTS } from '@sparq/core';
 export const PRODUCT_PATHS: readonly ProductPath[] = ['dequant', 'int8'];
 
 /** `value` when it is one of `allowed`, else SparqRangeError: `<name> <value>, expected one of a, b`. */

@@ -24,7 +24,7 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
 import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
@@ -45,6 +45,8 @@ export interface TextSessionOptions {
   kv?: KVDType;
   /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kt?: KTDType;
   /** KV cache layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'). */
@@ -163,10 +165,10 @@ export class TextSession {
   private readonly totals: Tally = { promptTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0 };
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
-    checkKeys('TextSession', options, ['contextSize', 'attention', 'kv', 'kvDType', 'kvLayout', 'productPath', 'prefillChunk', 'stop']);
+    checkKeys('TextSession', options, ['contextSize', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk', 'stop']);
     const chunk = checkNumber('TextSession: prefillChunk', options.prefillChunk ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
     const kv = renamed('TextSession', 'kv', options.kv, 'kvDType', options.kvDType);
-    this.forward = new Session(engine, model, { contextSize: options.contextSize, prefillChunk: chunk, attention: options.attention, kv, kvLayout: options.kvLayout, productPath: options.productPath });
+    this.forward = new Session(engine, model, { contextSize: options.contextSize, prefillChunk: chunk, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';

@@ -17,7 +17,10 @@ import type { Lesson, MethodReads } from './protocol.ts';
 /**
  * The cache as it stood when the query at `position` was attended: the same K
  * and V, nPast = position + 1, and V's running sum recomputed over those rows
- * (only SparQ's reallocation reads it: `withMean` false leaves it zero).
+ * (only SparQ's reallocation reads it: `withMean` false leaves it zero). An integer K
+ * transposed keeps its codes and block scales as they stand now: a 64-position block's scale
+ * may count positions written after `position`, so step 1's estimate can differ slightly from
+ * the one made at the time.
  */
 function cacheAt(cache: KVCache, position: number, withMean = true): KVCache {
   const { nKvHeads, headDim: d, capacity } = cache;
@@ -28,7 +31,7 @@ function cacheAt(cache: KVCache, position: number, withMean = true): KVCache {
   for (let h = 0; h < nKvHeads && withMean; h++) {
     for (let j = 0; j <= position; j++) for (let i = 0; i < d; i++) vSum[h * d + i] += value((h * capacity + j) * d + i);
   }
-  return new KVCache(cache.options, { k: cache.k, kT: cache.kT, v: cache.v, vSum, nPast: Int32Array.of(position + 1), nPad: Int32Array.of(0) });
+  return new KVCache(cache.options, { k: cache.k, kT: cache.kT, kTScale: cache.kTScale, v: cache.v, vSum, nPast: Int32Array.of(position + 1), nPad: Int32Array.of(0) });
 }
 
 /** softmax of `x` in place (max subtracted first so exp cannot overflow). */

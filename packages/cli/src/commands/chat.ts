@@ -40,7 +40,7 @@ export const chatCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
     const { temperature, topP, seed } = sampling(values, 0.8);
-    const { weights, productPath, kv, kvLayout, checkTensors: check } = storage(values);
+    const { weights, productPath, kv, kt, kvLayout, checkTensors: check } = storage(values);
 
     const engine = await selectBackend();
     const file = readModelFile(values.model, engine);
@@ -53,7 +53,7 @@ export const chatCommand: Command = {
     if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
-      attention, contextSize: context, maxReplyTokens, system: values.system, temperature, topP, seed, kv, kvLayout, productPath,
+      attention, contextSize: context, maxReplyTokens, system: values.system, temperature, topP, seed, kv, kt, kvLayout, productPath,
     });
     process.stderr.write(`model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`);
 

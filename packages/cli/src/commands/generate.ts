@@ -59,13 +59,13 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topP, seed } = sampling(values, 1);
-    const { weights, productPath, kv, kvLayout, checkTensors } = storage(values);
+    const { weights, productPath, kv, kt, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readTextFile(values['prompt-file']);
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors });
     const c = model.config;
     const context = contextFlag(values, c.seqLen);
     const contextSize = clampSteps(steps, context);
@@ -116,7 +116,8 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kvLayout: session.forward.caches[0].layout,
+      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kt: session.forward.caches[0].kTDType, kvLayout: session.forward.caches[0].layout,
+      kvBytes: session.forward.kvBytes, kvBytesPerPosition: session.forward.kvBytesPerPosition,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
       ...result, text: undefined,
@@ -130,7 +131,7 @@ export const generateCommand: Command = {
       const rate = (n: number) => (n > 0 ? n.toFixed(1) : '-');
       const lines = [
         `model ${values.model}: ${model.model.format}; ${describeConfig(c)}`,
-        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}`,
+        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
         `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (SPEC 3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
