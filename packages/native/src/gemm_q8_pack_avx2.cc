@@ -1,9 +1,8 @@
 // The blocked integer product's packing steps (gemm_q8.h) with AVX2, which both blocked kernels need:
 // the activation rows' quantization and the weights' decoding into panels.
 //
-// Quantization: quantize_int8_group's arithmetic per 32-element block, 8 lanes at a time (amax, one
-// division per element, truncation and the halves-away-from-zero correction are exact the same
-// way in every lane), so the codes and scales are the scalar quantizer's bit for bit.
+// Quantization: quantize_act_row's codes and steps (ggml's activation blocks, matvec_q8.h), with
+// the sums the blocked kernels take per 32-element block.
 //
 // Decoding: per sub-block, 8 rows' 32 codes at a time (block_codes.h's codes, as vectors: codes32,
 // codes16) go through one 8 x 8 transpose of dwords, so dword k of the 8 rows (their codes 4k .. 4k + 3)
@@ -11,23 +10,17 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "block_codes.h"
 #include "gemm_q8.h"
 #include "int4.h"
+#include "matvec_q8.h"
 
 namespace sparq {
 namespace {
 
 constexpr int NR = GEMM_Q8_NR;
-
-// Sum of the 8 int32 lanes of v.
-inline int32_t sum_lanes(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
 
 // The 32 4-bit values of 16 bytes: byte j's low nibble is element j, its high nibble element j + 16.
 inline __m256i nibbles16(const uint8_t* qs) {
@@ -120,42 +113,17 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
   const int64_t cols = a.cols, blocks = cols / QK;
   const int off = gemm_q8_offset(t);
   const bool halves = gemm_q8_halves(t);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f), minus_half = _mm256_set1_ps(-0.5f);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // packs' lanes back in element order
+  std::vector<int32_t> sums(static_cast<size_t>(blocks));
   for (int64_t r = t_begin; r < t_end; ++r) {
+    int8_t* q = a.q.data() + r * cols;
+    quantize_act_row(t, x + r * cols, cols, q, a.d.data() + r * blocks, a.ds.data() + r * blocks, sums.data());
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* xb = x + r * cols + b * QK;
-      __m256 v[4];
-      __m256 m = _mm256_setzero_ps();
-      for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_loadu_ps(xb + 8 * i);
-        m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
-      }
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      const float amax = _mm_cvtss_f32(m4);
-      const float d = amax / 127.0f > QUANT_MIN_SCALE ? amax / 127.0f : QUANT_MIN_SCALE;
-      const __m256 dv = _mm256_set1_ps(d);
-      __m256i q[4];
-      for (int i = 0; i < 4; ++i) {
-        // roundf(x / d), as quantize_int8_group: truncate, then step a fraction of at least one half away from zero.
-        const __m256 steps = _mm256_div_ps(v[i], dv);
-        const __m256i tr = _mm256_cvttps_epi32(steps);
-        const __m256 frac = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(tr));
-        const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
-        const __m256i down = _mm256_castps_si256(_mm256_cmp_ps(frac, minus_half, _CMP_LE_OQ));
-        q[i] = _mm256_add_epi32(_mm256_sub_epi32(tr, up), down);  // the masks are -1 where they hold
-      }
-      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q.data() + r * cols + b * QK), _mm256_permutevar8x32_epi32(packed, order));
-      const int32_t first = sum_lanes(_mm256_add_epi32(q[0], q[1])), sum = first + sum_lanes(_mm256_add_epi32(q[2], q[3]));
-      a.d[r * blocks + b] = d;
-      a.ds[r * blocks + b] = d * static_cast<float>(sum);
-      a.corr[r * blocks + b] = -off * sum;
+      a.corr[r * blocks + b] = -off * sums[static_cast<size_t>(b)];
       if (!halves) continue;
-      a.ds16[2 * (r * blocks + b)] = d * static_cast<float>(first);
-      a.ds16[2 * (r * blocks + b) + 1] = d * static_cast<float>(sum - first);
+      int32_t first = 0;
+      for (int j = 0; j < 16; ++j) first += q[b * QK + j];
+      a.ds16[2 * (r * blocks + b)] = a.d[r * blocks + b] * static_cast<float>(first);
+      a.ds16[2 * (r * blocks + b) + 1] = a.d[r * blocks + b] * static_cast<float>(sums[static_cast<size_t>(b)] - first);
     }
   }
 }
