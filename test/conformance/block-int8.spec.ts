@@ -261,6 +261,25 @@ forEachBackend('block weights, int8 product', (engine) => {
         { numRuns: 20 },
       );
     }, dtype);
+
+    opIt(engine, 'matmul', `${dtype}: activations at exact halves of a step round to even, as ggml's vroundps`, () => {
+      // Each activation block holds 127 (so 127 / amax = 1 and the step is 1) and otherwise values
+      // k + 1/2: v = x exactly, so every code is a tie. Rounding halves away from zero (C's roundf)
+      // would move each by one; with integer weights d = 1 every f32 operation is exact.
+      const [rows, cols, n] = [3, 64, 2];
+      const random = seeded(31);
+      const wInt = Float32Array.from({ length: rows * cols }, (_, i) => (i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1))));
+      const x = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 7 ? 127 : Math.floor(random() * 200) - 100 + 0.5));
+      const got = product(engine, blockWeights(engine, dtype, wInt, rows, cols), x, n, 'int8');
+      const even = (v: number) => (Math.floor(v) % 2 === 0 ? Math.floor(v) : Math.ceil(v)); // v an integer or a half
+      for (let t = 0; t < n; t++) {
+        for (let r = 0; r < rows; r++) {
+          let sum = 0;
+          for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * even(x[t * cols + j]);
+          expect(got[t * rows + r]).toBe(sum);
+        }
+      }
+    }, dtype);
   }
 
   opIt(engine, 'matmul', 'f32, f16, bf16 weights: int8 is the f32 product of the activations rounded to the weight type, bit for bit', () => {

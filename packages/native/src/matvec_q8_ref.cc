@@ -1,6 +1,7 @@
 // The 'int8' product for block weights of matvec_q8.h, portable and scalar: the activation
 // quantizer every kernel path shares, and the scalar twin the SIMD kernels are tested against
 // (their integer sums bit for bit, their outputs within f32 rounding).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -34,49 +35,65 @@ void each_sub_sum(WeightType t, const uint8_t* w, const RowActs& a, int64_t row_
 
 }  // namespace
 
-// ggml's f32 -> int8 activation code: nearest, halves to even (its vroundps and nearest_int). A
-// non-finite v (1 / step overflowed: the block's step is then 0, so any code gives the same
-// products) becomes 0. Otherwise |v| <= 127 (1 + 2^-23), and clamping first changes no code.
-static inline int8_t act_code(float v) {
-  if (!(std::fabs(v) <= 3.0e38f)) return 0;
-  v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
-  // Adding 1.5 * 2^23 leaves no bits below 1: the addition itself rounds to nearest even.
-  return static_cast<int8_t>(static_cast<int>((v + 12582912.0f) - 12582912.0f));
+// max |x_j| over n elements, n a multiple of 8 (x finite: core rejects NaN and infinities before
+// any product). Eight running maxima, so the compiler keeps them in vector lanes; max is exact,
+// so the order does not matter.
+static inline float abs_max(const float* x, int64_t n) {
+  float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t j = 0; j < n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = m[k] > std::fabs(x[j + k]) ? m[k] : std::fabs(x[j + k]);
+  float amax = 0;
+  for (int k = 0; k < 8; ++k) amax = amax > m[k] ? amax : m[k];
+  return amax;
+}
+
+// ggml's codes of x[0 .. n) times mul (n a multiple of 32) into q, halves to even (its vroundps
+// and nearest_int), and their sums per 32 elements into sum. |x_j mul| <= 127 (1 + 2^-23) for
+// a finite mul (127 / amax, or -127 / max), so the codes need no clamp. When mul overflowed to
+// infinity (amax below 127 / FLT_MAX), the block's step rounds to 0 and every product with it
+// is 0 whatever its codes: we write 0 (ggml's conversion writes -128 or 0).
+static inline void act_codes(const float* x, int64_t n, float mul, int8_t* q, int32_t* sum) {
+  if (!(std::fabs(mul) <= 3.0e38f)) mul = 0;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) {
+      // Adding 1.5 * 2^23 leaves no bits below 1: the addition itself rounds to nearest even.
+      const int c = static_cast<int>((x[32 * i + j] * mul + 12582912.0f) - 12582912.0f);
+      q[32 * i + j] = static_cast<int8_t>(c);
+      s += c;
+    }
+    sum[i] = s;
+  }
 }
 
 void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, float* dx, float* xs, int32_t* sum) {
   const ActBlocks kind = act_blocks(t);
   if (kind == ActBlocks::q8_k) {
     for (int64_t b = 0; b < cols; b += 256) {
-      float max = 0;  // the signed value of largest magnitude, the first of ties
-      for (int64_t j = b; j < b + 256; ++j)
-        if (std::fabs(x[j]) > std::fabs(max)) max = x[j];
+      // The signed value of largest magnitude: the first element whose |x| is the maximum.
+      const float amax = abs_max(x + b, 256);
+      float max = 0;
+      for (int64_t j = b; j < b + 256 && amax != 0; ++j)
+        if (std::fabs(x[j]) == amax) {
+          max = x[j];
+          break;
+        }
       const float scale = max != 0 ? -127.0f / max : 0.0f;
       const float d = max != 0 ? 1.0f / scale : 0.0f;
-      for (int64_t j = b; j < b + 256; ++j) q[j] = act_code(scale * x[j]);
+      act_codes(x + b, 256, scale, q + b, sum + b / 32);
       for (int64_t i = b / 32; i < (b + 256) / 32; ++i) {
-        int32_t s = 0;
-        for (int j = 0; j < 32; ++j) s += q[32 * i + j];
         dx[i] = d;
-        xs[i] = d * static_cast<float>(s);
-        sum[i] = s;
+        xs[i] = d * static_cast<float>(sum[i]);
       }
     }
     return;
   }
   for (int64_t i = 0; i < cols / 32; ++i) {
-    const float* xb = x + 32 * i;
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::fabs(xb[j]) > amax ? std::fabs(xb[j]) : amax;
+    const float amax = abs_max(x + 32 * i, 32);
     const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
-    int32_t s = 0;
-    for (int j = 0; j < 32; ++j) {
-      q[32 * i + j] = act_code(xb[j] * id);
-      s += q[32 * i + j];
-    }
+    act_codes(x + 32 * i, 32, id, q + 32 * i, sum + i);
     dx[i] = fp16_to_fp32_ref(fp32_to_fp16_ref(d));
-    xs[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(s))) : dx[i] * static_cast<float>(s);
-    sum[i] = s;
+    xs[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum[i]))) : dx[i] * static_cast<float>(sum[i]);
   }
 }
 
