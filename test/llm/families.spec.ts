@@ -26,8 +26,9 @@
  *   block moves a block by at most amax / 127, 1/127 of its norm (which is at
  *   least amax), so each product's input by at most 1/127 relatively:
  *   DEPTH / 127 (it was 2 DEPTH sqrt(32) / (254 sqrt 3) = 0.23 while the two
- *   engines rounded differently). Measured max rel, native: 1.3e-2 llama
- *   q8_0 (a flip at step 0 stays in the KV cache), 3e-7 where no code flips.
+ *   engines rounded differently). Measured max rel, native: 1.4e-2 llama
+ *   q8_0, 1.5e-2 qwen3 q4_0 (a flipped code in a cached K or V row stays),
+ *   3e-7 where no code flips.
  */
 import { type Engine } from '@sparq/core';
 import { Session, argmax, buildModel, defaultAttention, readModelFile, type GGUFFileType, type Model } from '@sparq/llm';
