@@ -35,16 +35,18 @@ export interface LlamaCppRun {
 /**
  * Greedy decoding of `steps` tokens from `bos` by llama.cpp, one token per evaluation.
  * `useMmap: false` makes llama.cpp read each tensor instead of mapping the file (a mapped sparse
- * file of tens of GiB gets its holes paged in).
+ * file of tens of GiB gets its holes paged in). `f32Kv`: an f32 KV cache without flash attention
+ * (llama.cpp's default cache is f16), so that only the products' arithmetic differs.
  */
-export async function llamaCppGreedy(path: string, bos: number, steps: number, vocab: number, options: { useMmap?: boolean } = {}): Promise<LlamaCppRun> {
+export async function llamaCppGreedy(path: string, bos: number, steps: number, vocab: number, options: { useMmap?: boolean; f32Kv?: boolean} = {}): Promise<LlamaCppRun> {
   const l = await llama();
   const t0 = performance.now();
   const model = await l.loadModel({ modelPath: path, useMmap: options.useMmap ?? true });
   const loadMs = performance.now() - t0;
   // One thread: for these tiny models llama.cpp's thread barriers cost more than the work, and on a
   // loaded 2-core machine two threads measured ~300 ms per token against ~1.4 ms with one.
-  const context = await model.createContext({ contextSize: Math.max(64, steps + 8), threads: 1, batchSize: 8 });
+  const kv = options.f32Kv ? ({ flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' } as const) : {};
+  const context = await model.createContext({ contextSize: Math.max(64, steps + 8), threads: 1, batchSize: 8, ...kv });
   try {
     const sequence = context.getSequence();
     const tokens: number[] = [];

@@ -19,10 +19,12 @@ import type { Tensor } from './tensor.ts';
 /**
  * How a product with quantized weights (ggml blocks or group-wise INT4) is computed:
  * - 'dequant': decode the weights to f32 and take f32 dot products;
- * - 'int8': quantize each activation row to int8 per 32-element block (per group for INT4), take
- *   integer dot products against the weights' integer codes, and scale per block (SPEC 5; ggml's
- *   and Neural Speed's compute path). Integer sums are exact, so backends agree on them bit for bit.
- * f32, f16 and bf16 weights have no integer codes: both paths give their f32 product.
+ * - 'int8': quantize each activation row to int8 in the activation blocks ggml pairs with the
+ *   weight type (Q8_0, Q8_1 or Q8_K; per group for INT4), take integer dot products against the
+ *   weights' integer codes, and scale per block (SPEC 5; ggml's and Neural Speed's compute path;
+ *   docs/int8-products.md). Integer sums are exact, so backends agree on them bit for bit.
+ * f32 weights have no integer codes: both paths give their f32 product; on 'int8', f16 and bf16
+ * weights take the activations rounded to f16 and bf16 first, as ggml does.
  */
 export type ProductPath = 'dequant' | 'int8';
 
