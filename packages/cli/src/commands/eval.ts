@@ -9,8 +9,7 @@
  * files, shows progress on stderr and writes the outputs.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
   ATTENTION_METHODS, COMPRESSION_TARGETS, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
@@ -18,6 +17,7 @@ import {
   type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
 } from '@sparq/llm';
 import '../backends.ts';
+import { sharedPath } from '../shared-path.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
 import { progress } from '../progress.ts';
@@ -41,13 +41,6 @@ const VARIANTS: readonly Variant[] = [
 /** The sweep's defaults, and the CI-sized ones of --quick. */
 const FULL = { windows: undefined as number | undefined, prompts: GREEDY_PROTOCOL.prompts, tokens: GREEDY_PROTOCOL.count, statsWindows: 4, sweepK: [8, 16, 32, 64] };
 const QUICK = { windows: 2, prompts: 4, tokens: 32, statsWindows: 1, sweepK: [16] };
-
-/** ../shared beside the working directory, else beside the repository this file is in. */
-function sharedPath(relative: string): string {
-  const fromCwd = resolve('..', 'shared', relative);
-  if (existsSync(fromCwd)) return fromCwd;
-  return resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared', relative);
-}
 
 /**
  * Eval multiplies quantized weights on the 'dequant' path (weights decoded to f32), not the
