@@ -23,6 +23,7 @@ import { choice, isInt, number, parseFlags } from '../flags.ts';
 import { progress } from '../progress.ts';
 import { writeEvalReport, type EvalReport, type VariantResult } from '../report/eval-report.ts';
 import { attention as attentionFlags, storage } from '../run-flags.ts';
+import { NEEDLE_USAGE, needleEval } from './eval-needle.ts';
 
 /** The model variants of the sweep: weights converted on load, KV element type. */
 export interface Variant {
@@ -50,7 +51,7 @@ const QUICK = { windows: 2, prompts: 4, tokens: 32, statsWindows: 1, sweepK: [16
 const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
 
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
-           [--task ppl|greedy|stats] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
+           [--task ppl|greedy|stats|needle] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
            [--weights f32|q4_0|int4] [--kv f32|f16] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
@@ -89,7 +90,9 @@ eval-results). --json prints the results JSON on stdout too.
   --sweep-k LIST     k values of the statistics sweep, default 8,16,32,64
   --quick            CI-sized: 2 windows, 4 prompts of 32 tokens, 1 statistics window, k 16
   --backend NAME     reference or native (default: the fastest available)
-  --from FILE        write the tables and plots of a results.json again (no runs)`;
+  --from FILE        write the tables and plots of a results.json again (no runs)
+
+${NEEDLE_USAGE}`;
 
 export const evalCommand: Command = {
   name: 'eval',
@@ -103,7 +106,10 @@ export const evalCommand: Command = {
       methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
       quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
+      ngram: { type: 'string' }, 'needle-tasks': { type: 'string' }, lengths: { type: 'string' }, depths: { type: 'string' },
+      length: { type: 'string' }, depth: { type: 'string' }, seed: { type: 'string' },
     });
+    if (values.task === 'needle') return needleEval(values, argv);
     if (values.from !== undefined) return render(JSON.parse(readFileSync(values.from, 'utf8')) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');

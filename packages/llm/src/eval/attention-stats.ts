@@ -25,7 +25,7 @@ import { windowsOf } from './perplexity.ts';
 import { evalSession, type EvalModel } from './run-model.ts';
 
 /** LM-Infinite's attention sinks (SPEC 3): the first positions. */
-const LM_INFINITE_SINKS = 16;
+export const LM_INFINITE_SINKS = 16;
 
 export interface LabelledConfig {
   label: string;

@@ -8,3 +8,4 @@ export * from './greedy.ts';
 export * from './attention-stats.ts';
 export * from './sweep.ts';
 export * from './needle.ts';
+export * from './needle-run.ts';
