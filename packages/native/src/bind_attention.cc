@@ -203,6 +203,20 @@ Napi::Value h2o_js(const Napi::CallbackInfo& call) {
   return call.Env().Undefined();
 }
 
+Napi::Value h2o_seed_js(const Napi::CallbackInfo& call) {
+  const char* op = "h2oSeed";
+  CacheView c = cache_arg(call[0], op);
+  const int64_t seq = int_arg(call[1], op, "seq"), n = int_arg(call[4], op, "nTokens"), nheads = int_arg(call[5], op, "nHeads");
+  if (seq >= c.batch) range_error(call.Env(), std::string(op) + ": sequence out of range");
+  if (n < 1 || n > c.nvalid(seq)) range_error(call.Env(), std::string(op) + ": nTokens must be in [1, nValid]");
+  const float* q;
+  float* unused;  // rows_args checks q twice: h2oSeed has no output rows
+  rows_args(call, 2, c, n, nheads, op, &q, &unused);
+  float* acc = typed_data<float>(call[6], static_cast<size_t>(c.batch * c.nkv * c.cap), op, "state.acc");
+  h2o_seed(c, seq, q, n, nheads, acc);
+  return call.Env().Undefined();
+}
+
 Napi::Value threads_js(const Napi::CallbackInfo& call) { return Napi::Number::New(call.Env(), pool_threads()); }
 
 Napi::Value set_threads_js(const Napi::CallbackInfo& call) {
@@ -232,6 +246,7 @@ void register_attention_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("attnTopk", Napi::Function::New(env, budget_js<topk_decode>));
   exports.Set("attnLmInfinite", Napi::Function::New(env, budget_js<lminf_decode>));
   exports.Set("attnH2O", Napi::Function::New(env, h2o_js));
+  exports.Set("attnH2OSeed", Napi::Function::New(env, h2o_seed_js));
   exports.Set("attnThreads", Napi::Function::New(env, threads_js));
   exports.Set("attnSetThreads", Napi::Function::New(env, set_threads_js));
   exports.Set("attnReadSum", Napi::Function::New(env, read_sum_js));
