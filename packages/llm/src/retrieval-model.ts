@@ -171,7 +171,6 @@ export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: L
   const dim = Math.ceil((O + m) / 32) * 32;
   const nHeads = 2 * Math.ceil(n / 2);
   const nKvHeads = 2;
-  const g = nHeads / nKvHeads;
   const ropeBase = retrievalRopeBase(ctx);
   const config: ModelConfig = makeConfig(
     { dim, hiddenDim: 32, nLayers: 2, nHeads, nKvHeads, vocabSize, seqLen: ctx },
@@ -223,7 +222,7 @@ export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: L
       for (let j = 0; j < m; j++) wv[(kvh * d + j) * dim + E + j] = 1 / u1;
     }
     for (let h = 0; h < n; h++) {
-      const o = h + 1; // head h looks o positions back; it reads KV head floor(h / g)
+      const o = h + 1; // head h looks o positions back; it reads KV head floor(h / (nHeads / nKvHeads))
       for (let i = 0; i < PAIRS; i++) {
         // R(-o theta_i) (A, 0): the key as it was o positions earlier.
         wq[(h * d + 2 * i) * dim] = (A * Math.cos(o * theta[i])) / u1;
@@ -231,7 +230,6 @@ export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: L
       }
       for (let j = 0; j < m; j++) wo[(P(o) + j) * nHeads * d + h * d + j] = 1;
     }
-    void g;
   }
 
   // Layer 2: the match head (query head 0, KV head 0). A full match scores n sigma^2 / sqrt(d) (less

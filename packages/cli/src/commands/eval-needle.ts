@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { selectBackend, type AttentionMethod, type Engine, type KVDType } from '@sparq/core';
 import {
   ATTENTION_METHODS, NEEDLE_TARGETS, NEEDLE_TASKS, buildModel, fillerTokens, findTokenizer, readModelFile, readTokenizerFile, retrievalModel, runNeedleSweep,
-  type Model, type NeedleTask, type Tokenizer, MAX_NGRAM, MIN_NGRAM,
+  type Model, type NeedleTask, type Tokenizer, MAX_NGRAM, MIN_NGRAM, MULTIKEY_NEEDLES,
 } from '@sparq/llm';
 import { UsageError } from '../command.ts';
 import { choice, isInt, number } from '../flags.ts';
@@ -31,7 +31,7 @@ export const NEEDLE_USAGE = `sparq eval --task needle [--model FILE] [--ngram N]
            [--targets LIST] [--kv LIST] [--seed N] [--quick] [--out DIR] [--json]
 sparq eval --task needle --attention METHOD [--targets RATIO] [--length N] [--depth D] [--json]
 
-Needle in a haystack (issue 25): a passkey, or one of ${4} RULER-style keyed needles, hidden at a
+Needle in a haystack (issue 25): a passkey, or one of ${MULTIKEY_NEEDLES} RULER-style keyed needles, hidden at a
 depth of filler text (default ../shared/data/tinystories_val.txt), then asked for. Prefill is
 dense and chunked; each method then decodes the answer greedily from that same prefill.
 Reports exact-answer accuracy, and per layer and head the share of decode steps whose
