@@ -25,8 +25,9 @@ import { benchCommand } from './commands/bench.ts';
 import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
 import { serveCommand } from './commands/serve.ts';
+import { retrievalModelCommand } from './commands/retrieval-model.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, retrievalModelCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

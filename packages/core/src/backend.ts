@@ -116,6 +116,12 @@ export interface BackendOps {
   topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
   /** H2O (SPEC 3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
   h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void;
+  /**
+   * H2O's scores from a prefill of the N newest positions of sequence `seq` (q (N, nHeads, headDim),
+   * the prefill's queries): adds to state.acc, per KV head and valid position, the causal softmax
+   * weights summed over the N rows and averaged over the group's heads. Evicts nothing.
+   */
+  h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void;
   /** LM-Infinite / StreamingLLM (SPEC 3): the first 16 valid positions plus the most recent k - 16. */
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
 }
@@ -142,6 +148,7 @@ export const OP_NAMES: readonly OpName[] = [
   'sparqDecode',
   'topkDecode',
   'h2oDecode',
+  'h2oSeed',
   'lmInfiniteDecode',
 ];
 

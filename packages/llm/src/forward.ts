@@ -9,7 +9,8 @@
  *     [rmsnorm each head of q and k]   (Qwen 3: per-head q/k norms)
  *     rope(q, k) at the tokens' positions (pair layout and frequency table per family / RoPE scaling)
  *     append k, v to the cache
- *     att = attention(q, cache)  prefill: dense causal; decode: the chosen method
+ *     att = attention(q, cache)  prefill: dense causal (with H2O, its weights seed H2O's scores);
+ *                                decode: the chosen method
  *     x += att @ wo^T
  *     xb = rmsnorm(x) ; hb = silu(xb @ w1^T) * (xb @ w3^T) ; x += hb @ w2^T
  *   logits = rmsnorm(x[last]) @ classifier^T                       (vocab_size)
@@ -224,13 +225,19 @@ export class Session {
       // alone (unless allRows), as llama.cpp's graph does (its output rows, inp_out_ids). Then the
       // query projection, attention, wo and the FFN of that layer cost 1 / n of the full rows' (in
       // a 1-layer model at 512 tokens, about 3/4 of all the products).
-      const out = l === c.nLayers - 1 && !allRows ? this.state.lastRow(n) : r;
+      // H2O's scores need every row's query in every layer (h2oSeed below).
+      const out = l === c.nLayers - 1 && !allRows && this.h2o[l] === null ? this.state.lastRow(n) : r;
       const attend = () => {
         const cache = this.caches[l];
         engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
         if (decode) this.attendDecode(l, out.att, out.qHeads);
-        // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
-        else engine.attentionPrefill(out.att, out.qHeads, cache, 0);
+        else {
+          // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
+          engine.attentionPrefill(out.att, out.qHeads, cache, 0);
+          // H2O as its authors run it: the prefill's attention weights start the accumulated scores.
+          const h2o = this.h2o[l];
+          if (h2o) engine.h2oSeed(h2o, out.qHeads, cache, 0);
+        }
       };
       try {
         layer(engine, model, this.productPath, l, r, out, attend);

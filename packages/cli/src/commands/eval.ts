@@ -9,8 +9,7 @@
  * files, shows progress on stderr and writes the outputs.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
   ATTENTION_METHODS, COMPRESSION_TARGETS, DEFAULT_SESSION_KT, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
@@ -18,11 +17,13 @@ import {
   type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
 } from '@sparq/llm';
 import '../backends.ts';
+import { sharedPath } from '../shared-path.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
 import { progress } from '../progress.ts';
 import { writeEvalReport, type EvalReport, type VariantResult } from '../report/eval-report.ts';
 import { attention as attentionFlags, storage } from '../run-flags.ts';
+import { NEEDLE_USAGE, needleEval } from './eval-needle.ts';
 
 /** The model variants of the sweep: weights converted on load, KV element type. */
 export interface Variant {
@@ -42,13 +43,6 @@ const VARIANTS: readonly Variant[] = [
 const FULL = { windows: undefined as number | undefined, prompts: GREEDY_PROTOCOL.prompts, tokens: GREEDY_PROTOCOL.count, statsWindows: 4, sweepK: [8, 16, 32, 64] };
 const QUICK = { windows: 2, prompts: 4, tokens: 32, statsWindows: 1, sweepK: [16] };
 
-/** ../shared beside the working directory, else beside the repository this file is in. */
-function sharedPath(relative: string): string {
-  const fromCwd = resolve('..', 'shared', relative);
-  if (existsSync(fromCwd)) return fromCwd;
-  return resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared', relative);
-}
-
 /**
  * Eval multiplies quantized weights on the 'dequant' path (weights decoded to f32), not the
  * runtime's 'int8' default (packages/llm/src/linear.ts), so that the documented results
@@ -57,7 +51,7 @@ function sharedPath(relative: string): string {
 const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
 
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
-           [--task ppl|greedy|stats] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
+           [--task ppl|greedy|stats|needle] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
            [--weights f32|q4_0|int4] [--kv f32|f16|q8_0|q4_0] [--kt f32|f16|i8|i4|i2] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
@@ -96,7 +90,9 @@ eval-results). --json prints the results JSON on stdout too.
   --sweep-k LIST     k values of the statistics sweep, default 8,16,32,64
   --quick            CI-sized: 2 windows, 4 prompts of 32 tokens, 1 statistics window, k 16
   --backend NAME     reference or native (default: the fastest available)
-  --from FILE        write the tables and plots of a results.json again (no runs)`;
+  --from FILE        write the tables and plots of a results.json again (no runs)
+
+${NEEDLE_USAGE}`;
 
 export const evalCommand: Command = {
   name: 'eval',
@@ -110,7 +106,10 @@ export const evalCommand: Command = {
       methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
       quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
+      ngram: { type: 'string' }, 'needle-tasks': { type: 'string' }, lengths: { type: 'string' }, depths: { type: 'string' },
+      length: { type: 'string' }, depth: { type: 'string' }, seed: { type: 'string' },
     });
+    if (values.task === 'needle') return needleEval(values, argv);
     if (values.from !== undefined) return render(JSON.parse(readTextFile(values.from)) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');
