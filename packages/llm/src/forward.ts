@@ -43,6 +43,21 @@ export interface SessionOptions {
   productPath?: ProductPath;
 }
 
+/** How far a prefill has got: prompt tokens forwarded of those the call forwards, and their rate so far. */
+export interface PrefillProgress {
+  /** Prompt tokens forwarded so far in this call. */
+  done: number;
+  /** Prompt tokens this call forwards. */
+  total: number;
+  /** done over the prefill's time so far (its forward passes only). */
+  tokensPerSecond: number;
+}
+
+/** A PrefillProgress after `ms` milliseconds of forwarding. */
+export function prefillProgress(done: number, total: number, ms: number): PrefillProgress {
+  return { done, total, tokensPerSecond: ms > 0 ? (1000 * done) / ms : 0 };
+}
+
 /**
  * f16 KV by default: half the cache memory and half the attention reads. Measured with
  * bench/kv-accuracy.ts on stories260K (200 greedy steps, teacher-forced): logits move by at
@@ -120,11 +135,16 @@ export class Session {
    * layer forwards every row of the last chunk, so the run state's x holds each row's
    * final residual stream (AllLogits scores them all); otherwise the last row's alone.
    */
-  prefill(tokens: readonly number[], options: { allRows?: boolean } = {}): Float32Array {
+  prefill(tokens: readonly number[], options: { allRows?: boolean; onProgress?: (progress: PrefillProgress) => void } = {}): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
     return this.atomically(() => {
       let logits = this.state.logits.data;
-      for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+      const t0 = performance.now();
+      for (let i = 0; i < tokens.length; i += this.state.maxRows) {
+        logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+        const done = Math.min(i + this.state.maxRows, tokens.length);
+        options.onProgress?.(prefillProgress(done, tokens.length, performance.now() - t0));
+      }
       return logits;
     });
   }

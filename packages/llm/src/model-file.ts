@@ -12,11 +12,11 @@ import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync
 import { basename, dirname, join } from 'node:path';
 import { FormatError, allocBuffer, type Engine } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
-import { GGUF_MAGIC, type GGUFValue } from './gguf-format.ts';
+import { GGUF_MAGIC, tensorByteSize, tensorBytes, type GGUFValue } from './gguf-format.ts';
 import { llamaFromGGUF } from './gguf-llama.ts';
 import { tokenizerFromGGUF } from './gguf-tokenizer.ts';
 import { joinGGUFParts, readGGUF, splitPartNames, type GGUFFile } from './gguf-read.ts';
-import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
+import { layoutGGUF, tensorSpec, type GGUFTensorEntry, type GGUFTensorSpec } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
@@ -137,13 +137,31 @@ function asLlama2c<T>(source: ByteSource, read: () => T): T {
  * Returns the file size.
  */
 export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
-  const { header, data, size } = layoutGGUF(metadata, tensors);
+  return writeGGUFStream(path, metadata, tensors.map(tensorSpec), (i, put) => put(tensorBytes(tensors[i].tensor)));
+}
+
+/**
+ * writeGGUFFile with each tensor's bytes made on demand: `fill(i, put)` hands tensor i's bytes
+ * to `put` in order, in as many pieces as it likes (a multi-GB tensor need never be whole in
+ * memory). A tensor given more or fewer bytes than its type and shape take is an error.
+ */
+export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorSpec[], fill: (i: number, put: (bytes: Uint8Array) => void) => void): number {
+  const { header, at, size } = layoutGGUF(metadata, tensors);
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
   const fd = openSync(temp, 'w');
   try {
     try {
       writeAll(fd, header, 0);
-      for (const { at, bytes } of data) writeAll(fd, bytes, at);
+      tensors.forEach(({ name, dtype, shape }, i) => {
+        const bytes = tensorByteSize(dtype, shape.reduce((a, b) => a * b, 1));
+        let written = 0;
+        fill(i, (piece) => {
+          if (written + piece.length > bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given more than its ${bytes} bytes`);
+          writeAll(fd, piece, at[i] + written);
+          written += piece.length;
+        });
+        if (written !== bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given ${written} bytes, expected ${bytes}`);
+      });
       ftruncateSync(fd, size);
     } finally {
       closeSync(fd);

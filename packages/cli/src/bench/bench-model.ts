@@ -4,8 +4,8 @@
  * a forward step depends on shapes and types, not on the weights' values).
  */
 import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, randomLlama, withGGUF, writeRandomGGUF, type GGUFFileType, type RandomModelOptions } from '@sparq/llm';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { GGUF_FILE_TYPES, MODEL_SHAPES, randomLlama, shapeFile, withGGUF, writeRandomGGUF, writeShapeGGUF, type GGUFFileType, type RandomModelOptions, type ShapeName, type ShapeWeights } from '@sparq/llm';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -17,8 +17,8 @@ export const GENERATED_TYPE: GGUFFileType = 'q8_0';
 
 export interface BenchModel {
   path: string;
-  /** 'generated' or 'file'. */
-  source: 'generated' | 'file';
+  /** 'generated' (--quick's or the default small llama), 'shape' (--shape, kept in --shape-dir) or 'file'. */
+  source: 'generated' | 'shape' | 'file';
   description: string;
   /** Bytes of every tensor a decode step reads in full (all but the token embedding, read one row per token). */
   weightBytes: number;
@@ -51,4 +51,30 @@ export function generatedModel(engine: Engine, shape: RandomModelOptions, seqLen
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/** Where --shape files are kept between runs unless --shape-dir says otherwise. */
+export const DEFAULT_SHAPE_DIR = join(tmpdir(), 'sparq-shapes');
+
+/**
+ * The random-weight GGUF of a real model's shape (model-shapes.ts), `layers` of its layers, in
+ * `dir`: reused when a file of that name and the expected size is there, else written (the
+ * reference backend quantizes the row pools). Kept after the run: the files are large.
+ */
+export function shapeModel(name: ShapeName, layers: number, weights: ShapeWeights, dir: string, quantizer: Engine, log: (line: string) => void): BenchModel & { reused: boolean; fileBytes: number } {
+  const shape = MODEL_SHAPES[name];
+  const file = shapeFile(shape, { layers, weights });
+  const path = join(dir, `${name}-${layers}of${shape.nLayers}-${weights}.gguf`);
+  const reused = existsSync(path) && statSync(path).size === file.bytes;
+  if (!reused) {
+    mkdirSync(dir, { recursive: true });
+    log(`writing ${path} (${(file.bytes / 2 ** 30).toFixed(2)} GiB) ...`);
+    writeShapeGGUF(quantizer, shape, { layers, weights }, path);
+  }
+  const c = file.config;
+  return {
+    path, source: 'shape', weightBytes: decodeWeightBytes(path), reused, fileBytes: file.bytes,
+    description: `${name} shape (${shape.source}), ${layers} of ${shape.nLayers} layers: dim ${c.dim}, ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}, FFN ${c.hiddenDim}, vocab ${c.vocabSize}, RoPE base ${c.ropeTheta}, ${weights.toUpperCase()}; ${file.bytes} bytes`,
+    dispose: () => {},
+  };
 }

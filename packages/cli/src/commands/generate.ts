@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
-import { progress } from '../progress.ts';
+import { PROGRESS_EVERY_MS, progress, rateNote } from '../progress.ts';
 import { RUN_FLAGS, attention as attentionFlags, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
 
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it. */
@@ -74,14 +74,14 @@ export const generateCommand: Command = {
     const interrupt = () => controller.abort();
     // The first Ctrl-C stops between two forward steps; a second one (default handling) kills at once.
     process.once('SIGINT', interrupt);
-    const bar = progress('prefill', process.stderr);
+    const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
     let result: GenerationResult;
     try {
       process.stdout.write(model.detokenize(tokens));
       const generation = session.generate(tokens, {
         temperature, topP, seed, stop: values.stop, signal: controller.signal,
-        onProgress: ({ done, total }) => {
-          if (total > DEFAULT_PREFILL_CHUNK) bar.update(done, total, 'tokens');
+        onProgress: (p) => {
+          if (p.total > DEFAULT_PREFILL_CHUNK) bar.update(p.done, p.total, rateNote(p));
         },
       });
       for await (const piece of generation) {
