@@ -14,7 +14,7 @@ import { SHAPE_NAMES, openModel } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlags } from '../flags.ts';
-import { measureReadBandwidth, PROBE_BYTES } from '../bench/bandwidth.ts';
+import { measureReadBandwidth, PROBE_BYTES, releaseProbeBuffer } from '../bench/bandwidth.ts';
 import { DEFAULT_SHAPE_DIR, FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, shapeModel, type BenchModel } from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
 import { BENCH_FLAGS, E2E_KV_TYPES, SHAPE_LAYERS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
@@ -148,6 +148,7 @@ export const benchCommand: Command = {
         writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
       }
       if (lm && model) {
+        releaseProbeBuffer(); // 1 GiB that would count in both engines' resident memory
         log(`end to end on ${model.description} (backend ${lm.backend})`);
         const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
         results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, kv: s.e2eKv, steps, reps: s.reps, bandwidth, log,

@@ -7,7 +7,7 @@
  * between two forward steps and still prints the summary (exit 130).
  */
 import { SparqRangeError, selectBackend } from '@sparq/core';
-import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, openModel, type GenerationResult } from '@sparq/llm';
+import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, openModel, readModelPlan, type GenerationResult } from '@sparq/llm';
 import { readFileSync, writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
@@ -61,10 +61,13 @@ export const generateCommand: Command = {
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors });
+    // The context from the file's header, so a context that does not fit is refused before the weights load.
+    const header = readModelPlan(values.model, weights).config;
+    const contextSize = clampSteps(steps, contextFlag(values, header.seqLen));
+    const wanted = attentionFlags(values, header.headDim, contextSize);
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
     const c = model.config;
-    const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
-    const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));
+    const attention = model.resolveAttention(contextSize, wanted);
     const method = attention.method;
     const tokens = model.tokenize(prompt);
     if (tokens.length > contextSize) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of -n`);
