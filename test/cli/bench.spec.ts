@@ -45,8 +45,8 @@ describe('sparq bench --quick', () => {
 
   it('exits 0 with JSON on stdout and progress on stderr', () => {
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toMatch(/kernels \w+ 1t f32 k-twice S=64/);
-    expect(run.stderr).toMatch(/e2e sparq 1t S=32/);
+    expect(run.stderr).toMatch(/kernels \w+ 1t f32 k-twice g1 S=64/);
+    expect(run.stderr).toMatch(/e2e sparq 1t S=32 KV f32/);
     expect(res.command).toContain('sparq bench --quick');
     expect(res.machine.cores).toBeGreaterThan(0);
     expect(Array.isArray(res.machine.flags)).toBe(true);
@@ -62,7 +62,7 @@ describe('sparq bench --quick', () => {
     expect(rows.map((r) => [r.S, r.method, r.k])).toEqual(SEQS.flatMap((S) => [[S, 'dense', 0], [S, 'sparq', S / 8], [S, 'sparq', S / 16]]));
     for (const r of rows) {
       expect(r.ms).toBeGreaterThan(0);
-      expect(r).toMatchObject({ threads: 1, kv: 'f32', layout: 'k-twice' });
+      expect(r).toMatchObject({ threads: 1, kv: 'f32', layout: 'k-twice', group: 1 });
       if (r.method === 'dense') {
         expect(r.dataRatio).toBe(1);
         expect(r.bytes).toBe(HEADS * (2 * r.S * D + 2 * D) * 4);
@@ -91,12 +91,16 @@ describe('sparq bench --quick', () => {
       expect(r.prefillTokS).toBeGreaterThan(0);
       expect(r.decodeTokS).toBeGreaterThan(0);
       expect(r.decodeBytes).toBeGreaterThan(res.model!.weightBytes);
+      expect(r.kvBytes).toBeGreaterThan(0);
+      if (process.platform === 'linux') expect(r.peakRssBytes).toBeGreaterThanOrEqual(r.startRssBytes!);
     }
+    // sparq's cache: K rows, K transposed and V rows (f32, 1 layer, 2 KV heads of 128) for S plus 3 methods' 2 decode steps, and the V sums.
+    for (const r of sparq) expect(r.kvBytes).toBe((r.S + 3 * 2) * 2 * D * 3 * 4 + 2 * D * 8);
     const llama = res.endToEnd.filter((r) => r.system === 'llama.cpp');
     if (process.env.CI === 'true' || llamaMissing === null) {
       expect(llamaMissing, 'CI installs node-llama-cpp').toBeNull();
       expect(res.llamaCpp.status).toBe('ran');
-      expect(llama.map((r) => [r.S, r.method, r.kv])).toEqual(E2E_SEQS.map((S) => [S, 'dense', 'f16']));
+      expect(llama.map((r) => [r.S, r.method, r.kv])).toEqual(E2E_SEQS.map((S) => [S, 'dense', 'f32']));
     } else {
       expect(res.llamaCpp.status).toBe('absent');
       expect(res.llamaCpp.reason).toMatch(/node-llama-cpp/);
@@ -108,10 +112,10 @@ describe('sparq bench --quick', () => {
     expect(JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8'))).toEqual(res);
     const md = readFileSync(join(dir, 'results.md'), 'utf8');
     expect(md).toMatch(/^# sparq bench/);
-    expect(md).toContain('| backend | threads | KV | layout | S | read GB/s | dense ms |');
+    expect(md).toContain('| backend | threads | KV | layout | GQA group | S | read GB/s | dense ms |');
     expect(md).toContain('| threads | S | system | decode attention |');
     for (const S of E2E_SEQS) expect(md).toMatch(new RegExp(`\\| 1 \\| ${S} \\| sparq \\| SparQ r ${R}, k S/8 \\|`));
-    for (const name of ['speedup.svg', 'decode-tokens.svg', 'prefill-tokens.svg', 'bandwidth.svg']) {
+    for (const name of ['speedup.svg', 'decode-tokens.svg', 'prefill-tokens.svg', 'bandwidth.svg', 'memory.svg']) {
       const svg = readFileSync(join(dir, name), 'utf8');
       expect(svg, name).toMatch(/^<svg [^>]*>[\s\S]*<\/svg>\n$/);
       expect(svg, name).toContain('<polyline');
@@ -131,9 +135,26 @@ describe('sparq bench flags', () => {
     [['--kv', 'f8'], '--kv f8, expected one of f32, f16'],
     [['--decode', '0'], '--decode 0, expected an integer in [1, 4096]'],
     [['--no-kernels', '--no-e2e'], 'nothing left to run'],
+    [['--shape', 'llama4'], '--shape llama4, expected one of llama3-8b, llama2-7b, qwen2.5-7b, mistral-7b'],
+    [['--shape', 'llama3-8b', '--layers', '0'], '--layers 0, expected an integer in [1, 32] (llama3-8b has 32 layers)'],
+    [['--shape', 'qwen2.5-7b', '--layers', '29'], '--layers 29, expected an integer in [1, 28] (qwen2.5-7b has 28 layers)'],
+    [['--shape', 'llama3-8b', '--weights', 'q4_0'], '--weights q4_0, expected one of q4_k_m, q8_0'],
+    [['--shape', 'llama3-8b', '--model', 'x.gguf'], '--shape and --model: give one'],
+    [['--layers', '2'], '--layers needs --shape'],
+    [['--weights', 'q8_0'], '--weights needs --shape'],
+    [['--e2e-kv', 'q5_0'], '--e2e-kv q5_0, expected one of f32, f16, q8_0, q4_0'],
+    [['--groups', '0'], '--groups 0, expected integers in [1, 64]'],
   ])('%j: %s', (argv, message) => {
     expect(() => settings(...argv)).toThrow(UsageError);
     expect(() => settings(...argv)).toThrow(message);
+  });
+  it('resolves --shape with its defaults, and the end-to-end KV types and GQA groups', () => {
+    expect(settings('--shape', 'llama3-8b').shape).toEqual({ name: 'llama3-8b', layers: 2, weights: 'q4_k_m', dir: join(tmpdir(), 'sparq-shapes') });
+    expect(settings('--shape', 'mistral-7b', '--layers', '32', '--weights', 'q8_0', '--shape-dir', dir).shape).toEqual({ name: 'mistral-7b', layers: 32, weights: 'q8_0', dir });
+    expect(settings().shape).toBeNull();
+    expect(settings().e2eKv).toEqual(['f16']);
+    expect(settings('--e2e-kv', 'f16,q8_0').e2eKv).toEqual(['f16', 'q8_0']);
+    expect(settings().groups).toEqual([1, 4, 8]);
   });
   it('exits 2 with a one-line usage error for a bad flag, and exit 1 naming a missing model', () => {
     const bad = runSparq('bench', '--threads', 'two');
