@@ -94,8 +94,9 @@ describe('sparq bench --quick', () => {
       expect(r.kvBytes).toBeGreaterThan(0);
       if (process.platform === 'linux') expect(r.peakRssBytes).toBeGreaterThanOrEqual(r.startRssBytes!);
     }
-    // sparq's cache: K rows, K transposed and V rows (f32, 1 layer, 2 KV heads of 128) for S plus 3 methods' 2 decode steps, and the V sums.
-    for (const r of sparq) expect(r.kvBytes).toBe((r.S + 3 * 2) * 2 * D * 3 * 4 + 2 * D * 8);
+    // sparq's cache: K rows, K transposed and V rows (f32, 1 layer, 2 KV heads of 128) for S plus 3 methods' 2 decode steps,
+    // the V sums (f64) and the sequence's two int32 counters (nPast, nPad).
+    for (const r of sparq) expect(r.kvBytes).toBe((r.S + 3 * 2) * 2 * D * 3 * 4 + 2 * D * 8 + 2 * 4);
     const llama = res.endToEnd.filter((r) => r.system === 'llama.cpp');
     if (process.env.CI === 'true' || llamaMissing === null) {
       expect(llamaMissing, 'CI installs node-llama-cpp').toBeNull();
@@ -132,7 +133,7 @@ describe('sparq bench flags', () => {
     [['--seq', '64,64'], '--seq 64,64: an item is repeated'],
     [['--threads', '0'], '--threads 0, expected integers in [1, 256]'],
     [['--backend', 'gpu'], '--backend gpu, expected one of native, reference'],
-    [['--kv', 'f8'], '--kv f8, expected one of f32, f16'],
+    [['--kv', 'f8'], '--kv f8, expected one of f32, f16, q8_0, q4_0'],
     [['--decode', '0'], '--decode 0, expected an integer in [1, 4096]'],
     [['--no-kernels', '--no-e2e'], 'nothing left to run'],
     [['--shape', 'llama4'], '--shape llama4, expected one of llama3-8b, llama2-7b, qwen2.5-7b, mistral-7b'],

@@ -16,7 +16,7 @@
  * The check compares weights + KV + scratch with the memory the process may
  * use (the cgroup limit where one is set, else the machine's RAM).
  */
-import { SparqRangeError, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, kvCacheBytes, type KVDType, type KVLayout } from '@sparq/core';
 import type { ModelConfig } from './config.ts';
 
 /** Query rows native prefill scores at once per task (attention_ops.cc's kPrefillRows). */
@@ -53,11 +53,9 @@ export function scratchBytes(c: ModelConfig, contextSize: number, prefillChunk: 
   return runStateBytes(c, Math.min(prefillChunk, contextSize)) + threads * 4 * contextSize * (prefillRows + decodeRows);
 }
 
-/** Bytes of a session's KV caches: one per layer, `contextSize` positions. */
+/** Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes). */
 export function sessionKvBytes(c: ModelConfig, contextSize: number, dtype: KVDType, layout: KVLayout): number {
-  // (to be core's kvCacheBytes once the quantized layouts land)
-  const rows = layout === 'k-twice' ? 3 : 2;
-  return c.nLayers * (contextSize * c.nKvHeads * c.headDim * rows * (dtype === 'f32' ? 4 : 2) + c.nKvHeads * c.headDim * 8);
+  return c.nLayers * kvCacheBytes({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: contextSize, dtype, layout });
 }
 
 /** The plan's parts and total. */

@@ -11,11 +11,10 @@
  * its buffers' bytes; llama.cpp: its n_ctx positions of K and V rows) and the
  * process's peak RSS over its run (memory.ts), beside the RSS before it.
  */
-import { BLOCK_LAYOUT, type KVDType } from '@sparq/core';
+import { kvRowBytes, type KVDType } from '@sparq/core';
 import { attentionCost, mulberry32, type LanguageModel, type ModelConfig, type PrefillProgress } from '@sparq/llm';
 import type { BenchModel } from './bench-model.ts';
-import type { E2EKVType } from './flags.ts';
-import { sweepMethods } from './kernel-sweep.ts';
+import { kvElementBytes, sweepMethods } from './kernel-sweep.ts';
 import type { LlamaCppRun, LlamaCppRunner } from './llama-cpp.ts';
 import { withThreads, type NativeControls } from './native.ts';
 import { e2ePositions, sparqEndToEnd, type SparqRun, type SystemTiming } from './sparq-e2e.ts';
@@ -28,7 +27,7 @@ export interface EndToEndOptions {
   threads: readonly number[];
   seqs: readonly number[];
   /** KV types: each S runs with each, in both engines. */
-  kv: readonly E2EKVType[];
+  kv: readonly KVDType[];
   /** Decode steps timed per method. */
   steps: number;
   reps: number;
@@ -48,7 +47,7 @@ export interface EndToEndRow {
   l: number;
   threads: number;
   S: number;
-  kv: E2EKVType;
+  kv: KVDType;
   prefillTokS: number;
   decodeTokS: number;
   /** Bytes one decode step reads: weights (all but the embedding) and the method's KV elements. */
@@ -63,14 +62,9 @@ export interface EndToEndRow {
   startRssBytes: number | null;
 }
 
-/** Bytes per element of a KV type (ggml's blocks for q8_0 and q4_0). */
-export function kvElementBytes(kv: E2EKVType): number {
-  return kv === 'f32' ? 4 : kv === 'f16' ? 2 : BLOCK_LAYOUT[kv].bytes / BLOCK_LAYOUT[kv].elements;
-}
-
-/** llama.cpp's KV cache: K and V rows of every layer and KV head, for `positions` positions. */
-export function llamaCppKvBytes(c: ModelConfig, kv: E2EKVType, positions: number): number {
-  return positions * c.nLayers * c.nKvHeads * 2 * c.headDim * kvElementBytes(kv);
+/** llama.cpp's KV cache: K and V rows (as ggml stores them) of every layer and KV head, for `positions` positions. */
+export function llamaCppKvBytes(c: ModelConfig, kv: KVDType, positions: number): number {
+  return positions * c.nLayers * c.nKvHeads * 2 * kvRowBytes(kv, c.headDim);
 }
 
 /** Random prompt ids in [3, vocab): past <unk>, <s>, </s> of llama vocabs. */
@@ -104,7 +98,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
         const llamaRuns: LlamaCppRun[] = [];
         for (let rep = 0; rep < o.reps; rep++) {
           const label = `${threads}t S=${S} KV ${kv} rep ${rep + 1}`;
-          const s = await withThreads(o.native, threads, () => sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv as KVDType, (p) => o.onProgress?.(`sparq ${label}`, p)));
+          const s = await withThreads(o.native, threads, () => sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv, (p) => o.onProgress?.(`sparq ${label}`, p)));
           sparqRuns.push(s);
           o.log(`e2e sparq ${label}: prefill ${tokS(S, s.prefillMs)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${tokS(1, s.decodeMs[i])}`).join(', ')} tok/s; KV ${mib(s.kvBytes)}, peak RSS ${mib(s.peakRssBytes)}`);
           if (o.llamaCpp) {
@@ -115,7 +109,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
         }
         const row = (system: EndToEndRow['system'], timing: SystemTiming, memory: Pick<EndToEndRow, 'kvBytes' | 'peakRssBytes' | 'startRssBytes'>) =>
           (m: (typeof methods)[number], i: number): EndToEndRow => {
-            const decodeBytes = o.model.weightBytes + c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * kvElementBytes(kv);
+            const decodeBytes = o.model.weightBytes + c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * kvElementBytes(kv, c.headDim);
             const bw = o.bandwidth.get(threads);
             return {
               system, method: m.method as EndToEndRow['method'], r: m.r, k: m.k, l: m.l, threads, S, kv,

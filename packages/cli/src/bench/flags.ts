@@ -2,7 +2,7 @@
  * The flags of `sparq bench`, checked and resolved against --quick's and the
  * full run's defaults. Every bad value is a UsageError naming the flag.
  */
-import type { KVDType, KVLayout } from '@sparq/core';
+import { KV_DTYPES, type KVDType, type KVLayout } from '@sparq/core';
 import { MODEL_SHAPES, SHAPE_NAMES, SHAPE_WEIGHTS, type ShapeName, type ShapeWeights } from '@sparq/llm';
 import { UsageError } from '../command.ts';
 import { DEFAULT_SHAPE_DIR } from './bench-model.ts';
@@ -37,7 +37,7 @@ export interface BenchSettings {
   e2eSeqs: number[];
   kv: KVDType[];
   /** KV types of the end-to-end part: each runs in sparq and in llama.cpp. */
-  e2eKv: E2EKVType[];
+  e2eKv: KVDType[];
   /** GQA group sizes of the kernel sweep: query heads per KV head. */
   groups: number[];
   layouts: KVLayout[];
@@ -68,10 +68,6 @@ function oneOf<T extends string>(flag: string, allowed: readonly T[]) {
     return s as T;
   };
 }
-
-/** KV types both engines store (llama.cpp's -ctk / -ctv names, lower case). */
-export const E2E_KV_TYPES = ['f32', 'f16', 'q8_0', 'q4_0'] as const;
-export type E2EKVType = (typeof E2E_KV_TYPES)[number];
 
 /** Layers of a --shape slice by default: the issue's 2 of 32 (prefill of long contexts stays minutes, not hours). */
 export const SHAPE_LAYERS = 2;
@@ -108,8 +104,8 @@ export function benchSettings(values: Values): BenchSettings {
     backends,
     seqs: list('seq', values.seq, quick ? [256, 512] : [1024, 2048, 4096, 8192, 16384, 32768], intItem('seq', MIN_SEQ, MAX_SEQ)),
     e2eSeqs: list('e2e-seq', values['e2e-seq'], quick ? [64, 128] : [512, 1024, 2048, 4096], intItem('e2e-seq', MIN_SEQ, MAX_SEQ)),
-    kv: list('kv', values.kv, quick ? ['f32'] : ['f16', 'f32'], oneOf<KVDType>('kv', ['f32', 'f16'])),
-    e2eKv: list('e2e-kv', values['e2e-kv'], quick ? ['f32'] : ['f16'], oneOf('e2e-kv', E2E_KV_TYPES)),
+    kv: list('kv', values.kv, quick ? ['f32'] : ['f16', 'f32'], oneOf('kv', KV_DTYPES)),
+    e2eKv: list('e2e-kv', values['e2e-kv'], quick ? ['f32'] : ['f16'], oneOf('e2e-kv', KV_DTYPES)),
     groups: list('groups', values.groups, quick ? [1] : [1, 4, 8], intItem('groups', 1, 64)),
     layouts: list('layout', values.layout, ['k-twice'], oneOf<KVLayout>('layout', ['k-twice', 'single-k'])),
     heads: number('heads', values.heads, quick ? 2 : 16, isInt(1, 1024), 'an integer in [1, 1024]'),

@@ -9,7 +9,7 @@
  * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
  * the bandwidth probed just before its row.
  */
-import type { Engine, KVDType, KVLayout } from '@sparq/core';
+import { kvRowBytes, type Engine, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm';
 import type { NativeControls } from './native.ts';
 import { withThreads } from './native.ts';
@@ -70,6 +70,11 @@ export interface KernelRow {
   pctOfDataRatio: number;
 }
 
+/** Bytes per element of a KV row of `kv` (ggml's blocks for q8_0 and q4_0: 34 or 18 bytes per 32). */
+export function kvElementBytes(kv: KVDType, headDim: number): number {
+  return kvRowBytes(kv, headDim) / headDim;
+}
+
 /** The methods timed at context S: dense, then SparQ at r = d/8 with k = S/8 and S/16. */
 export function sweepMethods(S: number, headDim: number): AttentionConfig[] {
   const r = Math.max(1, Math.floor(headDim / 8));
@@ -94,7 +99,7 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
       for (const layout of o.layouts) {
         for (const S of o.seqs) {
           const cache = randomCache(engine, { S, heads: o.heads, headDim: o.headDim, dtype: kv, layout });
-          const bytesPer = kv === 'f32' ? 4 : 2;
+          const bytesPer = kvElementBytes(kv, o.headDim);
           for (const [group, turns] of queries) {
             for (const threads of threadCounts) {
               const next = () => turns[turn++ % QUERIES];

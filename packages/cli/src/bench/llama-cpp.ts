@@ -12,13 +12,13 @@
  * fair comparison.
  */
 import type { PrefillProgress } from '@sparq/llm';
-import type { E2EKVType } from './flags.ts';
+import type { KVDType } from '@sparq/core';
 import { rssWindow } from './memory.ts';
 import type { SystemTiming } from './sparq-e2e.ts';
 
 export interface LlamaCppRunOptions {
   /** KV cache type of K and of V (node-llama-cpp's experimentalKvCacheKeyType / ValueType); default f16. */
-  kv?: E2EKVType;
+  kv?: KVDType;
   /** Called as the prompt goes in (in pieces of PROGRESS_TOKENS). */
   onProgress?: (progress: PrefillProgress) => void;
 }

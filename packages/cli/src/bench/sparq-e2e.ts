@@ -6,7 +6,7 @@
  * V as on the single-K layout. Each method's steps start where the previous
  * one's ended, so its context is S plus a few tokens (a few of S at most).
  */
-import type { KVCache, KVDType } from '@sparq/core';
+import { kvCacheBytes, type KVDType } from '@sparq/core';
 import { Session, type AttentionConfig, type LanguageModel, type PrefillProgress } from '@sparq/llm';
 import { rssWindow } from './memory.ts';
 
@@ -31,11 +31,6 @@ export interface SparqRun extends SystemTiming {
 /** Positions a run of `S` prompt tokens and `steps` tokens per method needs. */
 export const e2ePositions = (S: number, steps: number, methods: number) => S + steps * methods;
 
-/** Bytes a KV cache holds: K rows, K transposed (when kept), V rows and the running V sums. */
-export function cacheBytes(cache: KVCache): number {
-  return cache.k.byteLength + (cache.kT?.byteLength ?? 0) + cache.v.byteLength + cache.vSum.byteLength;
-}
-
 export function sparqEndToEnd(lm: LanguageModel, tokens: readonly number[], S: number, steps: number, methods: readonly AttentionConfig[], kv: KVDType, onProgress?: (progress: PrefillProgress) => void): SparqRun {
   const capacity = e2ePositions(S, steps, methods.length);
   if (tokens.length < capacity) throw new RangeError(`sparqEndToEnd: ${tokens.length} tokens, expected at least ${capacity}`);
@@ -53,6 +48,6 @@ export function sparqEndToEnd(lm: LanguageModel, tokens: readonly number[], S: n
     for (let i = 0; i < steps; i++) session.decode(tokens[next++]);
     decodeMs.push((performance.now() - t0) / steps);
   }
-  const kvBytes = session.caches.reduce((sum, c) => sum + cacheBytes(c), 0);
+  const kvBytes = session.caches.reduce((sum, c) => sum + kvCacheBytes(c.options), 0);
   return { prefillMs, decodeMs, kvBytes, peakRssBytes: window.peakBytes(), startRssBytes: window.startBytes };
 }

@@ -9,7 +9,7 @@
  * plots in --out (rewritten after each part and each end-to-end S, so a long
  * run that is stopped keeps what it measured); progress on stderr.
  */
-import { selectBackend, type Engine } from '@sparq/core';
+import { KV_DTYPES, selectBackend, type Engine } from '@sparq/core';
 import { SHAPE_NAMES, openModel } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
@@ -17,7 +17,7 @@ import { parseFlags } from '../flags.ts';
 import { measureReadBandwidth, PROBE_BYTES, releaseProbeBuffer } from '../bench/bandwidth.ts';
 import { DEFAULT_SHAPE_DIR, FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, shapeModel, type BenchModel } from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
-import { BENCH_FLAGS, E2E_KV_TYPES, SHAPE_LAYERS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
+import { BENCH_FLAGS, SHAPE_LAYERS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
 import { kernelSweep, sweepMethods } from '../bench/kernel-sweep.ts';
 import { openLlamaCpp, type LlamaCppRunner } from '../bench/llama-cpp.ts';
 import { machineInfo } from '../bench/machine.ts';
@@ -54,8 +54,8 @@ Measures speed on this machine, with the read bandwidth measured in the same run
   --backend B       native, reference, a list, or all (default: the best available)
   --seq LIST        kernel S values (default 1024,...,32768 in powers of 2)
   --e2e-seq LIST    end-to-end S values (default 512,1024,2048,4096)
-  --kv LIST         kernel KV types f32,f16 (default both)
-  --e2e-kv LIST     end-to-end KV types, both engines: ${E2E_KV_TYPES.join(', ')} (default f16)
+  --kv LIST         kernel KV types, of ${KV_DTYPES.join(', ')} (default f16,f32)
+  --e2e-kv LIST     end-to-end KV types, both engines: ${KV_DTYPES.join(', ')} (default f16)
   --layout LIST     kernel KV layouts k-twice,single-k (default k-twice)
   --groups LIST     kernel GQA group sizes, query heads per KV head (default 1,4,8)
   --decode N        decode steps timed per method (default 16)
