@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BENCH_FLAGS, benchSettings } from '../../packages/cli/src/bench/flags.ts';
 import { parseFlags } from '../../packages/cli/src/flags.ts';
 import type { BenchResults } from '../../packages/cli/src/bench/report.ts';
+import { wholeModelMemory } from '../../packages/cli/src/bench/bench-model.ts';
 import { UsageError } from '../../packages/cli/src/command.ts';
 import { engines } from '../support/backends.ts';
 import { llamaCppMissing } from '../support/llama-cpp.ts';
@@ -156,6 +157,16 @@ describe('sparq bench flags', () => {
     expect(settings().e2eKv).toEqual(['f16']);
     expect(settings('--e2e-kv', 'f16,q8_0').e2eKv).toEqual(['f16', 'q8_0']);
     expect(settings().groups).toEqual([1, 4, 8]);
+  });
+  it('projects the whole model\'s memory: Llama 3 8B at 128k needs 16 GiB of KV in llama.cpp with f16, 8.5 GiB with q8_0 (the issue\'s figures)', () => {
+    const f16 = wholeModelMemory('llama3-8b', 'q4_k_m', 131072, 'f16', 2);
+    const q8 = wholeModelMemory('llama3-8b', 'q8_0', 131072, 'q8_0', 2);
+    expect(f16.llamaCppKvBytes).toBe(16 * 2 ** 30);
+    expect(q8.llamaCppKvBytes).toBe(8.5 * 2 ** 30);
+    expect(f16.llamaCppTotal).toBe(f16.weightBytes + f16.llamaCppKvBytes);
+    expect(f16.sparqTotal).toBe(f16.weightBytes + f16.sparqKvBytes + f16.scratchBytes);
+    // Llama 3 8B Q4_K_M as llama.cpp's quantizer writes it is 4.92 GB: the recipe's bytes agree within 1%.
+    expect(Math.abs(f16.weightBytes / 4.92e9 - 1)).toBeLessThan(0.01);
   });
   it('exits 2 with a one-line usage error for a bad flag, and exit 1 naming a missing model', () => {
     const bad = runSparq('bench', '--threads', 'two');

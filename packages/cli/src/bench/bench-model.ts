@@ -3,11 +3,13 @@
  * random-weight llama-shaped one written to a temporary directory (the speed of
  * a forward step depends on shapes and types, not on the weights' values).
  */
-import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, MODEL_SHAPES, randomLlama, shapeFile, withGGUF, writeRandomGGUF, writeShapeGGUF, type GGUFFileType, type RandomModelOptions, type ShapeName, type ShapeWeights } from '@sparq/llm';
+import type { Engine, KVDType } from '@sparq/core';
+import { GGUF_FILE_TYPES, MODEL_SHAPES, randomLlama, scratchBytes, sessionKvBytes, shapeFile, withGGUF, writeRandomGGUF, writeShapeGGUF, type GGUFFileType, type RandomModelOptions, type ShapeName, type ShapeWeights } from '@sparq/llm';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { llamaCppKvBytes } from './end-to-end.ts';
+import { PREFILL_CHUNK } from './sparq-e2e.ts';
 
 /** The generated model's shape: the issue's measurements (16 heads of 128, Q8_0); 2 layers keep it quick. */
 export const FULL_SHAPE = { dim: 2048, hiddenDim: 5632, nLayers: 2, nHeads: 16, nKvHeads: 16 } as const;
@@ -61,6 +63,32 @@ export const DEFAULT_SHAPE_DIR = join(tmpdir(), 'sparq-shapes');
  * `dir`: reused when a file of that name and the expected size is there, else written (the
  * reference backend quantizes the row pools). Kept after the run: the files are large.
  */
+/** The whole model's memory at one context length and KV type, for sparq (its SparQ layout) and llama.cpp (K and V rows). */
+export interface WholeModelMemory {
+  S: number;
+  kv: KVDType;
+  weightBytes: number;
+  sparqKvBytes: number;
+  scratchBytes: number;
+  sparqTotal: number;
+  llamaCppKvBytes: number;
+  llamaCppTotal: number;
+}
+
+/**
+ * What a --shape slice stands for: every layer of the model at context S (S positions) with KV type
+ * `kv`: weights (the whole file), the KV cache (sparq: kvCacheBytes of the 'k-twice' layout SparQ
+ * runs, with core's default kT for the type; llama.cpp: K and V rows) and sparq's scratch
+ * (memory-plan.ts) on `threads` threads.
+ */
+export function wholeModelMemory(name: ShapeName, weights: ShapeWeights, S: number, kv: KVDType, threads: number): WholeModelMemory {
+  const { config: c, bytes } = shapeFile(MODEL_SHAPES[name], { weights });
+  const sparqKvBytes = sessionKvBytes(c, S, kv, 'k-twice');
+  const scratch = scratchBytes(c, S, PREFILL_CHUNK, threads);
+  const llamaKv = llamaCppKvBytes(c, kv, S);
+  return { S, kv, weightBytes: bytes, sparqKvBytes, scratchBytes: scratch, sparqTotal: bytes + sparqKvBytes + scratch, llamaCppKvBytes: llamaKv, llamaCppTotal: bytes + llamaKv };
+}
+
 export function shapeModel(name: ShapeName, layers: number, weights: ShapeWeights, dir: string, quantizer: Engine, log: (line: string) => void): BenchModel & { reused: boolean; fileBytes: number } {
   const shape = MODEL_SHAPES[name];
   const file = shapeFile(shape, { layers, weights });

@@ -63,7 +63,7 @@ export interface EndToEndRow {
 }
 
 /** llama.cpp's KV cache: K and V rows (as ggml stores them) of every layer and KV head, for `positions` positions. */
-export function llamaCppKvBytes(c: ModelConfig, kv: KVDType, positions: number): number {
+export function llamaCppKvBytes(c: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'headDim'>, kv: KVDType, positions: number): number {
   return positions * c.nLayers * c.nKvHeads * 2 * kvRowBytes(kv, c.headDim);
 }
 

@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { markdownTable, type Align, type Cell } from '../report/markdown-table.ts';
 import { lineChart, type ChartOptions, type Series } from '../report/svg-chart.ts';
+import type { WholeModelMemory } from './bench-model.ts';
 import type { EndToEndRow } from './end-to-end.ts';
 import type { KernelRow } from './kernel-sweep.ts';
 import type { MachineInfo } from './machine.ts';
@@ -22,6 +23,8 @@ export interface BenchResults {
   bandwidth: { threads: number; gbPerS: number }[];
   kernels: KernelRow[];
   model: { source: 'generated' | 'shape' | 'file'; description: string; weightBytes: number } | null;
+  /** --shape: the whole model's memory at each end-to-end S and KV type (what the slice stands for). */
+  wholeModel: WholeModelMemory[];
   endToEnd: EndToEndRow[];
   llamaCpp: { status: 'ran' | 'absent' | 'disabled' | 'skipped'; reason?: string; version?: string };
 }
@@ -86,6 +89,13 @@ export function markdownReport(res: BenchResults): string {
     parts.push(`## End to end: ${res.model.description}\n`);
     parts.push(`Prefill of S prompt tokens, then decode steps at context S (fastest repetition; llama.cpp: the faster of flash attention on and off, per metric). SparQ rows share sparq's prefill and memory. KV MiB: the cache each system allocated; peak RSS: the process's during the system's runs (weights included), RSS before: at their start.\n`);
     parts.push(endToEndTable(res.endToEnd));
+  }
+  if (res.wholeModel.length > 0) {
+    parts.push(`\n## Memory of the whole model (every layer), projected\n`);
+    parts.push(`Weights: the whole file of this shape; sparq's KV: the SparQ layout (K rows, K transposed, V rows; core's kvCacheBytes), scratch: memory-plan.ts's bound; llama.cpp's KV: K and V rows.\n`);
+    const gib = (b: number) => f(b / 2 ** 30, 2);
+    const out = res.wholeModel.map((m) => [m.S, m.kv, gib(m.weightBytes), gib(m.sparqKvBytes), gib(m.scratchBytes), gib(m.sparqTotal), gib(m.llamaCppKvBytes), gib(m.llamaCppTotal), `${f(m.sparqKvBytes / m.llamaCppKvBytes, 2)}x`]);
+    parts.push(markdownTable(['S', 'KV', 'weights GiB', 'sparq KV GiB', 'sparq scratch GiB', 'sparq total GiB', 'llama.cpp KV GiB', 'llama.cpp total GiB', 'KV vs llama.cpp'], out, ['right', 'left', ...Array<Align>(7).fill('right')]));
   }
   return parts.join('\n') + '\n';
 }

@@ -15,7 +15,7 @@ import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlags } from '../flags.ts';
 import { measureReadBandwidth, PROBE_BYTES, releaseProbeBuffer } from '../bench/bandwidth.ts';
-import { DEFAULT_SHAPE_DIR, FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, shapeModel, type BenchModel } from '../bench/bench-model.ts';
+import { DEFAULT_SHAPE_DIR, FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, shapeModel, wholeModelMemory, type BenchModel } from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
 import { BENCH_FLAGS, SHAPE_LAYERS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
 import { kernelSweep, sweepMethods } from '../bench/kernel-sweep.ts';
@@ -98,7 +98,7 @@ export const benchCommand: Command = {
     const results: BenchResults = {
       command: `sparq bench ${argv.join(' ')}`.trim(), date: new Date().toISOString(), machine: machineInfo(), nativeKernel: native?.kernel ?? null,
       options: { ...s, threads, backends: sweepEngines.map((e) => e.name), sweepHeadDim: SWEEP_HEAD_DIM },
-      bandwidth: [], kernels: [], model: null, endToEnd: [], llamaCpp: { status: s.e2e ? 'disabled' : 'skipped' },
+      bandwidth: [], kernels: [], model: null, wholeModel: [], endToEnd: [], llamaCpp: { status: s.e2e ? 'disabled' : 'skipped' },
     };
     try {
       if (s.e2e) {
@@ -114,6 +114,8 @@ export const benchCommand: Command = {
           model = generatedModel(quantizer, s.quick ? QUICK_SHAPE : FULL_SHAPE, positions(Math.max(...s.e2eSeqs)));
         }
         results.model = { source: model.source, description: model.description, weightBytes: model.weightBytes };
+        const shape = s.shape;
+        if (shape) results.wholeModel = s.e2eSeqs.flatMap((S) => s.e2eKv.map((kv) => wholeModelMemory(shape.name, shape.weights, S, kv, Math.max(...threads))));
       }
       // Everything that can fail on the inputs fails before the slow parts.
       const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
