@@ -146,6 +146,7 @@ describe('sparq bench flags', () => {
     [['--weights', 'q8_0'], '--weights needs --shape'],
     [['--e2e-kv', 'q5_0'], '--e2e-kv q5_0, expected one of f32, f16, q8_0, q4_0'],
     [['--groups', '0'], '--groups 0, expected integers in [1, 64]'],
+    [['--llama-flash', 'auto'], '--llama-flash auto, expected one of on, off, both'],
   ])('%j: %s', (argv, message) => {
     expect(() => settings(...argv)).toThrow(UsageError);
     expect(() => settings(...argv)).toThrow(message);
@@ -157,6 +158,7 @@ describe('sparq bench flags', () => {
     expect(settings().e2eKv).toEqual(['f16']);
     expect(settings('--e2e-kv', 'f16,q8_0').e2eKv).toEqual(['f16', 'q8_0']);
     expect(settings().groups).toEqual([1, 4, 8]);
+    expect([settings().llamaFlash, settings('--llama-flash', 'on').llamaFlash]).toEqual([[true, false], [true]]);
   });
   it('projects the whole model\'s memory: Llama 3 8B at 128k needs 16 GiB of KV in llama.cpp with f16, 8.5 GiB with q8_0 (the issue\'s figures)', () => {
     const f16 = wholeModelMemory('llama3-8b', 'q4_k_m', 131072, 'f16', 2);

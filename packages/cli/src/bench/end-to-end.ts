@@ -28,6 +28,8 @@ export interface EndToEndOptions {
   seqs: readonly number[];
   /** KV types: each S runs with each, in both engines. */
   kv: readonly KVDType[];
+  /** llama.cpp's flash attention settings (LlamaCppRunOptions.flash). */
+  llamaFlash?: readonly boolean[];
   /** Decode steps timed per method. */
   steps: number;
   reps: number;
@@ -102,7 +104,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
           sparqRuns.push(s);
           o.log(`e2e sparq ${label}: prefill ${tokS(S, s.prefillMs)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${tokS(1, s.decodeMs[i])}`).join(', ')} tok/s; KV ${mib(s.kvBytes)}, peak RSS ${mib(s.peakRssBytes)}`);
           if (o.llamaCpp) {
-            const l = await o.llamaCpp.run(tokens, S, o.steps, threads, { kv, onProgress: (p) => o.onProgress?.(`llama.cpp ${label}`, p) });
+            const l = await o.llamaCpp.run(tokens, S, o.steps, threads, { kv, flash: o.llamaFlash, onProgress: (p) => o.onProgress?.(`llama.cpp ${label}`, p) });
             llamaRuns.push(l);
             o.log(`e2e llama.cpp ${label}: prefill ${tokS(S, l.prefillMs)} tok/s, decode ${tokS(1, l.decodeMs[0])} tok/s; KV ${mib(llamaCppKvBytes(c, kv, l.contextSize))}, peak RSS ${mib(l.peakRssBytes)}${l.failed.length ? ` (${l.failed.join('; ')})` : ''}`);
           }

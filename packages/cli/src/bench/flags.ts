@@ -14,7 +14,7 @@ export const BENCH_FLAGS = {
   layout: { type: 'string' }, heads: { type: 'string' }, decode: { type: 'string' }, reps: { type: 'string' },
   time: { type: 'string' }, 'no-llama-cpp': { type: 'boolean' }, 'no-kernels': { type: 'boolean' }, 'no-e2e': { type: 'boolean' },
   json: { type: 'boolean' }, shape: { type: 'string' }, layers: { type: 'string' }, weights: { type: 'string' }, 'shape-dir': { type: 'string' },
-  'e2e-kv': { type: 'string' }, groups: { type: 'string' },
+  'e2e-kv': { type: 'string' }, groups: { type: 'string' }, 'llama-flash': { type: 'string' },
 } as const;
 
 type Values = { [K in keyof typeof BENCH_FLAGS]?: (typeof BENCH_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
@@ -46,6 +46,8 @@ export interface BenchSettings {
   reps: number;
   timeMs: number;
   llamaCpp: boolean;
+  /** llama.cpp's flash attention settings to run (the faster counts, per metric); default both. */
+  llamaFlash: boolean[];
   kernels: boolean;
   e2e: boolean;
   json: boolean;
@@ -113,6 +115,7 @@ export function benchSettings(values: Values): BenchSettings {
     reps: number('reps', values.reps, 1, isInt(1, 100), 'an integer in [1, 100]'),
     timeMs: number('time', values.time, quick ? 30 : 500, isInt(1, 600_000), 'milliseconds, an integer in [1, 600000]'),
     llamaCpp: !values['no-llama-cpp'],
+    llamaFlash: { on: [true], off: [false], both: [true, false] }[oneOf('llama-flash', ['on', 'off', 'both'] as const)(values['llama-flash'] ?? 'both')],
     kernels,
     e2e,
     json: !!values.json,

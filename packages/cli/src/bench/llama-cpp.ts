@@ -19,6 +19,8 @@ import type { SystemTiming } from './sparq-e2e.ts';
 export interface LlamaCppRunOptions {
   /** KV cache type of K and of V (node-llama-cpp's experimentalKvCacheKeyType / ValueType); default f16. */
   kv?: KVDType;
+  /** Flash attention settings to run, default both (on, then off); the faster counts, per metric. */
+  flash?: readonly boolean[];
   /** Called as the prompt goes in (in pieces of PROGRESS_TOKENS). */
   onProgress?: (progress: PrefillProgress) => void;
 }
@@ -98,7 +100,7 @@ export async function openLlamaCpp(path: string, clock: () => number = () => per
       const window = rssWindow();
       const timings: Awaited<ReturnType<typeof runOnce>>[] = [];
       const failed: string[] = [];
-      for (const flashAttention of [true, false]) {
+      for (const flashAttention of options.flash ?? [true, false]) {
         try {
           timings.push(await runOnce(tokens, S, steps, threads, flashAttention, options));
         } catch (error) {

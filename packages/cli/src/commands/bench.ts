@@ -29,7 +29,7 @@ import { PROGRESS_EVERY_MS, progress, rateNote } from '../progress.ts';
 const USAGE = `sparq bench [--model FILE | --shape NAME [--layers N] [--weights W] [--shape-dir DIR]] [--out DIR] [--quick]
              [--threads LIST] [--backend native|reference|all] [--seq LIST] [--e2e-seq LIST] [--kv LIST]
              [--e2e-kv LIST] [--layout LIST] [--heads N] [--groups LIST] [--decode N] [--reps N] [--time MS]
-             [--no-llama-cpp] [--no-kernels] [--no-e2e] [--json]
+             [--llama-flash on|off|both] [--no-llama-cpp] [--no-kernels] [--no-e2e] [--json]
 
 Measures speed on this machine, with the read bandwidth measured in the same run:
   kernels      one decode step of attention (--heads KV heads of dim ${SWEEP_HEAD_DIM}, each with g query heads
@@ -61,6 +61,7 @@ Measures speed on this machine, with the read bandwidth measured in the same run
   --decode N        decode steps timed per method (default 16)
   --reps N          end-to-end repetitions per system; the fastest counts (default 1)
   --time MS         time per kernel measurement (default 500); the median run counts
+  --llama-flash F   llama.cpp's flash attention: on, off or both (default; the faster counts, per metric)
   --no-llama-cpp    skip llama.cpp;  --no-kernels, --no-e2e skip a part
   --json            the JSON document on stdout instead of the Markdown`;
 
@@ -153,7 +154,7 @@ export const benchCommand: Command = {
         releaseProbeBuffer(); // 1 GiB that would count in both engines' resident memory
         log(`end to end on ${model.description} (backend ${lm.backend})`);
         const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
-        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, kv: s.e2eKv, steps, reps: s.reps, bandwidth, log,
+        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, kv: s.e2eKv, llamaFlash: s.llamaFlash, steps, reps: s.reps, bandwidth, log,
           onProgress: (what, p) => {
             if (p.total > PREFILL_CHUNK) bar.update(p.done, p.total, `${what}: ${rateNote(p)}`);
             if (p.done === p.total) bar.end();
