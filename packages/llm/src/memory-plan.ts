@@ -16,8 +16,9 @@
  * The check compares weights + KV + scratch with the memory the process may
  * use (the cgroup limit where one is set, else the machine's RAM).
  */
-import { SparqRangeError, kvCacheBytes, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, kvCacheBytes, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
 import type { ModelConfig } from './config.ts';
+import { DEFAULT_SESSION_KT } from './forward.ts';
 
 /** Query rows native prefill scores at once per task (attention_ops.cc's kPrefillRows). */
 export const PREFILL_BLOCK_ROWS = 16;
@@ -53,9 +54,9 @@ export function scratchBytes(c: ModelConfig, contextSize: number, prefillChunk: 
   return runStateBytes(c, Math.min(prefillChunk, contextSize)) + threads * 4 * contextSize * (prefillRows + decodeRows);
 }
 
-/** Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes). */
-export function sessionKvBytes(c: ModelConfig, contextSize: number, dtype: KVDType, layout: KVLayout): number {
-  return c.nLayers * kvCacheBytes({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: contextSize, dtype, layout });
+/** Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes), with a session's default K transposed for `dtype` unless `kTDType` says. */
+export function sessionKvBytes(c: ModelConfig, contextSize: number, dtype: KVDType, layout: KVLayout, kTDType: KTDType = DEFAULT_SESSION_KT[dtype]): number {
+  return c.nLayers * kvCacheBytes({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: contextSize, dtype, layout, kTDType });
 }
 
 /** The plan's parts and total. */

@@ -288,7 +288,7 @@ export function checkModelMemory(engine: Engine, path: string, options: ModelOpt
   const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
   const dtype = options.kv ?? DEFAULT_KV_DTYPE;
   const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');
-  const plan = memoryPlan(weightBytes, sessionKvBytes(config, contextSize, dtype, layout), scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads));
+  const plan = memoryPlan(weightBytes, sessionKvBytes(config, contextSize, dtype, layout, options.kt), scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads));
   checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
   return plan;
 }

@@ -47,5 +47,11 @@ export function rssWindow(): RssWindow {
   } catch {
     // Not Linux, or not permitted: no per-window peak.
   }
-  return { startBytes: statusBytes('VmRSS'), peakBytes: () => (reset ? statusBytes('VmHWM') : null) };
+  const startBytes = statusBytes('VmRSS');
+  // The kernel's RSS counters lag by a few pages per thread, so VmHWM can read a few KB under the RSS read just after the reset.
+  const peakBytes = () => {
+    const hwm = reset ? statusBytes('VmHWM') : null;
+    return hwm === null ? null : Math.max(hwm, startBytes ?? 0);
+  };
+  return { startBytes, peakBytes };
 }

@@ -6,7 +6,7 @@
  * V as on the single-K layout. Each method's steps start where the previous
  * one's ended, so its context is S plus a few tokens (a few of S at most).
  */
-import { kvCacheBytes, type KVDType } from '@sparq/core';
+import type { KVDType } from '@sparq/core';
 import { Session, type AttentionConfig, type LanguageModel, type PrefillProgress } from '@sparq/llm';
 import { rssWindow } from './memory.ts';
 
@@ -48,6 +48,6 @@ export function sparqEndToEnd(lm: LanguageModel, tokens: readonly number[], S: n
     for (let i = 0; i < steps; i++) session.decode(tokens[next++]);
     decodeMs.push((performance.now() - t0) / steps);
   }
-  const kvBytes = session.caches.reduce((sum, c) => sum + kvCacheBytes(c.options), 0);
+  const kvBytes = session.kvBytes;
   return { prefillMs, decodeMs, kvBytes, peakRssBytes: window.peakBytes(), startRssBytes: window.startBytes };
 }

@@ -55,7 +55,7 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, productPath, kvDType: kv, kvLayout, checkTensors } = storage(values);
+    const { weights, productPath, kvDType: kv, kTDType: kt, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
 
     const engine = await selectBackend();
@@ -65,7 +65,7 @@ export const generateCommand: Command = {
     const header = readModelPlan(values.model, weights).config;
     const contextSize = clampSteps(steps, contextFlag(values, header.seqLen));
     const wanted = attentionFlags(values, header.headDim, contextSize);
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
     const c = model.config;
     const attention = model.resolveAttention(contextSize, wanted);
     const method = attention.method;
@@ -102,7 +102,8 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kvLayout: session.forward.caches[0].layout,
+      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kt: session.forward.caches[0].kTDType, kvLayout: session.forward.caches[0].layout,
+      kvBytes: session.forward.kvBytes, kvBytesPerPosition: session.forward.kvBytesPerPosition,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
       ...result, text: undefined,
@@ -116,7 +117,7 @@ export const generateCommand: Command = {
       const rate = (n: number) => (n > 0 ? n.toFixed(1) : '-');
       const lines = [
         `model ${values.model}: ${model.model.format}; ${describeConfig(c)}`,
-        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}`,
+        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
         `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (SPEC 3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
