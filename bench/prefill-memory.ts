@@ -3,14 +3,16 @@
  * of S positions (the Llama 3 8B shape's 8 KV heads of 128, one layer), then
  * the last prefill chunk's causal attention (512 query rows of 32 heads over
  * all S positions: the largest a chunked prefill ever runs) and SparQ and
- * dense decode steps. Reports the peak RSS above the filled cache during the
- * attention calls (the kernels' thread-local buffers persist, so each S adds
- * only its growth over the previous one), beside memory-plan.ts's estimate, so
+ * dense decode steps, each S in a fresh process. Reports the RSS the cache
+ * added and the peak RSS above it during the attention calls, beside
+ * memory-plan.ts's bound, so
  * "no S x S buffers" is checked against the process, not the code (an S x S
  * f32 score matrix at 64k would be 16 GiB; 512 x S rows of scores 128 MiB).
  *
- *   pnpm bench:prefill-memory [--seq 32768,65536,131072] [--kv f16] [--threads N]
+ *   pnpm bench:prefill-memory [--seq 32768,65536,131072] [--kv f16]   (SPARQ_THREADS sets the threads)
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KV_DTYPES, Tensor, kvCacheBytes, selectBackend, type KVDType } from '@sparq/core';
 import '@sparq/reference';
@@ -20,33 +22,38 @@ import { randomCache, randomQuery } from '../packages/cli/src/bench/random-cache
 import { rssWindow } from '../packages/cli/src/bench/memory.ts';
 import { PREFILL_CHUNK } from '../packages/cli/src/bench/sparq-e2e.ts';
 
-const { values } = parseArgs({ options: { seq: { type: 'string' }, kv: { type: 'string' }, threads: { type: 'string' } } });
-const seqs = (values.seq ?? '32768,65536,131072').split(',').map(Number);
+const { values } = parseArgs({ options: { seq: { type: 'string' }, kv: { type: 'string' }, one: { type: 'string' } } });
 const kv = (values.kv ?? 'f16') as KVDType;
 if (!KV_DTYPES.includes(kv)) throw new Error(`--kv ${kv}, expected one of ${KV_DTYPES.join(', ')}`);
-const engine = await selectBackend();
-const shape = MODEL_SHAPES['llama3-8b'];
-const c = shapeConfig(shape, 1);
-const threads = engine.info().threads;
+const c = shapeConfig(MODEL_SHAPES['llama3-8b'], 1);
 const mib = (bytes: number | null) => (bytes === null ? '-' : (bytes / 2 ** 20).toFixed(0));
 
-console.log(`backend ${engine.name} (${engine.info().kernel}, ${threads} threads); llama3-8b layer: ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}; KV ${kv} k-twice; prefill chunk ${PREFILL_CHUNK} rows`);
-console.log('| S | KV cache MiB (kvCacheBytes) | prefill chunk: peak RSS above the filled cache MiB | SparQ + dense decode: peak RSS above MiB | scratch estimate (memory-plan.ts, 1 layer) MiB |');
-console.log('| ---: | ---: | ---: | ---: | ---: |');
-// The last chunk of a prefill: its rows are the newest positions, each seeing all before it. Made first, so the windows below see scratch only.
-const q = Tensor.zeros('f32', [PREFILL_CHUNK, c.nHeads, c.headDim]);
-for (let i = 0; i < q.size; i++) q.data[i] = Math.sin(i);
-const att = Tensor.zeros('f32', q.shape);
-const { q: q1, out } = randomQuery(c.nHeads, c.headDim);
-for (const S of seqs) {
+if (values.one) {
+  // The measured process (a fresh one per S, so no buffer of another S is reused): RSS at each stage, as JSON.
+  const S = Number(values.one);
+  const engine = await selectBackend();
+  // The last chunk of a prefill: its rows are the newest positions, each seeing all before it.
+  const q = Tensor.zeros('f32', [PREFILL_CHUNK, c.nHeads, c.headDim]);
+  for (let i = 0; i < q.size; i++) q.data[i] = Math.sin(i);
+  const att = Tensor.zeros('f32', q.shape);
+  const { q: q1, out } = randomQuery(c.nHeads, c.headDim);
+  const start = rssWindow();
   const cache = randomCache(engine, { S, heads: c.nKvHeads, headDim: c.headDim, dtype: kv, layout: 'k-twice' });
-  const filled = rssWindow(); // after the cache is written: what follows is scratch
+  const filled = rssWindow(); // what follows is scratch
   engine.attentionPrefill(att, q, cache, 0);
-  const prefillPeak = filled.peakBytes();
-  const decode = rssWindow();
   engine.sparqDecode(out, q1, cache, defaultAttention('sparq', c.headDim, S));
   engine.attentionDecode(out, q1, cache);
-  const decodePeak = decode.peakBytes();
-  const above = (peak: number | null, base: number | null) => (peak === null || base === null ? null : peak - base);
-  console.log(`| ${S} | ${mib(kvCacheBytes(cache.options))} | ${mib(above(prefillPeak, filled.startBytes))} | ${mib(above(decodePeak, decode.startBytes))} | ${mib(scratchBytes(c, S, PREFILL_CHUNK, threads))} |`);
+  process.stdout.write(JSON.stringify({ S, threads: engine.info().threads, kernel: engine.info().kernel, kvBytes: kvCacheBytes(cache.options), start: start.startBytes, filled: filled.startBytes, peak: filled.peakBytes() }));
+} else {
+  const seqs = (values.seq ?? '32768,65536,131072').split(',').map(Number);
+  console.log(`llama3-8b layer: ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}; KV ${kv} k-twice; prefill chunk ${PREFILL_CHUNK} rows; one fresh process per S`);
+  console.log('| S | KV cache MiB (kvCacheBytes) | RSS added by the cache MiB | peak RSS above the filled cache (prefill chunk, SparQ and dense decode) MiB | scratch bound (memory-plan.ts, 1 layer) MiB |');
+  console.log('| ---: | ---: | ---: | ---: | ---: |');
+  for (const S of seqs) {
+    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--one', String(S), '--kv', kv], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    if (child.status !== 0) throw new Error(`S = ${S}: child failed with status ${child.status}`);
+    const r = JSON.parse(child.stdout);
+    const above = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
+    console.log(`| ${S} | ${mib(r.kvBytes)} | ${mib(above(r.filled, r.start))} | ${mib(above(r.peak, r.filled))} | ${mib(scratchBytes(c, S, PREFILL_CHUNK, r.threads))} |`);
+  }
 }
