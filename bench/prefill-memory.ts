@@ -37,9 +37,9 @@ if (values.one) {
   for (let i = 0; i < q.size; i++) q.data[i] = Math.sin(i);
   const att = Tensor.zeros('f32', q.shape);
   const { q: q1, out } = randomQuery(c.nHeads, c.headDim);
-  const start = rssWindow();
+  const start = await rssWindow();
   const cache = randomCache(engine, { S, heads: c.nKvHeads, headDim: c.headDim, dtype: kv, layout: 'k-twice' });
-  const filled = rssWindow(); // what follows is scratch
+  const filled = await rssWindow(); // what follows is scratch
   engine.attentionPrefill(att, q, cache, 0);
   engine.sparqDecode(out, q1, cache, defaultAttention('sparq', c.headDim, S));
   engine.attentionDecode(out, q1, cache);

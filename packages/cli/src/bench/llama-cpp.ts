@@ -97,7 +97,7 @@ export async function openLlamaCpp(path: string, clock: () => number = () => per
   return {
     version: llama.llamaCppRelease.release,
     async run(tokens, S, steps, threads, options = {}) {
-      const window = rssWindow();
+      const window = await rssWindow();
       const timings: Awaited<ReturnType<typeof runOnce>>[] = [];
       const failed: string[] = [];
       for (const flashAttention of options.flash ?? [true, false]) {

@@ -10,14 +10,21 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
+/** How long V8's background sweeper gets to return freed ArrayBuffers to the OS (1 GiB took one event-loop turn here). */
+const SWEEP_MS = 100;
+
 /**
- * Runs a full garbage collection, so the previous run's buffers (a KV cache of GBs) are gone
- * before the next window opens. V8 exposes gc() only behind --expose-gc; setting the flag at run
- * time makes it available to new contexts.
+ * Runs a full garbage collection, so the previous run's buffers (a KV cache of GBs, the bandwidth
+ * probe's 1 GiB) are gone before the next window opens: gc(), a pause for V8 to free the
+ * ArrayBuffers' memory (it does so off the main thread, after the collection), gc() again. V8
+ * exposes gc() only behind --expose-gc; setting the flag at run time makes it available to new contexts.
  */
-function collectGarbage(): void {
+async function collectGarbage(): Promise<void> {
   setFlagsFromString('--expose-gc');
-  (runInNewContext('gc') as () => void)();
+  const gc = runInNewContext('gc') as () => void;
+  gc();
+  await new Promise((resolve) => setTimeout(resolve, SWEEP_MS));
+  gc();
 }
 
 /** A field of /proc/self/status in bytes (the file gives kB), or null off Linux. */
@@ -38,8 +45,8 @@ export interface RssWindow {
 }
 
 /** Starts measuring the peak RSS from now (after a garbage collection; resets the kernel's high-water mark). */
-export function rssWindow(): RssWindow {
-  collectGarbage();
+export async function rssWindow(): Promise<RssWindow> {
+  await collectGarbage();
   let reset = false;
   try {
     writeFileSync('/proc/self/clear_refs', '5');
