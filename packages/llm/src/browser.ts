@@ -34,6 +34,7 @@ export * from './text-stream.ts';
 export * from './stop-filter.ts';
 export * from './text-session.ts';
 export * from './language-model.ts';
+export * from './memory-plan.ts';
 export * from './generate.ts';
 export * from './generation-limits.ts';
 export * from './utf8.ts';

@@ -67,6 +67,21 @@ export interface SessionOptions {
   caches?: readonly KVCache[];
 }
 
+/** How far a prefill has got: prompt tokens forwarded of those the call forwards, and their rate so far. */
+export interface PrefillProgress {
+  /** Prompt tokens forwarded so far in this call. */
+  done: number;
+  /** Prompt tokens this call forwards. */
+  total: number;
+  /** done over the prefill's time so far (its forward passes only). */
+  tokensPerSecond: number;
+}
+
+/** A PrefillProgress after `ms` milliseconds of forwarding. */
+export function prefillProgress(done: number, total: number, ms: number): PrefillProgress {
+  return { done, total, tokensPerSecond: ms > 0 ? (1000 * done) / ms : 0 };
+}
+
 /**
 /**
  * The transposed K copy each KV type gets (read by SparQ's step 1 only): the most accurate one
@@ -174,11 +189,16 @@ export class Session {
    * layer forwards every row of the last chunk, so the run state's x holds each row's
    * final residual stream (AllLogits scores them all); otherwise the last row's alone.
    */
-  prefill(tokens: readonly number[], options: { allRows?: boolean } = {}): Float32Array {
+  prefill(tokens: readonly number[], options: { allRows?: boolean; onProgress?: (progress: PrefillProgress) => void } = {}): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
     return this.atomically(() => {
       let logits = this.state.logits.data;
-      for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+      const t0 = performance.now();
+      for (let i = 0; i < tokens.length; i += this.state.maxRows) {
+        logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+        const done = Math.min(i + this.state.maxRows, tokens.length);
+        options.onProgress?.(prefillProgress(done, tokens.length, performance.now() - t0));
+      }
       return logits;
     });
   }

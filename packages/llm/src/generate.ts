@@ -11,7 +11,7 @@
  */
 import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
-import type { Session } from './forward.ts';
+import type { PrefillProgress, Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
 import { DEFAULT_PREFILL_CHUNK, renamed } from './options.ts';
 import { TextSession } from './text-session.ts';
@@ -40,6 +40,8 @@ export interface GenerateOptions {
   productPath?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
   onPiece?: (text: string) => void;
+  /** Called after each prefill chunk: tokens done, of the total, and the rate so far. */
+  onProgress?: (progress: PrefillProgress) => void;
   /** What ends the text (generation-limits.ts); default: the model's (GGUF: end-of-generation tokens; llama2.c: also BOS). */
   stop?: StopRule;
   /** Context size: the most positions, at most the model's trained context (the default). */
@@ -74,7 +76,7 @@ export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, pro
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);
-  const run = session.generate(tokens, { temperature: options.temperature, topP: renamed('generate', 'topP', options.topP, 'topp', options.topp), seed: options.seed });
+  const run = session.generate(tokens, { temperature: options.temperature, topP: renamed('generate', 'topP', options.topP, 'topp', options.topp), seed: options.seed, onProgress: options.onProgress });
   for (let piece = run.step(); piece !== null; piece = run.step()) {
     if (!piece) continue;
     text += piece;

@@ -15,3 +15,4 @@ export * from './eval/index.ts';
 export * from './random-model.ts';
 export * from './session-state.ts';
 export * from './retrieval-model.ts';
+export * from './model-shapes.ts';

@@ -41,6 +41,12 @@ export interface ModelOptions {
   fallback?: Engine;
   /** Verify every weight and quantization scale is finite at load (checkTensors), as llama.cpp's --check-tensors. */
   checkTensors?: boolean;
+  /**
+   * The context the model will run (positions, at most its seq_len): with it, openModel refuses before
+   * loading anything a model and context whose weights, KV cache and scratch do not fit the memory
+   * the process has (checkModelMemory), with the bytes it needs and has.
+   */
+  contextSize?: number;
 }
 
 export interface CreateSessionOptions {
@@ -56,7 +62,7 @@ export interface CreateSessionOptions {
   prefillChunk?: number;
 }
 
-const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kt', 'kvLayout', 'attention', 'productPath', 'fallback', 'checkTensors'] as const;
+const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kt', 'kvLayout', 'attention', 'productPath', 'fallback', 'checkTensors', 'contextSize'] as const;
 
 /**
  * Checks a model's options before any file is read, as the CLI checks the

@@ -9,19 +9,24 @@
  * GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
  */
 import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { FormatError, allocBuffer, type Engine } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
-import { GGUF_MAGIC, type GGUFValue } from './gguf-format.ts';
-import { llamaFromGGUF } from './gguf-llama.ts';
+import { GGUF_MAGIC, tensorByteSize, tensorBytes, type GGUFValue } from './gguf-format.ts';
+import { llamaConfigFromGGUF, llamaFromGGUF } from './gguf-llama.ts';
+import type { ModelConfig } from './config.ts';
+import { defaultKVLayout } from './forward.ts';
+import { checkMemory, memoryPlan, scratchBytes, sessionKvBytes, type MemoryPlan } from './memory-plan.ts';
+import { DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK } from './options.ts';
 import { tokenizerFromGGUF } from './gguf-tokenizer.ts';
 import { joinGGUFParts, readGGUF, splitPartNames, type GGUFFile } from './gguf-read.ts';
-import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
+import { layoutGGUF, tensorSpec, type GGUFTensorEntry, type GGUFTensorSpec } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import { LanguageModel, checkModelOptions, type ModelOptions } from './language-model.ts';
-import { buildModel, unsupportedDTypes } from './weights.ts';
+import { buildModel, unsupportedDTypes, type WeightType } from './weights.ts';
 import { checkTensors } from './tensor-check.ts';
 
 export interface ModelFile {
@@ -148,13 +153,31 @@ function asLlama2c<T>(source: ByteSource, read: () => T): T {
  * Returns the file size.
  */
 export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
-  const { header, data, size } = layoutGGUF(metadata, tensors);
+  return writeGGUFStream(path, metadata, tensors.map(tensorSpec), (i, put) => put(tensorBytes(tensors[i].tensor)));
+}
+
+/**
+ * writeGGUFFile with each tensor's bytes made on demand: `fill(i, put)` hands tensor i's bytes
+ * to `put` in order, in as many pieces as it likes (a multi-GB tensor need never be whole in
+ * memory). A tensor given more or fewer bytes than its type and shape take is an error.
+ */
+export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorSpec[], fill: (i: number, put: (bytes: Uint8Array) => void) => void): number {
+  const { header, at, size } = layoutGGUF(metadata, tensors);
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
   const fd = openSync(temp, 'w');
   try {
     try {
       writeAll(fd, header, 0);
-      for (const { at, bytes } of data) writeAll(fd, bytes, at);
+      tensors.forEach(({ name, dtype, shape }, i) => {
+        const bytes = tensorByteSize(dtype, shape.reduce((a, b) => a * b, 1));
+        let written = 0;
+        fill(i, (piece) => {
+          if (written + piece.length > bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given more than its ${bytes} bytes`);
+          writeAll(fd, piece, at[i] + written);
+          written += piece.length;
+        });
+        if (written !== bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given ${written} bytes, expected ${bytes}`);
+      });
       ftruncateSync(fd, size);
     } finally {
       closeSync(fd);
@@ -246,6 +269,7 @@ export function tokenizerBeside(modelPath: string, vocab: number): string {
 /** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
 export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
   checkModelOptions('openModel', options);
+  if (options.contextSize !== undefined) checkModelMemory(engine, path, options);
   const file = readModelFile(path, engine);
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);
@@ -254,4 +278,53 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
   const model = buildModel(runOn, file.loaded, options.weights);
   if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
+}
+
+/** Bytes per element of the matrices converted on load (ModelOptions.weights): f32, Q4_0 blocks, INT4 groups of 32 with f32 scales. */
+const CONVERTED_BYTES: Record<WeightType, number> = { f32: 4, q4_0: 18 / 32, int4: 0.5 + 4 / 32 };
+
+/** A model file's config and the bytes its weights take in memory (as stored, or converted to `weights`), from the header alone. */
+export function readModelPlan(path: string, weights?: WeightType): { config: ModelConfig; weightBytes: number } {
+  const header = readModelHeader(path);
+  const tensors = 'gguf' in header
+    ? header.gguf.tensors.map((t) => ({ elements: t.ne.reduce((a, b) => a * b, 1), rank: t.ne.length, bytes: t.byteSize }))
+    : header.llama2c.regions.map((r) => ({ elements: r.shape.reduce((a, b) => a * b, 1), rank: r.shape.length, bytes: 4 * r.shape.reduce((a, b) => a * b, 1) }));
+  const config = 'gguf' in header ? llamaConfigFromGGUF(header.gguf, path) : header.llama2c.config;
+  // Vectors stay f32 whatever the matrices become.
+  const weightBytes = tensors.reduce((sum, t) => sum + (weights && t.rank > 1 ? t.elements * CONVERTED_BYTES[weights] : t.bytes), 0);
+  return { config, weightBytes };
+}
+
+/**
+ * The memory the process may use: the cgroup's limit where one is set (containers), else the
+ * machine's RAM. Linux cgroup v2 (memory.max), then v1 (memory.limit_in_bytes).
+ */
+export function memoryAvailable(): { bytes: number; source: string } {
+  const ram = { bytes: totalmem(), source: 'os.totalmem()' };
+  for (const file of ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    const limit = Number(text); // 'max' (no limit) gives NaN
+    if (Number.isFinite(limit) && limit > 0 && limit < ram.bytes) return { bytes: limit, source: `cgroup limit ${file}` };
+    return ram;
+  }
+  return ram;
+}
+
+/**
+ * Refuses, before the weights are read, a context that does not fit: weights + KV cache + scratch
+ * (memory-plan.ts) against memoryAvailable(). The context is options.contextSize, at most the model's.
+ */
+export function checkModelMemory(engine: Engine, path: string, options: ModelOptions, available = memoryAvailable()): MemoryPlan {
+  const { config, weightBytes } = readModelPlan(path, options.weights);
+  const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
+  const dtype = options.kv ?? DEFAULT_KV_DTYPE;
+  const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');
+  const plan = memoryPlan(weightBytes, sessionKvBytes(config, contextSize, dtype, layout, options.kt), scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads));
+  checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
+  return plan;
 }

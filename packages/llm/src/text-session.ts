@@ -26,7 +26,7 @@
  */
 import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
-import { Session } from './forward.ts';
+import { Session, prefillProgress, type PrefillProgress } from './forward.ts';
 import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
 import { stops, type StopRule } from './generation-limits.ts';
 import { Sampler } from './sampler.ts';
@@ -57,13 +57,6 @@ export interface TextSessionOptions {
   stop?: StopRule;
 }
 
-export interface PrefillProgress {
-  /** Prompt tokens forwarded so far in this call. */
-  done: number;
-  /** Prompt tokens this call forwards. */
-  total: number;
-}
-
 export interface GenerationOptions {
   /** Most tokens to sample; default: until the end of text or a full context. */
   maxTokens?: number;
@@ -77,7 +70,7 @@ export interface GenerationOptions {
   stop?: string | readonly string[];
   /** Aborting stops generation before its next forward step; the iteration then ends normally with finishReason 'abort'. */
   signal?: AbortSignal;
-  /** Called after each prefill chunk. */
+  /** Called after each prefill chunk: tokens done, of the total, and the rate so far (a progress line, an ETA). */
   onProgress?: (progress: PrefillProgress) => void;
   /** Called with each sampled token's id, before its text is shown (the token that ends the text is not one). */
   onToken?: (token: number) => void;
@@ -449,7 +442,7 @@ export class Generation implements AsyncIterable<string> {
     if (next.done) return this.finish(next.value);
     const s = next.value;
     if (s.kind === 'prefill') {
-      this.options.onProgress?.({ done: s.done, total: s.total });
+      this.options.onProgress?.(prefillProgress(s.done, s.total, this.tally.prefillMs));
       return '';
     }
     this.options.onToken?.(s.token);

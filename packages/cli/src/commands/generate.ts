@@ -7,12 +7,12 @@
  * between two forward steps and still prints the summary (exit 130).
  */
 import { SparqRangeError, selectBackend } from '@sparq/core';
-import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, readTextFile, saveSessionState, type GenerationResult } from '@sparq/llm';
+import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, readModelPlan, readTextFile, saveSessionState, type GenerationResult } from '@sparq/llm';
 import { writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
-import { progress } from '../progress.ts';
+import { PROGRESS_EVERY_MS, progress, rateNote } from '../progress.ts';
 import { RUN_FLAGS, attention as attentionFlags, attentionSettings, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
 
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it. */
@@ -65,11 +65,14 @@ export const generateCommand: Command = {
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors });
-    const c = model.config;
-    const context = contextFlag(values, c.seqLen);
+    // The context from the file's header, so a context that does not fit is refused before the weights load.
+    const header = readModelPlan(values.model, weights).config;
+    const context = contextFlag(values, header.seqLen);
     const contextSize = clampSteps(steps, context);
-    const attention = attentionFlags(values, c.headDim, contextSize);
+    const wanted = attentionFlags(values, header.headDim, contextSize);
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
+    const c = model.config;
+    const attention = wanted;
     const method = attention.method;
     const session = model.createSession({ contextSize, attention: attentionSettings(values) });
     const loaded = values['load-state'];
@@ -87,7 +90,7 @@ export const generateCommand: Command = {
     const interrupt = () => controller.abort();
     // The first Ctrl-C stops between two forward steps; a second one (default handling) kills at once.
     process.once('SIGINT', interrupt);
-    const bar = progress('prefill', process.stderr);
+    const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
     let result: GenerationResult;
     try {
       process.stdout.write(loaded === undefined ? model.detokenize(tokens) : prompt);
@@ -96,8 +99,8 @@ export const generateCommand: Command = {
       const maxTokens = contextSize < context ? contextSize - session.position - tokens.length + 1 : undefined;
       const generation = session.generate(tokens, {
         temperature, topP, seed, maxTokens, stop: values.stop, signal: controller.signal,
-        onProgress: ({ done, total }) => {
-          if (total > DEFAULT_PREFILL_CHUNK) bar.update(done, total, 'tokens');
+        onProgress: (p) => {
+          if (p.total > DEFAULT_PREFILL_CHUNK) bar.update(p.done, p.total, rateNote(p));
         },
       });
       for await (const piece of generation) {
