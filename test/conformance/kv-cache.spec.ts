@@ -12,7 +12,7 @@ import { at, buildCache, shapeArb } from './oracle.ts';
 /** The running mean is a sum of <= 30 f16/f32 values in f64 divided by n: exact to ~1e-15 relative. */
 const TOL_VSUM = 1e-12;
 
-const stored = (c: KVCache, store: Float32Array | Uint16Array, i: number) => (c.dtype === 'f16' ? f16ToF32(store[i]) : store[i]);
+const stored = (c: KVCache, store: ArrayLike<number>, i: number) => (c.dtype === 'f16' ? f16ToF32(store[i]) : store[i]);
 
 forEachBackend('kvAppend', (engine) => {
   opIt(engine, 'kvAppend', 'stores rows, columns and values rounded to the cache dtype, and advances nPast', () => {
