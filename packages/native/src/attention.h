@@ -38,8 +38,11 @@ struct CacheView {
   int32_t* npad = nullptr;
 
   size_t row_bytes() const { return kv_row_bytes(dtype, static_cast<size_t>(d)); }
-  // Bytes of one kT column (capacity positions, whole bytes) and scales per column.
-  size_t kt_col_bytes() const { return (static_cast<size_t>(cap) * kt_bits(kt_dtype) + 7) / 8; }
+  // Bytes of one kT column (core's columnStride: capacity positions, integer codes in whole
+  // 64-position blocks) and scales per column.
+  size_t kt_col_bytes() const {
+    return kt_is_integer(kt_dtype) ? kt_scale_blocks() * KT_BLOCK * kt_bits(kt_dtype) / 8 : static_cast<size_t>(cap) * kt_bits(kt_dtype) / 8;
+  }
   size_t kt_scale_blocks() const { return static_cast<size_t>((cap + KT_BLOCK - 1) / KT_BLOCK); }
   // Row 0 of head h of sequence b in k / v.
   const void* rows(const void* base, int64_t b, int64_t h) const {

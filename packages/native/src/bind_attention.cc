@@ -67,7 +67,7 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
   c.v = buffer(o.Get("v"), heads * cap * row_bytes, row_bits, "v");
   Napi::Value kT = o.Get("kT");
   if (!kT.IsNull() && !kT.IsUndefined()) {
-    const std::string kt_name = o.Get("kTDType").IsUndefined() ? dtype : o.Get("kTDType").ToString().Utf8Value();  // TEMP until h24-ref
+    const std::string kt_name = o.Get("kTDType").ToString().Utf8Value();
     const int kt = name_index(kt_name, {"f32", "f16", "i8", "i4", "i2"});
     if (kt < 0) range_error(env, std::string(op) + ": cache.kTDType " + kt_name + ", expected f32 | f16 | i8 | i4 | i2");
     c.kt_dtype = static_cast<KtType>(kt);

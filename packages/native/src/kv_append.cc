@@ -66,7 +66,8 @@ void put_code(uint8_t* col, int64_t p, int bits, int code) {
 // Block `blk` of the integer columns of (seq, h), from the stored K rows of positions
 // [64 blk, min(64 blk + 64, nPast)): per component, d = f16(amax / qmax) (the division in f64,
 // rounded to f32 and then to f16, as core's f32ToF16 of a number), codes round(x / d) half away
-// from zero in f64, clamped to [-qmax, qmax]; all zero when d is 0.
+// from zero in f64, clamped to [-qmax, qmax]; all zero when d is 0. Every code of the block is
+// written (0 past nPast), so the stored bytes do not depend on how the appends were chunked.
 void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, int64_t blk, std::vector<float>& rows) {
   const size_t d = static_cast<size_t>(c.d);
   const int64_t p0 = blk * KT_BLOCK, p1 = std::min<int64_t>(p0 + KT_BLOCK, c.npast[seq]);
@@ -83,8 +84,8 @@ void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq,
     const uint16_t scale = fp32_to_fp16_ref(static_cast<float>(static_cast<double>(amax) / qmax));
     c.kt_scale[(head + i) * c.kt_scale_blocks() + static_cast<size_t>(blk)] = scale;
     const double step = fp16_to_fp32_ref(scale);
-    for (size_t u = 0; u < m; u++) {
-      const double code = step == 0 ? 0.0 : std::round(static_cast<double>(rows[u * d + i]) / step);
+    for (size_t u = 0; u < static_cast<size_t>(KT_BLOCK); u++) {
+      const double code = u < m && step != 0 ? std::round(static_cast<double>(rows[u * d + i]) / step) : 0.0;
       put_code(col, p0 + static_cast<int64_t>(u), bits, static_cast<int>(std::clamp<double>(code, -qmax, qmax)));
     }
   }
@@ -109,13 +110,7 @@ void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, 
         // Column i of (seq, h) holds component i of every position: the stored key, in the column's type.
         const size_t col = static_cast<size_t>((seq * c.nkv + h) * c.d * c.cap + pos);  // + i * cap
         if (c.kt_dtype == KtType::f16) {
-          // f16 columns beside f16 rows copy their bits; beside f32 rows core allows no f16 columns.
-          uint16_t* cols = static_cast<uint16_t*>(c.kT) + col;
-          if (c.dtype == KvType::f16) {
-            for (size_t i = 0; i < d; i++) cols[i * c.cap] = static_cast<const uint16_t*>(krow)[i];
-          } else {
-            for (size_t i = 0; i < d; i++) cols[i * c.cap] = fp32_to_fp16_ref(kread[i]);
-          }
+          for (size_t i = 0; i < d; i++) static_cast<uint16_t*>(c.kT)[col + i * c.cap] = fp32_to_fp16_ref(kread[i]);
         } else {
           for (size_t i = 0; i < d; i++) static_cast<float*>(c.kT)[col + i * c.cap] = kread[i];
         }
