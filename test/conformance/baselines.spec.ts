@@ -134,7 +134,7 @@ forEachBackend('h2oDecode', (engine) => {
   });
 
   opIt(engine, 'h2oDecode', "in steady state (g 1) reads SPEC 3's 2kd + 2d of K, V, q and y, plus 2k accumulated scores (SPEC models 2S for a dense score vector)", () => {
-    const s = { batch: 1, nKv: 1, g: 1, d: 8, dtype: 'f32' as const, layout: 'k-twice' as const, lens: [40], pads: [0], seed: 7 };
+    const s = { batch: 1, nKv: 1, g: 1, d: 8, dtype: 'f32' as const, kT: 'f32' as const, layout: 'k-twice' as const, lens: [40], pads: [0], seed: 7 };
     const built = buildCache(engine, s);
     const state = new H2OState(built.cache);
     const k = 8;

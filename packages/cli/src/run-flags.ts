@@ -3,8 +3,8 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import type { AttentionMethod, ProductPath, KVDType, KVLayout } from '@sparq/core';
-import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { KT_DTYPES, KV_DTYPES, type AttentionMethod, type ProductPath, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import { ATTENTION_METHODS, DEFAULT_SESSION_KT, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
 import { choice, isInt, number } from './flags.ts';
 
@@ -12,7 +12,7 @@ export const RUN_FLAGS = {
   model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
   temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
   r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
+  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
@@ -46,13 +46,18 @@ export function attention(values: Values, headDim: number, context: number): Att
   };
 }
 
-/** Weight conversion on load, product path for quantized weights, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
-export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
+/**
+ * Weight conversion on load, product path for quantized weights, KV element type, transposed-K type
+ * (undefined: DEFAULT_SESSION_KT of the KV type) and layout (undefined: the method's default), whether
+ * to check the weights at load.
+ */
+export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kvDType: KVDType; kTDType: KTDType | undefined; kvLayout: KVLayout | undefined; checkTensors: boolean } {
   return {
     checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
     productPath: choice<ProductPath>('product', values.product, ['dequant', 'int8'], DEFAULT_PRODUCT_PATH),
-    kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], DEFAULT_KV_DTYPE),
+    kvDType: choice<KVDType>('kv', values.kv, KV_DTYPES, DEFAULT_KV_DTYPE),
+    kTDType: values.kt === undefined ? undefined : choice<KTDType>('kt', values.kt, KT_DTYPES, 'f16'),
     kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], ['k-twice', 'single-k'], 'k-twice'),
   };
 }
@@ -81,7 +86,11 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --product PATH      products with quantized weights (ggml blocks, int4): int8 (default;
                       activations rounded to 8 bits per 32-element block or INT4 group,
                       integer dot products, as llama.cpp) or dequant (weights to f32)
-  --kv TYPE           KV cache element type, f16 (default) or f32
+  --kv TYPE           KV cache element type: f16 (default), f32, q8_0 or q4_0 (ggml blocks;
+                      the head dim must be a multiple of 32)
+  --kt TYPE           SparQ's transposed key copy (k-twice): f32 (f32 KV only), f16, i8, i4
+                      or i2 (codes with a scale per 64 positions); default per KV type:
+                      f32 ${DEFAULT_SESSION_KT.f32}, f16 ${DEFAULT_SESSION_KT.f16}, q8_0 ${DEFAULT_SESSION_KT.q8_0}, q4_0 ${DEFAULT_SESSION_KT.q4_0} (docs/kv-cache.md)
   --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
                       (keys once, 2/3 of the memory; the other methods' default)
   --check-tensors     check every weight and quantization scale is finite at load`;

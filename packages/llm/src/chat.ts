@@ -14,7 +14,7 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
@@ -73,6 +73,8 @@ export interface ChatOptions extends SamplerOptions {
   /** A system message first in the conversation. */
   system?: string;
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kvDType] (forward.ts). */
+  kTDType?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;
 }
@@ -104,7 +106,7 @@ export class Chat {
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, template: ChatTemplate, options: ChatOptions) {
     const context = contextSize(model.config.seqLen, options.context);
-    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath });
+    this.session = new Session(engine, model, { capacity: context, maxPrefill: Math.min(context, 512), attention: options.attention, kvDType: options.kvDType, kTDType: options.kTDType, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.template = template;
     this.sampler = new Sampler(model.config.vocabSize, options);
@@ -181,6 +183,7 @@ export function createChat(lm: LanguageModel, path: string, options: Partial<Cha
     topp: 0.9,
     seed: BigInt(Date.now()),
     kvDType: lm.kv,
+    kTDType: lm.kt,
     kvLayout: lm.kvLayout,
     productPath: lm.productPath,
     ...options,

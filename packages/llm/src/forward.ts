@@ -19,7 +19,7 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { DEFAULT_PRODUCT_PATH, linear } from './linear.ts';
 import { RunState } from './run-state.ts';
@@ -37,6 +37,8 @@ export interface SessionOptions {
   attention: AttentionConfig;
   /** KV element type, default DEFAULT_KV_DTYPE. */
   kvDType?: KVDType;
+  /** Element type of SparQ's transposed K ('k-twice' layout), default DEFAULT_SESSION_KT[kvDType]. */
+  kTDType?: KTDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
@@ -49,6 +51,12 @@ export interface SessionOptions {
  * most 0.02 (dense) / 0.11 (SparQ) on a range of about 40, and the greedy tokens are unchanged.
  */
 export const DEFAULT_KV_DTYPE: KVDType = 'f16';
+
+/**
+ * The transposed K copy each KV type gets (used by SparQ's step 1 only), chosen by measurement
+ * (bench/kt-accuracy.ts; numbers and bytes in docs/kv-cache.md).
+ */
+export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f32', f16: 'f16', q8_0: 'i4', q4_0: 'i2' };
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with
@@ -88,12 +96,29 @@ export class Session {
       throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
     }
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    this.caches = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
+    this.caches = Array.from({ length: c.nLayers }, () => new KVCache(this.cacheOptions(layout)));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
     this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };
     this.attention = options.attention;
+  }
+
+  /** The options of each layer's KV cache. */
+  private cacheOptions(layout: KVLayout): KVCacheOptions {
+    const c = this.model.config;
+    const dtype = this.options.kvDType ?? DEFAULT_KV_DTYPE;
+    return { nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: this.options.capacity, dtype, kTDType: this.options.kTDType ?? DEFAULT_SESSION_KT[dtype], layout };
+  }
+
+  /** Bytes the KV caches of all layers hold (K, K transposed with its scales, V). */
+  get kvBytes(): number {
+    return this.caches.reduce((sum, cache) => sum + cache.byteLength, 0);
+  }
+
+  /** KV bytes per position over all layers (kvBytesPerPosition of each layer's cache). */
+  get kvBytesPerPosition(): number {
+    return this.caches.reduce((sum, cache) => sum + kvBytesPerPosition(cache.options), 0);
   }
 
   /**

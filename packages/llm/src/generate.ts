@@ -9,7 +9,7 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
@@ -26,6 +26,8 @@ export interface GenerateOptions {
   seed: bigint | number;
   attention: AttentionConfig;
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kvDType] (forward.ts). */
+  kTDType?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
@@ -57,7 +59,7 @@ export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, pro
   const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
   if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kTDType: options.kTDType, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);

@@ -4,7 +4,7 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type AttentionMethod, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type AttentionMethod, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import { DEFAULT_PRODUCT_PATH } from './linear.ts';
 import { ATTENTION_METHODS, defaultAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
@@ -23,8 +23,10 @@ export interface ModelOptions {
   tokenizer?: string;
   /** Convert the matrices on load: 'f32', 'q4_0' or 'int4'; default: as the file stores them. */
   weights?: WeightType;
-  /** KV cache element type of sessions, default DEFAULT_KV_DTYPE (f16). */
+  /** KV cache element type of sessions, default DEFAULT_KV_DTYPE (f16); 'q8_0' / 'q4_0' need a head dim that is a multiple of 32. */
   kv?: KVDType;
+  /** Type of SparQ's transposed K copy ('k-twice' layout), default DEFAULT_SESSION_KT[kv] (docs/kv-cache.md). */
+  kt?: KTDType;
   /** KV cache layout of sessions, default defaultKVLayout(attention method). */
   kvLayout?: KVLayout;
   /** Decode attention of sessions, default { method: 'dense' }. */
@@ -48,6 +50,8 @@ export interface CreateSessionOptions {
   attention?: AttentionSettings;
   /** Overrides the model's KV type. */
   kv?: KVDType;
+  /** Overrides the model's transposed-K type. */
+  kt?: KTDType;
   /** Most prompt tokens per forward step (default DEFAULT_PREFILL_CHUNK). */
   prefillChunk?: number;
 }
@@ -62,6 +66,8 @@ export class LanguageModel {
   /** Where the tokenizer came from. */
   readonly tokenizerSource: string;
   readonly kv: KVDType;
+  /** undefined: DEFAULT_SESSION_KT of the session's KV type. */
+  readonly kt: KTDType | undefined;
   readonly kvLayout: KVLayout | undefined;
   readonly attention: AttentionSettings;
   readonly productPath: ProductPath;
@@ -72,6 +78,7 @@ export class LanguageModel {
     this.tokenizer = tokenizer;
     this.tokenizerSource = options.tokenizerSource ?? 'given';
     this.kv = options.kv ?? DEFAULT_KV_DTYPE;
+    this.kt = options.kt;
     this.kvLayout = options.kvLayout;
     this.attention = options.attention ?? {};
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
@@ -117,6 +124,7 @@ export class LanguageModel {
       contextSize,
       attention: this.resolveAttention(contextSize, options.attention),
       kvDType: options.kv ?? this.kv,
+      kTDType: options.kt ?? (options.kv === undefined ? this.kt : undefined),
       kvLayout: this.kvLayout,
       productPath: this.productPath,
       prefillChunk: options.prefillChunk,

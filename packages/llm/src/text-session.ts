@@ -24,7 +24,7 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session } from './forward.ts';
 import { stops, type StopRule } from './generation-limits.ts';
@@ -44,6 +44,8 @@ export interface TextSessionOptions {
   attention: AttentionConfig;
   /** KV cache element type, default 'f32'. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kvDType] (forward.ts). */
+  kTDType?: KTDType;
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
   productPath?: ProductPath;
@@ -161,7 +163,7 @@ export class TextSession {
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
     const chunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
     if (!Number.isInteger(chunk) || chunk < 1) throw new SparqRangeError(`TextSession: prefillChunk ${chunk}, expected an integer >= 1`);
-    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath });
+    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kTDType: options.kTDType, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';

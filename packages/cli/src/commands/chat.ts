@@ -41,7 +41,7 @@ export const chatCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
     const { temperature, topp, seed } = sampling(values, 0.8);
-    const { weights, productPath, kvDType, kvLayout, checkTensors: check } = storage(values);
+    const { weights, productPath, kvDType, kTDType, kvLayout, checkTensors: check } = storage(values);
 
     const engine = await selectBackend();
     const file = readModelFile(values.model, engine);
@@ -54,7 +54,7 @@ export const chatCommand: Command = {
     if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
-      attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, kvLayout, productPath,
+      attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, kTDType, kvLayout, productPath,
     });
     process.stderr.write(`model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`);
 

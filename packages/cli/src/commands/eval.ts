@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
-  ATTENTION_METHODS, COMPRESSION_TARGETS, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
+  ATTENTION_METHODS, COMPRESSION_TARGETS, DEFAULT_SESSION_KT, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
   denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
   type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
 } from '@sparq/llm';
@@ -58,7 +58,7 @@ const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
 
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
            [--task ppl|greedy|stats] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
-           [--weights f32|q4_0|int4] [--kv f32|f16] [--json]
+           [--weights f32|q4_0|int4] [--kv f32|f16|q8_0|q4_0] [--kt f32|f16|i8|i4|i2] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
 sparq eval --from results.json [--out DIR]
@@ -106,7 +106,7 @@ export const evalCommand: Command = {
     const values = parseFlags(argv, {
       model: { type: 'string' }, tokenizer: { type: 'string' }, data: { type: 'string' }, backend: { type: 'string' },
       task: { type: 'string' }, attention: { type: 'string' }, r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' },
-      'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, json: { type: 'boolean' },
+      'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, json: { type: 'boolean' },
       methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
       quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
@@ -140,13 +140,13 @@ export const evalCommand: Command = {
     const onProgress = (label: string, done: number, total: number) => bar.update(done, total, label);
 
     if (values.attention !== undefined) {
-      const { weights, kvDType } = storage(values);
+      const { weights, kvDType, kTDType } = storage(values);
       const lm = weights === undefined ? base : load(weights);
-      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, productPath: EVAL_PRODUCT_PATH };
+      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, kTDType, productPath: EVAL_PRODUCT_PATH };
       const a = attentionFlags(values, c.headDim, ppl.window);
       const one = singleRun(m, a, task ?? 'ppl', tokens, prompts, { ppl, greedy, statsWindows }, onProgress);
       bar.end();
-      const record = { task: task ?? 'ppl', model: modelPath, backend: lm.engine.name, weights: lm.weightType, kv: kvDType, method: a.method, r: a.r, k: a.k, l: a.l, reallocate: a.reallocate, ...one };
+      const record = { task: task ?? 'ppl', model: modelPath, backend: lm.engine.name, weights: lm.weightType, kv: kvDType, kt: kTDType ?? DEFAULT_SESSION_KT[kvDType], method: a.method, r: a.r, k: a.k, l: a.l, reallocate: a.reallocate, ...one };
       if (values.json) process.stdout.write(JSON.stringify(record) + '\n');
       else process.stdout.write(`${configLabel(a)}: ${Object.entries(one).filter(([, v]) => typeof v === 'number').map(([key, v]) => `${key} ${+(v as number).toPrecision(6)}`).join(', ')}\n`);
       return 0;

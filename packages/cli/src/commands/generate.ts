@@ -55,13 +55,13 @@ export const generateCommand: Command = {
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, productPath, kvDType: kv, kvLayout, checkTensors } = storage(values);
+    const { weights, productPath, kvDType: kv, kTDType: kt, kvLayout, checkTensors } = storage(values);
     const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors });
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors });
     const c = model.config;
     const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
     const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));
@@ -99,7 +99,8 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kvLayout: session.forward.caches[0].layout,
+      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kt: session.forward.caches[0].kTDType, kvLayout: session.forward.caches[0].layout,
+      kvBytes: session.forward.kvBytes, kvBytesPerPosition: session.forward.kvBytesPerPosition,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
       ...result, text: undefined,

@@ -18,7 +18,7 @@
  * never touched; H2O keeps its own state per layer on that mirror, evicting
  * as it would along this (dense) trajectory.
  */
-import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, type AttentionOptions } from '@sparq/core';
+import { Engine, H2OState, KVCache, SparqRangeError, SparqTrace, Tensor, f16ToF32, type AttentionOptions } from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
@@ -90,7 +90,9 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   const g = nHeads / nKvHeads;
   const probe = new ProbeEngine(m.engine.backend);
   const session = evalSession(m, defaultAttention('dense', d, p.window), p.window, probe);
-  const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, layout: 'k-twice' }));
+  // The statistics read key rows element by element (keyAt), which block-quantized rows do not allow.
+  if (m.kvDType !== 'f32' && m.kvDType !== 'f16') throw new SparqRangeError(`attentionStatistics: KV type ${m.kvDType}, expected f32 or f16 (the statistics read the cache's rows directly)`);
+  const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, kTDType: m.kTDType, layout: 'k-twice' }));
   const h2o = configs.map((x) => (x.config.method === 'h2o' ? mirrors.map((mirror) => new H2OState(mirror)) : null));
   const sums = configs.map(() => new Sums());
   const sweepCells = sweep.r.flatMap((r) => sweep.k.map((k) => ({ r, k, sum: 0, n: 0 })));
