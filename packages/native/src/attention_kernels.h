@@ -288,30 +288,7 @@ template <class V, class P>
 constexpr size_t qk_head_block() { return f16_on_8_lanes<V, P>() ? 2 : kHeadBlock; }
 template <class P>
 inline size_t tile_rows(size_t d) {
-  // Block rows are decoded into an f32 tile (with_tile), so that is the size that must fit L1.
-  const size_t row = RowTraits<P>::kBlocks ? d * 4 : RowTraits<P>::bytes(d);
-  return std::max<size_t>(16, kTileBytes / row / 16 * 16);  // whole blocks of up to 16 rows
-}
-
-// Calls body(rows, at, known) for a tile of m rows at positions `at` that several head blocks read
-// (`Resident`). Block rows (q8_0, q4_0) are decoded once into a thread-local f32 tile that the
-// f32 kernels then read from L1: decoding a vector takes 3-4 instructions (f16's: one), and done
-// again for every head block of a GQA group it set the pace. Other rows go as they are.
-template <class V, bool Resident, class P, class Body>
-inline void with_tile(P rows, size_t d, Positions at, size_t m, size_t known, Body body) {
-  if constexpr (Resident && RowTraits<P>::kBlocks) {
-    thread_local std::vector<float> tile;
-    tile.resize(m * d);
-    const size_t ahead = gather_ahead_rows<P>(d);
-    for (size_t j = 0; j < m; j++) {
-      if (at.pos && j + ahead < m) V::prefetch_row_l2(row_address(row_at(rows, static_cast<size_t>(at[j + ahead]), d)), RowTraits<P>::bytes(d));
-      const P row = row_at(rows, static_cast<size_t>(at[j]), d);
-      for (size_t i = 0; i < d; i += V::W) V::store(tile.data() + j * d + i, row_load<V>(row + i));  // d: whole blocks of 32
-    }
-    body(static_cast<const float*>(tile.data()), Positions{nullptr, 0}, m);
-  } else {
-    body(rows, at, known);
-  }
+  return std::max<size_t>(16, kTileBytes / (RowTraits<P>::bytes(d)) / 16 * 16);  // whole blocks of up to 16 rows
 }
 
 // Calls body(at, j0, m) for the tiles of rows [j0, j0 + m) (positions `at`); one tile unless
@@ -331,15 +308,12 @@ void qk_tiles(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, 
               float scale) {
   // Heads in blocks of 4 (see qk_head_block), 2, 1, each over the tile while it is in L1.
   for_each_tile<P>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
-    with_tile<V, Resident>(k, d, at, m, n - j0, [&](auto rows, Positions tat, size_t known) {
-      using Q = decltype(rows);
-      float* s = scores + j0;
-      size_t t = 0;
-      if constexpr (qk_head_block<V, Q>() >= 4)
-        for (; t + 4 <= g; t += 4) qk_heads<V, Q, 4, Resident>(s + t * ld, ld, rows, d, tat, m, known, q + t * d, scale);
-      for (; t + 2 <= g; t += 2) qk_heads<V, Q, 2, Resident>(s + t * ld, ld, rows, d, tat, m, known, q + t * d, scale);
-      for (; t < g; t++) qk_heads<V, Q, 1, Resident>(s + t * ld, ld, rows, d, tat, m, known, q + t * d, scale);
-    });
+    float* s = scores + j0;
+    size_t t = 0;
+    if constexpr (qk_head_block<V, P>() >= 4)
+      for (; t + 4 <= g; t += 4) qk_heads<V, P, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t + 2 <= g; t += 2) qk_heads<V, P, 2, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t < g; t++) qk_heads<V, P, 1, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
   });
 }
 
@@ -498,15 +472,12 @@ inline void pv_heads(float* out, P v, size_t d, Positions pos, size_t n, size_t 
 template <class V, class P, bool Resident>
 void pv_tiles(float* out, P v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
   for_each_tile<P>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
-    with_tile<V, Resident>(v, d, at, m, n - j0, [&](auto rows, Positions tat, size_t known) {
-      using Q = decltype(rows);
-      const float* pt = p + j0;
-      const bool more = add || j0 > 0;
-      size_t t = 0;
-      for (; t + 4 <= g; t += 4) pv_heads<V, Q, 4, Resident>(out + t * d, rows, d, tat, m, known, pt + t * ldp, ldp, more);
-      for (; t + 2 <= g; t += 2) pv_heads<V, Q, 2, Resident>(out + t * d, rows, d, tat, m, known, pt + t * ldp, ldp, more);
-      for (; t < g; t++) pv_heads<V, Q, 1, Resident>(out + t * d, rows, d, tat, m, known, pt + t * ldp, ldp, more);
-    });
+    const float* pt = p + j0;
+    const bool more = add || j0 > 0;
+    size_t t = 0;
+    for (; t + 4 <= g; t += 4) pv_heads<V, P, 4, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 2 <= g; t += 2) pv_heads<V, P, 2, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t < g; t++) pv_heads<V, P, 1, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
   });
 }
 

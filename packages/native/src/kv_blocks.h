@@ -110,23 +110,22 @@ inline const void* row_address(const T* p) { return p; }
 template <class B>
 inline const void* row_address(BlockPtr<B> p) { return p.blk; }
 
-// Stored bytes per row of d elements, whether rows are converted on load (f16, blocks), and
-// whether they are ggml blocks.
+// Stored bytes per row of d elements, and whether rows are converted on load (f16, blocks).
 template <class P>
 struct RowTraits;
 template <>
 struct RowTraits<const float*> {
-  static constexpr bool kConverted = false, kBlocks = false;
+  static constexpr bool kConverted = false;
   static constexpr size_t bytes(size_t d) { return d * 4; }
 };
 template <>
 struct RowTraits<const uint16_t*> {
-  static constexpr bool kConverted = true, kBlocks = false;
+  static constexpr bool kConverted = true;
   static constexpr size_t bytes(size_t d) { return d * 2; }
 };
 template <class B>
 struct RowTraits<BlockPtr<B>> {
-  static constexpr bool kConverted = true, kBlocks = true;
+  static constexpr bool kConverted = true;
   static constexpr size_t bytes(size_t d) { return d / QK * B::kBytes; }
 };
 
