@@ -57,6 +57,9 @@ function expectColumns(cache: KVCache, K: Float64Array, b: number, h: number): v
   }
 }
 
+/** 'k-twice' shapes up to 164 positions, so kT blocks fill, spill past 64 and 128 and end part-way. */
+const longArb = fc.tuple(shapeArb, fc.integer({ min: 0, max: 140 })).map(([s, extra]) => ({ ...s, layout: 'k-twice' as const, lens: s.lens.map((n) => n + extra) }));
+
 forEachBackend('kvAppend', (engine) => {
   opIt(engine, 'kvAppend', 'stores rows in the cache dtype (q8_0 / q4_0 rows byte-equal to quantize of the rows) and advances nPast', () => {
     fc.assert(
@@ -88,34 +91,23 @@ forEachBackend('kvAppend', (engine) => {
 
   opIt(engine, 'kvAppend', 'stores K transposed from the stored rows: f32 / f16 values, or integer codes with f16 scales per 64 positions', () => {
     fc.assert(
-      fc.property(
-        shapeArb.map((s) => ({ ...s, layout: 'k-twice' as const })),
-        fc.integer({ min: 0, max: 140 }),
-        (s, extra) => {
-          // Lengths past 64 and 128 too, so blocks fill, spill and end part-way.
-          const long = { ...s, lens: s.lens.map((n) => n + extra), batch: s.batch };
-          const { cache, K } = buildCache(engine, long);
-          for (let b = 0; b < s.batch; b++) for (let h = 0; h < s.nKv; h++) expectColumns(cache, K, b, h);
-        },
-      ),
+      fc.property(longArb, (s) => {
+        const { cache, K } = buildCache(engine, s);
+        for (let b = 0; b < s.batch; b++) for (let h = 0; h < s.nKv; h++) expectColumns(cache, K, b, h);
+      }),
       { numRuns: 40 },
     );
   });
 
   opIt(engine, 'kvAppend', 'writes the same bytes whether tokens come one at a time or all at once', () => {
     fc.assert(
-      fc.property(
-        shapeArb.map((s) => ({ ...s, layout: 'k-twice' as const })),
-        fc.integer({ min: 0, max: 100 }),
-        (s, extra) => {
-          const long = { ...s, lens: s.lens.map((n) => n + extra) };
-          const one = buildCache(engine, long, 1, 1).cache;
-          const all = buildCache(engine, long, 1, 1 << 20).cache;
-          for (const name of ['k', 'kT', 'kTScale', 'v', 'vSum', 'nPast', 'nPad'] as const) {
-            expect(Array.from(one[name] ?? []), name).toEqual(Array.from(all[name] ?? []));
-          }
-        },
-      ),
+      fc.property(longArb, (s) => {
+        const one = buildCache(engine, s, 1, 1).cache;
+        const all = buildCache(engine, s, 1, 1 << 20).cache;
+        for (const name of ['k', 'kT', 'kTScale', 'v', 'vSum', 'nPast', 'nPad'] as const) {
+          expect(Array.from(one[name] ?? []), name).toEqual(Array.from(all[name] ?? []));
+        }
+      }),
       { numRuns: 25 },
     );
   });

@@ -53,10 +53,11 @@ export interface SessionOptions {
 export const DEFAULT_KV_DTYPE: KVDType = 'f16';
 
 /**
- * The transposed K copy each KV type gets (used by SparQ's step 1 only), chosen by measurement
- * (bench/kt-accuracy.ts; numbers and bytes in docs/kv-cache.md).
+ * The transposed K copy each KV type gets (read by SparQ's step 1 only): the most accurate one
+ * within 1.25x llama.cpp's bytes per position at the same KV type (issue 24). f16 + i8 would be
+ * 1.26x, so f16 takes i4 (1.13x). Measured with bench/kt-accuracy.ts; numbers in docs/kv-cache.md.
  */
-export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f32', f16: 'f16', q8_0: 'i4', q4_0: 'i2' };
+export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f16', f16: 'i4', q8_0: 'i4', q4_0: 'i2' };
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with

@@ -29,8 +29,8 @@ function load(model: ToWorker & { type: 'load' }): void {
   const opened = openModelBytes(base, model.model, model.tokenizer);
   const probe = new ProbeEngine(base, opened.config.nLayers);
   // The same weights and tokenizer, on the engine that records queries. The lesson replays steps
-  // from the cache's f32 rows, so the cache is f32 (the engine's default is f16).
-  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource, kv: 'f32' });
+  // from the cache's f32 rows, so the cache is f32 (the engine's default is f16) with K transposed in f32 too.
+  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource, kv: 'f32', kt: 'f32' });
   loaded = { model: language, probe, base };
   last = null;
   const c = opened.config;

@@ -224,8 +224,8 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   };
 }
 
-/** Appends to `mirror` the rows of `cache` it lacks (after emptying it, and calling `onReset`, when `cache` started over). */
-function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onReset: () => void): void {
+/** Appends to `mirror` the rows of `cache` (f32 or f16) it lacks (after emptying it, and calling `onReset`, when `cache` started over). */
+export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onReset: () => void): void {
   const { nKvHeads, headDim: d } = cache;
   if (mirror.nPast[0] > cache.nPast[0]) {
     mirror.reset(0);
