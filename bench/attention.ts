@@ -38,9 +38,10 @@ const SIZES = quick ? [4096, 32768] : [1024, 4096, 16384, 32768, 65536];
 const REF_MAX_S = 4096;
 
 const { available } = await loadBackends();
-const native = available.find((e) => e.name === 'native');
+const found = available.find((e) => e.name === 'native');
 const reference = available.find((e) => e.name === 'reference')!;
-if (!native) throw new Error('bench/attention.ts needs the native backend (pnpm build:native)');
+if (!found) throw new Error('bench/attention.ts needs the native backend (pnpm build:native)');
+const native: Engine = found;
 const raw = loadAddon();
 const addon = attentionAddon(raw);
 const defaultThreads = addon.attnThreads();
@@ -176,17 +177,17 @@ async function quantizedSweep(): Promise<void> {
       for (const S of sizes) {
         const nKv = H / g;
         const kTDType = DEFAULT_SESSION_KT[dtype];
-        const cache = randomCache(native!, { S, heads: nKv, headDim: D, dtype, layout: 'k-twice', kTDType });
+        const cache = randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'k-twice', kTDType });
         const gqaQueries = Array.from({ length: 8 }, (_, i) => randomQuery(H, D, 2 + i));
         let at = 0;
         const time = 1000;
         const dense = () => medianMs('dense', () => {
           const { q, out } = gqaQueries[at++ % gqaQueries.length];
-          native!.attentionDecode(out, q, cache);
+          native.attentionDecode(out, q, cache);
         }, time);
         const sparq = () => medianMs('sparq', () => {
           const { q, out } = gqaQueries[at++ % gqaQueries.length];
-          native!.sparqDecode(out, q, cache, { r: R, k: S / 8, l: 0 });
+          native.sparqDecode(out, q, cache, { r: R, k: S / 8, l: 0 });
         }, time);
         const bytes = 2 * nKv * S * rowBytes[dtype];
         for (const path of paths) {
