@@ -82,9 +82,10 @@ template <class V, int G>
 inline bool pv_prefetch_l2(size_t d) { return G * d >= 32 * static_cast<size_t>(V::W); }
 template <class P>
 inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (RowTraits<P>::bytes(d))); }
-// f16 rows on 8-lane vectors (AVX2): qk takes them in its own shapes (see qk_head_block).
+// Rows converted on load (f16, q8_0, q4_0) on 8-lane vectors (AVX2): qk takes them in its own
+// shapes (see qk_head_block; measured with f16, where the block types follow it).
 template <class V, class P>
-constexpr bool f16_on_8_lanes() { return V::W == 8 && RowTraits<P>::kConverted; }
+constexpr bool converted_on_8_lanes() { return V::W == 8 && RowTraits<P>::kConverted; }
 
 // Calls body(std::integral_constant<size_t, D>) with D = d for the common head sizes (Llama,
 // Mistral, Qwen: 128; small models: 64), so that loops over a row unroll whole and each load
@@ -266,8 +267,8 @@ inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, siz
   }
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
-  // f16 on 8-lane vectors: a block's rows at once also from memory (see qk_head_block).
-  constexpr bool AllRows = Resident || (G >= 2 && f16_on_8_lanes<V, P>());
+  // Converted rows on 8-lane vectors: a block's rows at once also from memory (see qk_head_block).
+  constexpr bool AllRows = Resident || (G >= 2 && converted_on_8_lanes<V, P>());
   const size_t j = qk_run<V, P, R, G, AllRows>(scores, ld, k, d, pos, 0, n, known, q, scale);
   qk_run<V, P, 1, G, AllRows>(scores, ld, k, d, pos, j, n, known, q, scale);
 }
@@ -278,14 +279,14 @@ inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, siz
 constexpr size_t kTileBytes = 16384;
 // Heads per block of registers in qk and pv; more heads than that take tiles.
 constexpr size_t kHeadBlock = 4;
-// qk over f16 rows on 8-lane vectors (AVX2) takes blocks of 2 heads, each over all R rows of its
+// qk over converted rows (f16, blocks) on 8-lane vectors (AVX2) takes blocks of 2 heads, each over all R rows of its
 // block at once (the Resident shape) also when they come from memory; 4 heads take tiles. The
 // fmas per row are the same, with fewer q reloads per converted row vector. Measured on the Zen 4
 // VM, one thread, S = 32k, d 128, against a 32-35 GB/s read probe: groups of 2 heads 22 -> 30.5
 // GB/s (one row after the other: 24.5, both with kHeavyAhead's prefetches), of 4 13 -> 17.5, of
 // 8 6 -> 9. With f32 rows, or 16 lanes, the shape of one row after the other stays faster.
 template <class V, class P>
-constexpr size_t qk_head_block() { return f16_on_8_lanes<V, P>() ? 2 : kHeadBlock; }
+constexpr size_t qk_head_block() { return converted_on_8_lanes<V, P>() ? 2 : kHeadBlock; }
 template <class P>
 inline size_t tile_rows(size_t d) {
   return std::max<size_t>(16, kTileBytes / (RowTraits<P>::bytes(d)) / 16 * 16);  // whole blocks of up to 16 rows
