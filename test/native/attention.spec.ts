@@ -2,7 +2,7 @@
  * Native attention ops vs the reference engine (the oracle), on every kernel path
  * this CPU has (forced with the addon's forceKernelPath test hook), over random
  * shapes: odd d, S = 1, k >= S, r = d, GQA g in {1, 2, 4}, left padding, batch 2
- * with different lengths, f16 and f32, both layouts.
+ * with different lengths, f32 / f16 / q8_0 / q4_0 rows with every kT type they allow, both layouts.
  *
  * Tolerances (named, from the math):
  *   TOL_Y      outputs are convex combinations of V rows; f32 dot products of d terms
@@ -17,12 +17,14 @@
  * Everything else must be exact: i1 (f64 sums in the reference's order), tau, the cache
  * contents after kvAppend (incl. the f64 vSum), H2O's evictions, and AttentionStats.
  */
-import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type Engine, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type Engine, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon, type AttentionAddon } from '../../packages/native/lib/attention-ops.ts';
 import { seeded } from '../conformance/numeric.ts';
+import { kTFor } from '../conformance/oracle.ts';
+import { readKeyComponent } from '../../packages/reference/src/attention/cache-read.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
 const TOL_Y = 1e-5;
@@ -45,6 +47,8 @@ interface Config {
   lens: number[]; // appended tokens per sequence (padding included)
   pads: number[];
   dtype: KVDType;
+  /** K transposed's type ('k-twice'); core's default for the dtype when absent. */
+  kT?: KTDType;
   layout: KVLayout;
   seed: number;
 }
@@ -53,21 +57,31 @@ interface Config {
  * Random shapes. The defaults keep the reference fast; `long` draws the shapes where native
  * splits the work: prefills of more tokens than one block of query rows (kPrefillRows 16 in
  * attention_ops.cc), K / V longer than one 16 KB tile of rows, GQA groups past one block of 4 heads.
+ * Block rows (q8_0, q4_0) take d in whole blocks of 32; integer kT columns longer than 64
+ * positions (several scale blocks, vectors on both sides of a block edge) come with maxLen > 64.
  */
 const configArb = (maxLen = 40, long = false): fc.Arbitrary<Config> =>
-  fc
-    .record({
-      nKv: fc.integer({ min: 1, max: 2 }),
-      g: long ? fc.constantFrom(1, 3, 5, 8) : fc.constantFrom(1, 2, 4),
-      d: long ? fc.constantFrom(31, 64, 128) : fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(16, 33, 64)),
-      batch: fc.integer({ min: 1, max: 2 }),
-      lens: fc.array(fc.integer({ min: 1, max: maxLen }), { minLength: 2, maxLength: 2 }),
-      padFrac: fc.array(fc.double({ min: 0, max: 0.5, noNaN: true }), { minLength: 2, maxLength: 2 }),
-      dtype: fc.constantFrom<KVDType>('f32', 'f16'),
-      layout: fc.constantFrom<KVLayout>('k-twice', 'single-k'),
-      seed: fc.integer({ min: 1, max: 2 ** 30 }),
-    })
-    .map(({ padFrac, ...c }) => ({ ...c, pads: c.lens.map((n, b) => Math.min(n - 1, Math.floor(padFrac[b] * n))) }));
+  fc.constantFrom<KVDType>('f32', 'f16', 'q8_0', 'q4_0').chain((dtype) =>
+    fc
+      .record({
+        nKv: fc.integer({ min: 1, max: 2 }),
+        g: long ? fc.constantFrom(1, 3, 5, 8) : fc.constantFrom(1, 2, 4),
+        d:
+          dtype === 'q8_0' || dtype === 'q4_0'
+            ? fc.constantFrom(32, 64, 128)
+            : long
+              ? fc.constantFrom(31, 64, 128)
+              : fc.oneof(fc.integer({ min: 1, max: 40 }), fc.constantFrom(16, 33, 64)),
+        batch: fc.integer({ min: 1, max: 2 }),
+        lens: fc.array(fc.integer({ min: 1, max: maxLen }), { minLength: 2, maxLength: 2 }),
+        padFrac: fc.array(fc.double({ min: 0, max: 0.5, noNaN: true }), { minLength: 2, maxLength: 2 }),
+        dtype: fc.constant(dtype),
+        kT: fc.constantFrom(...kTFor(dtype)),
+        layout: fc.constantFrom<KVLayout>('k-twice', 'single-k'),
+        seed: fc.integer({ min: 1, max: 2 ** 30 }),
+      })
+      .map(({ padFrac, ...c }) => ({ ...c, pads: c.lens.map((n, b) => Math.min(n - 1, Math.floor(padFrac[b] * n))) })),
+  );
 
 function values(rand: () => number, n: number, scale = 1): Float32Array {
   const a = new Float32Array(n);
@@ -78,7 +92,7 @@ function values(rand: () => number, n: number, scale = 1): Float32Array {
 /** The same cache built by the reference and by native (appended in up to 3 chunks per sequence). */
 function buildPair(c: Config, extra = 0): { ref: KVCache; nat: KVCache; rand: () => number } {
   const rand = seeded(c.seed);
-  const make = () => new KVCache({ nKvHeads: c.nKv, headDim: c.d, capacity: Math.max(...c.lens) + extra + 1, batch: c.batch, dtype: c.dtype, layout: c.layout });
+  const make = () => new KVCache({ nKvHeads: c.nKv, headDim: c.d, capacity: Math.max(...c.lens) + extra + 1, batch: c.batch, dtype: c.dtype, kTDType: c.layout === 'k-twice' ? c.kT : null, layout: c.layout });
   const ref = make();
   const nat = make();
   for (let b = 0; b < c.batch; b++) {
@@ -149,7 +163,6 @@ function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: num
   const i1 = Array.from(trace.i1.subarray((b * nKvHeads + h) * trace.r, (b * nKvHeads + h + 1) * trace.r));
   const first = cache.nPad[b];
   const last = cache.nPast[b];
-  const read = (arr: ArrayLike<number>, at: number) => (cache.dtype === 'f32' ? arr[at] : f16(arr[at]));
   const score = new Map<number, number>();
   for (let t = 0; t < g; t++) {
     const head = h * g + t;
@@ -157,7 +170,7 @@ function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: num
     const logits: number[] = [];
     for (let j = first; j < last; j++) {
       let s = 0;
-      for (const i of i1) s += q.data[(b * q.shape[1] + head) * d + i] * read(cache.k, cache.rowOffset(b, h, j) + i);
+      for (const i of i1) s += q.data[(b * q.shape[1] + head) * d + i] * readKeyComponent(cache, b, h, i, j);
       logits.push(s / tau);
     }
     const m = Math.max(...logits);
@@ -166,15 +179,6 @@ function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: num
     e.forEach((x, idx) => score.set(first + idx, (score.get(first + idx) ?? 0) + x / z));
   }
   return score;
-}
-
-function f16(h: number): number {
-  const s = h & 0x8000 ? -1 : 1;
-  const e = (h >>> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return s * m * 2 ** -24;
-  if (e === 0x1f) return m ? NaN : s * Infinity;
-  return s * (1 + m / 1024) * 2 ** (e - 15);
 }
 
 function runSparq(engine: Engine, cache: KVCache, q: Tensor<'f32'>, params: { r: number; k: number; l: number; reallocate: boolean }) {
@@ -247,14 +251,15 @@ if (!native || !addon) {
         raw!.forceKernelPath(null);
       });
 
-      it('kvAppend writes the same rows, columns and f64 vSum as the reference (bit-exact)', () => {
+      it('kvAppend writes the same rows, columns, kT scales and f64 vSum as the reference (bit-exact)', () => {
         fc.assert(
-          fc.property(configArb(), (c) => {
+          fc.property(fc.oneof(configArb(), configArb(200, true)), (c) => {
             const { ref, nat } = buildPair(c);
             expect(Array.from(nat.nPast)).toEqual(Array.from(ref.nPast));
             expect(nat.k).toEqual(ref.k);
             expect(nat.v).toEqual(ref.v);
             expect(nat.kT).toEqual(ref.kT);
+            expect(nat.kTScale).toEqual(ref.kTScale);
             expect(nat.vSum).toEqual(ref.vSum);
           }),
           { numRuns: RUNS },

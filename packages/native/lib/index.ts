@@ -7,7 +7,6 @@ import { registerBackend, type Backend } from '@sparq/core';
 import { loadAddon } from './addon.ts';
 import { checkKernelRequest, checkNativeEnvironment } from './environment.ts';
 import { attentionOps } from './attention-ops.ts';
-import { withReferenceFallback } from './kv-fallback.ts';
 
 // Thread count and the read-bandwidth probe, for benchmarks (`sparq bench`, bench/*.ts).
 export { loadAddon, type NativeAddon } from './addon.ts';
@@ -32,7 +31,7 @@ export function createNativeBackend(buildDir?: string): Backend {
       return { name: 'native', kernel: info.kernel, threads: addon.attnThreads() as number, details: { features } };
     },
     ...basicOps(addon),
-    ...withReferenceFallback(attentionOps(addon)),
+    ...attentionOps(addon),
   };
 }
 

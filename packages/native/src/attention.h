@@ -2,30 +2,56 @@
 // and the op drivers called by bind_attention.cc after it has re-checked every
 // buffer length. Core has validated shapes, ranges and capacity before that.
 //
-// Cache layout (packages/core/src/kv-cache.ts), element = float or f16 bits:
-//   k, v (batch, nKv, capacity, d)   kT (batch, nKv, d, capacity) or null ('single-k')
+// Cache layout (packages/core/src/kv-cache.ts; kv_blocks.h for the quantized types):
+//   k, v (batch, nKv, capacity, row)  a row: d floats, d f16, or d / 32 q8_0 / q4_0 blocks
+//   kT (batch, nKv, d, column) or null ('single-k')  a column: capacity f32 / f16 / integer codes
+//   kTScale (batch, nKv, d, ceil(capacity / 64)) f16, integer kT only
 //   vSum (batch, nKv, d) f64         nPast, nPad (batch) i32
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "kv_blocks.h"
+
 namespace sparq {
+
+// One (sequence, KV head)'s columns of K transposed: column i at codes + i * col_bytes, its
+// scales (integer types) at scales + i * scale_blocks.
+struct KtHead {
+  const void* codes;
+  const uint16_t* scales;
+  KtType type;
+  size_t col_bytes, scale_blocks;
+};
 
 // One layer's KV cache as raw pointers (zero-copy views of the JS typed arrays).
 struct CacheView {
-  bool f16 = false;
+  KvType dtype = KvType::f32;
+  KtType kt_dtype = KtType::f32;
   int64_t batch = 0, nkv = 0, d = 0, cap = 0;
   void* k = nullptr;
   void* kT = nullptr;  // null for the 'single-k' layout
+  uint16_t* kt_scale = nullptr;  // integer kT only
   void* v = nullptr;
   double* vsum = nullptr;
   int32_t* npast = nullptr;
   int32_t* npad = nullptr;
 
-  size_t elem_size() const { return f16 ? 2 : 4; }
-  // Row 0 of head h of sequence b in k / v; column 0 of that head in kT.
+  size_t row_bytes() const { return kv_row_bytes(dtype, static_cast<size_t>(d)); }
+  // Bytes of one kT column (core's columnStride: capacity positions, integer codes in whole
+  // 64-position blocks) and scales per column.
+  size_t kt_col_bytes() const {
+    return kt_is_integer(kt_dtype) ? kt_scale_blocks() * KT_BLOCK * kt_bits(kt_dtype) / 8 : static_cast<size_t>(cap) * kt_bits(kt_dtype) / 8;
+  }
+  size_t kt_scale_blocks() const { return static_cast<size_t>((cap + KT_BLOCK - 1) / KT_BLOCK); }
+  // Row 0 of head h of sequence b in k / v.
   const void* rows(const void* base, int64_t b, int64_t h) const {
-    return static_cast<const char*>(base) + static_cast<size_t>(((b * nkv + h) * cap) * d) * elem_size();
+    return static_cast<const char*>(base) + static_cast<size_t>((b * nkv + h) * cap) * row_bytes();
+  }
+  KtHead kt_head(int64_t b, int64_t h) const {
+    const size_t head = static_cast<size_t>(b * nkv + h) * static_cast<size_t>(d);
+    return KtHead{static_cast<const char*>(kT) + head * kt_col_bytes(), kt_scale ? kt_scale + head * kt_scale_blocks() : nullptr,
+                  kt_dtype, kt_col_bytes(), kt_scale_blocks()};
   }
   int64_t nvalid(int64_t b) const { return npast[b] > npad[b] ? npast[b] - npad[b] : 0; }
 };
@@ -47,25 +73,25 @@ struct SparqTraceView {
 
 // ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc) ----
 // `pos` null means the contiguous positions first .. first + n - 1, else pos[0..n).
-// K / V pointers are a head's row 0 (element type by `f16`).
+// K / V pointers are a head's row 0 (element type by `type`).
 // Entries past filter_ge's cap that its vector stores may write (one AVX-512 vector of int32).
 constexpr size_t kFilterSlack = 16;
 
 struct AttnKernels {
   const char* name;
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
-  void (*qk)(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
+  void (*qk)(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
              const float* q, size_t g, float scale);
   // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d); with `add`, out's
   // values are the sums of earlier rows and these rows' terms continue them).
-  void (*pv)(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
+  void (*pv)(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
              size_t ldp, size_t g, bool add);
   // SparQ step 1 from K transposed: logits[t * ld + j] = f32((sum_c qs[t * r + c] * kT[i1[c]][first + j]) / tau[t]),
   // the sum in f32, the division in f64; mx[t] = the max of head t's logits (NaN skipped; -inf if none).
-  void (*qk_cols)(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
+  void (*qk_cols)(float* logits, size_t ld, const KtHead& kT, const int32_t* i1, size_t r,
                   int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
   // The same from K rows (single-k layout): a strided gather of the i1 components of each row.
-  void (*qk_gather)(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r,
+  void (*qk_gather)(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r,
                     int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
   float (*max)(const float* x, size_t n);
   // sum of exp(x - m) (accumulated in f64); x <- exp(x - m) in place when `store`.

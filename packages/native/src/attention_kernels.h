@@ -28,9 +28,9 @@ struct Positions {
   int64_t operator[](size_t j) const { return pos ? pos[j] : first + static_cast<int64_t>(j); }
 };
 
-template <class V, class T>
-inline typename V::F load_n(const T* p, size_t avail) {
-  return avail >= static_cast<size_t>(V::W) ? V::load(p) : V::load_part(p, avail);
+template <class V, class P>
+inline typename V::F load_n(P p, size_t avail) {
+  return avail >= static_cast<size_t>(V::W) ? row_load<V>(p) : row_load_part<V>(p, avail);
 }
 
 // Contiguous K / V rows are read as one long stream. On an AMD EPYC (Zen 4) the hardware
@@ -54,13 +54,13 @@ constexpr size_t kColsAhead = 2048;
 // with L1 prefetches 8 rows ahead, 12.5 GB/s into L2 (4-16 KB ahead alike); 256-byte rows
 // 11.1 GB/s 8 rows ahead, 16.2 GB/s 32 rows (8 KB) ahead.
 constexpr size_t kGatherAhead = 8192;
-template <class T>
+template <class P>
 inline size_t gather_ahead_rows(size_t d) {
-  return std::max<size_t>(8, kGatherAhead / (d * sizeof(T)));
+  return std::max<size_t>(8, kGatherAhead / (RowTraits<P>::bytes(d)));
 }
-template <class T>
+template <class P>
 inline size_t stream_ahead_rows(size_t d) {
-  const size_t row = d * sizeof(T);
+  const size_t row = RowTraits<P>::bytes(d);
   return row >= kStreamAhead ? 1 : (kStreamAhead + row - 1) / row;
 }
 // A GQA group's G heads give each row G times the arithmetic of one head. Past some work per row
@@ -80,11 +80,12 @@ template <class V, int G>
 constexpr bool qk_prefetch_l2() { return G * 16 >= 4 * V::W; }
 template <class V, int G>
 inline bool pv_prefetch_l2(size_t d) { return G * d >= 32 * static_cast<size_t>(V::W); }
-template <class T>
-inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (d * sizeof(T))); }
-// f16 rows on 8-lane vectors (AVX2): qk takes them in its own shapes (see qk_head_block).
-template <class V, class T>
-constexpr bool f16_on_8_lanes() { return V::W == 8 && sizeof(T) == 2; }
+template <class P>
+inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (RowTraits<P>::bytes(d))); }
+// Rows converted on load (f16, q8_0, q4_0) on 8-lane vectors (AVX2): qk takes them in its own
+// shapes (see qk_head_block; measured with f16, where the block types follow it).
+template <class V, class P>
+constexpr bool converted_on_8_lanes() { return V::W == 8 && RowTraits<P>::kConverted; }
 
 // Calls body(std::integral_constant<size_t, D>) with D = d for the common head sizes (Llama,
 // Mistral, Qwen: 128; small models: 64), so that loops over a row unroll whole and each load
@@ -105,14 +106,14 @@ inline void with_head_size(size_t d, Body body) {
 // Inlined into qk_run's loop over blocks, which (like pv_pass) is not inlined further: inlined into
 // qk / pv, GCC 12 made the dense decode loop about 20% slower (f32, S = 32k, one thread, 25 against
 // 32 ms per step on the Zen 4 VM).
-template <class V, class T, int R, int G, bool Resident>
-__attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j0, const float* q,
+template <class V, class P, int R, int G, bool Resident>
+__attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P k, size_t d, Positions pos, size_t j0, const float* q,
                      float scale) {
   using F = typename V::F;
   F acc[R * G];
-  const T* row[R];
+  P row[R];
   for (int r = 0; r < R; r++) {
-    row[r] = k + static_cast<size_t>(pos[j0 + r]) * d;
+    row[r] = row_at(k, static_cast<size_t>(pos[j0 + r]), d);
     for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
   }
   const size_t full = d - d % V::W;  // whole vectors; a partial one (d % W lanes) after them
@@ -130,8 +131,8 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
         for (int t = 0; t < G; t++) acc[r * G + t] = V::fma(x, qv[t], acc[r * G + t]);
       }
     };
-    for (size_t i = 0; i < full; i += V::W) step(i, [](const auto* x) { return V::load(x); });
-    if (full < d) step(full, [&](const auto* x) { return V::load_part(x, d - full); });
+    for (size_t i = 0; i < full; i += V::W) step(i, [](auto x) { return row_load<V>(x); });
+    if (full < d) step(full, [&](auto x) { return row_load_part<V>(x, d - full); });
   } else {
     // Rows from memory: one whole row after the other, its vectors' fmas in K chains per head: two
     // for one head (one chain of 8 dependent fmas a row left f32 qk at 12 GB/s, four measured 19),
@@ -142,7 +143,7 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
     // (best of 8): f32 16.5 -> 22 GB/s, f16 19 -> 31.5; GQA groups of 2: 10 -> 27 (f32), 16 -> 31
     // (f16); of 4: 13 -> 18, 11 -> 15. Before: sub-blocks of 4 rows interleaved vector by vector
     // over a loop of runtime length, with software prefetches (without them it was slower still).
-    constexpr int K = G >= 3 || (G == 2 && sizeof(T) == 2) ? 1 : 2;
+    constexpr int K = G >= 3 || (G == 2 && RowTraits<P>::kConverted) ? 1 : 2;
     auto rows = [&](auto dc) {
       constexpr size_t DC = decltype(dc)::value;
       const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
@@ -158,19 +159,19 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
         for (; i + K * V::W <= whole; i += K * V::W) {
 #pragma GCC unroll 16
           for (int c = 0; c < K; c++) {
-            const F x = V::load(row[r] + i + c * V::W);
+            const F x = row_load<V>(row[r] + (i + c * V::W));
 #pragma GCC unroll 16
             for (int t = 0; t < G; t++) part[c][t] = V::fma(x, V::load(q + t * dd + i + c * V::W), part[c][t]);
           }
         }
 #pragma GCC unroll 16
         for (; i < whole; i += V::W) {
-          const F x = V::load(row[r] + i);
+          const F x = row_load<V>(row[r] + i);
 #pragma GCC unroll 16
           for (int t = 0; t < G; t++) part[0][t] = V::fma(x, V::load(q + t * dd + i), part[0][t]);
         }
         if (i < dd) {
-          const F x = V::load_part(row[r] + i, dd - i);
+          const F x = row_load_part<V>(row[r] + i, dd - i);
 #pragma GCC unroll 16
           for (int t = 0; t < G; t++) part[K - 1][t] = V::fma(x, V::load_part(q + t * dd + i, dd - i), part[K - 1][t]);
         }
@@ -204,23 +205,23 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, co
 }
 
 // Blocks of R rows from j while they fit in n; returns the first row not done.
-template <class V, class T, int R, int G, bool Resident>
-__attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t j, size_t n, size_t known,
+template <class V, class P, int R, int G, bool Resident>
+__attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d, Positions pos, size_t j, size_t n, size_t known,
                                         const float* q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
-  const size_t ahead = heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t ahead = heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
     if (pos.pos) {
       for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
-        V::prefetch_row_l2(k + static_cast<size_t>(pos[j + 2 * R + r]) * d, d * sizeof(T));
+        V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos[j + 2 * R + r]), d)), RowTraits<P>::bytes(d));
     } else if (stream && j + ahead + R <= known) {
-      const T* next = k + static_cast<size_t>(pos[j + ahead]) * d;
-      if (heavy) V::prefetch_row_l2(next, R * d * sizeof(T));  // see kHeavyAhead
-      else V::prefetch_row(next, R * d * sizeof(T));  // see kStreamAhead
+      const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
+      if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));  // see kHeavyAhead
+      else V::prefetch_row(next, R * RowTraits<P>::bytes(d));  // see kStreamAhead
     }
-    qk_block<V, T, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
+    qk_block<V, P, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
   return j;
 }
@@ -229,47 +230,47 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, const T* k, si
 // loop, a row per iteration with its own horizontal sum. qk_block's blocks of 16 rows were slower
 // there: f32 22 -> 32 GB/s, f16 alike (31), one thread, S = 32k, Zen 4, against a 32 GB/s read
 // probe. With AVX2's 8 lanes the blocks stay faster (f32 35 against 28 GB/s, f16 35 against 24).
-template <class V, class T>
-__attribute__((noinline)) void qk_stream(float* scores, const T* k, size_t d, int64_t first, size_t n, size_t known,
+template <class V, class P>
+__attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t first, size_t n, size_t known,
                                          const float* q, float scale) {
   using F = typename V::F;
-  const size_t ahead = stream_prefetch() ? stream_ahead_rows<T>(d) : known;
+  const size_t ahead = stream_prefetch() ? stream_ahead_rows<P>(d) : known;
   with_head_size(d, [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
     const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
-    const T* row = k + static_cast<size_t>(first) * dd;
-    for (size_t j = 0; j < n; j++, row += dd) {
-      if (j + ahead < known) V::prefetch_row(row + ahead * dd, dd * sizeof(T));  // see kStreamAhead
+    for (size_t j = 0; j < n; j++) {
+      const P row = row_at(k, static_cast<size_t>(first) + j, dd);
+      if (j + ahead < known) V::prefetch_row(row_address(row_at(row, ahead, dd)), RowTraits<P>::bytes(dd));  // see kStreamAhead
       F a = V::zero(), b = V::zero();
       size_t i = 0;
 #pragma GCC unroll 16
       for (; i + 2 * V::W <= whole; i += 2 * V::W) {
-        a = V::fma(V::load(row + i), V::load(q + i), a);
-        b = V::fma(V::load(row + i + V::W), V::load(q + i + V::W), b);
+        a = V::fma(row_load<V>(row + i), V::load(q + i), a);
+        b = V::fma(row_load<V>(row + (i + V::W)), V::load(q + i + V::W), b);
       }
       if (i < whole) {
-        a = V::fma(V::load(row + i), V::load(q + i), a);
+        a = V::fma(row_load<V>(row + i), V::load(q + i), a);
         i += V::W;
       }
-      if (i < dd) b = V::fma(V::load_part(row + i, dd - i), V::load_part(q + i, dd - i), b);
+      if (i < dd) b = V::fma(row_load_part<V>(row + i, dd - i), V::load_part(q + i, dd - i), b);
       scores[j] = V::reduce_add(V::add(a, b)) * scale;
     }
   });
 }
 
 // Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
-template <class V, class T, int G, bool Resident>
-inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, size_t known,
+template <class V, class P, int G, bool Resident>
+inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, size_t known,
                      const float* q, float scale) {
   if constexpr (G == 1 && !Resident && V::W == 16) {
-    if (!pos.pos) return qk_stream<V, T>(scores, k, d, pos.first, n, known, q, scale);
+    if (!pos.pos) return qk_stream<V, P>(scores, k, d, pos.first, n, known, q, scale);
   }
   // R * G = max(W, G) accumulators: one batched reduction per block.
   constexpr int R = G >= V::W ? 1 : V::W / G;
-  // f16 on 8-lane vectors: a block's rows at once also from memory (see qk_head_block).
-  constexpr bool AllRows = Resident || (G >= 2 && f16_on_8_lanes<V, T>());
-  const size_t j = qk_run<V, T, R, G, AllRows>(scores, ld, k, d, pos, 0, n, known, q, scale);
-  qk_run<V, T, 1, G, AllRows>(scores, ld, k, d, pos, j, n, known, q, scale);
+  // Converted rows on 8-lane vectors: a block's rows at once also from memory (see qk_head_block).
+  constexpr bool AllRows = Resident || (G >= 2 && converted_on_8_lanes<V, P>());
+  const size_t j = qk_run<V, P, R, G, AllRows>(scores, ld, k, d, pos, 0, n, known, q, scale);
+  qk_run<V, P, 1, G, AllRows>(scores, ld, k, d, pos, j, n, known, q, scale);
 }
 
 // With more heads than one block of registers holds (GQA groups of more than 4, or a prefill's
@@ -278,24 +279,24 @@ inline void qk_heads(float* scores, size_t ld, const T* k, size_t d, Positions p
 constexpr size_t kTileBytes = 16384;
 // Heads per block of registers in qk and pv; more heads than that take tiles.
 constexpr size_t kHeadBlock = 4;
-// qk over f16 rows on 8-lane vectors (AVX2) takes blocks of 2 heads, each over all R rows of its
+// qk over converted rows (f16, blocks) on 8-lane vectors (AVX2) takes blocks of 2 heads, each over all R rows of its
 // block at once (the Resident shape) also when they come from memory; 4 heads take tiles. The
 // fmas per row are the same, with fewer q reloads per converted row vector. Measured on the Zen 4
 // VM, one thread, S = 32k, d 128, against a 32-35 GB/s read probe: groups of 2 heads 22 -> 30.5
 // GB/s (one row after the other: 24.5, both with kHeavyAhead's prefetches), of 4 13 -> 17.5, of
 // 8 6 -> 9. With f32 rows, or 16 lanes, the shape of one row after the other stays faster.
-template <class V, class T>
-constexpr size_t qk_head_block() { return f16_on_8_lanes<V, T>() ? 2 : kHeadBlock; }
-template <class T>
+template <class V, class P>
+constexpr size_t qk_head_block() { return converted_on_8_lanes<V, P>() ? 2 : kHeadBlock; }
+template <class P>
 inline size_t tile_rows(size_t d) {
-  return std::max<size_t>(16, kTileBytes / (d * sizeof(T)) / 16 * 16);  // whole blocks of up to 16 rows
+  return std::max<size_t>(16, kTileBytes / (RowTraits<P>::bytes(d)) / 16 * 16);  // whole blocks of up to 16 rows
 }
 
 // Calls body(at, j0, m) for the tiles of rows [j0, j0 + m) (positions `at`); one tile unless
 // `tiles` (the heads take several blocks), and one empty call when n = 0 (pv still writes its zeros).
-template <class T, class Body>
+template <class P, class Body>
 inline void for_each_tile(Positions pos, size_t n, size_t d, bool tiles, Body body) {
-  const size_t tile = tiles ? tile_rows<T>(d) : std::max<size_t>(n, 1);
+  const size_t tile = tiles ? tile_rows<P>(d) : std::max<size_t>(n, 1);
   size_t j0 = 0;
   do {
     body(Positions{pos.pos ? pos.pos + j0 : nullptr, pos.first + static_cast<int64_t>(j0)}, j0, std::min(tile, n - j0));
@@ -303,32 +304,31 @@ inline void for_each_tile(Positions pos, size_t n, size_t d, bool tiles, Body bo
   } while (j0 < n);
 }
 
-template <class V, class T, bool Resident>
-void qk_tiles(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
+template <class V, class P, bool Resident>
+void qk_tiles(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g,
               float scale) {
   // Heads in blocks of 4 (see qk_head_block), 2, 1, each over the tile while it is in L1.
-  for_each_tile<T>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
+  for_each_tile<P>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
     float* s = scores + j0;
     size_t t = 0;
-    if constexpr (qk_head_block<V, T>() >= 4)
-      for (; t + 4 <= g; t += 4) qk_heads<V, T, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
-    for (; t + 2 <= g; t += 2) qk_heads<V, T, 2, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
-    for (; t < g; t++) qk_heads<V, T, 1, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    if constexpr (qk_head_block<V, P>() >= 4)
+      for (; t + 4 <= g; t += 4) qk_heads<V, P, 4, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t + 2 <= g; t += 2) qk_heads<V, P, 2, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
+    for (; t < g; t++) qk_heads<V, P, 1, Resident>(s + t * ld, ld, k, d, at, m, n - j0, q + t * d, scale);
   });
 }
 
-template <class V, class T>
-void qk_t(float* scores, size_t ld, const T* k, size_t d, Positions pos, size_t n, const float* q, size_t g,
+template <class V, class P>
+void qk_t(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g,
           float scale) {
-  if (g > qk_head_block<V, T>()) qk_tiles<V, T, true>(scores, ld, k, d, pos, n, q, g, scale);
-  else qk_tiles<V, T, false>(scores, ld, k, d, pos, n, q, g, scale);
+  if (g > qk_head_block<V, P>()) qk_tiles<V, P, true>(scores, ld, k, d, pos, n, q, g, scale);
+  else qk_tiles<V, P, false>(scores, ld, k, d, pos, n, q, g, scale);
 }
 
 template <class V>
-void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n,
+void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
         const float* q, size_t g, float scale) {
-  if (f16) qk_t<V>(scores, ld, static_cast<const uint16_t*>(k), d, Positions{pos, first}, n, q, g, scale);
-  else qk_t<V>(scores, ld, static_cast<const float*>(k), d, Positions{pos, first}, n, q, g, scale);
+  with_rows(type, k, [&](auto rows) { qk_t<V>(scores, ld, rows, d, Positions{pos, first}, n, q, g, scale); });
 }
 
 // ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
@@ -336,25 +336,25 @@ void qk(float* scores, size_t ld, const void* k, bool f16, size_t d, const int32
 // whole vectors, else only `cols` columns are valid (masked loads read zeros past them).
 // `add`: start from out's values (earlier rows' sums), else from zero. Only the first pass
 // (i0 == 0) prefetches, whole rows. Rows up to `known` (>= n) may be prefetched: those of the next tile.
-template <class V, class T, int G, int C, bool Full>
-__attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
+template <class V, class P, int G, int C, bool Full>
+__attribute__((noinline)) void pv_pass(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
                     size_t i0, size_t cols, bool add) {
   using F = typename V::F;
   auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
   // Gathered rows: the prefetcher cannot guess them (kGatherAhead); else see kHeavyAhead, kStreamAhead.
   const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
-  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const size_t prefetch_end = i0 == 0 && (l2 || stream_prefetch()) ? known : 0;
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
 #pragma GCC unroll 16
     for (int c = 0; c < C; c++) acc[t][c] = add ? load_n<V>(out + t * d + i0 + c * V::W, Full ? V::W : avail(c)) : V::zero();
-  const size_t row_bytes = d * sizeof(T);
+  const size_t row_bytes = RowTraits<P>::bytes(d);
   for (size_t j = 0; j < n; j++) {
-    const T* row = v + static_cast<size_t>(pos[j]) * d + i0;
+    const P row = row_at(v, static_cast<size_t>(pos[j]), d) + i0;
     if (j + ahead < prefetch_end) {
-      const T* next = v + static_cast<size_t>(pos[j + ahead]) * d;
+      const void* next = row_address(row_at(v, static_cast<size_t>(pos[j + ahead]), d));
       if (l2) V::prefetch_row_l2(next, row_bytes);
       else V::prefetch_row(next, row_bytes);
     }
@@ -363,7 +363,7 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
     for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
 #pragma GCC unroll 16
     for (int c = 0; c < C; c++) {
-      const F x = Full ? V::load(row + c * V::W) : V::load_part(row + c * V::W, avail(c));
+      const F x = Full ? row_load<V>(row + c * V::W) : row_load_part<V>(row + c * V::W, avail(c));
 #pragma GCC unroll 16
       for (int t = 0; t < G; t++) acc[t][c] = V::fma(w[t], x, acc[t][c]);
     }
@@ -374,13 +374,13 @@ __attribute__((noinline)) void pv_pass(float* out, const T* v, size_t d, Positio
 
 // Columns [i0, d) in passes of C whole vectors while they fit, then C / 2, ... (at most one
 // pass of each smaller width), then one partial vector: no per-vector bounds checks in the row loop.
-template <class V, class T, int G, int C>
-inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+template <class V, class P, int G, int C>
+inline void pv_passes(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                       size_t ldp, size_t i0, bool add) {
   constexpr size_t step = static_cast<size_t>(C) * V::W;
-  for (; i0 + step <= d; i0 += step) pv_pass<V, T, G, C, true>(out, v, d, pos, n, known, p, ldp, i0, step, add);
-  if constexpr (C > 1) pv_passes<V, T, G, C / 2>(out, v, d, pos, n, known, p, ldp, i0, add);
-  else if (i0 < d) pv_pass<V, T, G, 1, false>(out, v, d, pos, n, known, p, ldp, i0, d - i0, add);
+  for (; i0 + step <= d; i0 += step) pv_pass<V, P, G, C, true>(out, v, d, pos, n, known, p, ldp, i0, step, add);
+  if constexpr (C > 1) pv_passes<V, P, G, C / 2>(out, v, d, pos, n, known, p, ldp, i0, add);
+  else if (i0 < d) pv_pass<V, P, G, 1, false>(out, v, d, pos, n, known, p, ldp, i0, d - i0, add);
 }
 
 // When G heads' sums of a row do not fit one pass of register accumulators (f32 or f16 d 128
@@ -396,8 +396,8 @@ inline void pv_passes(float* out, const T* v, size_t d, Positions pos, size_t n,
 // 16 -> 28 GB/s, f16 12.3 -> 26, of 8 (tiles) 7.4 -> 22, 6 -> 13; AVX2 groups of 2 f32 24.6 ->
 // 29, f16 23 -> 28-30, of 4 13.4 -> 26, 12.5 -> 21.6, of 8 6.4 -> 18, 6 -> 11.
 // Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
-template <class V, class T, int G, bool Resident>
-__attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+template <class V, class P, int G, bool Resident>
+__attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                                        size_t ldp, bool add) {
   using F = typename V::F;
   // Rows per step: f32 rows of one head or two: one (interleaving rows' addresses slowed the
@@ -407,26 +407,26 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
   // no prefetch, 16 -> 24 with 4); f32 groups of 4+ heads 2 rows from memory, 4 from a tile in L1
   // (groups of 4 with 2 rows against 4: AVX-512 27 against 22 GB/s, AVX2 26 against 23; groups of
   // 8, tiles: 15 against 22, 13 against 18). Zen 4 VM, one thread, S = 32k, d 128, 30-34 GB/s probe.
-  constexpr int U = sizeof(T) == 4 ? (G >= 4 ? (Resident ? 4 : 2) : 1) : 4;
+  constexpr int U = !RowTraits<P>::kConverted ? (G >= 4 ? (Resident ? 4 : 2) : 1) : 4;
   if (!add)
     for (int t = 0; t < G; t++) std::memset(out + t * d, 0, d * sizeof(float));
   // Gathered rows: see kGatherAhead; else kHeavyAhead, kStreamAhead.
   const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
-  const size_t ahead = pos.pos ? gather_ahead_rows<T>(d) : heavy ? heavy_ahead_rows<T>(d) : stream_ahead_rows<T>(d);
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const size_t prefetch_end = l2 || stream_prefetch() ? known : 0;
-  const size_t row_bytes = d * sizeof(T);
+  const size_t row_bytes = RowTraits<P>::bytes(d);
   auto rows = [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
     const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
     auto group = [&](size_t j, auto m) {
       constexpr int M = decltype(m)::value;
-      const T* row[M];
+      P row[M];
       F w[G][M];
 #pragma GCC unroll 16
       for (int u = 0; u < M; u++) {
-        row[u] = v + static_cast<size_t>(pos[j + u]) * dd;
+        row[u] = row_at(v, static_cast<size_t>(pos[j + u]), dd);
         if (j + u + ahead < prefetch_end) {
-          const T* next = v + static_cast<size_t>(pos[j + u + ahead]) * dd;
+          const void* next = row_address(row_at(v, static_cast<size_t>(pos[j + u + ahead]), dd));
           if (l2) V::prefetch_row_l2(next, row_bytes);
           else V::prefetch_row(next, row_bytes);
         }
@@ -459,40 +459,39 @@ __attribute__((noinline)) void pv_rows(float* out, const T* v, size_t d, Positio
 
 // One pass of register accumulators when the G heads' sums fit (whole vectors in one pass of
 // C, C / 2, ... or a single partial vector), else pv_rows.
-template <class V, class T, int G, bool Resident>
-inline void pv_heads(float* out, const T* v, size_t d, Positions pos, size_t n, size_t known, const float* p,
+template <class V, class P, int G, bool Resident>
+inline void pv_heads(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
                      size_t ldp, bool add) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
   const size_t vecs = d / V::W;
   const bool one_pass = d % V::W == 0 ? vecs <= static_cast<size_t>(C) && (vecs & (vecs - 1)) == 0 : vecs == 0;
-  if (one_pass) pv_passes<V, T, G, C>(out, v, d, pos, n, known, p, ldp, 0, add);
-  else pv_rows<V, T, G, Resident>(out, v, d, pos, n, known, p, ldp, add);
+  if (one_pass) pv_passes<V, P, G, C>(out, v, d, pos, n, known, p, ldp, 0, add);
+  else pv_rows<V, P, G, Resident>(out, v, d, pos, n, known, p, ldp, add);
 }
 
 // Several head blocks (`Resident`): each tile of rows (for_each_tile) serves all of them from L1.
-template <class V, class T, bool Resident>
-void pv_tiles(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
-  for_each_tile<T>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
+template <class V, class P, bool Resident>
+void pv_tiles(float* out, P v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
+  for_each_tile<P>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
     const float* pt = p + j0;
     const bool more = add || j0 > 0;
     size_t t = 0;
-    for (; t + 4 <= g; t += 4) pv_heads<V, T, 4, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
-    for (; t + 2 <= g; t += 2) pv_heads<V, T, 2, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
-    for (; t < g; t++) pv_heads<V, T, 1, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 4 <= g; t += 4) pv_heads<V, P, 4, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t + 2 <= g; t += 2) pv_heads<V, P, 2, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
+    for (; t < g; t++) pv_heads<V, P, 1, Resident>(out + t * d, v, d, at, m, n - j0, pt + t * ldp, ldp, more);
   });
 }
 
-template <class V, class T>
-void pv_t(float* out, const T* v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
-  if (g > kHeadBlock) pv_tiles<V, T, true>(out, v, d, pos, n, p, ldp, g, add);
-  else pv_tiles<V, T, false>(out, v, d, pos, n, p, ldp, g, add);
+template <class V, class P>
+void pv_t(float* out, P v, size_t d, Positions pos, size_t n, const float* p, size_t ldp, size_t g, bool add) {
+  if (g > kHeadBlock) pv_tiles<V, P, true>(out, v, d, pos, n, p, ldp, g, add);
+  else pv_tiles<V, P, false>(out, v, d, pos, n, p, ldp, g, add);
 }
 
 template <class V>
-void pv(float* out, const void* v, bool f16, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
+void pv(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
         size_t ldp, size_t g, bool add) {
-  if (f16) pv_t<V>(out, static_cast<const uint16_t*>(v), d, Positions{pos, first}, n, p, ldp, g, add);
-  else pv_t<V>(out, static_cast<const float*>(v), d, Positions{pos, first}, n, p, ldp, g, add);
+  with_rows(type, v, [&](auto rows) { pv_t<V>(out, rows, d, Positions{pos, first}, n, p, ldp, g, add); });
 }
 
 // ---- SparQ step 1: approximate logits over the r components i1 ----
@@ -563,9 +562,9 @@ inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const floa
   for (; t < g; t++) cols_heads<V, 1>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
 }
 
-// The r columns of K transposed (valid positions from `first`), each a stream prefetched kColsAhead
-// bytes ahead, the lines of a block's loads at once. The columns' addresses are computed once per
-// call, not per load.
+// The r float columns of K transposed (valid positions from `first`), each a stream prefetched
+// kColsAhead bytes ahead, the lines of a block's loads at once. The columns' addresses are
+// computed once per call, not per load.
 template <class V, class T>
 struct ColumnLoads {
   static constexpr size_t kAhead = kColsAhead / sizeof(T);
@@ -578,44 +577,101 @@ struct ColumnLoads {
   }
 };
 
-template <class V, class T>
-void qk_cols_t(float* logits, size_t ld, const T* kT, size_t cap, const int32_t* i1, size_t r, int64_t first, size_t n,
-               const float* qs, size_t g, const double* tau, float* mx) {
-  std::vector<const T*> cols(r);  // one allocation per KV head, beside r column streams of n positions
-  for (size_t c = 0; c < r; c++) cols[c] = kT + static_cast<size_t>(i1[c]) * cap + first;
-  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, ColumnLoads<V, T>{cols.data(), n});
-}
-
-template <class V>
-void qk_cols(float* logits, size_t ld, const void* kT, bool f16, size_t cap, const int32_t* i1, size_t r,
-             int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx) {
-  if (f16) qk_cols_t<V>(logits, ld, static_cast<const uint16_t*>(kT), cap, i1, r, first, n, qs, g, tau, mx);
-  else qk_cols_t<V>(logits, ld, static_cast<const float*>(kT), cap, i1, r, first, n, qs, g, tau, mx);
-}
-
-// The same components read from K's rows (the single-k layout): a gather per vector, no prefetch.
-template <class V, class T>
-struct RowComponentLoads {
-  const T* rows;
-  size_t d;
-  const int32_t* i1;
+// Integer columns of Bits-bit codes (kv_blocks.h), from position 0: position p reads as
+// scale[p / KT_BLOCK] * code, exact in f32 (an f16 times at most 7 bits), so the sums are the
+// reference's. Whole vectors start at multiples of W (code_cols splits off an unaligned start):
+// their W codes share one scale and begin on a byte.
+template <class V, int Bits>
+struct CodeColumnLoads {
+  static constexpr size_t kAhead = kColsAhead * 8 / Bits;  // positions
+  const uint8_t* const* col;
+  const uint16_t* const* scale;
+  int64_t first;
   size_t n;
-  typename V::F operator()(size_t c, size_t j) const { return V::gather(rows + j * d + i1[c], d, V::W); }
-  typename V::F part(size_t c, size_t j) const { return V::gather(rows + j * d + i1[c], d, n - j); }
-  void prefetch(size_t, size_t, size_t) const {}
+  typename V::F operator()(size_t c, size_t j) const {
+    if constexpr (V::W == 1) {
+      return part(c, j);
+    } else {
+      constexpr float qmax = static_cast<float>((1 << (Bits - 1)) - 1);
+      const size_t p = static_cast<size_t>(first) + j;
+      typename V::F codes;
+      if constexpr (Bits == 8) codes = V::from_i8(col[c] + p);
+      else codes = V::sub(V::template from_packed<Bits>(col[c] + p * Bits / 8), V::set1(qmax));
+      return V::mul(codes, V::set1_half(scale[c][p / KT_BLOCK]));
+    }
+  }
+  typename V::F part(size_t c, size_t j) const {
+    float x[V::W] = {};
+    for (size_t l = 0; l < n - j && l < static_cast<size_t>(V::W); l++) {
+      const int64_t p = first + static_cast<int64_t>(j + l);
+      x[l] = fp16_to_fp32_ref(scale[c][p / KT_BLOCK]) * static_cast<float>(kt_code_at(col[c], p, Bits));
+    }
+    return V::load(x);
+  }
+  void prefetch(size_t c, size_t j, size_t count) const {
+    const size_t at = (static_cast<size_t>(first) + j + kAhead) * Bits / 8;
+    for (size_t b = 0; b < count * Bits / 8 && j + kAhead < n; b += 64) __builtin_prefetch(col[c] + at + b, 0, 2);  // prefetcht1: L2
+  }
 };
 
 template <class V, class T>
-void qk_gather_t(float* logits, size_t ld, const T* k, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
-                 const float* qs, size_t g, const double* tau, float* mx) {
-  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, RowComponentLoads<V, T>{k + static_cast<size_t>(first) * d, d, i1, n});
+void float_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
+                const float* qs, size_t g, const double* tau, float* mx) {
+  std::vector<const T*> cols(r);  // one allocation per KV head, beside r column streams of n positions
+  for (size_t c = 0; c < r; c++)
+    cols[c] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(kt.codes) + static_cast<size_t>(i1[c]) * kt.col_bytes) + first;
+  cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, ColumnLoads<V, T>{cols.data(), n});
+}
+
+template <class V, int Bits>
+void code_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
+               const float* qs, size_t g, const double* tau, float* mx) {
+  std::vector<const uint8_t*> cols(r);
+  std::vector<const uint16_t*> scales(r);
+  for (size_t c = 0; c < r; c++) {
+    cols[c] = static_cast<const uint8_t*>(kt.codes) + static_cast<size_t>(i1[c]) * kt.col_bytes;
+    scales[c] = kt.scales + static_cast<size_t>(i1[c]) * kt.scale_blocks;
+  }
+  // Left padding can start the valid positions off a multiple of W: those first ones go alone, by parts.
+  const size_t head = std::min(n, (V::W - static_cast<size_t>(first) % V::W) % V::W);
+  std::vector<float> head_mx(g, -INFINITY);
+  if (head > 0) cols_groups<V>(logits, ld, head, r, qs, g, tau, head_mx.data(), CodeColumnLoads<V, Bits>{cols.data(), scales.data(), first, head});
+  cols_groups<V>(logits + head, ld, n - head, r, qs, g, tau, mx,
+                 CodeColumnLoads<V, Bits>{cols.data(), scales.data(), first + static_cast<int64_t>(head), n - head});
+  for (size_t t = 0; t < g; t++) mx[t] = std::max(mx[t], head_mx[t]);
 }
 
 template <class V>
-void qk_gather(float* logits, size_t ld, const void* k, bool f16, size_t d, const int32_t* i1, size_t r, int64_t first,
+void qk_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
+             const float* qs, size_t g, const double* tau, float* mx) {
+  switch (kt.type) {
+    case KtType::f32: return float_cols<V, float>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
+    case KtType::f16: return float_cols<V, uint16_t>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
+    case KtType::i8: return code_cols<V, 8>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
+    case KtType::i4: return code_cols<V, 4>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
+    case KtType::i2: return code_cols<V, 2>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
+  }
+}
+
+// The same components read from K's rows (the single-k layout): a gather per vector, no prefetch.
+template <class V, class P>
+struct RowComponentLoads {
+  P rows;
+  size_t d;
+  const int32_t* i1;
+  size_t n;
+  typename V::F operator()(size_t c, size_t j) const { return row_gather<V>(row_at(rows, j, d) + static_cast<size_t>(i1[c]), d, V::W); }
+  typename V::F part(size_t c, size_t j) const { return row_gather<V>(row_at(rows, j, d) + static_cast<size_t>(i1[c]), d, n - j); }
+  void prefetch(size_t, size_t, size_t) const {}
+};
+
+template <class V>
+void qk_gather(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r, int64_t first,
                size_t n, const float* qs, size_t g, const double* tau, float* mx) {
-  if (f16) qk_gather_t<V>(logits, ld, static_cast<const uint16_t*>(k), d, i1, r, first, n, qs, g, tau, mx);
-  else qk_gather_t<V>(logits, ld, static_cast<const float*>(k), d, i1, r, first, n, qs, g, tau, mx);
+  with_rows(type, k, [&](auto rows) {
+    using P = decltype(rows);
+    cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, RowComponentLoads<V, P>{row_at(rows, static_cast<size_t>(first), d), d, i1, n});
+  });
 }
 
 // ---- row-wise helpers of the softmax and the selection ----

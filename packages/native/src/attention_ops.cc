@@ -80,14 +80,14 @@ void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const i
             std::vector<float>& p, float* inv, Counts& cnt) {
   const size_t g = grp.g, d = grp.d;
   p.resize(g * n);
-  kt.qk(p.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+  kt.qk(p.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
   std::vector<float> sums(g);
   for (size_t t = 0; t < g; t++) {
     float* row = p.data() + t * n;
     sums[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, kt.max(row, n), true));
   }
   // sum_j e_j v_j, then one division per output element instead of one per score.
-  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, pos, first, n, p.data(), n, g, false);
+  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.dtype, d, pos, first, n, p.data(), n, g, false);
   for (size_t t = 0; t < g; t++) {
     kt.scale(grp.out + t * d, grp.out + t * d, d, sums[t], false);
     if (inv) inv[t] = sums[t];
@@ -167,7 +167,7 @@ struct PrefillBlocks {
     s.block_q.resize(m * d);
     for (size_t u = 0; u < nt; u++) std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
     s.probs.resize(m * hi);
-    kt.qk(s.probs.data(), hi, c.rows(c.k, seq, h), c.f16, d, nullptr, first, hi, s.block_q.data(), m, scale);
+    kt.qk(s.probs.data(), hi, c.rows(c.k, seq, h), c.dtype, d, nullptr, first, hi, s.block_q.data(), m, scale);
     return hi;
   }
 };
@@ -197,11 +197,11 @@ void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, 
     }
     // The positions every token of the block sees, all rows at once; then each token's own last
     // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
-    kt.pv(s.block_out.data(), v, c.f16, d, nullptr, first, lo, s.probs.data(), hi, m, false);
+    kt.pv(s.block_out.data(), v, c.dtype, d, nullptr, first, lo, s.probs.data(), hi, m, false);
     for (size_t u = 0; u < nt; u++) {
       const size_t n = seen(i0 + u);
       if (n > lo)
-        kt.pv(s.block_out.data() + u * g * d, v, c.f16, d, nullptr, first + static_cast<int64_t>(lo), n - lo,
+        kt.pv(s.block_out.data() + u * g * d, v, c.dtype, d, nullptr, first + static_cast<int64_t>(lo), n - lo,
               s.probs.data() + u * g * hi + lo, hi, g, true);
       for (size_t t = 0; t < g; t++)
         kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d, s.block_inv[u * g + t], false);
@@ -251,8 +251,8 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     // divided by tau and each head's max taken on the way.
     s.logits.resize(g * n);
     std::vector<float> inv(g), mx(g);
-    if (c.kT) kt.qk_cols(s.logits.data(), n, c.rows(c.kT, grp.b, grp.h), c.f16, c.cap, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
-    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
+    if (c.kT) kt.qk_cols(s.logits.data(), n, c.kt_head(grp.b, grp.h), i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
+    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
@@ -326,7 +326,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
     const int64_t first = c.npad[grp.b];
     // Exact logits over every valid position: the full read of K.
     s.logits.resize(g * n);
-    kt.qk(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.f16, d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+    kt.qk(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
     cnt.k += static_cast<double>(n) * d;
     // Rank by the group's summed probabilities.
     s.probs.assign(s.logits.begin(), s.logits.end());
@@ -347,7 +347,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
       for (size_t j = 0; j < kk; j++) row[j] = s.logits[t * n + (s.idx2[j] - first)];
       inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, kk, kt.max(row, kk), true));
     }
-    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.f16, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g, false);
+    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.dtype, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g, false);
     for (size_t t = 0; t < g; t++) kt.scale(grp.out + t * d, grp.out + t * d, d, inv[t], false);
     cnt.v += static_cast<double>(kk) * d;
   });

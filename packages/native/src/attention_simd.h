@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "half.h"
+#include "kv_blocks.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own undefined-vector idiom.
@@ -72,6 +73,13 @@ struct Scalar {
   static F div(F a, F b) { return a / b; }
   // a where x's sign bit is clear, b where it is set (-0 included).
   static F select_sign(F x, F a, F b) { return std::signbit(x) ? b : a; }
+  // Block codes (kv_blocks.h): an f16 scale on every lane; W int8; W nibbles (bits shift..shift+3)
+  // of W bytes; W codes of Bits bits packed from bit 0 (unsigned).
+  static F set1_half(uint16_t h) { return fp16_to_fp32_ref(h); }
+  static F from_i8(const uint8_t* p) { return static_cast<float>(static_cast<int8_t>(*p)); }
+  static F from_nibbles(const uint8_t* p, int shift) { return static_cast<float>((*p >> shift) & 15); }
+  template <int Bits>
+  static F from_packed(const uint8_t* p) { return static_cast<float>(*p & ((1 << Bits) - 1)); }
   static float reduce_add(F a) { return a; }
   static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
@@ -152,6 +160,21 @@ struct Avx2 {
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
   static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F select_sign(F x, F a, F b) { return _mm256_blendv_ps(a, b, x); }
+  static F set1_half(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
+  static F from_i8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  static F from_nibbles(const uint8_t* p, int shift) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, shift), _mm256_set1_epi32(15)));
+  }
+  // 8 codes from W * Bits / 8 bytes (2 or 4): the word on every lane, shifted by Bits per lane.
+  template <int Bits>
+  static F from_packed(const uint8_t* p) {
+    uint32_t w = 0;
+    std::memcpy(&w, p, W * Bits / 8);
+    const __m256i shifts = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(Bits));
+    const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts), _mm256_set1_epi32((1 << Bits) - 1));
+    return _mm256_cvtepi32_ps(codes);
+  }
   static float reduce_add(F a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -254,6 +277,22 @@ struct Avx512 {
   static F div(F a, F b) { return _mm512_div_ps(a, b); }
   static F select_sign(F x, F a, F b) {
     return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
+  }
+  static F set1_half(uint16_t h) { return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h))); }
+  static F from_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+  static F from_nibbles(const uint8_t* p, int shift) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(b, static_cast<unsigned>(shift)), _mm512_set1_epi32(15)));
+  }
+  // 16 codes from W * Bits / 8 bytes (4 or 8): lanes 0-7 from the first 8 codes' word, 8-15 from the next.
+  template <int Bits>
+  static F from_packed(const uint8_t* p) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, W * Bits / 8);
+    const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(w)))),
+                                             _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(w >> (8 * Bits)))), 1);
+    const __m512i shifts = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi32(Bits));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(words, shifts), _mm512_set1_epi32((1 << Bits) - 1)));
   }
   static float reduce_add(F a) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));

@@ -10,17 +10,29 @@
 //   attnH2O(cache, q, out, nHeads, k, acc, evicted, stats?)
 //   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x)
 // stats: Float64Array(4) <- elements read (k, v, aux, io); trace: SparqTrace.
+#include <initializer_list>
 #include <string>
 
 #include "attention.h"
 #include "bindings.h"
 #include "common.h"
+#include "quant.h"
 #include "threads.h"
 
 namespace sparq {
 namespace {
 
 [[noreturn]] void range_error(Napi::Env env, const std::string& message) { throw Napi::RangeError::New(env, message); }
+
+// The index of `name` in `names`, or -1.
+int name_index(const std::string& name, std::initializer_list<const char*> names) {
+  int i = 0;
+  for (const char* n : names) {
+    if (name == n) return i;
+    i++;
+  }
+  return -1;
+}
 
 // The cache object's buffers, each checked against the sizes its dims imply.
 CacheView cache_arg(const Napi::Value& value, const char* op) {
@@ -33,22 +45,36 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
   c.d = int_arg(o.Get("headDim"), op, "cache.headDim");
   c.cap = int_arg(o.Get("capacity"), op, "cache.capacity");
   const std::string dtype = o.Get("dtype").ToString().Utf8Value();
-  if (dtype != "f32" && dtype != "f16") range_error(env, std::string(op) + ": cache.dtype " + dtype + ", expected f32 | f16");
-  c.f16 = dtype == "f16";
+  const int kv = name_index(dtype, {"f32", "f16", "q8_0", "q4_0"});
+  if (kv < 0) range_error(env, std::string(op) + ": cache.dtype " + dtype + ", expected f32 | f16 | q8_0 | q4_0");
+  c.dtype = static_cast<KvType>(kv);
   if (c.batch < 1 || c.nkv < 1 || c.d < 1 || c.cap < 1) range_error(env, std::string(op) + ": cache dims must be >= 1");
+  if ((c.dtype == KvType::q8_0 || c.dtype == KvType::q4_0) && c.d % QK != 0)
+    range_error(env, std::string(op) + ": cache.headDim " + std::to_string(c.d) + " must be a multiple of 32 with dtype " + dtype);
   // Gathers index a head's rows with 32-bit offsets.
   if (c.cap * c.d >= (int64_t{1} << 31)) range_error(env, std::string(op) + ": capacity * headDim must be < 2^31");
-  const size_t elements = static_cast<size_t>(c.batch * c.nkv * c.cap * c.d);
-  auto store = [&](const char* name, bool optional) -> void* {
-    Napi::Value a = o.Get(name);
-    if (optional && (a.IsNull() || a.IsUndefined())) return nullptr;
+  const size_t heads = static_cast<size_t>(c.batch * c.nkv), row_bytes = c.row_bytes(), cap = static_cast<size_t>(c.cap);
+  // A buffer of `bytes` bytes, as the typed array its element type implies (bytes for the block and integer types).
+  auto buffer = [&](Napi::Value a, size_t bytes, int bits, const char* name) -> void* {
     const std::string what = std::string("cache.") + name;
-    if (c.f16) return typed_data<uint16_t>(a, elements, op, what.c_str());
-    return typed_data<float>(a, elements, op, what.c_str());
+    if (bits == 32) return typed_data<float>(a, bytes / 4, op, what.c_str());
+    if (bits == 16) return typed_data<uint16_t>(a, bytes / 2, op, what.c_str());
+    if (a.IsTypedArray() && a.As<Napi::TypedArray>().TypedArrayType() == napi_int8_array) return typed_data<int8_t>(a, bytes, op, what.c_str());
+    return typed_data<uint8_t>(a, bytes, op, what.c_str());
   };
-  c.k = store("k", false);
-  c.kT = store("kT", true);
-  c.v = store("v", false);
+  const int row_bits = c.dtype == KvType::f32 ? 32 : c.dtype == KvType::f16 ? 16 : 8;
+  c.k = buffer(o.Get("k"), heads * cap * row_bytes, row_bits, "k");
+  c.v = buffer(o.Get("v"), heads * cap * row_bytes, row_bits, "v");
+  Napi::Value kT = o.Get("kT");
+  if (!kT.IsNull() && !kT.IsUndefined()) {
+    const std::string kt_name = o.Get("kTDType").ToString().Utf8Value();
+    const int kt = name_index(kt_name, {"f32", "f16", "i8", "i4", "i2"});
+    if (kt < 0) range_error(env, std::string(op) + ": cache.kTDType " + kt_name + ", expected f32 | f16 | i8 | i4 | i2");
+    c.kt_dtype = static_cast<KtType>(kt);
+    const size_t columns = heads * static_cast<size_t>(c.d);
+    c.kT = buffer(kT, columns * c.kt_col_bytes(), kt_is_integer(c.kt_dtype) ? 8 : kt_bits(c.kt_dtype), "kT");
+    if (kt_is_integer(c.kt_dtype)) c.kt_scale = typed_data<uint16_t>(o.Get("kTScale"), columns * c.kt_scale_blocks(), op, "cache.kTScale");
+  }
   c.vsum = typed_data<double>(o.Get("vSum"), static_cast<size_t>(c.batch * c.nkv * c.d), op, "cache.vSum");
   c.npast = typed_data<int32_t>(o.Get("nPast"), static_cast<size_t>(c.batch), op, "cache.nPast");
   c.npad = typed_data<int32_t>(o.Get("nPad"), static_cast<size_t>(c.batch), op, "cache.nPad");

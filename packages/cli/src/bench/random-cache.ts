@@ -4,7 +4,7 @@
  * transposed included, exactly as a model would write them). Values are
  * uniform in [-1, 1): the kernels' speed does not depend on them.
  */
-import { KVCache, Tensor, type Engine, type KVDType, type KVLayout } from '@sparq/core';
+import { KVCache, Tensor, type Engine, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
 import { mulberry32 } from '@sparq/llm';
 
 /** Positions appended per kvAppend call: bounds the temporary rows to a few MB. */
@@ -16,10 +16,12 @@ export interface CacheShape {
   headDim: number;
   dtype: KVDType;
   layout: KVLayout;
+  /** K transposed's type ('k-twice'); core's default for the dtype when absent. */
+  kTDType?: KTDType;
 }
 
-export function randomCache(engine: Engine, { S, heads, headDim, dtype, layout }: CacheShape, seed = 1): KVCache {
-  const cache = new KVCache({ nKvHeads: heads, headDim, capacity: S, dtype, layout });
+export function randomCache(engine: Engine, { S, heads, headDim, dtype, layout, kTDType }: CacheShape, seed = 1): KVCache {
+  const cache = new KVCache({ nKvHeads: heads, headDim, capacity: S, dtype, layout, kTDType: layout === 'k-twice' ? kTDType : null });
   const random = mulberry32(seed);
   const k = Tensor.zeros('f32', [CHUNK, heads, headDim]); // (chunk, heads, d)
   const v = Tensor.zeros('f32', [CHUNK, heads, headDim]);
