@@ -28,7 +28,7 @@ export interface NativeInfo {
 /** The raw addon: info(), the kernel-path switch, and one function per bound op (see the bind_*.cc files). */
 export interface NativeAddon {
   info(): NativeInfo;
-  /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' from now on; null restores the default. Returns the path in use. */
+  /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' | 'neon' from now on; null restores the default. Returns the path in use. */
   forceKernelPath(name: string | null): string;
   /** The paths this CPU runs, narrowest first, and the one in use. */
   kernelPaths(): { supported: string[]; current: string };
