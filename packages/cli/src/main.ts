@@ -23,8 +23,9 @@ import { tokenizeCommand } from './commands/tokenize.ts';
 import { benchCommand } from './commands/bench.ts';
 import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
+import { buildNativeCommand } from './commands/build-native.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, buildNativeCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {
