@@ -13,7 +13,7 @@
 # worker threads (vitest --pool=threads), and vite's bundler loads its arm64 binding
 # (@rolldown/binding-linux-arm64-gnu, fetched with npm pack into the same folder).
 #
-#   scripts/test-arm64.sh [vitest filters...]   (default: test/conformance)
+#   scripts/test-arm64.sh [vitest filters...]   (default: test/conformance; .ci/run names a bounded set)
 #
 # SPARQ_ARM64_ROOT: the folder (default ~/.cache/sparq-arm64); it is reused between runs.
 set -euo pipefail
@@ -94,8 +94,10 @@ else
   step "skipped greedy stories260K: no $SHARED/stories260K.bin"
 fi
 
+# ggml-oracle.spec runs llama.cpp's library through a C program of its own, a child process, which
+# qemu-user would run as an x86-64 program against the arm64 library: it is left out here.
 step "vitest ${*:-test/conformance} (threads pool)"
 t0=$SECONDS
-"${NODE[@]}" node_modules/vitest/vitest.mjs run --pool=threads "${@:-test/conformance}"
+"${NODE[@]}" node_modules/vitest/vitest.mjs run --pool=threads --exclude test/conformance/ggml-oracle.spec.ts "${@:-test/conformance}"
 echo "  vitest under qemu-aarch64: $((SECONDS - t0)) s"
 step "ok in $((SECONDS - START)) s"

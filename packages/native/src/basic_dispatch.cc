@@ -15,6 +15,9 @@
 #include "matvec_q8.h"
 #include "quant.h"
 #include "threads.h"
+#if SPARQ_ARM64
+#include "kernels_arm64.h"
+#endif
 
 namespace sparq {
 
@@ -181,6 +184,8 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
     });
   }
   auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
+#elif SPARQ_ARM64
+  auto rows_fn = kernel_path() != KernelPath::neon ? matmul_q8_ref : cpu_features().dotprod ? matmul_q8_dotprod : matmul_q8_neon;
 #else
   auto rows_fn = matmul_q8_ref;
 #endif
@@ -198,6 +203,8 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
   auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)
                 : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_avx2 : matmul_avx2)
                                                     : matmul_ref;
+#elif SPARQ_ARM64
+  auto kernel = kernel_path() == KernelPath::neon ? matmul_neon : matmul_ref;
 #else
   auto kernel = matmul_ref;
 #endif
@@ -214,6 +221,9 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
     return kernel == Q8Kernel::vnni ? "vnni" : "avx2-gemm";
   }
   auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
+#elif SPARQ_ARM64
+  const bool neon = kernel_path() == KernelPath::neon, sdot = neon && cpu_features().dotprod;
+  auto sums_fn = sdot ? q8_sums_dotprod : neon ? q8_sums_neon : q8_sums_ref;
 #else
   auto sums_fn = q8_sums_ref;
 #endif
@@ -222,6 +232,8 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
   sums_fn(t, w, acts, rows, sums);
 #if SPARQ_X86
   return kernel == Q8Kernel::ref ? "ref" : kernel == Q8Kernel::avx2 ? "avx2" : "avx512";
+#elif SPARQ_ARM64
+  return sdot ? "neon-dotprod" : neon ? "neon" : "ref";
 #else
   return "ref";
 #endif

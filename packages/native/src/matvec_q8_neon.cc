@@ -1,0 +1,31 @@
+// The 'int8' product of block weights with plain NEON (every arm64 CPU): matvec_q8_neon.h over
+// 8 x 8-bit products widened into 16-bit lanes (SMULL, SMLAL: two products per lane), pairs of
+// lanes added into 32-bit ones (SADALP).
+#include "kernels_arm64.h"
+#include "matvec_q8_neon.h"
+
+namespace sparq {
+namespace {
+
+struct NeonDot {
+  static int32_t dot(const int8_t* c, const int8_t* q, int size) {
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int j = 0; j < size; j += 16) {
+      const int8x16_t cv = vld1q_s8(c + j), qv = vld1q_s8(q + j);
+      int16x8_t p = vmull_s8(vget_low_s8(cv), vget_low_s8(qv));
+      p = vmlal_s8(p, vget_high_s8(cv), vget_high_s8(qv));
+      acc = vpadalq_s16(acc, p);
+    }
+    return vaddvq_s32(acc);
+  }
+};
+
+}  // namespace
+
+void matmul_q8_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  matmul_q8_arm64<NeonDot>(t, w, a, rows, out, row_begin, row_end);
+}
+
+void q8_sums_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) { q8_sums_arm64<NeonDot>(t, w, a, rows, sums); }
+
+}  // namespace sparq
