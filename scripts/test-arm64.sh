@@ -6,9 +6,11 @@
 #      fetched by apt-get download through a private apt state (the host's dpkg gains no
 #      architecture) and unpacked with dpkg -x; Debian 13's Node 20.19, since Debian 12's arm64
 #      Node (18.20) is older than sparq's and vitest's >= 20.19;
-#   3. runs under qemu-aarch64 -L <that folder>: `sparq backends` (native active, NEON kernels),
-#      the conformance suite on the native backend (REQUIRE_NATIVE=1), and greedy stories260K
-#      byte for byte against llama2.c's text.
+#   3. runs under qemu-aarch64 -L <that folder>, on an emulated CPU with the dot-product
+#      instructions (qemu's max) and one without (Cortex-A72, Armv8.0): `sparq backends` (native
+#      active: kernel neon-dotprod, then neon), greedy stories260K byte for byte against llama2.c's
+#      text, and the conformance suite on the native backend (REQUIRE_NATIVE=1); on the Cortex-A72
+#      only the suite whose kernels differ there (block-int8: the plain NEON integer sums).
 # Under qemu-user a process the emulated node starts runs natively: the test runner keeps to
 # worker threads (vitest --pool=threads), and vite's bundler loads its arm64 binding
 # (@rolldown/binding-linux-arm64-gnu, fetched with npm pack into the same folder).
@@ -50,12 +52,13 @@ if [ ! -x "$SYSROOT/usr/bin/node" ]; then
   # nodejs and everything it depends on (virtual packages, in <>, are provided by real ones listed too).
   mapfile -t debs < <(apt-cache "${opts[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances nodejs | grep -v '^[ <]' | sort -u)
-  (cd "$APT/debs" && apt-get "${opts[@]}" download "${debs[@]}" 2>&1 | grep -v 'unsandboxed' || true)
+  (cd "$APT/debs" && apt-get "${opts[@]}" -qq download "${debs[@]}" 2>&1 | grep -v 'unsandboxed' || true)
   for deb in "$APT/debs"/*.deb; do dpkg -x "$deb" "$SYSROOT"; done
   # Debian 13 keeps /lib in /usr (a symlink base-files would make); the dynamic loader is looked up there.
   ln -sfn usr/lib "$SYSROOT/lib"
 fi
-NODE=(qemu-aarch64 -L "$SYSROOT" "$SYSROOT/usr/bin/node")
+NODE=(qemu-aarch64 -cpu max -L "$SYSROOT" "$SYSROOT/usr/bin/node")
+NODE_A72=(qemu-aarch64 -cpu cortex-a72 -L "$SYSROOT" "$SYSROOT/usr/bin/node")
 step "node $("${NODE[@]}" -p 'process.version + " " + process.arch')"
 
 # vite's bundler binding for arm64, of the version the workspace installed.
@@ -77,27 +80,34 @@ export SPARQ_NATIVE_BUILD="$ROOT/packages/native/build-prebuilt-only"
 export NAPI_RS_NATIVE_LIBRARY_PATH="$BINDING" REQUIRE_NATIVE=1
 cd "$ROOT"
 
-step "sparq backends"
 [ -f packages/sparq/dist/index.js ] || pnpm -s build
-report="$("${NODE[@]}" packages/sparq/bin/sparq.js backends)"
-echo "$report"
-grep -q '^native: active (kernel neon' <<<"$report" || fail "the native backend (NEON) is not active under qemu-aarch64"
+for cpu in max:neon-dotprod cortex-a72:neon; do
+  qemu=(qemu-aarch64 -cpu "${cpu%%:*}" -L "$SYSROOT" "$SYSROOT/usr/bin/node")
+  step "sparq backends on an emulated ${cpu%%:*} CPU"
+  report="$("${qemu[@]}" packages/sparq/bin/sparq.js backends)"
+  echo "$report"
+  grep -q "^native: active (kernel ${cpu##*:}," <<<"$report" || fail "the native backend (${cpu##*:}) is not active on ${cpu%%:*}"
+  if [ -f "$SHARED/stories260K.bin" ] && [ -f "$SHARED/stories260K_greedy200.txt" ]; then
+    step "greedy stories260K on ${cpu%%:*}, 200 tokens, byte for byte (native backend)"
+    SPARQ_BACKEND=native "${qemu[@]}" packages/sparq/bin/sparq.js generate --model "$SHARED/stories260K.bin" \
+      --tokenizer "$SHARED/tok512.bin" -n 200 --temperature 0 2>/dev/null | cmp - "$SHARED/stories260K_greedy200.txt" \
+      || fail "greedy text on ${cpu%%:*} differs from llama2.c's"
+  elif [ "${CI:-}" = true ]; then
+    fail "no $SHARED/stories260K.bin (CI needs ../shared)"
+  else
+    step "skipped greedy stories260K: no $SHARED/stories260K.bin"
+  fi
+done
 
-if [ -f "$SHARED/stories260K.bin" ] && [ -f "$SHARED/stories260K_greedy200.txt" ]; then
-  step "greedy stories260K, 200 tokens, byte for byte (native backend)"
-  SPARQ_BACKEND=native "${NODE[@]}" packages/sparq/bin/sparq.js generate --model "$SHARED/stories260K.bin" \
-    --tokenizer "$SHARED/tok512.bin" -n 200 --temperature 0 2>/dev/null | cmp - "$SHARED/stories260K_greedy200.txt" \
-    || fail "greedy text differs from llama2.c's"
-elif [ "${CI:-}" = true ]; then
-  fail "no $SHARED/stories260K.bin (CI needs ../shared)"
-else
-  step "skipped greedy stories260K: no $SHARED/stories260K.bin"
-fi
+step "vitest on cortex-a72: test/conformance/block-int8.spec.ts (threads pool)"
+t0=$SECONDS
+"${NODE_A72[@]}" node_modules/vitest/vitest.mjs run --pool=threads test/conformance/block-int8.spec.ts
+echo "  vitest under qemu-aarch64 -cpu cortex-a72: $((SECONDS - t0)) s"
 
 # ggml-oracle.spec runs llama.cpp's library through a C program of its own, a child process, which
 # qemu-user would run as an x86-64 program against the arm64 library: it is left out here.
-step "vitest ${*:-test/conformance} (threads pool)"
+step "vitest on max: ${*:-test/conformance} (threads pool)"
 t0=$SECONDS
 "${NODE[@]}" node_modules/vitest/vitest.mjs run --pool=threads --exclude test/conformance/ggml-oracle.spec.ts "${@:-test/conformance}"
-echo "  vitest under qemu-aarch64: $((SECONDS - t0)) s"
+echo "  vitest under qemu-aarch64 -cpu max: $((SECONDS - t0)) s"
 step "ok in $((SECONDS - START)) s"
