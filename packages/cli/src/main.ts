@@ -23,9 +23,10 @@ import { tokenizeCommand } from './commands/tokenize.ts';
 import { benchCommand } from './commands/bench.ts';
 import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
+import { serveCommand } from './commands/serve.ts';
 import { buildNativeCommand } from './commands/build-native.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, buildNativeCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, buildNativeCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

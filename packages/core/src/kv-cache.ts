@@ -14,6 +14,7 @@
  * Positions [nPad[b], nPast[b]) are valid. This class is layout only; `kvAppend`
  * of each backend writes it, after core has validated the call.
  */
+import { f16ToF32 } from './half.ts';
 import { allocAligned } from './memory.ts';
 import { CapacityError, SparqRangeError } from './errors.ts';
 
@@ -191,6 +192,27 @@ export class KVCache {
     this.nPast[seq] = 0;
     this.nPad[seq] = nPad;
     this.vSum.fill(0, seq * this.nKvHeads * this.headDim, (seq + 1) * this.nKvHeads * this.headDim);
+  }
+
+  /**
+   * Keeps positions [0, length) of sequence `seq` and drops the rest (a prompt cache keeping a common
+   * prefix). The running V sum is summed again over the kept valid rows, in position order from zero
+   * as kvAppend added them, so it equals the sum that appending those rows alone gives.
+   */
+  truncate(seq: number, length: number): void {
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.truncate: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
+    if (!Number.isInteger(length) || length < 0 || length > this.nPast[seq]) throw new SparqRangeError(`KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`);
+    const d = this.headDim;
+    for (let h = 0; h < this.nKvHeads; h++) {
+      const sum = (seq * this.nKvHeads + h) * d; // vSum (batch, nKvHeads, headDim)
+      this.vSum.fill(0, sum, sum + d);
+      // Each kept valid row, in order.
+      for (let pos = this.nPad[seq]; pos < length; pos++) {
+        const row = this.rowOffset(seq, h, pos);
+        for (let i = 0; i < d; i++) this.vSum[sum + i] += this.dtype === 'f16' ? f16ToF32(this.v[row + i]) : this.v[row + i];
+      }
+    }
+    this.nPast[seq] = length;
   }
 
   /** Throws CapacityError (before anything is written) if `count` more tokens do not fit in `seq`. */

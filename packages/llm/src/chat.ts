@@ -64,6 +64,16 @@ export class ChatTemplate {
   }
 }
 
+/**
+ * Tokens of rendered chat text (special-token text parsed as the tokens); the first tokens of a
+ * sequence (`fresh`) start with BOS when the vocab asks for it and the template did not write it.
+ */
+export function chatTokens(tokenizer: Tokenizer, text: string, fresh: boolean): number[] {
+  const tokens = tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
+  if (fresh && tokenizer.addBos && tokens[0] !== tokenizer.bosId) tokens.unshift(tokenizer.bosId);
+  return tokens;
+}
+
 export interface ChatOptions extends SamplerOptions {
   attention: AttentionConfig;
   /** Context size (KV positions) for the whole conversation, at most the model's trained context (the default). */
@@ -121,10 +131,7 @@ export class Chat {
       session.reset();
       this.cachedText = '';
     }
-    const fresh = session.pos === 0;
-    const tokens = tokenizer.encode(rendered.slice(this.cachedText.length), { addSpecial: false, parseSpecial: true });
-    // The first tokens of a sequence start with BOS when the vocab asks for it and the template did not write it.
-    if (fresh && tokenizer.addBos && tokens[0] !== tokenizer.bosId) tokens.unshift(tokenizer.bosId);
+    const tokens = chatTokens(tokenizer, rendered.slice(this.cachedText.length), session.pos === 0);
     const room = session.caches[0].capacity - session.pos;
     if (tokens.length >= room) throw new SparqRangeError(`chat: this turn is ${tokens.length} tokens and the context has ${room} positions left (of ${session.caches[0].capacity}); start a new chat or use a larger context`);
     this.messages.push({ role: 'user', content });

@@ -17,7 +17,10 @@
  *
  * Every op runs on the engine; the residual adds and SwiGLU's elementwise
  * product are plain loops here, in f32 as run.c computes them. A Session owns
- * the caches (allocated once, capacity positions) and the RunState.
+ * the caches (allocated once, capacity positions) and the RunState, or is given
+ * them (a server's slots share one RunState and view one batched cache).
+ * Session.decodeBatch forwards one decode token of each of several sessions as
+ * the n rows of one pass: the weights are read once for all of them.
  */
 import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
@@ -41,6 +44,16 @@ export interface SessionOptions {
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
   productPath?: ProductPath;
+  /**
+   * The run state to forward in, shared by sessions that run one at a time (a server's slots);
+   * default: the session's own, of maxPrefill rows. Its maxRows bounds a prefill call's chunk.
+   */
+  state?: RunState;
+  /**
+   * The KV caches to fill (n_layers, each batch 1, capacity positions), e.g. one sequence's views
+   * of caches with a batch dimension (KVCache.view); default: the session allocates its own.
+   */
+  caches?: readonly KVCache[];
 }
 
 /**
@@ -88,9 +101,10 @@ export class Session {
       throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
     }
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    this.caches = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
+    this.caches = options.caches ? checkCaches(options.caches, c, options.capacity) : Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
-    this.state = new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
+    this.state = options.state ?? new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
+    if (this.state.config !== c) throw new SparqRangeError('Session: the given run state was made for another model');
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };
     this.attention = options.attention;
@@ -104,6 +118,18 @@ export class Session {
   setAttention(attention: AttentionConfig): void {
     if (attention.method === 'h2o' && this.h2o[0] === null) throw new SparqRangeError(`Session.setAttention: h2o needs its score state; create the session with method 'h2o'`);
     this.attention = attention;
+  }
+
+  /**
+   * Keeps the first `length` positions and drops the rest (a prompt cache reusing a common prefix):
+   * each cache's running V sum is summed again over the kept rows (KVCache.truncate). Not with H2O,
+   * whose evictions cannot be undone.
+   */
+  truncate(length: number): void {
+    if (this.h2o[0] !== null) throw new SparqRangeError('Session.truncate: an h2o session has evicted positions for good; reset it instead');
+    if (!Number.isInteger(length) || length < 0 || length > this.pos) throw new SparqRangeError(`Session.truncate: length ${length}, expected an integer in [0, ${this.pos}] (the positions filled)`);
+    for (const cache of this.caches) cache.truncate(0, length);
+    this.pos = length;
   }
 
   /** Empties the caches (and H2O's history) for a new sequence from position 0; statistics are kept. */
@@ -162,7 +188,7 @@ export class Session {
     const r = this.state.rows(n);
     // Embedding: row t of the table into row i of x; positions continue the cache.
     for (let i = 0; i < n; i++) {
-      this.embed(tokens[i], i);
+      embed(engine, model, r.x.data, tokens[i], i);
       r.positions.data[i] = this.pos + i;
     }
     for (let l = 0; l < c.nLayers; l++) {
@@ -172,107 +198,96 @@ export class Session {
       // query projection, attention, wo and the FFN of that layer cost 1 / n of the full rows' (in
       // a 1-layer model at 512 tokens, about 3/4 of all the products).
       const out = l === c.nLayers - 1 && !allRows ? this.state.lastRow(n) : r;
+      const attend = () => {
+        const cache = this.caches[l];
+        engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
+        if (decode) this.attendDecode(l, out.att, out.qHeads);
+        // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
+        else engine.attentionPrefill(out.att, out.qHeads, cache, 0);
+      };
       try {
-        this.layer(l, r, out, decode);
+        layer(engine, model, this.productPath, l, r, out, attend);
       } catch (error) {
         // An op refusing a NaN or infinity (a bad weight upstream): say where in the model it happened.
         if (error instanceof NonFiniteError) throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
         throw error;
       }
-      this.checkFinite(out.x, `layer ${l} output`, n);
+      checkFinite(out.x, `forward: step at ${this.positions(n)}: layer ${l} output`);
     }
     // Classifier on the last row only: its logits predict the next token.
     engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
     linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.productPath);
-    this.checkFinite(this.state.logits, 'logits (final norm and classifier)', n);
+    checkFinite(this.state.logits, `forward: step at ${this.positions(n)}: logits (final norm and classifier)`);
     this.pos += n;
     return this.state.logits.data;
+  }
+
+  /** Decode attention of layer l for this session's one new token (its k and v appended): q, out (1, n_heads, head_dim). */
+  private attendDecode(l: number, out: Tensor<'f32'>, q: Tensor<'f32'>): void {
+    const cache = this.caches[l];
+    if (l === 0) this.countStep(cache.nValid(0));
+    decodeAttention(this.engine, this.attention, out, q, cache, this.h2o[l], this.stats);
+  }
+
+  /**
+   * One decode step of several sessions as one forward pass: session i forwards tokens[i] (at its
+   * own position, with its own cache and decode attention) as row i of the weight products, so each
+   * weight matrix is read once for all of them. The sessions share the model and product path, and
+   * `batch` holds the rows. Per row this computes what `sessions[i].decode(tokens[i])` computes,
+   * with the same ops; only the products see n rows, so a backend whose product kernels for many
+   * rows add in another order (native's blocked kernels, from 8 rows) moves the logits in their last
+   * bits. All or nothing: if a row fails, every session is put back. Returns each row's logits,
+   * views of batch.logits valid until its next step.
+   */
+  static decodeBatch(sessions: readonly Session[], tokens: readonly number[], batch: BatchState): Float32Array[] {
+    const n = sessions.length;
+    if (n < 1 || n !== tokens.length) throw new SparqRangeError(`Session.decodeBatch: ${n} sessions and ${tokens.length} tokens, expected as many of each (at least one)`);
+    if (n > batch.state.maxRows) throw new SparqRangeError(`Session.decodeBatch: ${n} sessions, the batch state holds at most ${batch.state.maxRows}`);
+    const lead = sessions[0];
+    const { engine, model, productPath } = lead;
+    for (const s of sessions) {
+      if (s.model !== model || s.engine !== engine || s.productPath !== productPath) throw new SparqRangeError('Session.decodeBatch: the sessions must share the model, engine and product path');
+      s.caches[0].checkRoom('Session.decodeBatch', 0, 1);
+    }
+    if (new Set(sessions).size !== n) throw new SparqRangeError('Session.decodeBatch: a session appears twice');
+    const checkpoints = sessions.map((s) => s.checkpoint());
+    try {
+      const c = model.config;
+      const w = model.weights;
+      const r = batch.state.rows(n);
+      // Embedding and position of each session's token.
+      for (let i = 0; i < n; i++) {
+        embed(engine, model, r.x.data, tokens[i], i);
+        r.positions.data[i] = sessions[i].pos;
+      }
+      for (let l = 0; l < c.nLayers; l++) {
+        // Every row is the last of its sequence, so every layer forwards all rows.
+        const attend = () => {
+          for (let i = 0; i < n; i++) {
+            const row = batch.row(i);
+            engine.kvAppend(sessions[i].caches[l], 0, row.kHeads, row.vHeads);
+            sessions[i].attendDecode(l, row.att, row.qHeads);
+          }
+        };
+        layer(engine, model, productPath, l, r, r, attend);
+        checkFinite(r.x, `Session.decodeBatch: layer ${l} output`);
+      }
+      // Classifier on every row.
+      const logits = batch.logits(n);
+      engine.rmsnorm(r.xb, r.x, w.finalNorm, c.normEps);
+      linear(engine, logits, w.classifier, r.xbIn, productPath);
+      checkFinite(logits, 'Session.decodeBatch: logits (final norm and classifier)');
+      for (const s of sessions) s.pos++;
+      return sessions.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
+    } catch (error) {
+      sessions.forEach((s, i) => s.restore(checkpoints[i]));
+      throw error;
+    }
   }
 
   /** 'position p' or 'positions p..q' of the n tokens being forwarded, for messages. */
   private positions(n: number): string {
     return n === 1 ? `position ${this.pos}` : `positions ${this.pos}..${this.pos + n - 1}`;
-  }
-
-  /**
-   * One transformer layer over the rows r of the run state (see the file comment): their keys and
-   * values, then the rest for the rows `out` (r itself, or its last row alone: forward).
-   */
-  private layer(l: number, r: Rows, out: Rows, decode: boolean): void {
-    const { engine, model } = this;
-    const c = model.config;
-    const w = model.weights;
-    const layer = w.layers[l];
-    const cache = this.caches[l];
-    // Attention block: rmsnorm, projections, rotary positions, cache append.
-    engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
-    linear(engine, out.q, layer.wq, out.xbIn, this.productPath);
-    linear(engine, r.k, layer.wk, r.xbIn, this.productPath);
-    linear(engine, r.v, layer.wv, r.xbIn, this.productPath);
-    // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
-    if (layer.bias) {
-      addRows(this.state.q, layer.bias.q, out.n);
-      addRows(this.state.k, layer.bias.k, r.n);
-      addRows(this.state.v, layer.bias.v, r.n);
-    }
-    if (layer.qkNorm) {
-      engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
-      engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
-    }
-    engine.rope(out.qHeads, out.positions, c.ropeTheta, w.rope);
-    engine.rope(r.kHeads, r.positions, c.ropeTheta, w.rope);
-    engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
-    if (decode) {
-      if (l === 0) this.countStep(cache.nValid(0));
-      decodeAttention(engine, this.attention, out.att, out.qHeads, cache, this.h2o[l], this.stats);
-    } else {
-      // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
-      engine.attentionPrefill(out.att, out.qHeads, cache, 0);
-    }
-    linear(engine, out.xb2, layer.wo, out.attIn, this.productPath);
-    addInto(out.x, out.xb2);
-    // FFN block: rmsnorm, SwiGLU, down projection.
-    engine.rmsnorm(out.xb, out.x, layer.ffnNorm, c.normEps);
-    linear(engine, out.hb, layer.w1, out.xbIn, this.productPath);
-    linear(engine, out.hb2, layer.w3, out.xbIn, this.productPath);
-    engine.swiglu(out.hb, out.hb, out.hb2);
-    linear(engine, out.xb2, layer.w2, out.hb, this.productPath);
-    addInto(out.x, out.xb2);
-  }
-
-  /**
-   * Throws NonFiniteError at the first NaN or infinity in x[0, count): a
-   * non-finite hidden state only spreads (every later layer mixes all of it),
-   * so the first layer that shows one is where it came from. Costs one pass
-   * over the activations per layer, nothing next to the matrix products.
-   */
-  private checkFinite(t: Tensor<'f32'>, where: string, n: number): void {
-    const x = t.data;
-    for (let i = 0; i < t.size; i++) {
-      const v = x[t.offset + i];
-      // v - v is 0 for finite v, NaN for NaN and infinities.
-      if (v - v !== 0) {
-        throw new NonFiniteError(`forward: step at ${this.positions(n)}: ${where} holds ${v} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`);
-      }
-    }
-  }
-
-  /** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */
-  private embed(token: number, i: number): void {
-    const table = this.model.weights.tokenEmbedding;
-    const [vocab, dim] = table.shape;
-    if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new SparqRangeError(`forward: token ${token}, expected an integer in [0, ${vocab - 1}]`);
-    const x = this.state.x;
-    if (table.dtype === 'f32') {
-      const from = table.offset + token * dim;
-      x.set((table.data as Float32Array).subarray(from, from + dim), i * dim);
-    } else if (table.dtype === 'f16' || table.dtype === 'bf16') {
-      const src = table.data as Uint16Array;
-      const widen = table.dtype === 'f16' ? f16ToF32 : bf16ToF32;
-      for (let j = 0; j < dim; j++) x[i * dim + j] = widen(src[table.offset + token * dim + j]);
-    } else {
-      this.engine.dequantize(new Tensor('f32', x, [1, dim], undefined, i * dim), table.slice(0, token, token + 1) as Tensor<'q4_0'>);
-    }
   }
 
   /** Adds one decode step over S valid positions to the SPEC 3 cost totals (all layers and KV heads). */
@@ -283,6 +298,137 @@ export class Session {
     this.methodCost += heads * attentionCost(this.attention, S, c.headDim);
     this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
   }
+}
+
+/**
+ * The rows of a batched decode step (Session.decodeBatch): a run state of at least `maxBatch` rows
+ * (a server's slots share it with their prefill), each row's views as a batch-1 operand of the
+ * attention ops, and the classifier's output (maxBatch, vocab_size).
+ */
+export class BatchState {
+  readonly state: RunState;
+  private readonly logitsData: Float32Array; // (maxRows, vocab_size)
+  private readonly rowViews: BatchRow[] = [];
+  private readonly logitViews = new Map<number, Tensor<'f32'>>();
+
+  constructor(state: RunState) {
+    this.state = state;
+    this.logitsData = new Float32Array(state.maxRows * state.config.vocabSize);
+  }
+
+  /** Row i's q, k, v and attention output as (1, heads, head_dim), made once per row. */
+  row(i: number): BatchRow {
+    let v = this.rowViews[i];
+    if (v) return v;
+    const { nHeads, nKvHeads, headDim, qDim, kvDim } = this.state.config;
+    const { q, k, v: vv, att } = this.state;
+    v = {
+      qHeads: new Tensor('f32', q, [1, nHeads, headDim], undefined, i * qDim),
+      kHeads: new Tensor('f32', k, [1, nKvHeads, headDim], undefined, i * kvDim),
+      vHeads: new Tensor('f32', vv, [1, nKvHeads, headDim], undefined, i * kvDim),
+      att: new Tensor('f32', att, [1, nHeads, headDim], undefined, i * qDim),
+    };
+    this.rowViews[i] = v;
+    return v;
+  }
+
+  /** Logits of n rows: (n, vocab_size), or (vocab_size) for one row, matching RunState.rows(n).xbIn. */
+  logits(n: number): Tensor<'f32'> {
+    let t = this.logitViews.get(n);
+    if (t) return t;
+    const vocab = this.state.config.vocabSize;
+    t = new Tensor('f32', this.logitsData, n === 1 ? [vocab] : [n, vocab]);
+    this.logitViews.set(n, t);
+    return t;
+  }
+}
+
+interface BatchRow {
+  qHeads: Tensor<'f32'>;
+  kHeads: Tensor<'f32'>;
+  vHeads: Tensor<'f32'>;
+  att: Tensor<'f32'>;
+}
+
+/**
+ * One transformer layer over the rows r of the run state (see the file comment): their keys and
+ * values, then the rest for the rows `out` (r itself, or its last row alone: forward). `attend`
+ * appends r's keys and values to the cache(s) and writes out's attention output from out's queries.
+ */
+function layer(engine: Engine, model: Model, productPath: ProductPath, l: number, r: Rows, out: Rows, attend: () => void): void {
+  const c = model.config;
+  const layer = model.weights.layers[l];
+  // Attention block: rmsnorm, projections, rotary positions, cache append and attention.
+  engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
+  linear(engine, out.q, layer.wq, out.xbIn, productPath);
+  linear(engine, r.k, layer.wk, r.xbIn, productPath);
+  linear(engine, r.v, layer.wv, r.xbIn, productPath);
+  // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
+  if (layer.bias) {
+    addRows(out.q.data, layer.bias.q, out.n);
+    addRows(r.k.data, layer.bias.k, r.n);
+    addRows(r.v.data, layer.bias.v, r.n);
+  }
+  if (layer.qkNorm) {
+    engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
+    engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
+  }
+  engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
+  engine.rope(r.kHeads, r.positions, c.ropeTheta, model.weights.rope);
+  attend();
+  linear(engine, out.xb2, layer.wo, out.attIn, productPath);
+  addInto(out.x, out.xb2);
+  // FFN block: rmsnorm, SwiGLU, down projection.
+  engine.rmsnorm(out.xb, out.x, layer.ffnNorm, c.normEps);
+  linear(engine, out.hb, layer.w1, out.xbIn, productPath);
+  linear(engine, out.hb2, layer.w3, out.xbIn, productPath);
+  engine.swiglu(out.hb, out.hb, out.hb2);
+  linear(engine, out.xb2, layer.w2, out.hb, productPath);
+  addInto(out.x, out.xb2);
+}
+
+/**
+ * Throws NonFiniteError at the first NaN or infinity in t: a non-finite hidden state only spreads
+ * (every later layer mixes all of it), so the first layer that shows one is where it came from.
+ * Costs one pass over the activations per layer, nothing next to the matrix products.
+ */
+function checkFinite(t: Tensor<'f32'>, where: string): void {
+  const x = t.data;
+  for (let i = 0; i < t.size; i++) {
+    const v = x[t.offset + i];
+    // v - v is 0 for finite v, NaN for NaN and infinities.
+    if (v - v !== 0) {
+      throw new NonFiniteError(`${where} holds ${v} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`);
+    }
+  }
+}
+
+/** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */
+function embed(engine: Engine, model: Model, x: Float32Array, token: number, i: number): void {
+  const table = model.weights.tokenEmbedding;
+  const [vocab, dim] = table.shape;
+  if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new SparqRangeError(`forward: token ${token}, expected an integer in [0, ${vocab - 1}]`);
+  if (table.dtype === 'f32') {
+    const from = table.offset + token * dim;
+    x.set((table.data as Float32Array).subarray(from, from + dim), i * dim);
+  } else if (table.dtype === 'f16' || table.dtype === 'bf16') {
+    const src = table.data as Uint16Array;
+    const widen = table.dtype === 'f16' ? f16ToF32 : bf16ToF32;
+    for (let j = 0; j < dim; j++) x[i * dim + j] = widen(src[table.offset + token * dim + j]);
+  } else {
+    engine.dequantize(new Tensor('f32', x, [1, dim], undefined, i * dim), table.slice(0, token, token + 1) as Tensor<'q4_0'>);
+  }
+}
+
+/** Given caches: one per layer, batch 1, the model's KV shape and `capacity` positions. */
+function checkCaches(caches: readonly KVCache[], c: Model['config'], capacity: number): KVCache[] {
+  if (caches.length !== c.nLayers) throw new SparqRangeError(`Session: ${caches.length} caches given, expected ${c.nLayers} (one per layer)`);
+  for (const cache of caches) {
+    if (cache.batch !== 1 || cache.nKvHeads !== c.nKvHeads || cache.headDim !== c.headDim || cache.capacity !== capacity) {
+      throw new SparqRangeError(`Session: a given cache has batch ${cache.batch}, ${cache.nKvHeads} KV heads of ${cache.headDim}, capacity ${cache.capacity}; expected batch 1, ${c.nKvHeads} of ${c.headDim}, capacity ${capacity}`);
+    }
+  }
+  return [...caches];
 }
 
 /** x[i] += y[i] for i < n (the residual connection). */

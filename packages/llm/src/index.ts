@@ -13,3 +13,4 @@ export * from './gguf-convert.ts';
 export * from './tensor-check.ts';
 export * from './eval/index.ts';
 export * from './random-model.ts';
+export * from './session-state.ts';

@@ -213,6 +213,21 @@ export class TextSession {
     this.pending = null;
   }
 
+  /** @internal What the cache holds beside the KV rows (session-state.ts saves it): tokens, the pending token, the last logits. */
+  snapshot(): { tokens: number[]; pending: number | null; logits: Float32Array } {
+    if (this.running) throw new SparqError('TextSession: a generation is running; finish or abort it first');
+    return { tokens: [...this.cached], pending: this.pending, logits: this.logits };
+  }
+
+  /** @internal Takes the tokens and logits of a loaded state whose KV rows are already in the caches (session-state.ts). */
+  adopt(tokens: readonly number[], pending: number | null, logits: Float32Array): void {
+    if (this.running) throw new SparqError('TextSession: a generation is running; finish or abort it first');
+    this.cached.length = 0;
+    this.cached.push(...tokens);
+    this.pending = pending;
+    this.logits.set(logits);
+  }
+
   /** @internal Marks `g` as the running generation. */
   claim(g: Generation): void {
     if (this.running && this.running !== g) throw new SparqError('TextSession.generate: another generation is running on this session; finish or abort it first');

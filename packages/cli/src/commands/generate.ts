@@ -7,7 +7,7 @@
  * between two forward steps and still prints the summary (exit 130).
  */
 import { SparqRangeError, selectBackend } from '@sparq/core';
-import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, openModel, type GenerationResult } from '@sparq/llm';
+import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, saveSessionState, type GenerationResult } from '@sparq/llm';
 import { readFileSync, writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
@@ -22,7 +22,7 @@ const USAGE = `sparq generate --model FILE [--tokenizer FILE] [--prompt TEXT | -
                 [--temperature T] [--top-p P] [--seed S] [--stop TEXT ...]
                 [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
                 [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
-                [--json] [--json-file FILE]
+                [--save-state FILE] [--load-state FILE] [--json] [--json-file FILE]
 
 Generates text as llama2.c's run does: -n counts positions including BOS (default
 256; 0 or more than the context means the context), the prompt is echoed, and
@@ -36,6 +36,9 @@ ${runUsage(1)}
   --prompt TEXT       default empty (BOS only)
   --prompt-file FILE  the prompt is the file's text (UTF-8), as is
   --stop TEXT         generation ends before TEXT is printed; repeat for several
+  --load-state FILE   start from a session state saved by --save-state (same model and --kv):
+                      the prompt continues that text (no BOS), and only the prompt is echoed
+  --save-state FILE   after generating, save the session (tokens, KV cache) to FILE
   --json              the summary as one JSON object on stderr instead of text
   --json-file FILE    also write the summary as JSON to FILE
 
@@ -50,6 +53,7 @@ export const generateCommand: Command = {
     const values = parseFlags(argv, {
       ...RUN_FLAGS, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, n: { type: 'string', short: 'n' },
       stop: { type: 'string', multiple: true }, json: { type: 'boolean' }, 'json-file': { type: 'string' },
+      'save-state': { type: 'string' }, 'load-state': { type: 'string' },
     });
     if (!values.model) throw new UsageError('--model FILE is required');
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
@@ -66,9 +70,12 @@ export const generateCommand: Command = {
     const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
     const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));
     const method = attention.method;
-    const tokens = model.tokenize(prompt);
-    if (tokens.length > contextSize) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of -n`);
     const session = model.createSession({ contextSize, attention });
+    const loaded = values['load-state'];
+    if (loaded !== undefined) loadSessionState(session, loaded);
+    // A loaded state continues its text: the prompt gets no BOS.
+    const tokens = model.tokenize(prompt, { bos: loaded === undefined });
+    if (session.position + tokens.length > contextSize) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens${loaded ? ` after the ${session.position} loaded` : ' (with BOS)'}, more than the ${contextSize} positions of -n`);
 
     const controller = new AbortController();
     const interrupt = () => controller.abort();
@@ -77,7 +84,7 @@ export const generateCommand: Command = {
     const bar = progress('prefill', process.stderr);
     let result: GenerationResult;
     try {
-      process.stdout.write(model.detokenize(tokens));
+      process.stdout.write(loaded === undefined ? model.detokenize(tokens) : prompt);
       const generation = session.generate(tokens, {
         temperature, topP, seed, stop: values.stop, signal: controller.signal,
         onProgress: ({ done, total }) => {
@@ -94,6 +101,7 @@ export const generateCommand: Command = {
       process.off('SIGINT', interrupt);
     }
     const interrupted = controller.signal.aborted;
+    if (values['save-state'] !== undefined) saveSessionState(session, values['save-state']);
 
     const info = model.engine.info();
     const a = result.attention;
