@@ -16,11 +16,6 @@ struct SdotDot {
 };
 
 }  // namespace
-
-void matmul_q8_dotprod(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
-  matmul_q8_arm64<SdotDot>(t, w, a, rows, out, row_begin, row_end);
-}
-
-void q8_sums_dotprod(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) { q8_sums_arm64<SdotDot>(t, w, a, rows, sums); }
-
 }  // namespace sparq
+
+SPARQ_Q8_ARM64_ENTRY_POINTS(dotprod, SdotDot)

@@ -21,11 +21,6 @@ struct NeonDot {
 };
 
 }  // namespace
-
-void matmul_q8_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
-  matmul_q8_arm64<NeonDot>(t, w, a, rows, out, row_begin, row_end);
-}
-
-void q8_sums_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) { q8_sums_arm64<NeonDot>(t, w, a, rows, sums); }
-
 }  // namespace sparq
+
+SPARQ_Q8_ARM64_ENTRY_POINTS(neon, NeonDot)

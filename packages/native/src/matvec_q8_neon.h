@@ -70,3 +70,15 @@ void q8_sums_arm64(WeightType t, const uint8_t* w, const RowActs& a, int64_t row
 
 }  // namespace
 }  // namespace sparq
+
+// The entry points of kernels_arm64.h for one integer dot product: matmul_q8_<name>, q8_sums_<name>.
+#define SPARQ_Q8_ARM64_ENTRY_POINTS(name, Dot)                                                                              \
+  namespace sparq {                                                                                                        \
+  void matmul_q8_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin,    \
+                        int64_t row_end) {                                                                                 \
+    matmul_q8_arm64<Dot>(t, w, a, rows, out, row_begin, row_end);                                                          \
+  }                                                                                                                        \
+  void q8_sums_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                     \
+    q8_sums_arm64<Dot>(t, w, a, rows, sums);                                                                               \
+  }                                                                                                                        \
+  }
