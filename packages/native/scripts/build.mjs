@@ -165,7 +165,7 @@ function run(cmd, args) {
 }
 
 const cxx = findCompiler();
-if (!cxx) fail(cross ? `no C++ compiler for ${arch} found (tried $CXX, ${CROSS_CXX[arch]})` : 'no C++ compiler found (tried $CXX, g++, c++, clang++)');
+if (!cxx) fail(cross ? `no C++ compiler for ${arch} found (tried $CXX, ${CROSS_CXX[arch]}; on Debian: apt-get install ${CROSS_CXX[arch].replace(/-g\+\+$/, '').replace(/^/, 'g++-')})` : 'no C++ compiler found (tried $CXX, g++, c++, clang++)');
 
 const require = createRequire(import.meta.url);
 let includes;
