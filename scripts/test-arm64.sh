@@ -17,6 +17,8 @@
 #
 #   scripts/test-arm64.sh [vitest filters...]   (default: test/conformance; .ci/run names a bounded set)
 #
+# ARM64_CPUS: the emulated CPUs of `sparq backends` and the greedy text, as cpu:kernel (default
+# "max:neon-dotprod cortex-a72:neon").
 # ARM64_A72_SUITE: the suites run on the Cortex-A72 (default test/conformance/block-int8.spec.ts;
 # empty: none, the A72 then runs `sparq backends` and the greedy text only).
 # SPARQ_ARM64_ROOT: the folder (default ~/.cache/sparq-arm64); it is reused between runs.
@@ -83,7 +85,7 @@ export NAPI_RS_NATIVE_LIBRARY_PATH="$BINDING" REQUIRE_NATIVE=1
 cd "$ROOT"
 
 [ -f packages/sparq/dist/index.js ] || pnpm -s build
-for cpu in max:neon-dotprod cortex-a72:neon; do
+for cpu in ${ARM64_CPUS:-max:neon-dotprod cortex-a72:neon}; do
   qemu=(qemu-aarch64 -cpu "${cpu%%:*}" -L "$SYSROOT" "$SYSROOT/usr/bin/node")
   step "sparq backends on an emulated ${cpu%%:*} CPU"
   report="$("${qemu[@]}" packages/sparq/bin/sparq.js backends)"
