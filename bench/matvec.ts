@@ -3,9 +3,9 @@
  *   pnpm bench:matvec [--quick] [--types q8_0,int4] [--products dequant,int8] [--paths avx2,avx512] [--threads 1,2]
  *
  * Every block type and INT4 runs by both product paths (ProductPath in core/backend.ts): 'dequant'
- * (weights decoded to f32) and 'int8' (activations quantized to 8 bits per 32 elements, integer
- * sums against the weights' codes: packages/native/src/matvec_q8.h for the block types); f32, f16
- * and bf16 have one row each (both paths are their f32 product).
+ * (weights decoded to f32) and 'int8' (activations quantized to 8 bits in ggml's activation blocks,
+ * integer sums against the weights' codes: packages/native/src/matvec_q8.h for the block types);
+ * f32, f16 and bf16 have one row each (their f32 product).
  *
  * For each kernel path this CPU runs (avx2, avx512) and thread count (1, 2): GB/s of weight
  * bytes read and the ratio to the read bandwidth measured at the same thread count

@@ -107,7 +107,7 @@ describe('sparq exit statuses', () => {
     expectOneLine(threads, 1, 'SPARQ_THREADS=100000, expected a decimal integer in [1, 256]');
     expectOneLine(spin, 1, 'SPARQ_SPIN_US=-1, expected a decimal integer in [0, 100000]');
     expectOneLine(kernel, 1, 'SPARQ_NATIVE_KERNEL=avx9000, expected one of scalar, avx2, avx512');
-    expectOneLine(missing, 1, /sparq inspect: Error: ENOENT/);
+    expectOneLine(missing, 1, `sparq inspect: FormatError: ${join(dir, 'missing.gguf')}: no such file`);
     expect(debug.code).toBe(1);
     expect(debug.stderr).toMatch(/\n\s+at /);
   }, 120_000);

@@ -1,31 +1,35 @@
 /**
  * Conformance: the 'int8' product for ggml block weights (issue 11), matvec / matmul with path
  * 'int8', on every backend. Its exact definition is packages/reference/src/ops/block-int8-matvec.ts:
- * activations quantized per 32 elements (step dx, codes q), integer sums isum = sum c q and
- * qsum = sum q per sub-block against the weights' integer codes c, scaled by f32(dl dx) and f32(m dx).
+ * activations quantized into ggml's activation blocks for the weight type (Q8_0, Q8_1 or Q8_K: step
+ * dx, codes q, Q8_1's f16 sums s), integer sums isum = sum c q and qsum = sum q per sub-block against
+ * the weights' integer codes c, scaled by f32(dl dx), and the minimum m times dx qsum (Q8_1: m s).
  *
  * - The exact value. The tests read each element's integer view (c, dl, m) from the block bytes
  *   themselves (test/support/ggml-layout.ts, written from ggml-common.h, no backend code) and
- *   quantize the activations here, so E = sum (dl dx isum + m dx qsum) is computed independently
+ *   quantize the activations by test/support/ggml-activations.ts, so E = sum (dl dx isum + m xs)
+ *   (xs = dx qsum, or Q8_1's s) is computed independently
  *   of every backend; each backend's 'int8' output must be within f32 rounding of E (ROUNDINGS).
  * - Against 'dequant': within the activation rounding (at most half a step dx per element) plus
  *   both paths' f32 rounding, and not equal to it (the integer path really runs).
  * - Exact cases: integer weights and activations whose scales are powers of two make every step
  *   exact, so the legacy types must give sum w x exactly.
- * - Float weights: 'int8' is their f32 product, bit for bit the 'dequant' one.
+ * - Float weights: 'int8' is the f32 product of the activations rounded to the weights' type (f16,
+ *   bf16; f32 unchanged), bit for bit the 'dequant' one of those activations.
  * Shapes: every block dtype, n 1 (matvec and matmul), 3, 8 and 13 (8 and more take native's
  * batched kernels), odd row counts, 1..3 super-blocks of 256 or 1..9 blocks of 32 per row.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, f32ToBf16, f32ToF16, type BlockDType, type Engine, type ProductPath } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, bf16ToF32, f32ToBf16, f32ToF16, roundToF16, type BlockDType, type Engine, type ProductPath } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
+import { activationError, activationKind, ggmlActivations, q8_1SumError } from '../support/ggml-activations.ts';
 import { elementGrid } from '../support/ggml-layout.ts';
 import { U, dotBound, seeded, uniform } from './numeric.ts';
 
 const f32 = Math.fround;
 
-/** Columns per activation block: each has its own int8 step dx. */
+/** Columns per activation block of 32 (Q8_0, Q8_1; Q8_K's 256 are 8 of them): activations() scales each its own way. */
 const ACTIVATION_BLOCK = 32;
 /**
  * The finest run of elements a backend sums in integers before scaling: native's SIMD kernels keep
@@ -67,22 +71,6 @@ const OFFSET: Partial<Record<BlockDType, number>> = { q4_0: 8, q5_0: 16, q3_k: 4
  */
 const ROUNDINGS = (cols: number) => (3 * cols) / 8 + 8;
 
-/** The tests' own activation quantizer (the definition in int8-activations.ts): steps dx (n, cols / 32), codes q (n, cols). */
-function quantizeActivations(x: Float32Array, n: number, cols: number): { dx: Float64Array; q: Int32Array } {
-  const dx = new Float64Array((n * cols) / ACTIVATION_BLOCK);
-  const q = new Int32Array(n * cols);
-  for (let b = 0; b < dx.length; b++) {
-    let amax = 0;
-    for (let j = 0; j < ACTIVATION_BLOCK; j++) amax = Math.max(amax, Math.abs(x[b * ACTIVATION_BLOCK + j]));
-    dx[b] = Math.max(f32(amax / 127), 2 ** -126);
-    for (let j = 0; j < ACTIVATION_BLOCK; j++) {
-      const v = f32(x[b * ACTIVATION_BLOCK + j] / dx[b]);
-      q[b * ACTIVATION_BLOCK + j] = Math.sign(v) * Math.floor(Math.abs(v) + 0.5); // C's roundf: halves away from zero
-    }
-  }
-  return { dx, q };
-}
-
 /** Per output (t, r) of the 'int8' product, in f64. */
 interface Int8Exact {
   value: Float64Array; // E = sum_p dl_p dx isum_p + m_p dx qsum_p
@@ -95,8 +83,9 @@ interface Int8Exact {
  * integer view read off w's bytes. The bound against 'dequant' (P = sum_j w_j x_j, w_j the decoded f32
  * weights, w~_j = dl c_j + m exactly, a_j = |dl c_j| + |m| >= |w~_j|):
  *   |int8 - dequant| <= |int8 - E| + |E - P| + |P - dequant|
- *   E - P = sum_j w~_j (dx q_j - x_j) + (w~_j - w_j) x_j, where |dx q_j - x_j| <= dx (1/2 + 2^-16)
- *   (half a step, plus the f32 rounding of x / dx: at most 127.5 U < 2^-16 steps) and
+ *   E - P = sum_j w~_j (dx q_j - x_j) + (w~_j - w_j) x_j, where |dx q_j - x_j| <= activationError
+ *   (test/support/ggml-activations.ts: half a step, the f32 roundings, f16's rounding of the step),
+ *   plus for Q8_1 |m| q8_1SumError per block (m s instead of m sum x), and
  *   |w~_j - w_j| <= 2 U a_j (1 + U) <= 3 U a_j (two roundings: dl c_j and + m);
  *   |int8 - E| <= ROUNDINGS U M, |P - dequant| <= dotBound(cols, sum_j |w_j x_j|).
  */
@@ -115,7 +104,9 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
     if (f32(f32(dl[i] * c[i]) + m[i]) !== decoded[i]) inconsistent++;
   }
   expect(inconsistent).toBe(0);
-  const { dx, q } = quantizeActivations(x, n, cols);
+  const acts = ggmlActivations(w.dtype, x);
+  const { dx, q } = acts;
+  const q8_1 = activationKind(w.dtype) === 'q8_1';
   const out: Int8Exact = { value: new Float64Array(n * rows), magnitude: new Float64Array(n * rows), toDequant: new Float64Array(n * rows) };
   for (let t = 0; t < n; t++) {
     for (let r = 0; r < rows; r++) {
@@ -123,21 +114,24 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
       let absSum = 0; // sum_j |w_j x_j|
       for (let p = 0; p < cols / PIECE; p++) {
         const first = r * cols + p * PIECE; // the piece's first weight
-        const step = dx[Math.floor((t * cols + p * PIECE) / ACTIVATION_BLOCK)];
+        const at = t * cols + p * PIECE; // its first activation
+        const step = dx[at];
         let isum = 0;
         let qsum = 0;
         for (let j = 0; j < PIECE; j++) {
-          const qj = q[t * cols + p * PIECE + j];
-          const xj = x[t * cols + p * PIECE + j];
           const a = Math.abs(dl[first] * c[first + j]) + Math.abs(m[first]);
-          isum += c[first + j] * qj;
-          qsum += qj;
-          activation += a * step * (0.5 + 2 ** -16) + 3 * U * a * Math.abs(xj);
-          absSum += Math.abs(decoded[first + j] * xj);
+          isum += c[first + j] * q[at + j];
+          qsum += q[at + j];
+          activation += a * activationError(acts, x, at + j) + 3 * U * a * Math.abs(x[at + j]);
+          absSum += Math.abs(decoded[first + j] * x[at + j]);
         }
+        // The minimum's term: m dx qsum per piece, or Q8_1's m s once per 32-element block.
+        const blockStart = at % ACTIVATION_BLOCK === 0;
+        const minimum = q8_1 ? (blockStart ? m[first] * acts.s[at / ACTIVATION_BLOCK] : 0) : m[first] * step * qsum;
+        if (q8_1 && blockStart) activation += Math.abs(m[first]) * q8_1SumError(acts, at / ACTIVATION_BLOCK);
         const o = t * rows + r;
-        out.value[o] += dl[first] * step * isum + m[first] * step * qsum;
-        out.magnitude[o] += Math.abs(dl[first] * step) * (Math.abs(isum) + 2 * (OFFSET[w.dtype] ?? 0) * Math.abs(qsum)) + Math.abs(m[first] * step * qsum);
+        out.value[o] += dl[first] * step * isum + minimum;
+        out.magnitude[o] += Math.abs(dl[first] * step) * (Math.abs(isum) + 2 * (OFFSET[w.dtype] ?? 0) * Math.abs(qsum)) + Math.abs(minimum);
       }
       const o = t * rows + r;
       out.toDequant[o] = activation + ROUNDINGS(cols) * U * out.magnitude[o] + dotBound(cols, absSum);
@@ -164,8 +158,9 @@ function blockWeights(engine: Engine, dtype: BlockDType, values: Float32Array, r
 
 /**
  * x (n, cols): uniform values, each 32-element block scaled by 2^k (k in -6..3) or, one block in 16,
- * all zero (step 2^-126): the steps differ from block to block, so a product that used another
- * block's step, or split a 16-element sub-block's pair wrongly, fails.
+ * all zero (step 0): the steps differ from block to block, so a product that used another
+ * block's step, or split a 16-element sub-block's pair wrongly, fails (Q8_K's 256-element steps
+ * then see codes of very different sizes within one block).
  */
 function activations(random: () => number, n: number, cols: number): Float32Array {
   const x = uniform(random, n * cols);
@@ -243,14 +238,16 @@ forEachBackend('block weights, int8 product', (engine) => {
   for (const { dtype, lo, hi } of EXACT) {
     opIt(engine, 'matmul', `${dtype}: int8 on integer weights and activations, scaled by 2^e and 2^f, is sum w x * 2^(e + f) exactly`, () => {
       // Every block of w holds lo and hi, so d = 2^e exactly and the codes are the integers; every
-      // activation block holds 127 or -127, so dx = 2^f and q = x / 2^f. Then each dl dx is a power
-      // of two, |isum| < 2^19 and the row sums stay below 2^24: every f32 operation is exact.
+      // activation block holds 127 or -127, so 127 / amax = 2^-f, q = x / 2^f and the f16 step is
+      // 2^f (f16 holds 2^-24 .. 2^15). Q8_1's f16 sum 2^f sum q is exact too: |sum q| <= 31 * 60 + 127
+      // < 2^11 and 2^4 * 2^11 < 65504. Then each dl dx is a power of two, |isum| < 2^19 and the
+      // row sums stay below 2^24: every f32 operation is exact.
       fc.assert(
-        fc.property(shapes(dtype), fc.integer({ min: -8, max: 8 }), fc.integer({ min: -20, max: 20 }), ({ rows, blocks, n, seed }, e, f) => {
+        fc.property(shapes(dtype), fc.integer({ min: -8, max: 8 }), fc.integer({ min: -20, max: 4 }), ({ rows, blocks, n, seed }, e, f) => {
           const cols = 32 * blocks;
           const random = seeded(seed);
           const wInt = Float32Array.from({ length: rows * cols }, (_, i) => (i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1))));
-          const xInt = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 5 ? (random() < 0.5 ? 127 : -127) : Math.floor(random() * 255) - 127));
+          const xInt = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 5 ? (random() < 0.5 ? 127 : -127) : Math.floor(random() * 121) - 60));
           const w = blockWeights(engine, dtype, wInt.map((v) => v * 2 ** e), rows, cols);
           const got = product(engine, w, xInt.map((v) => v * 2 ** f), n, 'int8');
           for (let t = 0; t < n; t++) {
@@ -264,9 +261,28 @@ forEachBackend('block weights, int8 product', (engine) => {
         { numRuns: 20 },
       );
     }, dtype);
+
+    opIt(engine, 'matmul', `${dtype}: activations at exact halves of a step round to even, as ggml's vroundps`, () => {
+      // Each activation block holds 127 (so 127 / amax = 1 and the step is 1) and otherwise values
+      // k + 1/2: v = x exactly, so every code is a tie. Rounding halves away from zero (C's roundf)
+      // would move each by one; with integer weights d = 1 every f32 operation is exact.
+      const [rows, cols, n] = [3, 64, 2];
+      const random = seeded(31);
+      const wInt = Float32Array.from({ length: rows * cols }, (_, i) => (i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1))));
+      const x = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 7 ? 127 : Math.floor(random() * 200) - 100 + 0.5));
+      const got = product(engine, blockWeights(engine, dtype, wInt, rows, cols), x, n, 'int8');
+      const even = (v: number) => (Math.floor(v) % 2 === 0 ? Math.floor(v) : Math.ceil(v)); // v an integer or a half
+      for (let t = 0; t < n; t++) {
+        for (let r = 0; r < rows; r++) {
+          let sum = 0;
+          for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * even(x[t * cols + j]);
+          expect(got[t * rows + r]).toBe(sum);
+        }
+      }
+    }, dtype);
   }
 
-  opIt(engine, 'matmul', 'f32, f16, bf16 weights: int8 is the f32 product, bit for bit the dequant one', () => {
+  opIt(engine, 'matmul', 'f32, f16, bf16 weights: int8 is the f32 product of the activations rounded to the weight type, bit for bit', () => {
     const random = seeded(23);
     const [rows, cols, n] = [5, 96, 3];
     const values = uniform(random, rows * cols);
@@ -274,8 +290,11 @@ forEachBackend('block weights, int8 product', (engine) => {
     for (const dtype of ['f32', 'f16', 'bf16'] as const) {
       const w = Tensor.zeros(dtype, [rows, cols]);
       for (let i = 0; i < values.length; i++) w.data[i] = dtype === 'f32' ? values[i] : dtype === 'f16' ? f32ToF16(values[i]) : f32ToBf16(values[i]);
-      expect(product(engine, w, x, n, 'int8')).toEqual(product(engine, w, x, n, 'dequant'));
-      expect(product(engine, w, x.subarray(0, cols), 1, 'int8', true)).toEqual(product(engine, w, x.subarray(0, cols), 1, 'dequant', true));
+      // ggml's activations for f16 and bf16 weights: each element rounded to nearest, ties to even.
+      const rounded = x.map((v) => (dtype === 'f32' ? v : dtype === 'f16' ? roundToF16(v) : bf16ToF32(f32ToBf16(v))));
+      if (dtype !== 'f32') expect(rounded).not.toEqual(x);
+      expect(product(engine, w, x, n, 'int8')).toEqual(product(engine, w, rounded, n, 'dequant'));
+      expect(product(engine, w, x.subarray(0, cols), 1, 'int8', true)).toEqual(product(engine, w, rounded.subarray(0, cols), 1, 'dequant', true));
     }
   });
 });

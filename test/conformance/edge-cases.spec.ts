@@ -28,21 +28,20 @@ const ROWS = [
 ];
 
 forEachBackend('edge-case contract', (engine) => {
-  it('H2O with k = 1: the first step attends every position and evicts them all; the next attends only its new token', () => {
+  it('H2O with k = 1: each step evicts down to its new token (the window of 1) and attends it alone', () => {
     const c = cache(engine, ROWS);
     const state = new H2OState(c);
     const q = Tensor.f32([1, 1, D], [0.5, 0.25, 0, 1]);
     const out = Tensor.zeros('f32', [1, 1, D]);
-    const dense = Tensor.zeros('f32', [1, 1, D]);
-    engine.attentionDecode(dense, q, c);
     engine.h2oDecode(out, q, c, state, { k: 1 });
-    expect([...out.data]).toEqual([...dense.data]);
-    // keep = k - 1 = 0 positions and a window of 0: all three are evicted.
-    expect([...state.evicted.subarray(0, 3)]).toEqual([1, 1, 1]);
+    // keep k = 1 and a window of max(1, floor(1/4)) = 1: the two older positions go, the newest stays.
+    expect([...state.evicted.subarray(0, 3)]).toEqual([1, 1, 0]);
+    // Softmax over one position is exactly 1: y = that position's value (regression: one backend gave NaN).
+    expect([...out.data]).toEqual(ROWS[2]);
     const next = Tensor.f32([1, 1, D], [0.5, -1, 2, 0.25]);
     engine.kvAppend(c, 0, next, next);
     engine.h2oDecode(out, q, c, state, { k: 1 });
-    // Softmax over one position is exactly 1: y = that position's value (regression: one backend gave NaN).
+    expect([...state.evicted.subarray(0, 4)]).toEqual([1, 1, 1, 0]);
     expect([...out.data]).toEqual([0.5, -1, 2, 0.25]);
   });
 

@@ -9,10 +9,17 @@ import { AttentionStats, KVCache, SparqTrace, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
-import { TOL_ATTENTION, buildCache, maxDiff, oracleAttend, rowOf, shapeArb, validOf, type Shape } from './oracle.ts';
+import { TOL_ATTENTION, at, buildCache, exactKTShapeArb, maxDiff, oracleAttend, rowOf, shapeArb, validOf, type Shape } from './oracle.ts';
 
 /** Hand-computed values below are given to 6 decimals. */
 const TOL_HAND = 2e-6;
+
+/**
+ * Step 1's approximate probabilities against the f64 oracle: the logits (|x| <~ 20) are rounded
+ * to f32 (~1.2e-6 absolute, so ~1.2e-6 relative in each probability) and the softmax runs in f32,
+ * so each s_hat and any sum of them (alpha <= 1) is within a few 1e-6; 1e-5 as for attention.
+ */
+const TOL_STEP1 = 1e-5;
 
 const paramsArb = (s: Shape) =>
   fc.record({
@@ -138,9 +145,44 @@ forEachBackend('sparqDecode', (engine) => {
     );
   });
 
-  opIt(engine, 'sparqDecode', "gives the same output with K stored twice or once ('k-twice' / 'single-k')", () => {
+  opIt(engine, 'sparqDecode', 'step 1 ranks with K transposed as stored (f32, f16 or integer codes): alpha and i2 against the f64 oracle', () => {
     fc.assert(
       fc.property(shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
+        const { built, trace, i2 } = run(engine, s, p);
+        const { cache, q, KT } = built;
+        const H = s.nKv * s.g;
+        for (let b = 0; b < s.batch; b++) {
+          const valid = validOf(cache, b);
+          for (let h = 0; h < s.nKv; h++) {
+            const i1 = Array.from(trace.i1.subarray((b * s.nKv + h) * p.r, (b * s.nKv + h + 1) * p.r));
+            // s_hat_t over valid positions from KT (what K transposed holds), with the backend's tau.
+            const score = new Map<number, number>(valid.map((j) => [j, 0]));
+            const chosen = i2(b, h);
+            for (let t = 0; t < s.g; t++) {
+              const head = b * H + h * s.g + t;
+              const logits = valid.map((j) => i1.reduce((acc, i) => acc + q.data[head * s.d + i] * KT[at(cache, b, h, j) + i], 0) / trace.tau[head]);
+              const max = Math.max(...logits);
+              const total = logits.reduce((acc, x) => acc + Math.exp(x - max), 0);
+              const sHat = logits.map((x) => Math.exp(x - max) / total);
+              valid.forEach((j, n) => score.set(j, score.get(j)! + sHat[n]));
+              const alpha = chosen.reduce((acc, j) => acc + sHat[j - valid[0]], 0);
+              expect(Math.abs(trace.alpha[head] - alpha)).toBeLessThanOrEqual(TOL_STEP1);
+            }
+            // Outside the local window, every chosen position scores at least every one left out.
+            const windowStart = cache.nPast[b] - p.l;
+            const left = valid.filter((j) => j < windowStart && !chosen.includes(j)).map((j) => score.get(j)!);
+            const taken = chosen.filter((j) => j < windowStart).map((j) => score.get(j)!);
+            if (left.length > 0 && taken.length > 0) expect(Math.min(...taken)).toBeGreaterThanOrEqual(Math.max(...left) - s.g * TOL_STEP1);
+          }
+        }
+      }),
+      { numRuns: 80 },
+    );
+  });
+
+  opIt(engine, 'sparqDecode', "gives the same output with K stored twice or once ('k-twice' / 'single-k')", () => {
+    fc.assert(
+      fc.property(exactKTShapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
         const a = run(engine, { ...s, layout: 'k-twice' }, p);
         const b = run(engine, { ...s, layout: 'single-k' }, p);
         expect(maxDiff(a.out.data, b.out.data)).toBeLessThanOrEqual(TOL_ATTENTION);

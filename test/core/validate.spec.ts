@@ -155,6 +155,9 @@ describe('validation before dispatch', () => {
     const cache = cacheWith(4);
     const other = new H2OState(new KVCache({ nKvHeads: 2, headDim: 8, capacity: 8 }));
     expect(() => engine.h2oDecode(q(1, 2), q(1, 2), cache, other, { k: 2 })).toThrow('h2oDecode: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]');
+    expect(() => engine.h2oSeed(other, q(1, 2), cache, 0)).toThrow('h2oSeed: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]');
+    expect(() => engine.h2oSeed(new H2OState(cache), q(5, 2), cache, 0)).toThrow('h2oSeed: N (new tokens)');
+    expect(calls).toEqual([]);
   });
 });
 

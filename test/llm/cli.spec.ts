@@ -61,7 +61,7 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     const flag = sparq('generate', '--model', files.model.path, '--attention', 'fast');
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain('--attention fast, expected one of dense, sparq, h2o, lminf, oracle');
-    expect(sparq('generate', '--model', files.model.path, '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
+    expect(sparq('generate', '--model', files.model.path, '--attention', 'sparq', '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
     expect(sparq('generate', '--model', files.model.path, '--product', 'int4').stderr).toContain('--product int4, expected one of dequant, int8');
     expect(sparq('generate').stderr).toContain('--model FILE is required');
     const bad = join(dir, 'bad.gguf');
@@ -97,7 +97,8 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
   });
 
   it('--kv-layout single-k: SparQ gathers its components from the key rows, the same greedy text as k-twice', () => {
-    const args = [...base, '-n', '60', '--attention', 'sparq', '--kv', 'f32'];
+    // K transposed in f32 holds exactly the rows' values, so both layouts rank alike.
+    const args = [...base, '-n', '60', '--attention', 'sparq', '--kv', 'f32', '--kt', 'f32'];
     const twice = sparq(...args);
     const single = sparq(...args, '--kv-layout', 'single-k');
     expect(twice.code).toBe(0);
@@ -110,13 +111,36 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     expect(bad.stderr).toContain('--kv-layout double, expected one of k-twice, single-k');
   });
 
+  it('--kv and --kt take the KV row and transposed-key types, name the valid values, and --json reports the KV bytes', () => {
+    const r = sparq(...base, '-n', '40', '--attention', 'sparq', '--kt', 'i8', '--json');
+    expect(r.code).toBe(0);
+    const lines = r.stderr.trim().split('\n');
+    const summary = JSON.parse(lines[lines.length - 1]);
+    // stories260K: 5 layers x 4 KV heads of 8; per head and position 2 f16 rows (32 bytes) plus
+    // 8 i8 codes and 8 / 64 f16 scales (8.25 bytes); 40 positions.
+    expect(summary).toMatchObject({ kv: 'f16', kt: 'i8', kvLayout: 'k-twice', kvBytesPerPosition: 5 * 4 * (32 + 8.25) });
+    // The cache holds whole 64-position scale blocks: 40 positions of rows, 64 of codes and one scale per component.
+    expect(summary.kvBytes).toBe(5 * 4 * (40 * 32 + 64 * 8 + 8 * 2));
+    const badKv = sparq(...base, '--kv', 'q5_0');
+    expect(badKv.code).toBe(2);
+    expect(badKv.stderr).toContain('--kv q5_0, expected one of f32, f16, q8_0, q4_0');
+    const badKt = sparq(...base, '--kt', 'i3');
+    expect(badKt.code).toBe(2);
+    expect(badKt.stderr).toContain('--kt i3, expected one of f32, f16, i8, i4, i2');
+    // stories260K's heads hold 8 values; a q8_0 block holds 32.
+    const blocks = sparq(...base, '--kv', 'q8_0');
+    expect(blocks.code).toBe(1);
+    expect(blocks.stderr).toContain("headDim 8 with dtype 'q8_0', expected a multiple of 32");
+  });
+
   it('--json puts the summary on stderr as one JSON object; --json-file writes it to a file', () => {
     const out = join(dir, 'summary.json');
     const r = sparq(...base, '-n', '40', '--json', '--json-file', out);
     expect(r.code).toBe(0);
     const lines = r.stderr.trim().split('\n');
     const summary = JSON.parse(lines[lines.length - 1]);
-    expect(summary).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
+    // -n's limit is a token limit: 'length', as maxTokens gives in the library.
+    expect(summary).toMatchObject({ finishReason: 'length', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(summary);
   });
 

@@ -12,8 +12,9 @@ const S = 48;
 const SPARQ: AttentionConfig = { method: 'sparq', r: 8, k: 8, l: 2, reallocate: true };
 const DENSE: AttentionConfig = { method: 'dense', r: 0, k: 0, l: 0, reallocate: false };
 /**
- * The two sessions' caches differ in layout only (K twice or once); SparQ's step 1 reads the same
- * values from either, so the logits agree (measured: identical; the bound allows a reordered f32 sum).
+ * The two sessions' caches differ in layout only (K twice or once, K transposed in f16 like the
+ * rows); SparQ's step 1 reads the same values from either, so the logits agree (measured:
+ * identical; the bound allows a reordered f32 sum).
  */
 const LAYOUT_TOL = 1e-4;
 
@@ -22,7 +23,7 @@ const model = buildModel(referenceEngine, loaded);
 const prompt = Array.from({ length: S }, (_, i) => 3 + ((i * 37) % 250));
 
 function decodeAfterPrefill(created: AttentionConfig, switchTo: AttentionConfig | null): Float32Array {
-  const session = new Session(referenceEngine, model, { capacity: S + 1, maxPrefill: S, attention: created });
+  const session = new Session(referenceEngine, model, { capacity: S + 1, maxPrefill: S, attention: created, kvDType: 'f16', kt: 'f16' });
   session.prefill(prompt);
   if (switchTo) session.setAttention(switchTo);
   return session.decode(5).slice();

@@ -149,7 +149,7 @@ function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: num
   const i1 = Array.from(trace.i1.subarray((b * nKvHeads + h) * trace.r, (b * nKvHeads + h + 1) * trace.r));
   const first = cache.nPad[b];
   const last = cache.nPast[b];
-  const read = (arr: Float32Array | Uint16Array, at: number) => (cache.dtype === 'f32' ? arr[at] : f16(arr[at]));
+  const read = (arr: ArrayLike<number>, at: number) => (cache.dtype === 'f32' ? arr[at] : f16(arr[at]));
   const score = new Map<number, number>();
   for (let t = 0; t < g; t++) {
     const head = h * g + t;

@@ -9,7 +9,7 @@
  * 'dequant': the same tolerance as test/native/basic.spec.ts (TOL_NMSE, and per element TOL_DOT =
  * twice the f32 dot-product bound, since both sides are within the bound of the exact product); the
  * scalar path stays bit-identical with the reference.
- * 'int8' (block weights: the activation rows quantized to 8 bits per 32-element block, integer sums
+ * 'int8' (block weights: the activation rows quantized into ggml's activation blocks, integer sums
  * against the weights' integer codes, src/matvec_q8.h; from a per-type n on (gemm_q8_min_n's measured
  * crossovers; forced down to GEMM_MIN_N here, so small products reach it) the blocked kernel,
  * AVX-512 VNNI's or AVX2's, else a per-row one):
@@ -17,13 +17,15 @@
  * - against the native scalar twin (matmul_q8_ref): the int32 sub-block sums bit for bit (q8BlockSums),
  *   and the outputs within TWIN_BOUND below (f32 rounding only);
  * - the AVX2 blocked kernel against the VNNI one: the same bits (below).
- * f32, f16 and bf16 weights have no integer codes: 'int8' gives their f32 product, bit for bit.
+ * f32, f16 and bf16 weights have no integer codes: 'int8' gives the f32 product of the activations
+ * rounded to the weights' type (f16, bf16) as ggml does, bit for bit the 'dequant' product of those.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType, type ProductPath } from '@sparq/core';
+import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, roundToF16, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType, type ProductPath } from '@sparq/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon } from '../../packages/native/lib/attention-ops.ts';
+import { activationError, activationKind, ggmlActivations, q8_1SumError } from '../support/ggml-activations.ts';
 import { F16_FIELDS } from '../support/ggml-layout.ts';
 import { TOL_NATIVE_NMSE, U, dotBound, nativeNmseGuaranteed, nativeVsReferenceBound, nmse, seeded, uniform } from '../conformance/numeric.ts';
 import { DTYPE_CODE, basicAddon } from '../../packages/native/lib/basic-ops.ts';
@@ -124,33 +126,33 @@ const int8Roundings = (cols: number): number => cols / 8 + 8;
 
 /**
  * The two parts of the 'int8' product's distance from the exact product, per output (t, r):
- * - rounding: the activation's. The codes q_j = round(x_j / dx) (dx = the 32-element block's step,
- *   x_j / dx rounded to f32 first) are off by at most 1/2 + 2^-16 of a step: replacing x_j by dx q_j
- *   moves the product by at most sum_j |w_j| dx_b (1/2 + 2^-16).
+ * - rounding: the activation's. The codes q_j of ggml's activation blocks for the type
+ *   (test/support/ggml-activations.ts) move each element by at most activationError: replacing x_j
+ *   by dx q_j moves the product by at most sum_j (|w_j| + 2 |m_h|) activationError_j (|dl c_j| <=
+ *   |w_j| + |m_h| (1 + U), and a minimum's term m dx sum q moves by |m| sum_j activationError_j),
+ *   and for Q8_1 (whose minimum multiplies an f16 sum) |m| q8_1SumError per block.
  * - magnitude: a bound on the sum of the terms' magnitudes, sum_s |dl_s dx (sum c q)| + |m_s dx (sum q)|
- *   <= sum_j (|w_j| + 2 |m_h|) (|x_j| + dx_b), since |dl_h c_j| <= |w_j| + |m_h| (1 + U) and
- *   |dx q_j| <= |x_j| + dx_b / 2 (1 + U); the f32 roundings move the result by at most
- *   int8Roundings(cols) U times it.
+ *   <= sum_j (|w_j| + 2 |m_h|) (|x_j| + 2 activationError_j), since |dx q_j| <= |x_j| + activationError_j;
+ *   the f32 roundings move the result by at most int8Roundings(cols) U times it.
  */
-function int8Parts(w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): { rounding: Float64Array; magnitude: Float64Array; absSum: Float64Array } {
+function int8Parts(dtype: BlockDType, w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): { rounding: Float64Array; magnitude: Float64Array; absSum: Float64Array } {
   const rounding = new Float64Array(n * rows);
   const magnitude = new Float64Array(n * rows);
   const absSum = new Float64Array(n * rows);
+  const acts = ggmlActivations(dtype, x);
+  const err = Float64Array.from(x, (_, j) => activationError(acts, x, j));
+  const q8_1 = activationKind(dtype) === 'q8_1';
   for (let t = 0; t < n; t++) {
-    const step = new Float64Array(cols / 32);
-    for (let b = 0; b < cols / 32; b++) {
-      let amax = 0;
-      for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(x[t * cols + 32 * b + j]));
-      step[b] = Math.max(Math.fround(amax / 127), 2 ** -126);
-    }
     for (let r = 0; r < rows; r++) {
       const i = t * rows + r;
       for (let c = 0; c < cols; c++) {
         const wv = Math.abs(w[r * cols + c]);
         const xv = Math.abs(x[t * cols + c]);
-        const b = c >> 5;
-        rounding[i] += wv * step[b] * (0.5 + 2 ** -16);
-        magnitude[i] += (wv + 2 * mins[(r * cols + c) >> 4]) * (xv + step[b]);
+        const m = mins[(r * cols + c) >> 4];
+        const e = err[t * cols + c];
+        rounding[i] += (wv + 2 * m) * e;
+        if (q8_1 && c % 32 === 0) rounding[i] += m * q8_1SumError(acts, (t * cols + c) / 32);
+        magnitude[i] += (wv + 2 * m) * (xv + 2 * e);
         absSum[i] += wv * xv;
       }
     }
@@ -272,8 +274,12 @@ for (const path of paths) {
       const want = product(ref, w, x, n, rows, cols, 'dequant');
       expectProduct(path, want, product(nat, w, x, n, rows, cols, 'dequant'), absSums(decoded, x, rows, cols, n), cols);
       const got = product(nat, w, x, n, rows, cols, 'int8');
-      if (!isBlock(dtype)) return expect(got).toEqual(product(nat, w, x, n, rows, cols, 'dequant'));
-      const parts = int8Parts(decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
+      if (!isBlock(dtype)) {
+        // ggml's activations for f16 and bf16 weights: each element rounded to the weights' type, ties to even.
+        const rounded = x.map((v) => (dtype === 'f16' ? roundToF16(v) : dtype === 'bf16' ? bf16ToF32(f32ToBf16(v)) : v));
+        return expect(got).toEqual(product(nat, w, rounded, n, rows, cols, 'dequant'));
+      }
+      const parts = int8Parts(dtype, decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
       const bound = int8ProductBound(parts, cols);
       for (let i = 0; i < want.length; i++) expect(Math.abs(want[i] - got[i]), `${dtype} int8 vs reference, element ${i}`).toBeLessThanOrEqual(bound[i]);
       const mine = blockSums(path, dtype, w, x, n, rows, cols);
@@ -447,7 +453,7 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)("'int
     const want = Tensor.zeros('f32', [n, rows]);
     referenceEngine.matmul(want, w, Tensor.f32([n, cols], x));
     const avx2 = product('avx2', w, x, n, rows, cols);
-    const bound = int8ProductBound(int8Parts(decoded.data, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n), cols);
+    const bound = int8ProductBound(int8Parts(dtype, decoded.data, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n), cols);
     for (let i = 0; i < want.data.length; i++) expect(Math.abs(want.data[i] - avx2[i]), `${dtype} element ${i}`).toBeLessThanOrEqual(bound[i]);
     const mine = blockSums('avx2', dtype, w, x, n, rows, cols);
     expect(mine.kernel).toBe('avx2-gemm');

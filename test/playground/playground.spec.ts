@@ -26,7 +26,7 @@ const N = 64;
 const SPARQ = { r: 2, k: 16, l: 4 };
 const STEP = 40;
 
-/** `sparq generate`'s stdout on the reference backend with an f32 KV cache, as the page runs (each command run once). */
+/** `sparq generate`'s stdout on the reference backend with the default (f16) KV cache, as the page runs (each command run once). */
 const cliRuns = new Map<string, string>();
 function cliText(attention: string, extra: string[] = []): string {
   const key = [attention, ...extra].join(' ');
@@ -35,7 +35,7 @@ function cliText(attention: string, extra: string[] = []): string {
 }
 
 function runCli(attention: string, extra: string[]): string {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', files.model.path, '--prompt', PROMPT, '-n', String(N), '--temperature', '0', '--kv', 'f32', '--attention', attention, ...extra], {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', files.model.path, '--prompt', PROMPT, '-n', String(N), '--temperature', '0', '--attention', attention, ...extra], {
     cwd: ROOT,
     env: { ...process.env, SPARQ_BACKEND: 'reference' },
     encoding: 'utf8',

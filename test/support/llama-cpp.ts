@@ -33,30 +33,37 @@ export interface LlamaCppRun {
 }
 
 /**
- * Greedy decoding of `steps` tokens from `bos` by llama.cpp, one token per evaluation.
+ * Greedy decoding of `steps` tokens by llama.cpp after `start` (BOS alone, or a whole prompt
+ * evaluated in one call), then one token per evaluation.
  * `useMmap: false` makes llama.cpp read each tensor instead of mapping the file (a mapped sparse
- * file of tens of GiB gets its holes paged in).
+ * file of tens of GiB gets its holes paged in). `f32Kv`: an f32 KV cache without flash attention
+ * (llama.cpp's default cache is f16), so that only the products' arithmetic differs.
  */
-export async function llamaCppGreedy(path: string, bos: number, steps: number, vocab: number, options: { useMmap?: boolean } = {}): Promise<LlamaCppRun> {
+export async function llamaCppGreedy(path: string, start: number | readonly number[], steps: number, vocab: number, options: { useMmap?: boolean; f32Kv?: boolean } = {}): Promise<LlamaCppRun> {
+  const prompt = typeof start === 'number' ? [start] : start;
   const l = await llama();
   const t0 = performance.now();
   const model = await l.loadModel({ modelPath: path, useMmap: options.useMmap ?? true });
   const loadMs = performance.now() - t0;
   // One thread: for these tiny models llama.cpp's thread barriers cost more than the work, and on a
   // loaded 2-core machine two threads measured ~300 ms per token against ~1.4 ms with one.
-  const context = await model.createContext({ contextSize: Math.max(64, steps + 8), threads: 1, batchSize: 8 });
+  const kv = options.f32Kv ? ({ flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' } as const) : {};
+  const context = await model.createContext({ contextSize: Math.max(64, prompt.length + steps + 8), threads: 1, batchSize: prompt.length > 1 ? 512 : 8, ...kv });
   try {
     const sequence = context.getSequence();
     const tokens: number[] = [];
     const logits: Float32Array[] = [];
-    let next = bos;
+    let input: readonly number[] = prompt;
     for (let i = 0; i < steps; i++) {
-      const [out] = await sequence.controlledEvaluate([[next as never, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }]]);
+      const last = input.length - 1;
+      const items = input.map((t, j) => (j < last ? t : [t, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }]));
+      const outs = await sequence.controlledEvaluate(items as never);
+      const out = outs[last];
       const row = new Float32Array(vocab).fill(Number.NaN);
       for (const [token, logit] of out!.next.logits!) row[token as number] = logit;
       logits.push(row);
-      next = out!.next.token as number;
-      tokens.push(next);
+      tokens.push(out!.next.token as number);
+      input = [out!.next.token as number];
     }
     return { tokens, logits, loadMs };
   } finally {

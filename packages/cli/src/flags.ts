@@ -6,6 +6,8 @@
  * what range --seq wants, not that the option is ambiguous).
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { SparqRangeError } from '@sparq/core';
+import { checkChoice, type NumberCheck as OptionCheck } from '@sparq/llm/options';
 import { UsageError } from './command.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -41,11 +43,20 @@ function negativeValues(argv: string[], options: Options): string[] {
   return out;
 }
 
-/** `raw` if it is one of `allowed`, `fallback` if absent, else a UsageError listing the choices. */
+/** `raw` if it is one of `allowed`, `fallback` if absent, else a UsageError listing the choices (the library's checkChoice, in flag names). */
 export function choice<T extends string>(flag: string, raw: string | undefined, allowed: readonly T[], fallback: T): T {
   if (raw === undefined) return fallback;
-  if (!(allowed as readonly string[]).includes(raw)) throw new UsageError(`--${flag} ${raw}, expected one of ${allowed.join(', ')}`);
-  return raw as T;
+  return asUsage(() => checkChoice(`--${flag}`, raw, allowed));
+}
+
+/** `run`'s result; a SparqRangeError it throws (a library check) becomes a UsageError with the same message. */
+export function asUsage<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof SparqRangeError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 /** A check of a flag's number; an integer check (isInt) also requires the value be written as a decimal integer. */
@@ -55,11 +66,17 @@ type NumberCheck = ((n: number) => boolean) & { integer?: boolean };
 const DECIMAL = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
 const DECIMAL_INTEGER = /^[-+]?\d+$/;
 
-/** `raw` as a number passing `ok`, `fallback` if absent, else a UsageError saying what was expected. */
-export function number(flag: string, raw: string | undefined, fallback: number, ok: NumberCheck, expected: string): number {
+/**
+ * `raw` as a number passing the check, `fallback` if absent, else a UsageError
+ * saying what was expected. The check is a function and its `expected` words,
+ * or one of the library's (options.ts's CHECKS), so a flag and the library
+ * option of the same meaning accept the same values and say the same.
+ */
+export function number(flag: string, raw: string | undefined, fallback: number, check: NumberCheck | OptionCheck, expected?: string): number {
   if (raw === undefined) return fallback;
+  const { ok, integer, words } = typeof check === 'function' ? { ok: check, integer: check.integer, words: expected } : { ok: check.ok, integer: check.integer, words: check.expected };
   const n = Number(raw);
-  if (!(ok.integer ? DECIMAL_INTEGER : DECIMAL).test(raw) || !ok(n)) throw new UsageError(`--${flag} ${raw}, expected ${expected}`);
+  if (!(integer ? DECIMAL_INTEGER : DECIMAL).test(raw) || !ok(n)) throw new UsageError(`--${flag} ${raw}, expected ${words}`);
   return n;
 }
 

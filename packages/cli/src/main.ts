@@ -9,9 +9,10 @@
  * by SIGINT, which shells report as 130 (a handler here could not interrupt
  * a synchronous loop). `--debug` anywhere adds the stack trace to an error.
  */
-import { checkNativeEnvironment } from '@sparq/native';
+import { checkNativeSettings } from '@sparq/native';
 import { createRequire } from 'node:module';
 import { UsageError, type Command } from './command.ts';
+import { describeError, oneLine } from './error-line.ts';
 import { backendsCommand } from './commands/backends.ts';
 import { vectorsCommand } from './commands/vectors.ts';
 import { demoCommand } from './commands/demo.ts';
@@ -24,9 +25,10 @@ import { benchCommand } from './commands/bench.ts';
 import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
 import { serveCommand } from './commands/serve.ts';
+import { retrievalModelCommand } from './commands/retrieval-model.ts';
 import { buildNativeCommand } from './commands/build-native.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, buildNativeCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, retrievalModelCommand, buildNativeCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {
@@ -60,19 +62,17 @@ async function main(args: string[]): Promise<number> {
     return 0;
   }
   try {
-    checkNativeEnvironment();
+    checkNativeSettings();
     return await command.run(rest);
   } catch (error) {
     const e = error instanceof Error ? error : new Error(String(error));
     const usage = e instanceof UsageError;
-    // One line: the message's first line (a stack only on request).
-    const line = usage ? `sparq ${name}: ${firstLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${e.name}: ${firstLine(e.message)}`;
+    // One line, whatever the message holds (a stack only on request).
+    const line = usage ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${describeError(e)}`;
     process.stderr.write(`${line}\n${debug && e.stack ? `${e.stack}\n` : ''}`);
     return usage ? 2 : 1;
   }
 }
-
-const firstLine = (message: string) => message.split('\n')[0];
 
 // A closed pipe (`| head`) ends the output quietly, as it would for run.c.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

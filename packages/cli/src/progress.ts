@@ -4,6 +4,9 @@
  */
 const BAR_WIDTH = 30;
 
+/** How often long runs (a prefill of many chunks) write a plain progress line when stderr is not a terminal. */
+export const PROGRESS_EVERY_MS = 5000;
+
 export interface Progress {
   /** `done` of `total` units, with an optional note (e.g. a tensor name). */
   update(done: number, total: number, note?: string): void;
@@ -11,10 +14,20 @@ export interface Progress {
   end(): void;
 }
 
-export function progress(title: string, stream: NodeJS.WriteStream = process.stderr): Progress {
+/**
+ * Progress on `stream`. `everyMs`: plain lines (not a terminal) at most this often, plus the last
+ * one (done = total), so a 128k-token prefill logs a line every few seconds, not one per chunk.
+ */
+export function progress(title: string, stream: NodeJS.WriteStream = process.stderr, { everyMs = 0 }: { everyMs?: number } = {}): Progress {
   if (!stream.isTTY) {
+    let last = -Infinity;
     return {
-      update: (done, total, note) => void stream.write(`${title} ${done}/${total}${note ? ` ${note}` : ''}\n`),
+      update(done, total, note) {
+        const now = performance.now();
+        if (done < total && now - last < everyMs) return;
+        last = now;
+        stream.write(`${title} ${done}/${total}${note ? ` ${note}` : ''}\n`);
+      },
       end: () => {},
     };
   }
@@ -32,4 +45,19 @@ export function progress(title: string, stream: NodeJS.WriteStream = process.std
       drawn = false;
     },
   };
+}
+
+/** "1h02m", "3m05s" or "42s": a duration for an estimate. */
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s >= 3600) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  if (s >= 60) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  return `${s}s`;
+}
+
+/** The note of a token progress line: the rate so far and, from it, the time left ("tokens, 212.4 tok/s, ETA 3m05s"). */
+export function rateNote(p: { done: number; total: number; tokensPerSecond: number }): string {
+  if (!(p.tokensPerSecond > 0)) return 'tokens';
+  const left = p.done < p.total ? `, ETA ${formatDuration((p.total - p.done) / p.tokensPerSecond)}` : '';
+  return `tokens, ${p.tokensPerSecond.toFixed(1)} tok/s${left}`;
 }

@@ -3,57 +3,68 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import type { AttentionMethod, ProductPath, KVDType, KVLayout } from '@sparq/core';
-import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, WEIGHT_TYPES, defaultAttention, type AttentionConfig, type WeightType } from '@sparq/llm';
+import { KT_DTYPES, type AttentionMethod, type ProductPath, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import { CHECKS, contextCheck } from '@sparq/llm/options';
+import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_SESSION_KT, DEFAULT_PRODUCT_PATH, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, WEIGHT_TYPES, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
 import { UsageError } from './command.ts';
-import { choice, isInt, number } from './flags.ts';
+import { asUsage, choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {
   model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
   temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
   r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
+  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
 
-export function sampling(values: Values, defaultTemperature: number): { temperature: number; topp: number; seed: bigint; seedGiven: boolean } {
-  const temperature = number('temperature', values.temperature, defaultTemperature, (t) => Number.isFinite(t) && t >= 0, 'a number >= 0');
-  const topp = number('top-p', values['top-p'], 0.9, (p) => Number.isFinite(p), 'a decimal number (0..1)');
-  // Seeds stay below 2^53 so the same seed means the same thing as a JS number (no wrap-around).
-  const given = number('seed', values.seed, 0, isInt(0), `an integer in [0, ${Number.MAX_SAFE_INTEGER}] (below 2^53)`);
+/** Sampling flags, checked as the library checks the options of the same meaning (options.ts's CHECKS). */
+export function sampling(values: Values, defaultTemperature: number): { temperature: number; topP: number; seed: bigint; seedGiven: boolean } {
+  const temperature = number('temperature', values.temperature, defaultTemperature, CHECKS.temperature);
+  const topP = number('top-p', values['top-p'], DEFAULT_TOP_P, CHECKS.topP);
+  const given = number('seed', values.seed, 0, CHECKS.seed);
   const seedGiven = given > 0;
   const seed = BigInt(seedGiven ? given : Math.floor(Date.now() / 1000));
-  return { temperature, topp, seed, seedGiven };
+  return { temperature, topP, seed, seedGiven };
 }
 
 /** --ctx: the context size, up to the model's trained context (the default). */
 export function contextFlag(values: Values, seqLen: number): number {
-  return number('ctx', values.ctx, seqLen, isInt(1, seqLen), `an integer in [1, ${seqLen}] (the model's trained context)`);
+  return number('ctx', values.ctx, seqLen, contextCheck(seqLen));
 }
 
-/** Decode attention for a model of head dim `headDim` over `context` positions. */
+/** The attention flags given, as the library's settings (absent flags left out, so the library's defaults apply). */
+export function attentionSettings(values: Values): AttentionSettings {
+  const int = (flag: 'r' | 'k' | 'l') => (values[flag] === undefined ? undefined : number(flag, values[flag], 0, isInt(Number.MIN_SAFE_INTEGER), 'an integer'));
+  const settings: AttentionSettings = { method: choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense'), r: int('r'), k: int('k'), l: int('l'), reallocate: values['no-reallocate'] ? false : undefined };
+  return Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)) as AttentionSettings;
+}
+
+/** The flag that sets each attention field, for messages. */
+const ATTENTION_FLAG = (field: keyof AttentionConfig) => (field === 'method' ? '--attention' : field === 'reallocate' ? '--no-reallocate' : `--${field}`);
+
+/**
+ * Decode attention for a model of head dim `headDim` over `context` positions:
+ * the library's resolveAttention on the flags (its checks, in flag names), a
+ * bad value or a flag the method does not read a UsageError.
+ */
 export function attention(values: Values, headDim: number, context: number): AttentionConfig {
-  const method = choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense');
-  const defaults = defaultAttention(method, headDim, context);
-  const k = number('k', values.k, defaults.k, isInt(1), 'an integer >= 1');
-  return {
-    method,
-    r: number('r', values.r, defaults.r, isInt(1, headDim), `an integer in [1, ${headDim}] (the head dim)`),
-    k,
-    l: number('l', values.l, Math.floor(k / 4), isInt(0), 'an integer >= 0'),
-    reallocate: !values['no-reallocate'],
-  };
+  return asUsage(() => resolveAttention(attentionSettings(values), headDim, context, ATTENTION_FLAG));
 }
 
-/** Weight conversion on load, product path for quantized weights, KV element type and layout (undefined: the method's default), whether to check the weights at load. */
-export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kvDType: KVDType; kvLayout: KVLayout | undefined; checkTensors: boolean } {
+/**
+ * Weight conversion on load, product path for quantized weights, KV element type, transposed-K type
+ * (undefined: DEFAULT_SESSION_KT of the KV type) and layout (undefined: the method's default), whether
+ * to check the weights at load; the library's names, choices and defaults (options.ts).
+ */
+export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kv: KVDType; kt: KTDType | undefined; kvLayout: KVLayout | undefined; checkTensors: boolean } {
   return {
     checkTensors: values['check-tensors'] === true,
     weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
-    productPath: choice<ProductPath>('product', values.product, ['dequant', 'int8'], DEFAULT_PRODUCT_PATH),
-    kvDType: choice<KVDType>('kv', values.kv, ['f32', 'f16'], DEFAULT_KV_DTYPE),
-    kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], ['k-twice', 'single-k'], 'k-twice'),
+    productPath: choice<ProductPath>('product', values.product, PRODUCT_PATHS, DEFAULT_PRODUCT_PATH),
+    kv: choice<KVDType>('kv', values.kv, KV_DTYPES, DEFAULT_KV_DTYPE),
+    kt: values.kt === undefined ? undefined : choice<KTDType>('kt', values.kt, KT_DTYPES, 'f16'),
+    kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], KV_LAYOUTS, 'k-twice'),
   };
 }
 
@@ -81,7 +92,11 @@ export const runUsage = (defaultTemperature: number) => `  --model FILE        l
   --product PATH      products with quantized weights (ggml blocks, int4): int8 (default;
                       activations rounded to 8 bits per 32-element block or INT4 group,
                       integer dot products, as llama.cpp) or dequant (weights to f32)
-  --kv TYPE           KV cache element type, f16 (default) or f32
+  --kv TYPE           KV cache element type: f16 (default), f32, q8_0 or q4_0 (ggml blocks;
+                      the head dim must be a multiple of 32)
+  --kt TYPE           SparQ's transposed key copy (k-twice): f32 (f32 KV only), f16, i8, i4
+                      or i2 (codes with a scale per 64 positions); default per KV type:
+                      f32 ${DEFAULT_SESSION_KT.f32}, f16 ${DEFAULT_SESSION_KT.f16}, q8_0 ${DEFAULT_SESSION_KT.q8_0}, q4_0 ${DEFAULT_SESSION_KT.q4_0} (docs/kv-cache.md)
   --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
                       (keys once, 2/3 of the memory; the other methods' default)
   --check-tensors     check every weight and quantization scale is finite at load`;

@@ -19,10 +19,12 @@ import type { Tensor } from './tensor.ts';
 /**
  * How a product with quantized weights (ggml blocks or group-wise INT4) is computed:
  * - 'dequant': decode the weights to f32 and take f32 dot products;
- * - 'int8': quantize each activation row to int8 per 32-element block (per group for INT4), take
- *   integer dot products against the weights' integer codes, and scale per block (SPEC 5; ggml's
- *   and Neural Speed's compute path). Integer sums are exact, so backends agree on them bit for bit.
- * f32, f16 and bf16 weights have no integer codes: both paths give their f32 product.
+ * - 'int8': quantize each activation row to int8 in the activation blocks ggml pairs with the
+ *   weight type (Q8_0, Q8_1 or Q8_K; per group for INT4), take integer dot products against the
+ *   weights' integer codes, and scale per block (SPEC 5; ggml's and Neural Speed's compute path;
+ *   docs/int8-products.md). Integer sums are exact, so backends agree on them bit for bit.
+ * f32 weights have no integer codes: both paths give their f32 product; on 'int8', f16 and bf16
+ * weights take the activations rounded to f16 and bf16 first, as ggml does.
  */
 export type ProductPath = 'dequant' | 'int8';
 
@@ -114,6 +116,12 @@ export interface BackendOps {
   topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
   /** H2O (SPEC 3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
   h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void;
+  /**
+   * H2O's scores from a prefill of the N newest positions of sequence `seq` (q (N, nHeads, headDim),
+   * the prefill's queries): adds to state.acc, per KV head and valid position, the causal softmax
+   * weights summed over the N rows and averaged over the group's heads. Evicts nothing.
+   */
+  h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void;
   /** LM-Infinite / StreamingLLM (SPEC 3): the first 16 valid positions plus the most recent k - 16. */
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
 }
@@ -140,6 +148,7 @@ export const OP_NAMES: readonly OpName[] = [
   'sparqDecode',
   'topkDecode',
   'h2oDecode',
+  'h2oSeed',
   'lmInfiniteDecode',
 ];
 

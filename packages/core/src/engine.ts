@@ -151,6 +151,12 @@ export class Engine {
     this.op('h2oDecode')(out, q, cache, state, params, options);
   }
 
+  h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
+    v.validatePrefill('h2oSeed', q, q, cache, seq);
+    v.validateH2OState('h2oSeed', cache, state);
+    this.op('h2oSeed')(state, q, cache, seq);
+  }
+
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('lmInfiniteDecode', out, q, cache);
     v.validateBudget('lmInfiniteDecode', params);

@@ -3,25 +3,70 @@
  * layer, allocated once for `capacity` positions and written in place.
  *
  * For each sequence b of the batch and KV head h:
- *   k    (batch, nKvHeads, capacity, headDim)   key rows, for gathering positions
- *   kT   (batch, nKvHeads, headDim, capacity)   keys transposed, for gathering components
- *                                              (the SparQ "K twice" layout; null for 'single-k')
- *   v    (batch, nKvHeads, capacity, headDim)   value rows
- *   vSum (batch, nKvHeads, headDim)             f64 running sum of valid V rows, so the
- *                                              mean value needs no pass over V
+ *   k      (batch, nKvHeads, capacity, rowStride)   key rows, for gathering positions
+ *   kT     (batch, nKvHeads, headDim, columnStride) keys transposed, for gathering components
+ *                                                  (the SparQ "K twice" layout; null for 'single-k')
+ *   kTScale (batch, nKvHeads, headDim, kTBlocks)    f16 scale per block of KT_BLOCK positions
+ *                                                  (integer kT only, else null)
+ *   v      (batch, nKvHeads, capacity, rowStride)   value rows
+ *   vSum   (batch, nKvHeads, headDim)               f64 running sum of valid V rows (as decoded),
+ *                                                  so the mean value needs no pass over V
+ *
+ * Rows (`dtype`): 'f32' and 'f16' store headDim elements; 'q8_0' and 'q4_0' store headDim / 32
+ * of ggml's blocks (dtype.ts BLOCK_LAYOUT) as bytes, exactly as llama.cpp's cache holds them.
+ * `rowStride` is the storage elements per row, so no caller multiplies by headDim itself.
+ *
+ * K transposed (`kTDType`) only ranks positions (SparQ step 1), so it may be coarser than the
+ * rows. 'f32' / 'f16' store one element per position. 'i8' / 'i4' / 'i2' store b-bit integer
+ * codes c in [-qmax, qmax] (qmax = 2^(b-1) - 1) with one f16 scale per (component, block of 64
+ * positions); component i at position p reads f16ToF32(scale[p >> 6]) * c[p]. Codes over
+ * positions are contiguous: i8 one signed byte each; i4 two per byte (p's code + 7 in byte
+ * p >> 1, even p in the low nibble); i2 four per byte (code + 1 at bits 2 * (p & 3) of byte
+ * p >> 2). Each column spans whole blocks (columnStride = kTBlocks * 64 * b / 8 bytes), so a
+ * block's codes are whole bytes. The block rule is in the reference's kv-append.ts.
  *
  * Positions [0, nPad[b]) of sequence b are left padding: stored but masked.
  * Positions [nPad[b], nPast[b]) are valid. This class is layout only; `kvAppend`
  * of each backend writes it, after core has validated the call.
  */
+import { BLOCK_LAYOUT } from './dtype.ts';
 import { f16ToF32 } from './half.ts';
 import { allocAligned } from './memory.ts';
 import { CapacityError, SparqRangeError } from './errors.ts';
 
-export type KVDType = 'f32' | 'f16';
+/** Element type of the K and V rows. */
+export type KVDType = 'f32' | 'f16' | 'q8_0' | 'q4_0';
+/** Element type of K transposed (SparQ's step-1 copy): floats, or integer codes with block scales. */
+export type KTDType = 'f32' | 'f16' | 'i8' | 'i4' | 'i2';
 /** 'k-twice' stores K as rows and transposed (SparQ's layout); 'single-k' stores rows only. */
 export type KVLayout = 'k-twice' | 'single-k';
-export type KVStorage = Float32Array | Uint16Array;
+/** Rows: f32 values, f16 bits, or ggml blocks as bytes. */
+export type KVStorage = Float32Array | Uint16Array | Uint8Array;
+/** K transposed: f32 values, f16 bits, i8 codes, or packed i4 / i2 codes. */
+export type KTStorage = Float32Array | Uint16Array | Int8Array | Uint8Array;
+
+export const KV_DTYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0', 'q4_0'];
+export const KT_DTYPES: readonly KTDType[] = ['f32', 'f16', 'i8', 'i4', 'i2'];
+export const KV_LAYOUTS: readonly KVLayout[] = ['k-twice', 'single-k'];
+
+/** Positions per f16 scale of an integer kT column. */
+export const KT_BLOCK = 64;
+
+/** The kT each row dtype gets by default in core (the llm package picks its own by measurement, docs/kv-cache.md). */
+export const DEFAULT_KT_DTYPE: Readonly<Record<KVDType, KTDType>> = { f32: 'f32', f16: 'f16', q8_0: 'i4', q4_0: 'i2' };
+
+/** Bits per code of the integer kT types, and their largest code qmax = 2^(bits-1) - 1. */
+export const KT_INT_BITS: Readonly<Record<'i8' | 'i4' | 'i2', number>> = { i8: 8, i4: 4, i2: 2 };
+
+/** True for the kT types stored as integer codes with block scales. */
+export function isIntegerKT(kT: KTDType | null): kT is 'i8' | 'i4' | 'i2' {
+  return kT === 'i8' || kT === 'i4' || kT === 'i2';
+}
+
+/** True for the row types stored as ggml blocks. */
+export function isBlockKV(dtype: KVDType): dtype is 'q8_0' | 'q4_0' {
+  return dtype === 'q8_0' || dtype === 'q4_0';
+}
 
 export interface KVCacheOptions {
   nKvHeads: number;
@@ -29,8 +74,10 @@ export interface KVCacheOptions {
   capacity: number;
   /** Sequences held side by side, each with its own length. Default 1. */
   batch?: number;
-  /** Element type of K and V. Default 'f32'; 'f16' halves the bytes read per step. */
+  /** Element type of the K and V rows. Default 'f32'; 'f16' halves the bytes, 'q8_0' / 'q4_0' are ggml blocks (headDim a multiple of 32). */
   dtype?: KVDType;
+  /** Element type of K transposed ('k-twice' only; ignored for 'single-k'). Default DEFAULT_KT_DTYPE[dtype]; 'f32' only with dtype 'f32'. */
+  kTDType?: KTDType | null;
   /** Default 'k-twice'. */
   layout?: KVLayout;
   /** Back the buffers with SharedArrayBuffer so workers can share the cache. */
@@ -41,10 +88,101 @@ function positiveInt(name: string, value: number): void {
   if (!Number.isInteger(value) || value < 1) throw new SparqRangeError(`KVCache: ${name} ${value}, expected an integer >= 1`);
 }
 
-/** The typed arrays a KVCache is made of (see the class comment for their shapes). */
+/** Bytes of one K or V row of `dtype` (headDim a whole number of blocks for block types). */
+export function kvRowBytes(dtype: KVDType, headDim: number): number {
+  if (isBlockKV(dtype)) return (headDim / BLOCK_LAYOUT[dtype].elements) * BLOCK_LAYOUT[dtype].bytes;
+  return headDim * (dtype === 'f32' ? 4 : 2);
+}
+
+/** Bytes of K transposed per position and KV head: codes plus their share of the block scales. */
+export function kTBytesPerPosition(kT: KTDType | null, headDim: number): number {
+  if (kT === null) return 0;
+  if (isIntegerKT(kT)) return (headDim * KT_INT_BITS[kT]) / 8 + (headDim * 2) / KT_BLOCK;
+  return headDim * (kT === 'f32' ? 4 : 2);
+}
+
+/** The shape a KVCache takes from `options`, every default filled in and every field checked. */
+interface Resolved {
+  batch: number;
+  nKvHeads: number;
+  headDim: number;
+  capacity: number;
+  dtype: KVDType;
+  layout: KVLayout;
+  kTDType: KTDType | null;
+}
+
+function resolve(options: KVCacheOptions): Resolved {
+  const batch = options.batch ?? 1;
+  const dtype = options.dtype ?? 'f32';
+  const layout = options.layout ?? 'k-twice';
+  const { nKvHeads, headDim, capacity } = options;
+  positiveInt('batch', batch);
+  positiveInt('nKvHeads', nKvHeads);
+  positiveInt('headDim', headDim);
+  positiveInt('capacity', capacity);
+  if (!KV_DTYPES.includes(dtype)) throw new SparqRangeError(`KVCache: dtype ${String(dtype)}, expected ${KV_DTYPES.map((t) => `'${t}'`).join(' | ')}`);
+  if (!KV_LAYOUTS.includes(layout)) throw new SparqRangeError(`KVCache: layout ${String(layout)}, expected 'k-twice' or 'single-k'`);
+  if (isBlockKV(dtype) && headDim % BLOCK_LAYOUT[dtype].elements !== 0) {
+    throw new SparqRangeError(`KVCache: headDim ${headDim} with dtype '${dtype}', expected a multiple of ${BLOCK_LAYOUT[dtype].elements} (the values in one ${dtype} block)`);
+  }
+  let kTDType: KTDType | null = null;
+  if (layout === 'k-twice') {
+    kTDType = options.kTDType ?? DEFAULT_KT_DTYPE[dtype];
+    if (!KT_DTYPES.includes(kTDType)) throw new SparqRangeError(`KVCache: kTDType ${String(kTDType)}, expected ${KT_DTYPES.map((t) => `'${t}'`).join(' | ')}`);
+    // A copy finer than the rows it is derived from would hold nothing more, at twice the bytes.
+    if (kTDType === 'f32' && dtype !== 'f32') throw new SparqRangeError(`KVCache: kTDType 'f32' with dtype '${dtype}', expected kTDType 'f16' | 'i8' | 'i4' | 'i2' ('f32' only with dtype 'f32')`);
+  }
+  return { batch, nKvHeads, headDim, capacity, dtype, layout, kTDType };
+}
+
+/** Storage elements of each buffer a cache of shape `r` holds. */
+function lengths(r: Resolved) {
+  const rowStride = isBlockKV(r.dtype) ? kvRowBytes(r.dtype, r.headDim) : r.headDim;
+  const kTBlocks = Math.ceil(r.capacity / KT_BLOCK);
+  const columnStride = isIntegerKT(r.kTDType) ? (kTBlocks * KT_BLOCK * KT_INT_BITS[r.kTDType]) / 8 : r.capacity;
+  const heads = r.batch * r.nKvHeads;
+  return {
+    rowStride,
+    columnStride,
+    kTBlocks,
+    rows: heads * r.capacity * rowStride,
+    kT: r.kTDType === null ? 0 : heads * r.headDim * columnStride,
+    kTScale: isIntegerKT(r.kTDType) ? heads * r.headDim * kTBlocks : 0,
+    vSum: heads * r.headDim,
+  };
+}
+
+const ROW_ARRAY = { f32: Float32Array, f16: Uint16Array, q8_0: Uint8Array, q4_0: Uint8Array } as const;
+const KT_ARRAY = { f32: Float32Array, f16: Uint16Array, i8: Int8Array, i4: Uint8Array, i2: Uint8Array } as const;
+
+/**
+ * KV bytes per position of one sequence: nKvHeads * (2 * rowBytes + kTBytes), K and V rows plus
+ * K transposed with its scales (0 for 'single-k'). A pure function of the options, so memory can be
+ * checked before anything is allocated. llama.cpp's cache at the same row type holds nKvHeads * 2 * rowBytes.
+ */
+export function kvBytesPerPosition(options: KVCacheOptions): number {
+  const r = resolve(options);
+  return r.nKvHeads * (2 * kvRowBytes(r.dtype, r.headDim) + kTBytesPerPosition(r.kTDType, r.headDim));
+}
+
+/**
+ * Bytes `new KVCache(options)` allocates, every array included: about batch * capacity *
+ * kvBytesPerPosition, plus the per-head vSum and the kT columns' padding to whole 64-position blocks.
+ */
+export function kvCacheBytes(options: KVCacheOptions): number {
+  const r = resolve(options);
+  const n = lengths(r);
+  const kTBytes = r.kTDType === null ? 0 : n.kT * KT_ARRAY[r.kTDType].BYTES_PER_ELEMENT;
+  return 2 * n.rows * ROW_ARRAY[r.dtype].BYTES_PER_ELEMENT + kTBytes + n.kTScale * 2 + n.vSum * 8 + r.batch * 8;
+}
+
+/** The typed arrays a KVCache is made of (see the file comment for their shapes). */
 export interface KVCacheBuffers {
   k: KVStorage;
-  kT: KVStorage | null;
+  kT: KTStorage | null;
+  /** Required with an integer kTDType, else null or absent. */
+  kTScale?: Uint16Array | null;
   v: KVStorage;
   vSum: Float64Array;
   nPast: Int32Array;
@@ -57,9 +195,18 @@ export class KVCache {
   readonly headDim: number;
   readonly capacity: number;
   readonly dtype: KVDType;
+  /** Element type of kT; null for 'single-k'. */
+  readonly kTDType: KTDType | null;
   readonly layout: KVLayout;
+  /** Storage elements per K or V row: headDim for f32 / f16, bytes of headDim / 32 blocks for q8_0 / q4_0. */
+  readonly rowStride: number;
+  /** Storage elements per kT column (one component, all positions): capacity, or whole 64-position blocks of packed codes. */
+  readonly columnStride: number;
+  /** Scale blocks per kT column: ceil(capacity / KT_BLOCK). */
+  readonly kTBlocks: number;
   readonly k: KVStorage;
-  readonly kT: KVStorage | null;
+  readonly kT: KTStorage | null;
+  readonly kTScale: Uint16Array | null;
   readonly v: KVStorage;
   readonly vSum: Float64Array;
   /** Positions written so far, per sequence. */
@@ -72,65 +219,58 @@ export class KVCache {
    * SharedArrayBuffers posted to a worker, or a slice made by `view`).
    */
   constructor(options: KVCacheOptions, buffers?: KVCacheBuffers) {
-    this.batch = options.batch ?? 1;
-    this.nKvHeads = options.nKvHeads;
-    this.headDim = options.headDim;
-    this.capacity = options.capacity;
-    this.dtype = options.dtype ?? 'f32';
-    this.layout = options.layout ?? 'k-twice';
-    positiveInt('batch', this.batch);
-    positiveInt('nKvHeads', this.nKvHeads);
-    positiveInt('headDim', this.headDim);
-    positiveInt('capacity', this.capacity);
-    if (this.dtype !== 'f32' && this.dtype !== 'f16') throw new SparqRangeError(`KVCache: dtype ${String(this.dtype)}, expected 'f32' or 'f16'`);
-    if (this.layout !== 'k-twice' && this.layout !== 'single-k') throw new SparqRangeError(`KVCache: layout ${String(this.layout)}, expected 'k-twice' or 'single-k'`);
-    const elements = this.batch * this.nKvHeads * this.capacity * this.headDim;
-    const rowsPerBatch = this.batch * this.nKvHeads * this.headDim;
+    const r = resolve(options);
+    const n = lengths(r);
+    ({ batch: this.batch, nKvHeads: this.nKvHeads, headDim: this.headDim, capacity: this.capacity, dtype: this.dtype, layout: this.layout, kTDType: this.kTDType } = r);
+    ({ rowStride: this.rowStride, columnStride: this.columnStride, kTBlocks: this.kTBlocks } = n);
+    const Row = ROW_ARRAY[this.dtype];
+    const Column = this.kTDType === null ? null : KT_ARRAY[this.kTDType];
     if (buffers) {
-      const Kind = this.dtype === 'f32' ? Float32Array : Uint16Array;
-      const expect = (name: string, array: ArrayLike<number> | null, kind: Function, length: number) => {
+      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: Function, length: number) => {
         if (!(array instanceof kind) || array.length !== length) {
           throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
         }
       };
-      expect('k', buffers.k, Kind, elements);
-      expect('v', buffers.v, Kind, elements);
-      if (this.layout === 'k-twice') expect('kT', buffers.kT, Kind, elements);
-      expect('vSum', buffers.vSum, Float64Array, rowsPerBatch);
+      expect('k', buffers.k, Row, n.rows);
+      expect('v', buffers.v, Row, n.rows);
+      if (Column) expect('kT', buffers.kT, Column, n.kT);
+      if (n.kTScale > 0) expect('kTScale', buffers.kTScale, Uint16Array, n.kTScale);
+      expect('vSum', buffers.vSum, Float64Array, n.vSum);
       expect('nPast', buffers.nPast, Int32Array, this.batch);
       expect('nPad', buffers.nPad, Int32Array, this.batch);
       this.k = buffers.k;
-      this.kT = this.layout === 'k-twice' ? buffers.kT : null;
+      this.kT = Column ? buffers.kT : null;
+      this.kTScale = n.kTScale > 0 ? buffers.kTScale! : null;
       this.v = buffers.v;
       this.vSum = buffers.vSum;
       this.nPast = buffers.nPast;
       this.nPad = buffers.nPad;
       return;
     }
-    const alloc = (count: number): KVStorage => {
-      const bytes = count * (this.dtype === 'f32' ? 4 : 2);
+    const alloc = <T extends ArrayBufferView>(Kind: { new (b: ArrayBufferLike, o: number, n: number): T; BYTES_PER_ELEMENT: number }, count: number): T => {
       // On a cache-line boundary where the address is known: gathered rows then cost whole lines only.
-      const { buffer, offset } = allocAligned(bytes, options.shared, 'KVCache');
-      return this.dtype === 'f32' ? new Float32Array(buffer, offset, count) : new Uint16Array(buffer, offset, count);
+      const { buffer, offset } = allocAligned(count * Kind.BYTES_PER_ELEMENT, options.shared, 'KVCache');
+      return new Kind(buffer, offset, count);
     };
-    this.k = alloc(elements);
-    this.kT = this.layout === 'k-twice' ? alloc(elements) : null;
-    this.v = alloc(elements);
+    this.k = alloc<KVStorage>(Row, n.rows);
+    this.kT = Column ? alloc<KTStorage>(Column, n.kT) : null;
+    this.kTScale = n.kTScale > 0 ? alloc(Uint16Array, n.kTScale) : null;
+    this.v = alloc<KVStorage>(Row, n.rows);
     const small = (bytes: number) => (options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
-    this.vSum = new Float64Array(small(rowsPerBatch * 8));
+    this.vSum = new Float64Array(small(n.vSum * 8));
     this.nPast = new Int32Array(small(this.batch * 4));
     this.nPad = new Int32Array(small(this.batch * 4));
   }
 
   /** The options that recreate this cache's shape (without `shared`). */
   get options(): Required<Omit<KVCacheOptions, 'shared'>> {
-    const { nKvHeads, headDim, capacity, batch, dtype, layout } = this;
-    return { nKvHeads, headDim, capacity, batch, dtype, layout };
+    const { nKvHeads, headDim, capacity, batch, dtype, kTDType, layout } = this;
+    return { nKvHeads, headDim, capacity, batch, dtype, kTDType, layout };
   }
 
   /** The typed arrays behind this cache (to post to a worker, or rebuild with `new KVCache(options, buffers)`). */
   get buffers(): KVCacheBuffers {
-    return { k: this.k, kT: this.kT, v: this.v, vSum: this.vSum, nPast: this.nPast, nPad: this.nPad };
+    return { k: this.k, kT: this.kT, kTScale: this.kTScale, v: this.v, vSum: this.vSum, nPast: this.nPast, nPad: this.nPad };
   }
 
   /**
@@ -145,17 +285,19 @@ export class KVCache {
     if (!Number.isInteger(kvStart) || !Number.isInteger(kvEnd) || kvStart < 0 || kvEnd > this.nKvHeads || kvStart >= kvEnd) {
       throw new SparqRangeError(`KVCache.view: KV heads [${kvStart}, ${kvEnd}), expected 0 <= start < end <= ${this.nKvHeads}`);
     }
-    const perHead = this.capacity * this.headDim;
-    const from = (seq * this.nKvHeads + kvStart) * perHead;
-    const to = (seq * this.nKvHeads + kvEnd) * perHead;
-    const sumFrom = (seq * this.nKvHeads + kvStart) * this.headDim;
-    const sumTo = (seq * this.nKvHeads + kvEnd) * this.headDim;
+    // Each buffer's slice of heads [kvStart, kvEnd) of sequence seq, from its per-head length.
+    const heads = (perHead: number) => [(seq * this.nKvHeads + kvStart) * perHead, (seq * this.nKvHeads + kvEnd) * perHead] as const;
+    const [rowFrom, rowTo] = heads(this.capacity * this.rowStride);
+    const [colFrom, colTo] = heads(this.headDim * this.columnStride);
+    const [scaleFrom, scaleTo] = heads(this.headDim * this.kTBlocks);
+    const [sumFrom, sumTo] = heads(this.headDim);
     return new KVCache(
       { ...this.options, batch: 1, nKvHeads: kvEnd - kvStart },
       {
-        k: this.k.subarray(from, to),
-        kT: this.kT ? this.kT.subarray(from, to) : null,
-        v: this.v.subarray(from, to),
+        k: this.k.subarray(rowFrom, rowTo),
+        kT: this.kT ? this.kT.subarray(colFrom, colTo) : null,
+        kTScale: this.kTScale ? this.kTScale.subarray(scaleFrom, scaleTo) : null,
+        v: this.v.subarray(rowFrom, rowTo),
         vSum: this.vSum.subarray(sumFrom, sumTo),
         nPast: this.nPast.subarray(seq, seq + 1),
         nPad: this.nPad.subarray(seq, seq + 1),
@@ -168,14 +310,19 @@ export class KVCache {
     return Math.max(0, this.nPast[seq] - this.nPad[seq]);
   }
 
-  /** Element offset of row `pos` of head `h` of sequence `seq` in `k` and `v`. */
+  /** Storage offset of row `pos` of head `h` of sequence `seq` in `k` and `v` (bytes for block dtypes). */
   rowOffset(seq: number, h: number, pos: number): number {
-    return ((seq * this.nKvHeads + h) * this.capacity + pos) * this.headDim;
+    return ((seq * this.nKvHeads + h) * this.capacity + pos) * this.rowStride;
   }
 
-  /** Element offset of component `i` (all positions) of head `h` of sequence `seq` in `kT`. */
+  /** Storage offset of component `i` (all positions) of head `h` of sequence `seq` in `kT` (bytes for packed codes). */
   columnOffset(seq: number, h: number, i: number): number {
-    return ((seq * this.nKvHeads + h) * this.headDim + i) * this.capacity;
+    return ((seq * this.nKvHeads + h) * this.headDim + i) * this.columnStride;
+  }
+
+  /** Offset in `kTScale` of component `i`'s first block scale (block p >> 6 follows it). */
+  scaleOffset(seq: number, h: number, i: number): number {
+    return ((seq * this.nKvHeads + h) * this.headDim + i) * this.kTBlocks;
   }
 
   /** Writes the mean of valid V rows of (seq, h) into out[at .. at + headDim) (zeros when none are valid). */
@@ -199,19 +346,24 @@ export class KVCache {
    * prefix). The running V sum is summed again over the kept valid rows, in position order from zero
    * as kvAppend added them, so it equals the sum that appending those rows alone gives.
    */
-  truncate(seq: number, length: number): void {
+  truncate(seq: number, length: number, decodeRow?: (out: Float32Array, rows: Uint8Array, at: number) => void): void {
     if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.truncate: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
     if (!Number.isInteger(length) || length < 0 || length > this.nPast[seq]) throw new SparqRangeError(`KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`);
+    if (isBlockKV(this.dtype) && !decodeRow) throw new SparqRangeError(`KVCache.truncate: ${this.dtype} rows need a decodeRow function (a backend's dequantize) to sum the kept values again`);
     const d = this.headDim;
+    const row = new Float32Array(d); // (headDim) one kept V row as attention reads it
     for (let h = 0; h < this.nKvHeads; h++) {
       const sum = (seq * this.nKvHeads + h) * d; // vSum (batch, nKvHeads, headDim)
       this.vSum.fill(0, sum, sum + d);
       // Each kept valid row, in order.
       for (let pos = this.nPad[seq]; pos < length; pos++) {
-        const row = this.rowOffset(seq, h, pos);
-        for (let i = 0; i < d; i++) this.vSum[sum + i] += this.dtype === 'f16' ? f16ToF32(this.v[row + i]) : this.v[row + i];
+        const at = this.rowOffset(seq, h, pos);
+        if (decodeRow && this.v instanceof Uint8Array) decodeRow(row, this.v, at);
+        else for (let i = 0; i < d; i++) row[i] = this.dtype === 'f16' ? f16ToF32(this.v[at + i]) : this.v[at + i];
+        for (let i = 0; i < d; i++) this.vSum[sum + i] += row[i];
       }
     }
+    // An integer kT block holding truncated positions is derived again from the rows at the next append, before anything reads it.
     this.nPast[seq] = length;
   }
 
@@ -222,8 +374,8 @@ export class KVCache {
     }
   }
 
-  /** Bytes held by K, K transposed and V. */
+  /** Bytes held by K, K transposed (with its scales) and V. */
   get byteLength(): number {
-    return this.k.byteLength + (this.kT?.byteLength ?? 0) + this.v.byteLength;
+    return this.k.byteLength + (this.kT?.byteLength ?? 0) + (this.kTScale?.byteLength ?? 0) + this.v.byteLength;
   }
 }

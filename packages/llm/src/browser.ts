@@ -22,6 +22,8 @@ export * from './gguf-read.ts';
 export * from './gguf-keys.ts';
 export * from './gguf-llama.ts';
 export * from './gguf-tokenizer.ts';
+// The defaults and choices of options.ts; its checks are '@sparq/llm/options' (the CLI's), not public API.
+export { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS } from './options.ts';
 export * from './linear.ts';
 export * from './weights.ts';
 export * from './run-state.ts';
@@ -32,6 +34,7 @@ export * from './text-stream.ts';
 export * from './stop-filter.ts';
 export * from './text-session.ts';
 export * from './language-model.ts';
+export * from './memory-plan.ts';
 export * from './generate.ts';
 export * from './generation-limits.ts';
 export * from './utf8.ts';

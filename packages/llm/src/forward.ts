@@ -9,7 +9,8 @@
  *     [rmsnorm each head of q and k]   (Qwen 3: per-head q/k norms)
  *     rope(q, k) at the tokens' positions (pair layout and frequency table per family / RoPE scaling)
  *     append k, v to the cache
- *     att = attention(q, cache)  prefill: dense causal; decode: the chosen method
+ *     att = attention(q, cache)  prefill: dense causal (with H2O, its weights seed H2O's scores);
+ *                                decode: the chosen method
  *     x += att @ wo^T
  *     xb = rmsnorm(x) ; hb = silu(xb @ w1^T) * (xb @ w3^T) ; x += hb @ w2^T
  *   logits = rmsnorm(x[last]) @ classifier^T                       (vocab_size)
@@ -22,9 +23,10 @@
  * Session.decodeBatch forwards one decode token of each of several sessions as
  * the n rows of one pass: the weights are read once for all of them.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
-import { DEFAULT_PRODUCT_PATH, linear } from './linear.ts';
+import { linear } from './linear.ts';
+import { CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, KV_DTYPES, checkChoice, checkNumber, contextCheck, renamed } from './options.ts';
 import { RunState } from './run-state.ts';
 import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
@@ -32,14 +34,23 @@ import type { Model } from './weights.ts';
 /** The run state's views for one forward call of n rows. */
 type Rows = ReturnType<RunState['rows']>;
 
+/** The names are options.ts's (one vocabulary for every entry point); the older ones still work. */
 export interface SessionOptions {
-  /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. */
-  capacity: number;
-  /** Most tokens one prefill call forwards at once (RunState rows). */
-  maxPrefill: number;
+  /** KV positions per layer: prompt plus generated tokens, at most the model's seq_len. Required (or its older name). */
+  contextSize?: number;
+  /** @deprecated The older name of contextSize. */
+  capacity?: number;
+  /** Most tokens one prefill call forwards at once (RunState rows), default DEFAULT_PREFILL_CHUNK (512). */
+  prefillChunk?: number;
+  /** @deprecated The older name of prefillChunk. */
+  maxPrefill?: number;
   attention: AttentionConfig;
-  /** KV element type, default DEFAULT_KV_DTYPE. */
+  /** KV element type, default DEFAULT_KV_DTYPE ('f16'). */
+  kv?: KVDType;
+  /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** Element type of SparQ's transposed K ('k-twice' layout), default DEFAULT_SESSION_KT[kv]. */
+  kt?: KTDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
   /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
@@ -56,12 +67,28 @@ export interface SessionOptions {
   caches?: readonly KVCache[];
 }
 
+/** How far a prefill has got: prompt tokens forwarded of those the call forwards, and their rate so far. */
+export interface PrefillProgress {
+  /** Prompt tokens forwarded so far in this call. */
+  done: number;
+  /** Prompt tokens this call forwards. */
+  total: number;
+  /** done over the prefill's time so far (its forward passes only). */
+  tokensPerSecond: number;
+}
+
+/** A PrefillProgress after `ms` milliseconds of forwarding. */
+export function prefillProgress(done: number, total: number, ms: number): PrefillProgress {
+  return { done, total, tokensPerSecond: ms > 0 ? (1000 * done) / ms : 0 };
+}
+
 /**
- * f16 KV by default: half the cache memory and half the attention reads. Measured with
- * bench/kv-accuracy.ts on stories260K (200 greedy steps, teacher-forced): logits move by at
- * most 0.02 (dense) / 0.11 (SparQ) on a range of about 40, and the greedy tokens are unchanged.
+/**
+ * The transposed K copy each KV type gets (read by SparQ's step 1 only): the most accurate one
+ * within 1.25x llama.cpp's bytes per position at the same KV type (issue 24). f16 + i8 would be
+ * 1.26x, so f16 takes i4 (1.13x). Measured with bench/kt-accuracy.ts; numbers in docs/kv-cache.md.
  */
-export const DEFAULT_KV_DTYPE: KVDType = 'f16';
+export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f16', f16: 'i4', q8_0: 'i4', q4_0: 'i2' };
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with
@@ -97,17 +124,28 @@ export class Session {
     this.model = model;
     this.options = options;
     const c = model.config;
-    if (!Number.isInteger(options.capacity) || options.capacity < 1 || options.capacity > c.seqLen) {
-      throw new SparqRangeError(`Session: capacity ${options.capacity}, expected an integer in [1, ${c.seqLen}] (the model's seq_len)`);
-    }
+    const capacity = checkNumber('Session: contextSize', renamed('Session', 'contextSize', options.contextSize, 'capacity', options.capacity), contextCheck(c.seqLen));
+    const chunk = checkNumber('Session: prefillChunk', renamed('Session', 'prefillChunk', options.prefillChunk, 'maxPrefill', options.maxPrefill) ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
+    const dtype = checkChoice('Session: kv', renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE, KV_DTYPES);
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    this.caches = options.caches ? checkCaches(options.caches, c, options.capacity) : Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.capacity, dtype: options.kvDType ?? DEFAULT_KV_DTYPE, layout }));
+    const cacheOptions: KVCacheOptions = { nKvHeads: c.nKvHeads, headDim: c.headDim, capacity, dtype, kTDType: options.kt ?? DEFAULT_SESSION_KT[dtype], layout };
+    this.caches = options.caches ? checkCaches(options.caches, c, capacity) : Array.from({ length: c.nLayers }, () => new KVCache(cacheOptions));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
-    this.state = options.state ?? new RunState(c, Math.max(1, Math.min(options.maxPrefill, options.capacity)));
+    this.state = options.state ?? new RunState(c, Math.min(chunk, capacity));
     if (this.state.config !== c) throw new SparqRangeError('Session: the given run state was made for another model');
     this.productPath = options.productPath ?? DEFAULT_PRODUCT_PATH;
     this.dense = { ...options.attention, method: 'dense' };
     this.attention = options.attention;
+  }
+
+  /** Bytes the KV caches of all layers hold (K, K transposed with its scales, V). */
+  get kvBytes(): number {
+    return this.caches.reduce((sum, cache) => sum + cache.byteLength, 0);
+  }
+
+  /** KV bytes per position over all layers (kvBytesPerPosition of each layer's cache). */
+  get kvBytesPerPosition(): number {
+    return this.caches.reduce((sum, cache) => sum + kvBytesPerPosition(cache.options), 0);
   }
 
   /**
@@ -128,7 +166,12 @@ export class Session {
   truncate(length: number): void {
     if (this.h2o[0] !== null) throw new SparqRangeError('Session.truncate: an h2o session has evicted positions for good; reset it instead');
     if (!Number.isInteger(length) || length < 0 || length > this.pos) throw new SparqRangeError(`Session.truncate: length ${length}, expected an integer in [0, ${this.pos}] (the positions filled)`);
-    for (const cache of this.caches) cache.truncate(0, length);
+    for (const cache of this.caches) {
+      // Block rows are decoded by the engine's dequantize, as attention reads them, to sum the kept V rows again.
+      const dtype = cache.dtype;
+      const decodeRow = dtype === 'q8_0' || dtype === 'q4_0' ? (out: Float32Array, rows: Uint8Array, at: number) => this.engine.dequantize(Tensor.wrap('f32', out, [out.length]), Tensor.wrap(dtype, rows.subarray(at, at + cache.rowStride), [out.length])) : undefined;
+      cache.truncate(0, length, decodeRow);
+    }
     this.pos = length;
   }
 
@@ -146,11 +189,16 @@ export class Session {
    * layer forwards every row of the last chunk, so the run state's x holds each row's
    * final residual stream (AllLogits scores them all); otherwise the last row's alone.
    */
-  prefill(tokens: readonly number[], options: { allRows?: boolean } = {}): Float32Array {
+  prefill(tokens: readonly number[], options: { allRows?: boolean; onProgress?: (progress: PrefillProgress) => void } = {}): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
     return this.atomically(() => {
       let logits = this.state.logits.data;
-      for (let i = 0; i < tokens.length; i += this.state.maxRows) logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+      const t0 = performance.now();
+      for (let i = 0; i < tokens.length; i += this.state.maxRows) {
+        logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+        const done = Math.min(i + this.state.maxRows, tokens.length);
+        options.onProgress?.(prefillProgress(done, tokens.length, performance.now() - t0));
+      }
       return logits;
     });
   }
@@ -197,13 +245,19 @@ export class Session {
       // alone (unless allRows), as llama.cpp's graph does (its output rows, inp_out_ids). Then the
       // query projection, attention, wo and the FFN of that layer cost 1 / n of the full rows' (in
       // a 1-layer model at 512 tokens, about 3/4 of all the products).
-      const out = l === c.nLayers - 1 && !allRows ? this.state.lastRow(n) : r;
+      // H2O's scores need every row's query in every layer (h2oSeed below).
+      const out = l === c.nLayers - 1 && !allRows && this.h2o[l] === null ? this.state.lastRow(n) : r;
       const attend = () => {
         const cache = this.caches[l];
         engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
         if (decode) this.attendDecode(l, out.att, out.qHeads);
-        // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
-        else engine.attentionPrefill(out.att, out.qHeads, cache, 0);
+        else {
+          // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
+          engine.attentionPrefill(out.att, out.qHeads, cache, 0);
+          // H2O as its authors run it: the prefill's attention weights start the accumulated scores.
+          const h2o = this.h2o[l];
+          if (h2o) engine.h2oSeed(h2o, out.qHeads, cache, 0);
+        }
       };
       try {
         layer(engine, model, this.productPath, l, r, out, attend);

@@ -9,30 +9,44 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
-import type { Session } from './forward.ts';
+import type { PrefillProgress, Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
-import { DEFAULT_PREFILL_CHUNK, TextSession } from './text-session.ts';
+import { DEFAULT_PREFILL_CHUNK, renamed } from './options.ts';
+import { TextSession } from './text-session.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import type { Model } from './weights.ts';
 
+/** Names and defaults are options.ts's; the older names still work. */
 export interface GenerateOptions {
   /** Positions including BOS (run.c's -n); 0 or > seq_len means seq_len. */
   steps: number;
   temperature: number;
-  topp: number;
+  /** Nucleus sampling threshold, default DEFAULT_TOP_P (0.9). */
+  topP?: number;
+  /** @deprecated The older name of topP. */
+  topp?: number;
   seed: bigint | number;
   attention: AttentionConfig;
+  /** KV cache element type, default DEFAULT_KV_DTYPE ('f16'). */
+  kv?: KVDType;
+  /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kt?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;
   /** Called with each printed piece as soon as it is known (streaming). */
   onPiece?: (text: string) => void;
+  /** Called after each prefill chunk: tokens done, of the total, and the rate so far. */
+  onProgress?: (progress: PrefillProgress) => void;
   /** What ends the text (generation-limits.ts); default: the model's (GGUF: end-of-generation tokens; llama2.c: also BOS). */
   stop?: StopRule;
   /** Context size: the most positions, at most the model's trained context (the default). */
+  contextSize?: number;
+  /** @deprecated The older name of contextSize. */
   context?: number;
 }
 
@@ -54,14 +68,15 @@ export function clampSteps(steps: number, seqLen: number): number {
 }
 
 export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
-  const steps = clampSteps(options.steps, contextSize(model.config.seqLen, options.context));
+  const context = contextSize(model.config.seqLen, renamed('generate', 'contextSize', options.contextSize, 'context', options.context));
+  const steps = clampSteps(options.steps, context);
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
-  if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of -n`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
+  if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of ${steps < context ? 'steps' : 'the context'}`);
+  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType), kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);
-  const run = session.generate(tokens, { temperature: options.temperature, topP: options.topp, seed: options.seed });
+  const run = session.generate(tokens, { temperature: options.temperature, topP: renamed('generate', 'topP', options.topP, 'topp', options.topp), seed: options.seed, onProgress: options.onProgress });
   for (let piece = run.step(); piece !== null; piece = run.step()) {
     if (!piece) continue;
     text += piece;

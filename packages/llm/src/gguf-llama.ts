@@ -150,6 +150,11 @@ function ropeScalingFromKeys(keys: GGUFKeys, k: (suffix: string) => string, seqL
   return scaling.type !== 'none' && factor === 1 && attnFactor === 1 ? NO_ROPE_SCALING : scaling;
 }
 
+/** The config of a Llama-family GGUF file from its header (no tensor read). */
+export function llamaConfigFromGGUF(f: GGUFFile, file: string): ModelConfig {
+  return configFromKeys(new GGUFKeys(f, file), new Map(f.tensors.map((t) => [t.name, t])));
+}
+
 /** Config and tensors of a Llama-family GGUF file; vectors (norms, biases, rope_freqs) come back as f32. */
 export function llamaFromGGUF(f: GGUFFile, file: string, engine?: Engine): LoadedModel {
   const keys = new GGUFKeys(f, file);

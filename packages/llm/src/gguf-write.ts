@@ -1,12 +1,12 @@
 /**
  * GGUF v3 writer: metadata (every value type, arrays nested), tensor infos
  * with offsets aligned to `general.alignment` (default 32), then the data.
- * It lays the file out in memory without copying tensors; model-file.ts
- * writes the pieces to disk.
+ * It lays the file out from the tensors' infos alone; model-file.ts writes
+ * the pieces to disk (whole tensors, or streamed in chunks).
  * Tensors are written as they are stored (row-major (rows, cols) becomes
  * ne = [cols, rows]); the caller picks their types.
  */
-import type { Tensor } from '@sparq/core';
+import type { DType, Tensor } from '@sparq/core';
 import {
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
@@ -14,6 +14,7 @@ import {
   GGUF_VERSION,
   alignUp,
   ggmlTypeOf,
+  tensorByteSize,
   tensorBytes,
   type GGUFArray,
   type GGUFValue,
@@ -91,16 +92,24 @@ function writeArray(w: ByteWriter, a: GGUFArray): void {
   }
 }
 
+/** What the header says of a tensor: its name, type and row-major shape (the bytes come separately). */
+export interface GGUFTensorSpec {
+  name: string;
+  dtype: DType;
+  shape: readonly number[];
+}
+
 /** Where everything goes in the file: the header (through the infos) at 0, each tensor's bytes at its offset. */
 export interface GGUFLayout {
   header: Uint8Array;
-  data: { at: number; bytes: Uint8Array }[];
+  /** File position of each tensor's bytes, in the order given. */
+  at: number[];
   /** File size: the last tensor padded to the alignment. Gaps between the pieces are zeros. */
   size: number;
 }
 
-/** Lays out a GGUF v3 file without copying any tensor's bytes. */
-export function layoutGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): GGUFLayout {
+/** Lays out a GGUF v3 file from the tensors' infos alone (no tensor bytes needed: a writer can stream them). */
+export function layoutGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorSpec[]): GGUFLayout {
   const entries = [...metadata];
   const align = entries.find(([k]) => k === 'general.alignment')?.[1];
   const alignment = align?.type === 'u32' ? align.value : GGUF_DEFAULT_ALIGNMENT;
@@ -116,27 +125,30 @@ export function layoutGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: rea
   }
   // Tensor infos: ne reversed from our row-major shape; offsets packed at the alignment.
   let offset = 0;
-  const placed: { offset: number; bytes: Uint8Array }[] = [];
-  for (const { name, tensor } of tensors) {
-    const bytes = tensorBytes(tensor);
+  const offsets: number[] = [];
+  for (const { name, dtype, shape } of tensors) {
+    const count = shape.reduce((a, b) => a * b, 1);
     w.string(name);
-    w.u32(tensor.rank);
-    for (let d = tensor.rank - 1; d >= 0; d--) w.u64(tensor.shape[d]);
-    w.u32(ggmlTypeOf(tensor.dtype).id);
+    w.u32(shape.length);
+    for (let d = shape.length - 1; d >= 0; d--) w.u64(shape[d]);
+    w.u32(ggmlTypeOf(dtype).id);
     w.u64(offset);
-    placed.push({ offset, bytes });
-    offset = alignUp(offset + bytes.length, alignment);
+    offsets.push(offset);
+    offset = alignUp(offset + tensorByteSize(dtype, count), alignment);
   }
   const header = w.result();
   const dataOffset = alignUp(header.length, alignment);
-  return { header, data: placed.map((p) => ({ at: dataOffset + p.offset, bytes: p.bytes })), size: dataOffset + offset };
+  return { header, at: offsets.map((o) => dataOffset + o), size: dataOffset + offset };
 }
+
+/** A tensor entry's info (its name, dtype and shape). */
+export const tensorSpec = ({ name, tensor }: GGUFTensorEntry): GGUFTensorSpec => ({ name, dtype: tensor.dtype, shape: tensor.shape });
 
 /** The whole file as one buffer of its own (byte offset 0, so tensor views are aligned). */
 export function writeGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): Uint8Array {
-  const { header, data, size } = layoutGGUF(metadata, tensors);
+  const { header, at, size } = layoutGGUF(metadata, tensors.map(tensorSpec));
   const out = new Uint8Array(size);
   out.set(header, 0);
-  for (const { at, bytes } of data) out.set(bytes, at);
+  tensors.forEach(({ tensor }, i) => out.set(tensorBytes(tensor), at[i]));
   return out;
 }

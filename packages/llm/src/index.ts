@@ -14,3 +14,5 @@ export * from './tensor-check.ts';
 export * from './eval/index.ts';
 export * from './random-model.ts';
 export * from './session-state.ts';
+export * from './retrieval-model.ts';
+export * from './model-shapes.ts';

@@ -8,19 +8,6 @@ import { Int4Matrix, type Engine, type ProductPath, type Tensor } from '@sparq/c
 export type Matrix = Tensor | Int4Matrix;
 
 /**
- * How the runtime multiplies by quantized weights unless told otherwise: 'int8', for ggml blocks and
- * group-wise INT4 alike. It is what llama.cpp does (its quantized matmuls quantize the activations
- * to 8-bit blocks) and Neural Speed's INT4 compute path; the integer kernels are native's fast ones
- * (README, AVX2, one 4096 x 4096 matrix: 1.1x (Q8_0) to 7.6x (Q2_K) the f32 path's speed, INT4
- * 2.4x); and it costs little accuracy: on stories260K it keeps about as many teacher-forced tokens
- * as 'dequant' (test/llm/quantized.spec.ts), and our logits stay about as close to llama.cpp's as
- * with f32 activations (test/llm/llama-cpp.spec.ts, families.spec.ts). 'dequant' stays one option away
- * for f32 activations; `sparq eval` keeps it so that its documented results (docs/eval) reproduce.
- * Float weights take the f32 product on either path.
- */
-export const DEFAULT_PRODUCT_PATH: ProductPath = 'int8';
-
-/**
  * W (rows, cols) @ x -> out: x (cols) -> out (rows) as a matvec, or
  * x (n, cols) -> out (n, rows) as a matmul sharing one read of W; `path` for quantized W.
  */

@@ -8,20 +8,25 @@
  * is found the way the CLI promises: the explicit path, else the one inside a
  * GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
  */
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { FormatError, allocBuffer, type Engine } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
-import { GGUF_MAGIC, type GGUFValue } from './gguf-format.ts';
-import { llamaFromGGUF } from './gguf-llama.ts';
+import { GGUF_MAGIC, tensorByteSize, tensorBytes, type GGUFValue } from './gguf-format.ts';
+import { llamaConfigFromGGUF, llamaFromGGUF } from './gguf-llama.ts';
+import type { ModelConfig } from './config.ts';
+import { defaultKVLayout } from './forward.ts';
+import { checkMemory, memoryPlan, scratchBytes, sessionKvBytes, type MemoryPlan } from './memory-plan.ts';
+import { DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK } from './options.ts';
 import { tokenizerFromGGUF } from './gguf-tokenizer.ts';
 import { joinGGUFParts, readGGUF, splitPartNames, type GGUFFile } from './gguf-read.ts';
-import { layoutGGUF, type GGUFTensorEntry } from './gguf-write.ts';
+import { layoutGGUF, tensorSpec, type GGUFTensorEntry, type GGUFTensorSpec } from './gguf-write.ts';
 import { llama2cLayout, readLlama2c, type LoadedModel } from './llama2c.ts';
 import { readLlama2cTokenizer } from './tokenizer-file.ts';
 import type { Tokenizer } from './tokenizer.ts';
-import { LanguageModel, type ModelOptions } from './language-model.ts';
-import { buildModel, unsupportedDTypes } from './weights.ts';
+import { LanguageModel, checkModelOptions, type ModelOptions } from './language-model.ts';
+import { buildModel, unsupportedDTypes, type WeightType } from './weights.ts';
 import { checkTensors } from './tensor-check.ts';
 
 export interface ModelFile {
@@ -40,7 +45,7 @@ const MAX_READ = 1 << 30;
  * number may already belong to another file).
  */
 export function openFileSource(path: string): ByteSource & { close(): void } {
-  let fd: number | null = openSync(path, 'r');
+  let fd: number | null = openSync(checkedFile(path), 'r');
   const size = fstatSync(fd).size;
   return {
     name: path,
@@ -60,6 +65,17 @@ export function openFileSource(path: string): ByteSource & { close(): void } {
       fd = null;
     },
   };
+}
+
+/**
+ * `path` when it names a regular file (or a device or pipe); else a
+ * FormatError that says what is there instead, never node's raw ENOENT or EISDIR.
+ */
+function checkedFile(path: string): string {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) throw new FormatError(`${path}: no such file`);
+  if (stat.isDirectory()) throw new FormatError(`${path}: is a directory, expected a file`);
+  return path;
 }
 
 /** Runs `use` on the open files at `paths`, closing them all afterwards. */
@@ -137,13 +153,31 @@ function asLlama2c<T>(source: ByteSource, read: () => T): T {
  * Returns the file size.
  */
 export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
-  const { header, data, size } = layoutGGUF(metadata, tensors);
+  return writeGGUFStream(path, metadata, tensors.map(tensorSpec), (i, put) => put(tensorBytes(tensors[i].tensor)));
+}
+
+/**
+ * writeGGUFFile with each tensor's bytes made on demand: `fill(i, put)` hands tensor i's bytes
+ * to `put` in order, in as many pieces as it likes (a multi-GB tensor need never be whole in
+ * memory). A tensor given more or fewer bytes than its type and shape take is an error.
+ */
+export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorSpec[], fill: (i: number, put: (bytes: Uint8Array) => void) => void): number {
+  const { header, at, size } = layoutGGUF(metadata, tensors);
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
   const fd = openSync(temp, 'w');
   try {
     try {
       writeAll(fd, header, 0);
-      for (const { at, bytes } of data) writeAll(fd, bytes, at);
+      tensors.forEach(({ name, dtype, shape }, i) => {
+        const bytes = tensorByteSize(dtype, shape.reduce((a, b) => a * b, 1));
+        let written = 0;
+        fill(i, (piece) => {
+          if (written + piece.length > bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given more than its ${bytes} bytes`);
+          writeAll(fd, piece, at[i] + written);
+          written += piece.length;
+        });
+        if (written !== bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given ${written} bytes, expected ${bytes}`);
+      });
       ftruncateSync(fd, size);
     } finally {
       closeSync(fd);
@@ -161,19 +195,43 @@ function writeAll(fd: number, bytes: Uint8Array, at: number): void {
   for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_READ), at + done);
 }
 
+/** A text file's contents (UTF-8; an invalid byte sequence becomes U+FFFD), with checkedFile's errors. */
+export function readTextFile(path: string): string {
+  return readFileSync(checkedFile(path), 'utf8');
+}
+
 /** A small file's bytes (tokenizers). */
 export function readBytes(path: string): Uint8Array {
-  return new Uint8Array(readFileSync(path));
+  return new Uint8Array(readFileSync(checkedFile(path)));
 }
 
 /**
  * The tokenizer of a GGUF file (its metadata only: a vocab-only file with no
- * tensors works, as with llama.cpp's tokenizer tools), or of a llama2.c
- * tokenizer file.
+ * tensors works, as with llama.cpp's tokenizer tools), of a llama2.c
+ * checkpoint (`explicit`, else the one beside it, as findTokenizer finds it;
+ * no weights read), or of a llama2.c tokenizer file.
  */
-export function readTokenizerOnly(path: string): { tokenizer: Tokenizer; source: string } {
+export function readTokenizerOnly(path: string, explicit?: string): { tokenizer: Tokenizer; source: string } {
   const gguf = withSources([path], ([source]) => isGGUF(source));
-  if (!gguf) return { tokenizer: readLlama2cTokenizer(readBytes(path), path), source: `${path} (llama2.c tokenizer)` };
+  if (!gguf) {
+    // A checkpoint's header matches its file's size; a tokenizer file's first words never do.
+    const checkpoint = withSources([path], ([source]) => {
+      try {
+        return llama2cLayout(source).config.vocabSize;
+      } catch (error) {
+        if (error instanceof FormatError) return null;
+        throw error;
+      }
+    });
+    if (checkpoint !== null) {
+      const file = explicit ?? tokenizerBeside(path, checkpoint);
+      return { tokenizer: readTokenizerFile(file, checkpoint), source: `${file} (llama2.c tokenizer of ${path})` };
+    }
+  }
+  if (!gguf || explicit !== undefined) {
+    const file = explicit ?? path;
+    return { tokenizer: readTokenizerFile(file), source: `${file} (llama2.c tokenizer)` };
+  }
   const tokenizer = withGGUF(path, (f) => tokenizerFromGGUF(f, path));
   if (!tokenizer) throw new FormatError(`${path}: GGUF without a tokenizer (no tokenizer.ggml.tokens)`);
   const v = tokenizer.vocab;
@@ -210,6 +268,8 @@ export function tokenizerBeside(modelPath: string, vocab: number): string {
 
 /** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
 export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
+  checkModelOptions('openModel', options);
+  if (options.contextSize !== undefined) checkModelMemory(engine, path, options);
   const file = readModelFile(path, engine);
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);
@@ -218,4 +278,53 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
   const model = buildModel(runOn, file.loaded, options.weights);
   if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
+}
+
+/** Bytes per element of the matrices converted on load (ModelOptions.weights): f32, Q4_0 blocks, INT4 groups of 32 with f32 scales. */
+const CONVERTED_BYTES: Record<WeightType, number> = { f32: 4, q4_0: 18 / 32, int4: 0.5 + 4 / 32 };
+
+/** A model file's config and the bytes its weights take in memory (as stored, or converted to `weights`), from the header alone. */
+export function readModelPlan(path: string, weights?: WeightType): { config: ModelConfig; weightBytes: number } {
+  const header = readModelHeader(path);
+  const tensors = 'gguf' in header
+    ? header.gguf.tensors.map((t) => ({ elements: t.ne.reduce((a, b) => a * b, 1), rank: t.ne.length, bytes: t.byteSize }))
+    : header.llama2c.regions.map((r) => ({ elements: r.shape.reduce((a, b) => a * b, 1), rank: r.shape.length, bytes: 4 * r.shape.reduce((a, b) => a * b, 1) }));
+  const config = 'gguf' in header ? llamaConfigFromGGUF(header.gguf, path) : header.llama2c.config;
+  // Vectors stay f32 whatever the matrices become.
+  const weightBytes = tensors.reduce((sum, t) => sum + (weights && t.rank > 1 ? t.elements * CONVERTED_BYTES[weights] : t.bytes), 0);
+  return { config, weightBytes };
+}
+
+/**
+ * The memory the process may use: the cgroup's limit where one is set (containers), else the
+ * machine's RAM. Linux cgroup v2 (memory.max), then v1 (memory.limit_in_bytes).
+ */
+export function memoryAvailable(): { bytes: number; source: string } {
+  const ram = { bytes: totalmem(), source: 'os.totalmem()' };
+  for (const file of ['/sys/fs/cgroup/memory.max', '/sys/fs/cgroup/memory/memory.limit_in_bytes']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    const limit = Number(text); // 'max' (no limit) gives NaN
+    if (Number.isFinite(limit) && limit > 0 && limit < ram.bytes) return { bytes: limit, source: `cgroup limit ${file}` };
+    return ram;
+  }
+  return ram;
+}
+
+/**
+ * Refuses, before the weights are read, a context that does not fit: weights + KV cache + scratch
+ * (memory-plan.ts) against memoryAvailable(). The context is options.contextSize, at most the model's.
+ */
+export function checkModelMemory(engine: Engine, path: string, options: ModelOptions, available = memoryAvailable()): MemoryPlan {
+  const { config, weightBytes } = readModelPlan(path, options.weights);
+  const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
+  const dtype = options.kv ?? DEFAULT_KV_DTYPE;
+  const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');
+  const plan = memoryPlan(weightBytes, sessionKvBytes(config, contextSize, dtype, layout, options.kt), scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads));
+  checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
+  return plan;
 }

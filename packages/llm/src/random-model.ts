@@ -48,11 +48,14 @@ export interface RandomModelOptions {
   margin?: number;
 }
 
-/** <unk>, <s>, </s>, <0x00>..<0xFF>, then `extra` single letters. */
+/** Letter pieces 'a'..'z', 'aa'..'zz', ... up to this length; past them, 't<i>' (short pieces for a real model's vocab size). */
+const MAX_LETTER_REPEAT = 8;
+
+/** <unk>, <s>, </s>, <0x00>..<0xFF>, then `extra` pieces: single letters repeated, then 't<i>'. */
 export function smallTokenizer(extra: number): Tokenizer {
   const pieces = ['<unk>', '<s>', '</s>'];
   for (let b = 0; b < 256; b++) pieces.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
-  for (let i = 0; i < extra; i++) pieces.push(String.fromCharCode(0x61 + (i % 26)).repeat(1 + Math.floor(i / 26)));
+  for (let i = 0; i < extra; i++) pieces.push(i < 26 * MAX_LETTER_REPEAT ? String.fromCharCode(0x61 + (i % 26)).repeat(1 + Math.floor(i / 26)) : `t${i}`);
   return new Tokenizer(sentencePieceVocab(pieces, Float32Array.from(pieces, (_, i) => (i < 259 ? 0 : -i))));
 }
 

@@ -6,6 +6,7 @@
  * (Math.fround) like run.c's floats. Known difference: run.c's qsort is not
  * stable; top-p here orders equal probabilities by lower id.
  */
+import { DEFAULT_TOP_P, renamed } from './options.ts';
 
 /** llama2.c's xorshift64* generator: random_u32 and random_f32. */
 export class XorShiftRng {
@@ -34,8 +35,10 @@ export class XorShiftRng {
 export interface SamplerOptions {
   /** 0 = greedy. */
   temperature: number;
-  /** Nucleus threshold; <= 0 or >= 1 samples the full distribution. */
-  topp: number;
+  /** Nucleus threshold; <= 0 or >= 1 samples the full distribution; default DEFAULT_TOP_P (0.9). */
+  topP?: number;
+  /** @deprecated The older name of topP. */
+  topp?: number;
   seed: bigint | number;
 }
 
@@ -51,7 +54,7 @@ export class Sampler {
     options: SamplerOptions,
   ) {
     this.temperature = Math.fround(options.temperature);
-    this.topp = Math.fround(options.topp);
+    this.topp = Math.fround(renamed('Sampler', 'topP', options.topP, 'topp', options.topp) ?? DEFAULT_TOP_P);
     this.rng = new XorShiftRng(options.seed);
     this.order = new Int32Array(vocabSize);
   }

@@ -1,17 +1,19 @@
 /**
  * A text session's state in a file, to pick a conversation up later or elsewhere (a long system
  * prompt prefilled once): the tokens in the cache, the pending token and the last logits, and every
- * layer's keys, values and running V sums. A session loads it when it has the same model shape and
- * KV element type and room for it; the layout may differ (K transposed is rebuilt from the rows).
+ * layer's keys, values, K transposed (with its block scales) and running V sums, byte for byte as the
+ * caches hold them. A session loads it when it has the same model shape, KV row type and K-transposed
+ * type, and room for it.
  *
  * File layout, little-endian:
  *   "SPARQKV1"                     8 bytes
  *   header length                  u32, then the header as JSON (StateHeader), padded to 8 bytes
- *   per layer, per KV head:        K rows [0, nPast) (nPast, head_dim), V rows likewise (f16 or f32),
- *                                  vSum (head_dim) f64
+ *   per layer, per KV head:        K rows [0, nPast), V rows likewise (as stored: f32, f16 or blocks),
+ *                                  vSum (head_dim) f64, then per component the K-transposed column over
+ *                                  [0, nPast) (whole 64-position blocks for integer codes) and its scales
  *   logits                         (vocab_size) f32
  */
-import { SparqError, SparqRangeError } from '@sparq/core';
+import { KT_BLOCK, KT_INT_BITS, SparqError, SparqRangeError, isIntegerKT, type KVCache } from '@sparq/core';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { TextSession } from './text-session.ts';
 
@@ -19,7 +21,7 @@ const MAGIC = 'SPARQKV1';
 
 /** What the JSON header says; the shape fields must match the session that loads the file. */
 interface StateHeader {
-  shape: { nLayers: number; nKvHeads: number; headDim: number; vocabSize: number; dtype: string };
+  shape: { nLayers: number; nKvHeads: number; headDim: number; vocabSize: number; dtype: string; kt: string | null };
   nPast: number;
   nPad: number;
   tokens: number[];
@@ -36,9 +38,8 @@ export function saveSessionState(session: TextSession, path: string): void {
   const header: StateHeader = { shape: shapeOf(session), nPast: cache0.nPast[0], nPad: cache0.nPad[0], tokens, pending };
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   const headerBytes = align8(8 + 4 + json.length);
-  const elementBytes = cache0.dtype === 'f16' ? 2 : 4;
-  const perHead = 2 * header.nPast * c.headDim * elementBytes + 8 * c.headDim;
-  const out = Buffer.alloc(headerBytes + c.nLayers * c.nKvHeads * perHead + 4 * c.vocabSize);
+  const n = header.nPast;
+  const out = Buffer.alloc(headerBytes + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize);
   out.write(MAGIC, 0, 'latin1');
   out.writeUInt32LE(json.length, 8);
   json.copy(out, 12);
@@ -47,16 +48,7 @@ export function saveSessionState(session: TextSession, path: string): void {
     out.set(new Uint8Array(view.buffer, view.byteOffset, view.byteLength), at);
     at += view.byteLength;
   };
-  for (const cache of f.caches) {
-    for (let h = 0; h < c.nKvHeads; h++) {
-      // The rows of one head are contiguous: (capacity, head_dim) from position 0.
-      const from = cache.rowOffset(0, h, 0);
-      const to = cache.rowOffset(0, h, header.nPast);
-      put(cache.k.subarray(from, to));
-      put(cache.v.subarray(from, to));
-      put(cache.vSum.subarray(h * c.headDim, (h + 1) * c.headDim));
-    }
-  }
+  for (const cache of f.caches) for (const run of stateRuns(cache, n)) put(run);
   put(logits);
   writeFileSync(path, out);
 }
@@ -74,40 +66,58 @@ export function loadSessionState(session: TextSession, path: string): void {
   const capacity = f.caches[0].capacity;
   if (header.nPast > capacity) throw new SparqRangeError(`loadSessionState: ${path} holds ${header.nPast} positions, this session's context is ${capacity}`);
   const c = f.model.config;
-  const elementBytes = want.dtype === 'f16' ? 2 : 4;
   const n = header.nPast;
-  const expected = align8(12 + length) + c.nLayers * c.nKvHeads * (2 * n * c.headDim * elementBytes + 8 * c.headDim) + 4 * c.vocabSize;
+  const expected = align8(12 + length) + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize;
   if (bytes.length !== expected) throw new SparqRangeError(`loadSessionState: ${path} is ${bytes.length} bytes, its header implies ${expected}`);
-  // Each run copied out on its own (Buffer.slice of an ArrayBuffer), so typed arrays of any element size fit.
   let at = align8(12 + length);
-  const take = (count: number, size: number): ArrayBuffer => {
-    const from = bytes.byteOffset + at;
-    at += count * size;
-    return bytes.buffer.slice(from, from + count * size) as ArrayBuffer;
+  const take = (byteLength: number): Uint8Array => {
+    const view = bytes.subarray(at, at + byteLength);
+    at += byteLength;
+    return view;
   };
-  const count = n * c.headDim;
-  const rows = (): Float32Array | Uint16Array => (want.dtype === 'f16' ? new Uint16Array(take(count, 2)) : new Float32Array(take(count, 4)));
   session.reset();
   for (const cache of f.caches) {
     cache.reset(0, header.nPad);
-    for (let h = 0; h < c.nKvHeads; h++) {
-      const from = cache.rowOffset(0, h, 0);
-      const k = rows();
-      cache.k.set(k, from);
-      cache.v.set(rows(), from);
-      cache.vSum.set(new Float64Array(take(c.headDim, 8)), h * c.headDim);
-      // K transposed, when the layout keeps it: component i of every position, contiguous.
-      if (cache.kT) for (let i = 0; i < c.headDim; i++) for (let pos = 0; pos < n; pos++) cache.kT[cache.columnOffset(0, h, i) + pos] = k[pos * c.headDim + i];
-    }
+    // Each run's bytes go into the cache's own memory, whatever its element type.
+    for (const run of stateRuns(cache, n)) new Uint8Array(run.buffer, run.byteOffset, run.byteLength).set(take(run.byteLength));
     cache.nPast[0] = n;
   }
   f.pos = n;
-  session.adopt(header.tokens, header.pending, new Float32Array(take(c.vocabSize, 4)));
+  session.adopt(header.tokens, header.pending, new Float32Array(new Uint8Array(take(4 * c.vocabSize)).buffer));
 }
 
 function shapeOf(session: TextSession): StateHeader['shape'] {
   const c = session.forward.model.config;
-  return { nLayers: c.nLayers, nKvHeads: c.nKvHeads, headDim: c.headDim, vocabSize: c.vocabSize, dtype: session.forward.caches[0].dtype };
+  const cache = session.forward.caches[0];
+  return { nLayers: c.nLayers, nKvHeads: c.nKvHeads, headDim: c.headDim, vocabSize: c.vocabSize, dtype: cache.dtype, kt: cache.kTDType };
+}
+
+/**
+ * The parts of one layer's cache that hold its first n positions (batch 1), in file order: per KV
+ * head the K and V rows, the V sum, then each K-transposed column and its block scales. Integer
+ * columns are taken in whole 64-position blocks, whose codes are whole bytes.
+ */
+function stateRuns(cache: KVCache, n: number): ArrayBufferView[] {
+  const d = cache.headDim;
+  const blocks = Math.ceil(n / KT_BLOCK);
+  const columnUnits = isIntegerKT(cache.kTDType) ? (blocks * KT_BLOCK * KT_INT_BITS[cache.kTDType]) / 8 : n;
+  const runs: ArrayBufferView[] = [];
+  for (let h = 0; h < cache.nKvHeads; h++) {
+    const from = cache.rowOffset(0, h, 0);
+    const to = cache.rowOffset(0, h, n);
+    runs.push(cache.k.subarray(from, to), cache.v.subarray(from, to), cache.vSum.subarray(h * d, (h + 1) * d));
+    for (let i = 0; cache.kT && i < d; i++) {
+      const column = cache.columnOffset(0, h, i);
+      runs.push(cache.kT.subarray(column, column + columnUnits));
+      if (cache.kTScale) runs.push(cache.kTScale.subarray(cache.scaleOffset(0, h, i), cache.scaleOffset(0, h, i) + blocks));
+    }
+  }
+  return runs;
+}
+
+/** Bytes stateRuns(cache, n) holds. */
+function stateBytes(cache: KVCache, n: number): number {
+  return stateRuns(cache, n).reduce((sum, run) => sum + run.byteLength, 0);
 }
 
 function align8(n: number): number {

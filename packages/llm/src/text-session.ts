@@ -24,9 +24,10 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
-import { Session } from './forward.ts';
+import { Session, prefillProgress, type PrefillProgress } from './forward.ts';
+import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
 import { stops, type StopRule } from './generation-limits.ts';
 import { Sampler } from './sampler.ts';
 import { StopFilter } from './stop-filter.ts';
@@ -34,30 +35,26 @@ import { TextStream } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import type { Model } from './weights.ts';
 
-/** Prompt tokens forwarded in one step unless a session says otherwise. */
-export const DEFAULT_PREFILL_CHUNK = 512;
-
+/** The names and defaults are options.ts's. */
 export interface TextSessionOptions {
   /** KV positions: prompt and generated tokens of the whole conversation, at most the model's seq_len. */
   contextSize: number;
   /** Decode attention (prefill is always dense). */
   attention: AttentionConfig;
-  /** KV cache element type, default 'f32'. */
+  /** KV cache element type, default DEFAULT_KV_DTYPE ('f16'). */
+  kv?: KVDType;
+  /** @deprecated The older name of kv. */
   kvDType?: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kt?: KTDType;
+  /** KV cache layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
-  /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'; linear.ts). */
+  /** How products with quantized weights are computed, default DEFAULT_PRODUCT_PATH ('int8'). */
   productPath?: ProductPath;
-  /** Most prompt tokens forwarded in one step (default 64). Generation yields to the event loop between steps. */
+  /** Most prompt tokens forwarded in one step, default DEFAULT_PREFILL_CHUNK (512). Generation yields to the event loop between steps. */
   prefillChunk?: number;
   /** What ends the text (generation-limits.ts), default 'bos' (llama2.c's BOS, and end-of-generation tokens). */
   stop?: StopRule;
-}
-
-export interface PrefillProgress {
-  /** Prompt tokens forwarded so far in this call. */
-  done: number;
-  /** Prompt tokens this call forwards. */
-  total: number;
 }
 
 export interface GenerationOptions {
@@ -65,7 +62,7 @@ export interface GenerationOptions {
   maxTokens?: number;
   /** 0 is greedy; default 1. */
   temperature?: number;
-  /** Nucleus sampling threshold; <= 0 or >= 1 samples the full distribution; default 0.9. */
+  /** Nucleus sampling threshold; <= 0 or >= 1 samples the full distribution; default DEFAULT_TOP_P (0.9). */
   topP?: number;
   /** Sampler seed (llama2.c's xorshift64*); 0 or absent picks one at random. */
   seed?: number | bigint;
@@ -73,8 +70,10 @@ export interface GenerationOptions {
   stop?: string | readonly string[];
   /** Aborting stops generation before its next forward step; the iteration then ends normally with finishReason 'abort'. */
   signal?: AbortSignal;
-  /** Called after each prefill chunk. */
+  /** Called after each prefill chunk: tokens done, of the total, and the rate so far (a progress line, an ETA). */
   onProgress?: (progress: PrefillProgress) => void;
+  /** Called with each sampled token's id, before its text is shown (the token that ends the text is not one). */
+  onToken?: (token: number) => void;
 }
 
 /** Why generation ended: end-of-text token, maxTokens, the context is full, a stop string, or an abort (signal or `break`). */
@@ -159,9 +158,10 @@ export class TextSession {
   private readonly totals: Tally = { promptTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0 };
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
-    const chunk = options.prefillChunk ?? DEFAULT_PREFILL_CHUNK;
-    if (!Number.isInteger(chunk) || chunk < 1) throw new SparqRangeError(`TextSession: prefillChunk ${chunk}, expected an integer >= 1`);
-    this.forward = new Session(engine, model, { capacity: options.contextSize, maxPrefill: chunk, attention: options.attention, kvDType: options.kvDType, kvLayout: options.kvLayout, productPath: options.productPath });
+    checkKeys('TextSession', options, ['contextSize', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk', 'stop']);
+    const chunk = checkNumber('TextSession: prefillChunk', options.prefillChunk ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
+    const kv = renamed('TextSession', 'kv', options.kv, 'kvDType', options.kvDType);
+    this.forward = new Session(engine, model, { contextSize: options.contextSize, prefillChunk: chunk, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';
@@ -204,11 +204,7 @@ export class TextSession {
   /** Empties the cache: the next generate() starts a new text with BOS. */
   reset(): void {
     if (this.running) throw new SparqError('TextSession.reset: a generation is running; abort it first');
-    this.forward.caches.forEach((cache, l) => {
-      cache.reset(0);
-      this.forward.h2o[l]?.reset(0);
-    });
-    this.forward.pos = 0;
+    this.forward.reset();
     this.cached.length = 0;
     this.pending = null;
   }
@@ -226,6 +222,18 @@ export class TextSession {
     this.cached.push(...tokens);
     this.pending = pending;
     this.logits.set(logits);
+  }
+
+  /**
+   * Forgets the pending token (sampled and shown, not forwarded), so the next
+   * generate() does not forward it: for a caller that continues from the
+   * text instead, as Chat does with a reply cut short. Returns it, or null.
+   */
+  dropPending(): number | null {
+    if (this.running) throw new SparqError('TextSession.dropPending: a generation is running; abort it first');
+    const token = this.pending;
+    this.pending = null;
+    return token;
   }
 
   /** @internal Marks `g` as the running generation. */
@@ -324,19 +332,18 @@ interface CheckedOptions {
   stop: readonly string[];
   signal?: AbortSignal;
   onProgress?: (progress: PrefillProgress) => void;
+  onToken?: (token: number) => void;
 }
 
 function checkOptions(o: GenerationOptions): CheckedOptions {
-  const maxTokens = o.maxTokens ?? Infinity;
-  if (!(maxTokens === Infinity || (Number.isInteger(maxTokens) && maxTokens >= 0))) throw new SparqRangeError(`generate: maxTokens ${maxTokens}, expected an integer >= 0`);
-  const temperature = o.temperature ?? 1;
-  if (!Number.isFinite(temperature) || temperature < 0) throw new SparqRangeError(`generate: temperature ${temperature}, expected a finite number >= 0`);
-  const topP = o.topP ?? 0.9;
-  if (!Number.isFinite(topP)) throw new SparqRangeError(`generate: topP ${topP}, expected a finite number (0..1)`);
-  if (typeof o.seed === 'number' && !(Number.isSafeInteger(o.seed) && o.seed >= 0)) throw new SparqRangeError(`generate: seed ${o.seed}, expected an integer >= 0`);
-  const seed = o.seed === undefined || BigInt(o.seed) === 0n ? randomSeed() : o.seed;
+  checkKeys('generate', o, ['maxTokens', 'temperature', 'topP', 'seed', 'stop', 'signal', 'onProgress', 'onToken']);
+  const maxTokens = checkNumber('generate: maxTokens', o.maxTokens ?? Infinity, CHECKS.maxTokens);
+  const temperature = checkNumber('generate: temperature', o.temperature ?? DEFAULT_TEMPERATURE, CHECKS.temperature);
+  const topP = checkNumber('generate: topP', o.topP ?? DEFAULT_TOP_P, CHECKS.topP);
+  const given = o.seed === undefined ? 0 : checkSeed('generate: seed', o.seed);
+  const seed = BigInt(given) === 0n ? randomSeed() : given;
   const stop = o.stop === undefined ? [] : typeof o.stop === 'string' ? [o.stop] : [...o.stop];
-  return { maxTokens, temperature, topP, seed, stop, signal: o.signal, onProgress: o.onProgress };
+  return { maxTokens, temperature, topP, seed, stop, signal: o.signal, onProgress: o.onProgress, onToken: o.onToken };
 }
 
 /** A non-zero 53-bit seed (xorshift never leaves state 0). */
@@ -408,7 +415,7 @@ export class Generation implements AsyncIterable<string> {
   constructor(session: TextSession, prompt: string | readonly number[], options: CheckedOptions) {
     this.session = session;
     this.options = options;
-    const sampler = new Sampler(session.tokenizer.vocabSize, { temperature: options.temperature, topp: options.topP, seed: options.seed });
+    const sampler = new Sampler(session.tokenizer.vocabSize, { temperature: options.temperature, topP: options.topP, seed: options.seed });
     this.run = session.steps(prompt, options.maxTokens, sampler, this.tally);
     this.stopFilter = new StopFilter(options.stop);
   }
@@ -435,9 +442,10 @@ export class Generation implements AsyncIterable<string> {
     if (next.done) return this.finish(next.value);
     const s = next.value;
     if (s.kind === 'prefill') {
-      this.options.onProgress?.({ done: s.done, total: s.total });
+      this.options.onProgress?.(prefillProgress(s.done, s.total, this.tally.prefillMs));
       return '';
     }
+    this.options.onToken?.(s.token);
     this.textStream ??= new TextStream(this.session.tokenizer, this.previousToken());
     const { text, stopped } = this.stopFilter.push(this.textStream.push(s.token));
     this.text += text;

@@ -18,6 +18,7 @@ export interface AttentionAddon {
   attnTopk(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, stats?: Float64Array | null): void;
   attnLmInfinite(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, stats?: Float64Array | null): void;
   attnH2O(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, acc: Float32Array, evicted: Uint8Array, stats?: Float64Array | null): void;
+  attnH2OSeed(cache: KVCache, seq: number, q: Float32Array, q2: Float32Array, nTokens: number, nHeads: number, acc: Float32Array): void;
   attnThreads(): number;
   attnSetThreads(n: number): number;
   attnKernel(): string;
@@ -72,6 +73,9 @@ export function attentionOps(addon: NativeAddon): Partial<BackendOps> {
     },
     h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
       counted(options?.stats, (s) => a.attnH2O(cache, view(q), view(out), q.shape[1], params.k, state.acc, state.evicted, s));
+    },
+    h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
+      a.attnH2OSeed(cache, seq, view(q), view(q), q.shape[0], q.shape[1], state.acc);
     },
     lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
       counted(options?.stats, (s) => a.attnLmInfinite(cache, view(q), view(out), q.shape[1], params.k, s));

@@ -5,7 +5,9 @@
  *   SPARQ_THREADS        worker threads, a decimal integer in [1, MAX_THREADS]
  *   SPARQ_SPIN_US        how long idle pool threads busy-wait before they sleep, in
  *                        microseconds, a decimal integer in [0, MAX_SPIN_US] (default 500)
- *   SPARQ_NATIVE_KERNEL  narrow the SIMD path: scalar | avx2 | avx512 (x86-64), scalar | neon (arm64)
+ *   SPARQ_NATIVE_KERNEL  narrow the SIMD path: scalar | avx2 | avx512 (x86-64), scalar | neon
+ *                        (arm64); a path this CPU cannot run is an error too (checkKernelRequest),
+ *                        not a silent fall back to a narrower one
  */
 import { SparqRangeError } from '@sparq/core';
 
@@ -31,4 +33,15 @@ function checkDecimal(env: Record<string, string | undefined>, name: string, lo:
   if (value !== undefined && !(/^\d+$/.test(value) && Number(value) >= lo && Number(value) <= hi)) {
     throw new SparqRangeError(`${name}=${value}, expected a decimal integer in [${lo}, ${hi}]`);
   }
+}
+
+/**
+ * Throws SparqRangeError when SPARQ_NATIVE_KERNEL asks for a path that is not
+ * among `supported` (the addon's kernelPaths().supported, narrowest first):
+ * the addon would otherwise run a narrower path without a word.
+ */
+export function checkKernelRequest(supported: readonly string[], env: Record<string, string | undefined> = process.env): void {
+  const kernel = env.SPARQ_NATIVE_KERNEL;
+  if (kernel === undefined || supported.includes(kernel)) return;
+  throw new SparqRangeError(`SPARQ_NATIVE_KERNEL=${kernel}: this CPU does not run the ${kernel} path, expected one of ${supported.join(', ')}`);
 }

@@ -5,8 +5,9 @@
  */
 import { registerBackend, type Backend } from '@sparq/core';
 import { loadAddon } from './addon.ts';
-import { checkNativeEnvironment } from './environment.ts';
+import { checkKernelRequest, checkNativeEnvironment } from './environment.ts';
 import { attentionOps } from './attention-ops.ts';
+import { withReferenceFallback } from './kv-fallback.ts';
 
 // Thread count and the read-bandwidth probe, for benchmarks (`sparq bench`, bench/*.ts).
 export { loadAddon, type NativeAddon } from './addon.ts';
@@ -17,6 +18,7 @@ import { NATIVE_BLOCK_DTYPES, NATIVE_QUANTIZE_DTYPES, basicOps } from './basic-o
 export function createNativeBackend(buildDir?: string): Backend {
   checkNativeEnvironment();
   const addon = loadAddon(buildDir);
+  checkKernelRequest(addon.kernelPaths().supported);
   return {
     name: 'native',
     blockDTypes: NATIVE_BLOCK_DTYPES,
@@ -30,10 +32,28 @@ export function createNativeBackend(buildDir?: string): Backend {
       return { name: 'native', kernel: info.kernel, threads: addon.attnThreads() as number, details: { features } };
     },
     ...basicOps(addon),
-    ...attentionOps(addon),
+    ...withReferenceFallback(attentionOps(addon)),
   };
 }
 
-export { checkNativeEnvironment, KERNEL_NAMES, MAX_THREADS } from './environment.ts';
+export { checkKernelRequest, KERNEL_NAMES, MAX_THREADS } from './environment.ts';
+
+/**
+ * checkNativeEnvironment's checks, then (when the addon loads) that the
+ * SIMD path SPARQ_NATIVE_KERNEL names runs on this CPU: the CLI calls it
+ * first, so a bad setting is an error before any work, not a silent narrower path.
+ */
+export function checkNativeSettings(env: Record<string, string | undefined> = process.env): void {
+  checkNativeEnvironment(env);
+  if (env.SPARQ_NATIVE_KERNEL === undefined) return;
+  let supported: string[];
+  try {
+    supported = loadAddon().kernelPaths().supported;
+  } catch {
+    return; // no addon: no native path runs, and `sparq backends` says why
+  }
+  checkKernelRequest(supported, env);
+}
+export { checkNativeEnvironment };
 
 registerBackend('native', () => createNativeBackend(), 100);

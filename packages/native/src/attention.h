@@ -110,6 +110,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
 void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc,
                 uint8_t* evicted, Counts* counts);
+void h2o_seed(const CacheView& c, int64_t seq, const float* q, int64_t n_tokens, int64_t nheads, float* acc);
 void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
 
 // Sum of x[0..n) read by every pool thread in chunks: a memory-read bandwidth probe for the benchmark.

@@ -152,33 +152,48 @@ void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 // positions (1 MiB) stay in L2 between the softmax and the weighted sum of V.
 constexpr size_t kPrefillRows = 16;
 
+// The shape of a prefill call over sequence seq, shared by dense_prefill and h2o_seed.
+struct PrefillBlocks {
+  size_t g, d, tokens, valid, per_block;
+  int64_t first;
+  float scale;
+  PrefillBlocks(const CacheView& c, int64_t seq, int64_t n_tokens, int64_t nheads)
+      : g(static_cast<size_t>(nheads / c.nkv)), d(static_cast<size_t>(c.d)), tokens(static_cast<size_t>(n_tokens)),
+        valid(static_cast<size_t>(c.nvalid(seq))), per_block(std::max<size_t>(1, kPrefillRows / g)), first(c.npad[seq]),
+        scale(1.f / std::sqrt(static_cast<float>(d))) {}
+  // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
+  size_t seen(size_t i) const { return valid - (tokens - 1 - i); }
+  // The block of nt tokens from i0, KV head h: its query rows into s.block_q (m = nt * g rows,
+  // token-major: row u * g + t is head h * g + t of token i0 + u) and their scores (m, hi) into
+  // s.probs over the hi positions its last token sees; returns hi.
+  size_t scores(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, const float* q, int64_t nheads, size_t i0,
+                size_t nt, Scratch& s) const {
+    const size_t m = nt * g, hi = seen(i0 + nt - 1);
+    s.block_q.resize(m * d);
+    for (size_t u = 0; u < nt; u++) std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
+    s.probs.resize(m * hi);
+    kt.qk(s.probs.data(), hi, c.rows(c.k, seq, h), c.f16, d, nullptr, first, hi, s.block_q.data(), m, scale);
+    return hi;
+  }
+};
+
 void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
                    Counts* counts) {
   const AttnKernels& kt = attn_kernels();
-  const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
-  const size_t tokens = static_cast<size_t>(n_tokens), valid = static_cast<size_t>(c.nvalid(seq));
-  const int64_t first = c.npad[seq];
-  const float scale = 1.f / std::sqrt(static_cast<float>(d));
-  // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
-  auto seen = [&](size_t i) { return valid - (tokens - 1 - i); };
-  const size_t per_block = std::max<size_t>(1, kPrefillRows / g);
+  const PrefillBlocks pb(c, seq, n_tokens, nheads);
+  const size_t g = pb.g, d = pb.d, tokens = pb.tokens, per_block = pb.per_block;
+  const int64_t first = pb.first;
+  auto seen = [&](size_t i) { return pb.seen(i); };
   const size_t tasks = (tokens + per_block - 1) / per_block * static_cast<size_t>(c.nkv);
   std::vector<Counts> per(tasks);
-  run_tasks(tasks, 2.0 * static_cast<double>(tokens * c.nkv) * static_cast<double>(valid * d), [&](size_t task) {
+  run_tasks(tasks, 2.0 * static_cast<double>(tokens * c.nkv) * static_cast<double>(pb.valid * d), [&](size_t task) {
     Scratch& s = scratch();
     const int64_t h = static_cast<int64_t>(task) % c.nkv;
     const size_t i0 = task / static_cast<size_t>(c.nkv) * per_block, nt = std::min(per_block, tokens - i0);
-    const size_t m = nt * g, lo = seen(i0), hi = seen(i0 + nt - 1);
-    const void* k = c.rows(c.k, seq, h);
+    const size_t m = nt * g, lo = seen(i0);
     const void* v = c.rows(c.v, seq, h);
-    // Query rows (m, d), token-major: row u * g + t is head h * g + t of token i0 + u.
-    s.block_q.resize(m * d);
+    const size_t hi = pb.scores(kt, c, seq, h, q, nheads, i0, nt, s);
     s.block_out.resize(m * d);
-    for (size_t u = 0; u < nt; u++)
-      std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
-    // Scores (m, hi) over the positions the block's last token sees; row u * g + t uses the first seen(i0 + u).
-    s.probs.resize(m * hi);
-    kt.qk(s.probs.data(), hi, k, c.f16, d, nullptr, first, hi, s.block_q.data(), m, scale);
     s.block_inv.resize(m);
     for (size_t row = 0; row < m; row++) {
       float* x = s.probs.data() + row * hi;
@@ -355,6 +370,26 @@ void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, 
     s.idx.clear();
     for (int64_t j = c.npad[grp.b]; j < c.npast[grp.b]; j++)
       if (!evicted[base + j]) s.idx.push_back(static_cast<int32_t>(j));
+    // Evict for good down to k before attending: the smallest acc outside the recent window of
+    // w = max(1, floor(k/4)) positions (the current token always stays); ties: lowest index.
+    const size_t keep = static_cast<size_t>(k);
+    if (s.idx.size() > keep) {
+      const int64_t window_start = c.npast[grp.b] - std::max<int64_t>(1, k / 4);
+      s.idx2.clear();
+      s.score.clear();
+      for (size_t j = 0; j < s.idx.size() && s.idx[j] < window_start; j++) {
+        s.idx2.push_back(s.idx[j]);
+        s.score.push_back(-acc[base + s.idx[j]]);  // smallest acc = largest key
+      }
+      const size_t victims = s.idx.size() - keep;  // <= s.score.size(): the window holds at most k
+      std::vector<int32_t> chosen(victims);
+      topk_select(kt, s.score.data(), s.score.size(), victims, 0, chosen.data());
+      for (size_t v = 0; v < victims; v++) evicted[base + s.idx2[chosen[v]]] = 1;
+      size_t n = 0;
+      for (size_t j = 0; j < s.idx.size(); j++)
+        if (!evicted[base + s.idx[j]]) s.idx[n++] = s.idx[j];
+      s.idx.resize(n);
+    }
     const size_t n = s.idx.size();
     std::vector<float> inv(g);
     attend(kt, c, grp, s.idx.data(), 0, n, s.probs, inv.data(), cnt);
@@ -366,22 +401,36 @@ void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, 
       a = static_cast<float>(a + w / static_cast<double>(g));
     }
     cnt.aux += 2.0 * n;
-    // Evict for good down to k - 1 (room for the next token): the smallest acc outside the recent
-    // window of w = floor(k/4) positions, w clamped to [1, k - 1]; ties: lowest index.
-    const size_t keep = static_cast<size_t>(k - 1);
-    if (n > keep) {
-      const int64_t window = std::min(std::max<int64_t>(1, k / 4), k - 1);
-      const int64_t window_start = c.npast[grp.b] - window;
-      s.idx2.clear();
-      s.score.clear();
-      for (size_t j = 0; j < n && s.idx[j] < window_start; j++) {
-        s.idx2.push_back(s.idx[j]);
-        s.score.push_back(-acc[base + s.idx[j]]);  // smallest acc = largest key
+  });
+}
+
+// H2O's scores from a prefill: per KV head (one task each, so no two tasks add to the same acc),
+// blocks of rows as dense_prefill takes them; each row's causal softmax weights, group-averaged,
+// added to acc of the positions it sees.
+void h2o_seed(const CacheView& c, int64_t seq, const float* q, int64_t n_tokens, int64_t nheads, float* acc) {
+  const AttnKernels& kt = attn_kernels();
+  const PrefillBlocks pb(c, seq, n_tokens, nheads);
+  const size_t g = pb.g;
+  run_tasks(static_cast<size_t>(c.nkv), static_cast<double>(pb.tokens * c.nkv) * static_cast<double>(pb.valid * pb.d), [&](size_t task) {
+    Scratch& s = scratch();
+    const int64_t h = static_cast<int64_t>(task);
+    float* a = acc + (seq * c.nkv + h) * c.cap + pb.first;
+    std::vector<double> inv(g);  // 1 / softmax sum of each head of the row
+    for (size_t i0 = 0; i0 < pb.tokens; i0 += pb.per_block) {
+      const size_t nt = std::min(pb.per_block, pb.tokens - i0);
+      const size_t hi = pb.scores(kt, c, seq, h, q, nheads, i0, nt, s);
+      for (size_t u = 0; u < nt; u++) {
+        const size_t n = pb.seen(i0 + u);
+        for (size_t t = 0; t < g; t++) {
+          float* x = s.probs.data() + (u * g + t) * hi;
+          inv[t] = 1.0 / kt.exp_sum(x, n, kt.max(x, n), true);
+        }
+        for (size_t j = 0; j < n; j++) {
+          double w = 0;
+          for (size_t t = 0; t < g; t++) w += static_cast<float>(s.probs[(u * g + t) * hi + j] * inv[t]);
+          a[j] = static_cast<float>(a[j] + w / static_cast<double>(g));
+        }
       }
-      const size_t victims = std::min(n - keep, s.score.size());
-      std::vector<int32_t> chosen(victims);
-      topk_select(kt, s.score.data(), s.score.size(), victims, 0, chosen.data());
-      for (size_t v = 0; v < victims; v++) evicted[base + s.idx2[chosen[v]]] = 1;
     }
   });
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gemm_q8.h"
+#include "half.h"
 #include "int4.h"
 #include "matvec.h"
 #include "matvec_q8.h"
@@ -198,6 +199,14 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
 
 void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8) {
   if (int8 && is_block_type(t)) return matmul_q8(t, w, x, n, rows, cols, out);
+  if (int8 && (t == WeightType::f16 || t == WeightType::bf16)) {
+    // ggml's f16 and bf16 products take the activations rounded to the weights' type (nearest even).
+    thread_local std::vector<float> rounded;
+    rounded.resize(static_cast<size_t>(n * cols));
+    for (int64_t i = 0; i < n * cols; ++i)
+      rounded[i] = t == WeightType::f16 ? fp16_to_fp32_ref(fp32_to_fp16_ref(x[i])) : bf16_to_fp32(fp32_to_bf16_ref(x[i]));
+    x = rounded.data();
+  }
 #if SPARQ_X86
   const bool gemm = n >= GEMM_MIN_N;
   auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)

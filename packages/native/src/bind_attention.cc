@@ -103,6 +103,23 @@ struct DecodeCall {
   }
 };
 
+// (cache, seq, q, out, nTokens, nHeads, ...): the N newest positions of one sequence.
+struct PrefillCall {
+  CacheView c;
+  const float* q;
+  float* out;
+  int64_t seq, n, nheads;
+  PrefillCall(const Napi::CallbackInfo& call, const char* op) {
+    c = cache_arg(call[0], op);
+    seq = int_arg(call[1], op, "seq");
+    n = int_arg(call[4], op, "nTokens");
+    nheads = int_arg(call[5], op, "nHeads");
+    if (seq >= c.batch) range_error(call.Env(), std::string(op) + ": sequence out of range");
+    if (n < 1 || n > c.nvalid(seq)) range_error(call.Env(), std::string(op) + ": nTokens must be in [1, nValid]");
+    rows_args(call, 2, c, n, nheads, op, &q, &out);
+  }
+};
+
 int64_t budget_arg(const Napi::CallbackInfo& call, size_t at, const char* op) {
   const int64_t k = int_arg(call[at], op, "k");
   if (k < 1) range_error(call.Env(), std::string(op) + ": k must be >= 1");
@@ -134,16 +151,10 @@ Napi::Value decode_js(const Napi::CallbackInfo& call) {
 
 Napi::Value prefill_js(const Napi::CallbackInfo& call) {
   const char* op = "attentionPrefill";
-  CacheView c = cache_arg(call[0], op);
-  const int64_t seq = int_arg(call[1], op, "seq"), n = int_arg(call[4], op, "nTokens"), nheads = int_arg(call[5], op, "nHeads");
-  if (seq >= c.batch) range_error(call.Env(), std::string(op) + ": sequence out of range");
-  if (n < 1 || n > c.nvalid(seq)) range_error(call.Env(), std::string(op) + ": nTokens must be in [1, nValid]");
-  const float* q;
-  float* out;
-  rows_args(call, 2, c, n, nheads, op, &q, &out);
+  PrefillCall p(call, op);
   double* stats = stats_arg(call[6], op);
   Counts counts;
-  dense_prefill(c, seq, q, out, n, nheads, &counts);
+  dense_prefill(p.c, p.seq, p.q, p.out, p.n, p.nheads, &counts);
   write_stats(stats, counts);
   return call.Env().Undefined();
 }
@@ -203,6 +214,15 @@ Napi::Value h2o_js(const Napi::CallbackInfo& call) {
   return call.Env().Undefined();
 }
 
+// h2oSeed(cache, seq, q, q, nTokens, nHeads, acc): q goes twice, as the out rows it does not have.
+Napi::Value h2o_seed_js(const Napi::CallbackInfo& call) {
+  const char* op = "h2oSeed";
+  PrefillCall p(call, op);
+  float* acc = typed_data<float>(call[6], static_cast<size_t>(p.c.batch * p.c.nkv * p.c.cap), op, "state.acc");
+  h2o_seed(p.c, p.seq, p.q, p.n, p.nheads, acc);
+  return call.Env().Undefined();
+}
+
 Napi::Value threads_js(const Napi::CallbackInfo& call) { return Napi::Number::New(call.Env(), pool_threads()); }
 
 Napi::Value set_threads_js(const Napi::CallbackInfo& call) {
@@ -232,6 +252,7 @@ void register_attention_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("attnTopk", Napi::Function::New(env, budget_js<topk_decode>));
   exports.Set("attnLmInfinite", Napi::Function::New(env, budget_js<lminf_decode>));
   exports.Set("attnH2O", Napi::Function::New(env, h2o_js));
+  exports.Set("attnH2OSeed", Napi::Function::New(env, h2o_seed_js));
   exports.Set("attnThreads", Napi::Function::New(env, threads_js));
   exports.Set("attnSetThreads", Napi::Function::New(env, set_threads_js));
   exports.Set("attnReadSum", Napi::Function::New(env, read_sum_js));

@@ -1,7 +1,7 @@
 // The integer prefill product for block weights (gemm_q8_avx512.cc with AVX-512
 // VNNI, gemm_q8_avx2.cc with AVX2), as ggml computes its quantized products: the activation rows are
-// quantized once per call to 8 bits per 32-element block (scale dx = amax / 127,
-// floored at 2^-126; codes round(x / dx), halves away from zero), and each
+// quantized once per call into ggml's activation blocks for the weight type (matvec_q8.h's
+// quantize_act_row: a step dx per 32 elements, codes |q| <= 127), and each
 // 32-element sub-block of the weights is read as unsigned 8-bit codes u with
 //   w_j = dw * (u_j - off) + mw
 // (off a constant of the type, dw and mw f32 per sub-block). Then
@@ -28,7 +28,7 @@ struct Q8Acts {
   int64_t n = 0, cols = 0;
   std::vector<int8_t> q;      // (n, cols) codes
   std::vector<float> d;       // (n, cols / 32) block scales dx
-  std::vector<float> ds;      // (n, cols / 32) dx * sum q
+  std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
   std::vector<float> ds16;    // (n, cols / 16) dx * (sum of the half-block's q); gemm_q8_halves types only
 };
@@ -100,7 +100,7 @@ void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t row
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
 
 // Sizes acts for x (n, cols) and weights of type t (gemm_q8.cc); then quantize_q8_acts fills activation rows
-// [t_begin, t_end) of them from x (quantize_int8_group's codes and scales, with AVX2: gemm_q8_pack_avx2.cc;
+// [t_begin, t_end) of them from x (quantize_act_row's codes and steps, gemm_q8_pack_avx2.cc;
 // row ranges may run in parallel).
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a);
 void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a);

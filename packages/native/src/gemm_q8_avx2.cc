@@ -9,7 +9,7 @@
 // so the outputs are the same bit for bit.
 //
 // vpmaddubsw (unsigned x signed) saturates its int16 pair sums; with |q| <= 127
-// (quantize_int8_group):
+// (quantize_act_row):
 // - 4-bit codes (q4_0, q4_1, q4_k: u <= 15) give pairs within 2 * 15 * 127 = 3810,
 //   so 8 steps (a whole sub-block, 30480) add up in int16 before one vpmaddwd;
 // - 5-bit codes (q5_0, q5_1, q5_k: u <= 31) give pairs within 7874: 4 steps (31496);

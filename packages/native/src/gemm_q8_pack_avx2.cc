@@ -1,33 +1,28 @@
 // The blocked integer product's packing steps (gemm_q8.h) with AVX2, which both blocked kernels need:
 // the activation rows' quantization and the weights' decoding into panels.
 //
-// Quantization: quantize_int8_group's arithmetic per 32-element block, 8 lanes at a time (amax, one
-// division per element, truncation and the halves-away-from-zero correction are exact the same
-// way in every lane), so the codes and scales are the scalar quantizer's bit for bit.
+// Quantization: quantize_act_row's codes and steps (ggml's activation blocks, matvec_q8.h), 8 lanes
+// at a time (the same f32 products and nearest-even rounding, so the same codes bit for bit), with
+// the sums the blocked kernels take per 32-element block.
 //
 // Decoding: per sub-block, 8 rows' 32 codes at a time (block_codes.h's codes, as vectors: codes32,
 // codes16) go through one 8 x 8 transpose of dwords, so dword k of the 8 rows (their codes 4k .. 4k + 3)
 // is one 32-byte store into the panel's dword k.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "block_codes.h"
 #include "gemm_q8.h"
+#include "half.h"
 #include "int4.h"
+#include "matvec_q8.h"
 
 namespace sparq {
 namespace {
 
 constexpr int NR = GEMM_Q8_NR;
-
-// Sum of the 8 int32 lanes of v.
-inline int32_t sum_lanes(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
 
 // The 32 4-bit values of 16 bytes: byte j's low nibble is element j, its high nibble element j + 16.
 inline __m256i nibbles16(const uint8_t* qs) {
@@ -114,48 +109,79 @@ inline void store_rows8(const int8_t* c, int rows_in, int off, uint8_t* dst) {
   }
 }
 
+// max |x_j| over n elements (a multiple of 8; x finite): max is exact, so any order gives quantize_act_row's.
+inline float abs_max(const float* x, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
+// Sum of the 8 int32 lanes of v.
+inline int32_t sum_lanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// quantize_act_row's codes of 32 elements: x * mul rounded to nearest even (vroundps; the scalar
+// code's 1.5 * 2^23 trick gives the same integers), stored in element order into q. Returns their
+// sum; first gets the sum of the first 16.
+inline int32_t act_codes32(const float* x, __m256 mul, int8_t* q, int32_t& first) {
+  __m256i c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  first = sum_lanes(_mm256_add_epi32(c[0], c[1]));
+  return first + sum_lanes(_mm256_add_epi32(c[2], c[3]));
+}
+
+// A multiplier that overflowed to infinity gives codes 0, as quantize_act_row's.
+inline float finite_or_zero(float mul) { return std::fabs(mul) <= 3.0e38f ? mul : 0.0f; }
+
 }  // namespace
 
 void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a) {
   const int64_t cols = a.cols, blocks = cols / QK;
   const int off = gemm_q8_offset(t);
   const bool halves = gemm_q8_halves(t);
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), half = _mm256_set1_ps(0.5f), minus_half = _mm256_set1_ps(-0.5f);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // packs' lanes back in element order
+  const ActBlocks kind = act_blocks(t);
   for (int64_t r = t_begin; r < t_end; ++r) {
+    const float* xr = x + r * cols;
+    float d = 0, mul = 0;  // the current activation block's unrounded step and code multiplier
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* xb = x + r * cols + b * QK;
-      __m256 v[4];
-      __m256 m = _mm256_setzero_ps();
-      for (int i = 0; i < 4; ++i) {
-        v[i] = _mm256_loadu_ps(xb + 8 * i);
-        m = _mm256_max_ps(m, _mm256_and_ps(v[i], abs_mask));
+      const int64_t i = r * blocks + b;
+      if (kind == ActBlocks::q8_k && b % 8 == 0) {
+        // A new 256-element block: the first element of largest magnitude sets the scale.
+        const float amax = abs_max(xr + QK * b, 256);
+        float max = 0;
+        for (int64_t j = QK * b; j < QK * b + 256 && amax != 0; ++j)
+          if (std::fabs(xr[j]) == amax) {
+            max = xr[j];
+            break;
+          }
+        const float scale = max != 0 ? -127.0f / max : 0.0f;
+        d = max != 0 ? 1.0f / scale : 0.0f;
+        mul = finite_or_zero(scale);
+      } else if (kind != ActBlocks::q8_k) {
+        const float amax = abs_max(xr + QK * b, QK);
+        d = amax / 127.0f;
+        mul = finite_or_zero(amax != 0 ? 127.0f / amax : 0.0f);
       }
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      const float amax = _mm_cvtss_f32(m4);
-      const float d = amax / 127.0f > QUANT_MIN_SCALE ? amax / 127.0f : QUANT_MIN_SCALE;
-      const __m256 dv = _mm256_set1_ps(d);
-      __m256i q[4];
-      for (int i = 0; i < 4; ++i) {
-        // roundf(x / d), as quantize_int8_group: truncate, then step a fraction of at least one half away from zero.
-        const __m256 steps = _mm256_div_ps(v[i], dv);
-        const __m256i tr = _mm256_cvttps_epi32(steps);
-        const __m256 frac = _mm256_sub_ps(steps, _mm256_cvtepi32_ps(tr));
-        const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(frac, half, _CMP_GE_OQ));
-        const __m256i down = _mm256_castps_si256(_mm256_cmp_ps(frac, minus_half, _CMP_LE_OQ));
-        q[i] = _mm256_add_epi32(_mm256_sub_epi32(tr, up), down);  // the masks are -1 where they hold
-      }
-      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q.data() + r * cols + b * QK), _mm256_permutevar8x32_epi32(packed, order));
-      const int32_t first = sum_lanes(_mm256_add_epi32(q[0], q[1])), sum = first + sum_lanes(_mm256_add_epi32(q[2], q[3]));
-      a.d[r * blocks + b] = d;
-      a.ds[r * blocks + b] = d * static_cast<float>(sum);
-      a.corr[r * blocks + b] = -off * sum;
+      int32_t first;
+      const int32_t sum = act_codes32(xr + QK * b, _mm256_set1_ps(mul), a.q.data() + r * cols + QK * b, first);
+      // The steps and sums as quantize_act_row gives them.
+      const float dx = kind == ActBlocks::q8_k ? d : fp16_to_fp32_ref(fp32_to_fp16_ref(d));
+      a.d[i] = dx;
+      a.ds[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum))) : dx * static_cast<float>(sum);
+      a.corr[i] = -off * sum;
       if (!halves) continue;
-      a.ds16[2 * (r * blocks + b)] = d * static_cast<float>(first);
-      a.ds16[2 * (r * blocks + b) + 1] = d * static_cast<float>(sum - first);
+      a.ds16[2 * i] = dx * static_cast<float>(first);
+      a.ds16[2 * i + 1] = dx * static_cast<float>(sum - first);
     }
   }
 }

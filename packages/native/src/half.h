@@ -61,6 +61,12 @@ static inline float fp16_to_fp32_ref(uint16_t h) {
 }
 
 static inline float bf16_to_fp32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+// f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN (ggml's fp32_to_bf16).
+static inline uint16_t fp32_to_bf16_ref(float f) {
+  const uint32_t b = f32_bits(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((b >> 16) | 0x40);
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
 
 static inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;

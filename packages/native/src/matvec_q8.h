@@ -2,17 +2,16 @@
 // scalar twin (matvec_q8_ref.cc), AVX2 and AVX-512 VNNI (matvec_q8_simd.h); gemm_q8.h is the
 // AVX-512 VNNI and AVX2 product for many activation rows.
 //
-// The activation rows are quantized once per call to 8 bits per 32-element block (step
-// dx = max(amax / 127, 2^-126), codes q = round(x / dx), halves away from zero: the INT4 'int8'
-// path's quantizer), and the weights are read as block_codes.h's integer codes c, per sub-block s
-// (16 elements for q2_k, q3_k, q6_k, 32 for the other types),
+// The activation rows are quantized once per call into the activation blocks ggml pairs with the
+// weight type (act_blocks below; docs/int8-products.md; the reference's activations-q8-*.ts), and
+// the weights are read as block_codes.h's integer codes c, per sub-block s (16 elements for q2_k,
+// q3_k, q6_k, 32 for the other types),
 //   w_j = dl_s c_j + m_s.
-// Then
-//   sum_j w_j x_j ~ sum_s dl_s dx (sum_j c_j q_j) + m_s dx (sum_j q_j),
+// Then, with dx the step of the sub-block's activation block and xs its activation sum,
+//   sum_j w_j x_j ~ sum_s dl_s dx (sum_j c_j q_j) + m_s xs_s,   xs_s = dx (sum_j q_j), or Q8_1's f16 sum,
 // the integer sums exact in int32, the rest in f32 in any order. The only approximation is the
-// activation's rounding, |x - dx q| <= dx / 2 per element (test/native/matmul.spec.ts derives the
-// bound); the kernels differ from each other by f32 rounding only, and their integer sums
-// (q8_sums_*) agree bit for bit.
+// activation's rounding (test/native/matmul.spec.ts derives the bound); the kernels differ from
+// each other by f32 rounding only, and their integer sums (q8_sums_*) agree bit for bit.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,14 +20,36 @@
 
 namespace sparq {
 
+// ggml's activation blocks (its vec_dot_type) per weight type:
+// - q8_0 (q4_0, q5_0, q8_0, iq4_nl): 32 elements, d = amax / 127, codes nearest(x * (127 / amax)),
+//   halves to even; the products use the step f16(d).
+// - q8_1 (q4_1, q5_1): q8_0 plus the block's f16(d * sum q), which the weights' minimum multiplies.
+// - q8_k (the K-quants, iq4_xs): 256 elements, scale = -127 / max (max the signed value of largest
+//   magnitude), codes min(127, nearest(scale * x)), step 1 / scale in f32.
+enum class ActBlocks { q8_0, q8_1, q8_k };
+constexpr ActBlocks act_blocks(WeightType t) {
+  switch (t) {
+    case WeightType::q4_1: case WeightType::q5_1: return ActBlocks::q8_1;
+    case WeightType::q2_k: case WeightType::q3_k: case WeightType::q4_k: case WeightType::q5_k: case WeightType::q6_k:
+    case WeightType::iq4_xs: return ActBlocks::q8_k;
+    default: return ActBlocks::q8_0;
+  }
+}
+
+// One activation row x (cols) for weights of type t (a block type), portable scalar code that
+// every kernel path shares: codes q (cols), and per 32 elements the step dx of their activation
+// block (q8_k's repeated 8 times), xs = dx * (their codes' sum) in f32 (q8_1: f16(d * sum), d
+// the unrounded step), and the codes' integer sum.
+void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, float* dx, float* xs, int32_t* sum);
+
 // Activation rows quantized for one weight type.
 struct RowActs {
   int64_t n = 0, cols = 0;
   std::vector<int8_t> q;       // (n, cols) codes
-  std::vector<float> d;        // (n, cols / 32) block steps dx
+  std::vector<float> d;        // (n, cols / 32) steps dx of the 32 elements' activation block
   std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
-  std::vector<float> sum32;    // (n, cols / 32): dx * (sum of 32 codes); types with a minimum only
+  std::vector<float> sum32;    // (n, cols / 32): quantize_act_row's xs; types with a minimum only
   std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (q2_k's SIMD minimums, the others' sums hook)
   std::vector<int16_t> bias8;  // (n, cols / 8): -q8_offset8 * (sum of 8 consecutive codes), each 128 elements' 16 in
                                // the SIMD kernels' lane order (quantize_row_acts); empty for offset 0

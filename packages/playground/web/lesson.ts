@@ -8,7 +8,7 @@
  * does not report its positions either: they are dense's top-k of the scores
  * computed here (f64; the op's f32 sums could order a near-tie differently).
  */
-import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type AttentionMethod, type Engine } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, type AttentionMethod, type Engine } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm/browser';
 import { lmInfinitePositions } from '@sparq/reference';
 import type { QueryRecord } from './probe.ts';
@@ -17,17 +17,21 @@ import type { Lesson, MethodReads } from './protocol.ts';
 /**
  * The cache as it stood when the query at `position` was attended: the same K
  * and V, nPast = position + 1, and V's running sum recomputed over those rows
- * (only SparQ's reallocation reads it: `withMean` false leaves it zero).
+ * (only SparQ's reallocation reads it: `withMean` false leaves it zero). An integer K
+ * transposed keeps its codes and block scales as they stand now: a 64-position block's scale
+ * may count positions written after `position`, so step 1's estimate can differ slightly from
+ * the one made at the time.
  */
 function cacheAt(cache: KVCache, position: number, withMean = true): KVCache {
   const { nKvHeads, headDim: d, capacity } = cache;
-  if (cache.dtype !== 'f32') throw new Error(`playground: the lesson reads an f32 KV cache, this one is ${cache.dtype}`);
-  const v = cache.v as Float32Array; // (1, nKvHeads, capacity, d)
+  const v = cache.v; // (1, nKvHeads, capacity, d), f32 values or f16 bits
+  // The value a V element holds, as the cache's own running sum added it.
+  const value = cache.dtype === 'f16' ? (at: number) => f16ToF32(v[at]) : (at: number) => v[at];
   const vSum = new Float64Array(nKvHeads * d); // (nKvHeads, d)
   for (let h = 0; h < nKvHeads && withMean; h++) {
-    for (let j = 0; j <= position; j++) for (let i = 0; i < d; i++) vSum[h * d + i] += v[(h * capacity + j) * d + i];
+    for (let j = 0; j <= position; j++) for (let i = 0; i < d; i++) vSum[h * d + i] += value((h * capacity + j) * d + i);
   }
-  return new KVCache(cache.options, { k: cache.k, kT: cache.kT, v: cache.v, vSum, nPast: Int32Array.of(position + 1), nPad: Int32Array.of(0) });
+  return new KVCache(cache.options, { k: cache.k, kT: cache.kT, kTScale: cache.kTScale, v: cache.v, vSum, nPast: Int32Array.of(position + 1), nPad: Int32Array.of(0) });
 }
 
 /** softmax of `x` in place (max subtracted first so exp cannot overflow). */

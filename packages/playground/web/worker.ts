@@ -5,7 +5,7 @@
  * responsive because all of this runs here.
  */
 import { Engine, SparqError } from '@sparq/core';
-import { LanguageModel, clampSteps, decodeUtf8 } from '@sparq/llm/browser';
+import { ATTENTION_PARAMETERS, LanguageModel, clampSteps, decodeUtf8 } from '@sparq/llm/browser';
 import { createReferenceBackend } from '@sparq/reference';
 import { lesson } from './lesson.ts';
 import { openModelBytes } from './model-bytes.ts';
@@ -28,9 +28,8 @@ function load(model: ToWorker & { type: 'load' }): void {
   const base = new Engine(createReferenceBackend());
   const opened = openModelBytes(base, model.model, model.tokenizer);
   const probe = new ProbeEngine(base, opened.config.nLayers);
-  // The same weights and tokenizer, on the engine that records queries. The lesson replays steps
-  // from the cache's f32 rows, so the cache is f32 (the engine's default is f16).
-  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource, kv: 'f32' });
+  // The same weights and tokenizer, on the engine that records queries; the KV type is the CLI's default, so the same settings give the same text.
+  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource });
   loaded = { model: language, probe, base };
   last = null;
   const c = opened.config;
@@ -50,10 +49,13 @@ async function generate(settings: RunSettings): Promise<void> {
   probe.clear();
   // As `sparq generate`: the context is -n positions, budgets resolved against it.
   const contextSize = clampSteps(settings.n, model.config.seqLen);
-  const attention = model.resolveAttention(contextSize, { method: settings.method, r: settings.r, k: settings.k, l: settings.l });
+  // Only the parameters the method reads (the form keeps r, k and l for every method).
+  const given = { r: settings.r, k: settings.k, l: settings.l };
+  const wanted = { method: settings.method, ...Object.fromEntries(ATTENTION_PARAMETERS[settings.method].map((p) => [p, given[p as keyof typeof given]])) };
   const tokens = model.tokenize(settings.prompt);
   if (tokens.length > contextSize) throw new SparqError(`the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of n`);
-  const session = model.createSession({ contextSize, attention });
+  const session = model.createSession({ contextSize, attention: wanted });
+  const attention = session.attention;
   post({ type: 'text', text: model.detokenize(tokens) });
   const generation = session.generate(tokens, { temperature: settings.temperature, topP: 0.9, seed: BigInt(settings.seed) });
   for await (const piece of generation) post({ type: 'text', text: piece });

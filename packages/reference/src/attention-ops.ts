@@ -8,6 +8,7 @@
 import type { BackendOps } from '@sparq/core';
 import { attentionDecode } from './attention/dense-decode.ts';
 import { h2oDecode } from './attention/h2o-decode.ts';
+import { h2oSeed } from './attention/h2o-seed.ts';
 import { kvAppend } from './attention/kv-append.ts';
 import { lmInfiniteDecode } from './attention/lm-infinite-decode.ts';
 import { attentionPrefill } from './attention/prefill.ts';
@@ -22,5 +23,6 @@ export const attentionOps: Partial<BackendOps> = {
   sparqDecode,
   topkDecode,
   h2oDecode,
+  h2oSeed,
   lmInfiniteDecode,
 };

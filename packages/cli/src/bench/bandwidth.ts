@@ -32,3 +32,8 @@ export function measureReadBandwidth(native: NativeControls, threads: number, ti
     native.setThreads(native.defaultThreads);
   }
 }
+
+/** Lets the probe's buffer go (the end-to-end part measures resident memory; the next probe allocates again). */
+export function releaseProbeBuffer(): void {
+  buffer = null;
+}

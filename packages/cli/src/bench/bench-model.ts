@@ -3,11 +3,13 @@
  * random-weight llama-shaped one written to a temporary directory (the speed of
  * a forward step depends on shapes and types, not on the weights' values).
  */
-import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, randomLlama, withGGUF, writeRandomGGUF, type GGUFFileType, type RandomModelOptions } from '@sparq/llm';
-import { mkdtempSync, rmSync } from 'node:fs';
+import type { Engine, KVDType } from '@sparq/core';
+import { GGUF_FILE_TYPES, MODEL_SHAPES, randomLlama, scratchBytes, sessionKvBytes, shapeFile, withGGUF, writeRandomGGUF, writeShapeGGUF, type GGUFFileType, type RandomModelOptions, type ShapeName, type ShapeWeights } from '@sparq/llm';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { llamaCppKvBytes } from './end-to-end.ts';
+import { PREFILL_CHUNK } from './sparq-e2e.ts';
 
 /** The generated model's shape: the issue's measurements (16 heads of 128, Q8_0); 2 layers keep it quick. */
 export const FULL_SHAPE = { dim: 2048, hiddenDim: 5632, nLayers: 2, nHeads: 16, nKvHeads: 16 } as const;
@@ -17,8 +19,8 @@ export const GENERATED_TYPE: GGUFFileType = 'q8_0';
 
 export interface BenchModel {
   path: string;
-  /** 'generated' or 'file'. */
-  source: 'generated' | 'file';
+  /** 'generated' (--quick's or the default small llama), 'shape' (--shape, kept in --shape-dir) or 'file'. */
+  source: 'generated' | 'shape' | 'file';
   description: string;
   /** Bytes of every tensor a decode step reads in full (all but the token embedding, read one row per token). */
   weightBytes: number;
@@ -51,4 +53,56 @@ export function generatedModel(engine: Engine, shape: RandomModelOptions, seqLen
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
+}
+
+/** Where --shape files are kept between runs unless --shape-dir says otherwise. */
+export const DEFAULT_SHAPE_DIR = join(tmpdir(), 'sparq-shapes');
+
+/**
+ * The random-weight GGUF of a real model's shape (model-shapes.ts), `layers` of its layers, in
+ * `dir`: reused when a file of that name and the expected size is there, else written (the
+ * reference backend quantizes the row pools). Kept after the run: the files are large.
+ */
+/** The whole model's memory at one context length and KV type, for sparq (its SparQ layout) and llama.cpp (K and V rows). */
+export interface WholeModelMemory {
+  S: number;
+  kv: KVDType;
+  weightBytes: number;
+  sparqKvBytes: number;
+  scratchBytes: number;
+  sparqTotal: number;
+  llamaCppKvBytes: number;
+  llamaCppTotal: number;
+}
+
+/**
+ * What a --shape slice stands for: every layer of the model at context S (S positions) with KV type
+ * `kv`: weights (the whole file), the KV cache (sparq: kvCacheBytes of the 'k-twice' layout SparQ
+ * runs, with core's default kT for the type; llama.cpp: K and V rows) and sparq's scratch
+ * (memory-plan.ts) on `threads` threads.
+ */
+export function wholeModelMemory(name: ShapeName, weights: ShapeWeights, S: number, kv: KVDType, threads: number): WholeModelMemory {
+  const { config: c, bytes } = shapeFile(MODEL_SHAPES[name], { weights });
+  const sparqKvBytes = sessionKvBytes(c, S, kv, 'k-twice');
+  const scratch = scratchBytes(c, S, PREFILL_CHUNK, threads);
+  const llamaKv = llamaCppKvBytes(c, kv, S);
+  return { S, kv, weightBytes: bytes, sparqKvBytes, scratchBytes: scratch, sparqTotal: bytes + sparqKvBytes + scratch, llamaCppKvBytes: llamaKv, llamaCppTotal: bytes + llamaKv };
+}
+
+export function shapeModel(name: ShapeName, layers: number, weights: ShapeWeights, dir: string, quantizer: Engine, log: (line: string) => void): BenchModel & { reused: boolean; fileBytes: number } {
+  const shape = MODEL_SHAPES[name];
+  const file = shapeFile(shape, { layers, weights });
+  const path = join(dir, `${name}-${layers}of${shape.nLayers}-${weights}.gguf`);
+  const reused = existsSync(path) && statSync(path).size === file.bytes;
+  if (!reused) {
+    mkdirSync(dir, { recursive: true });
+    log(`writing ${path} (${(file.bytes / 2 ** 30).toFixed(2)} GiB) ...`);
+    writeShapeGGUF(quantizer, shape, { layers, weights }, path);
+  }
+  const c = file.config;
+  return {
+    path, source: 'shape', weightBytes: decodeWeightBytes(path), reused, fileBytes: file.bytes,
+    description: `${name} shape (${shape.source}), ${layers} of ${shape.nLayers} layers: dim ${c.dim}, ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}, FFN ${c.hiddenDim}, vocab ${c.vocabSize}, RoPE base ${c.ropeTheta}, ${weights.toUpperCase()}; ${file.bytes} bytes`,
+    dispose: () => {},
+  };
 }

@@ -5,15 +5,19 @@
  * alternate (sparq, llama.cpp, sparq, llama.cpp ...) at each S and thread count,
  * so slow drift on a shared machine hits both alike; each reports its fastest
  * repetition. Decode's achieved bandwidth counts the weights a step reads in
- * full plus SPEC 3's KV elements for the method.
+ * full plus SPEC 3's KV elements for the method. Each S runs with each KV type
+ * of --e2e-kv in both engines (the same type: f16, or q8_0 as long-context
+ * users run llama.cpp). Memory per system: the KV cache it allocated (sparq:
+ * its buffers' bytes; llama.cpp: its n_ctx positions of K and V rows) and the
+ * process's peak RSS over its run (memory.ts), beside the RSS before it.
  */
-import type { KVDType } from '@sparq/core';
-import { attentionCost, mulberry32, type LanguageModel } from '@sparq/llm';
+import { kvRowBytes, type KVDType } from '@sparq/core';
+import { attentionCost, mulberry32, type LanguageModel, type ModelConfig, type PrefillProgress } from '@sparq/llm';
 import type { BenchModel } from './bench-model.ts';
-import { sweepMethods } from './kernel-sweep.ts';
-import type { LlamaCppRunner } from './llama-cpp.ts';
+import { kvElementBytes, sweepMethods } from './kernel-sweep.ts';
+import type { LlamaCppRun, LlamaCppRunner } from './llama-cpp.ts';
 import { withThreads, type NativeControls } from './native.ts';
-import { e2ePositions, sparqEndToEnd, type SystemTiming } from './sparq-e2e.ts';
+import { e2ePositions, sparqEndToEnd, type SparqRun, type SystemTiming } from './sparq-e2e.ts';
 
 export interface EndToEndOptions {
   lm: LanguageModel;
@@ -22,12 +26,17 @@ export interface EndToEndOptions {
   native: NativeControls | null;
   threads: readonly number[];
   seqs: readonly number[];
+  /** KV types: each S runs with each, in both engines. */
+  kv: readonly KVDType[];
+  /** llama.cpp's flash attention settings (LlamaCppRunOptions.flash). */
+  llamaFlash?: readonly boolean[];
   /** Decode steps timed per method. */
   steps: number;
   reps: number;
-  kv: KVDType;
   bandwidth: ReadonlyMap<number, number>;
   log: (line: string) => void;
+  /** Called with each prefill's progress (system, S and the counts), for a progress line. */
+  onProgress?: (what: string, progress: PrefillProgress) => void;
   /** Called with the rows so far after each S (so a long run's files are written as it goes). */
   onRows?: (rows: readonly EndToEndRow[]) => void;
 }
@@ -47,10 +56,18 @@ export interface EndToEndRow {
   decodeBytes: number;
   /** decodeBytes per second over the measured read bandwidth, in percent (null when not measured). */
   pctBandwidth: number | null;
+  /** Bytes of the KV cache the system allocated for the run (all layers, its context). */
+  kvBytes: number;
+  /** Peak RSS of the process over the system's runs (the largest of the repetitions), bytes; null where not measurable. */
+  peakRssBytes: number | null;
+  /** RSS before the run (model loaded, previous runs collected), bytes. */
+  startRssBytes: number | null;
 }
 
-/** llama.cpp's KV cache type by default (node-llama-cpp does not change it). */
-const LLAMA_CPP_KV: KVDType = 'f16';
+/** llama.cpp's KV cache: K and V rows (as ggml stores them) of every layer and KV head, for `positions` positions. */
+export function llamaCppKvBytes(c: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'headDim'>, kv: KVDType, positions: number): number {
+  return positions * c.nLayers * c.nKvHeads * 2 * kvRowBytes(kv, c.headDim);
+}
 
 /** Random prompt ids in [3, vocab): past <unk>, <s>, </s> of llama vocabs. */
 function promptTokens(count: number, vocab: number): number[] {
@@ -63,6 +80,14 @@ function best(runs: SystemTiming[]): SystemTiming {
   return { prefillMs: Math.min(...runs.map((r) => r.prefillMs)), decodeMs: runs[0].decodeMs.map((_, i) => Math.min(...runs.map((r) => r.decodeMs[i]))) };
 }
 
+/** The largest of the runs' values (null if any is null). */
+function largest(values: (number | null)[]): number | null {
+  return values.some((v) => v === null) ? null : Math.max(...(values as number[]));
+}
+
+const tokS = (n: number, ms: number) => ((1000 * n) / ms).toFixed(1);
+const mib = (bytes: number | null) => (bytes === null ? '-' : `${(bytes / 2 ** 20).toFixed(0)} MiB`);
+
 export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
   const c = o.lm.config;
   const rows: EndToEndRow[] = [];
@@ -70,32 +95,35 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
     for (const S of o.seqs) {
       const methods = sweepMethods(S, c.headDim);
       const tokens = promptTokens(e2ePositions(S, o.steps, methods.length), c.vocabSize);
-      const sparqRuns: SystemTiming[] = [];
-      const llamaRuns: SystemTiming[] = [];
-      for (let rep = 0; rep < o.reps; rep++) {
-        const s = await withThreads(o.native, threads, () => sparqEndToEnd(o.lm, tokens, S, o.steps, methods, o.kv));
-        sparqRuns.push(s);
-        o.log(`e2e sparq ${threads}t S=${S} rep ${rep + 1}: prefill ${((1000 * S) / s.prefillMs).toFixed(1)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${(1000 / s.decodeMs[i]).toFixed(1)}`).join(', ')} tok/s`);
-        if (o.llamaCpp) {
-          const l = await o.llamaCpp.run(tokens, S, o.steps, threads);
-          llamaRuns.push(l);
-          o.log(`e2e llama.cpp ${threads}t S=${S} rep ${rep + 1}: prefill ${((1000 * S) / l.prefillMs).toFixed(1)} tok/s, decode ${(1000 / l.decodeMs[0]).toFixed(1)} tok/s`);
+      for (const kv of o.kv) {
+        const sparqRuns: SparqRun[] = [];
+        const llamaRuns: LlamaCppRun[] = [];
+        for (let rep = 0; rep < o.reps; rep++) {
+          const label = `${threads}t S=${S} KV ${kv} rep ${rep + 1}`;
+          const s = await withThreads(o.native, threads, () => sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv, (p) => o.onProgress?.(`sparq ${label}`, p)));
+          sparqRuns.push(s);
+          o.log(`e2e sparq ${label}: prefill ${tokS(S, s.prefillMs)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${tokS(1, s.decodeMs[i])}`).join(', ')} tok/s; KV ${mib(s.kvBytes)}, peak RSS ${mib(s.peakRssBytes)}`);
+          if (o.llamaCpp) {
+            const l = await o.llamaCpp.run(tokens, S, o.steps, threads, { kv, flash: o.llamaFlash, onProgress: (p) => o.onProgress?.(`llama.cpp ${label}`, p) });
+            llamaRuns.push(l);
+            o.log(`e2e llama.cpp ${label}: prefill ${tokS(S, l.prefillMs)} tok/s, decode ${tokS(1, l.decodeMs[0])} tok/s; KV ${mib(llamaCppKvBytes(c, kv, l.contextSize))}, peak RSS ${mib(l.peakRssBytes)}${l.failed.length ? ` (${l.failed.join('; ')})` : ''}`);
+          }
         }
-      }
-      const row = (system: EndToEndRow['system'], kv: KVDType, timing: SystemTiming) =>
-        (m: (typeof methods)[number], i: number): EndToEndRow => {
-          const kvBytes = c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * (kv === 'f32' ? 4 : 2);
-          const decodeBytes = o.model.weightBytes + kvBytes;
-          const bw = o.bandwidth.get(threads);
-          return {
-            system, method: m.method as EndToEndRow['method'], r: m.r, k: m.k, l: m.l, threads, S, kv,
-            prefillTokS: (1000 * S) / timing.prefillMs, decodeTokS: 1000 / timing.decodeMs[i], decodeBytes,
-            pctBandwidth: bw ? (100 * decodeBytes) / (timing.decodeMs[i] * 1e6) / bw : null,
+        const row = (system: EndToEndRow['system'], timing: SystemTiming, memory: Pick<EndToEndRow, 'kvBytes' | 'peakRssBytes' | 'startRssBytes'>) =>
+          (m: (typeof methods)[number], i: number): EndToEndRow => {
+            const decodeBytes = o.model.weightBytes + c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * kvElementBytes(kv, c.headDim);
+            const bw = o.bandwidth.get(threads);
+            return {
+              system, method: m.method as EndToEndRow['method'], r: m.r, k: m.k, l: m.l, threads, S, kv,
+              prefillTokS: (1000 * S) / timing.prefillMs, decodeTokS: 1000 / timing.decodeMs[i], decodeBytes,
+              pctBandwidth: bw ? (100 * decodeBytes) / (timing.decodeMs[i] * 1e6) / bw : null, ...memory,
+            };
           };
-        };
-      rows.push(...methods.map(row('sparq', o.kv, best(sparqRuns))));
-      if (llamaRuns.length > 0) rows.push(row('llama.cpp', LLAMA_CPP_KV, best(llamaRuns))(methods[0], 0));
-      o.onRows?.(rows);
+        const memory = (runs: (SparqRun | LlamaCppRun)[], kvBytes: number) => ({ kvBytes, peakRssBytes: largest(runs.map((r) => r.peakRssBytes)), startRssBytes: largest(runs.map((r) => r.startRssBytes)) });
+        rows.push(...methods.map(row('sparq', best(sparqRuns), memory(sparqRuns, sparqRuns[0].kvBytes))));
+        if (llamaRuns.length > 0) rows.push(row('llama.cpp', best(llamaRuns), memory(llamaRuns, llamaCppKvBytes(c, kv, llamaRuns[0].contextSize)))(methods[0], 0));
+        o.onRows?.(rows);
+      }
     }
   }
   return rows;

@@ -1,13 +1,15 @@
 /**
  * Part (a) of `sparq bench`: one decode step of attention, dense and SparQ,
- * against the context length S, per backend, KV type, layout and thread count.
+ * against the context length S, per backend, KV type, layout, GQA group size
+ * and thread count. The cache holds `heads` KV heads; a group size g gives each
+ * g query heads (Llama 3 8B: 8 KV heads, g = 4), which share its K and V reads.
  * SparQ runs at r = d/8 and k = S/8 and S/16 (l = k/4, reallocation on). Each
  * row carries SPEC 3's data ratio (dense elements read over the method's), the
  * speed-up measured against dense on the same cache and threads, and the read
  * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
  * the bandwidth probed just before its row.
  */
-import type { Engine, KVDType, KVLayout } from '@sparq/core';
+import { kvRowBytes, type Engine, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm';
 import type { NativeControls } from './native.ts';
 import { withThreads } from './native.ts';
@@ -20,8 +22,11 @@ export interface SweepOptions {
   native: NativeControls | null;
   threads: readonly number[];
   seqs: readonly number[];
+  /** KV heads of the cache. */
   heads: number;
   headDim: number;
+  /** GQA group sizes: query heads per KV head. */
+  groups: readonly number[];
   kv: readonly KVDType[];
   layouts: readonly KVLayout[];
   /** Time per measurement (ms). */
@@ -40,13 +45,15 @@ export interface KernelRow {
   threads: number;
   kv: KVDType;
   layout: KVLayout;
+  /** Query heads per KV head. */
+  group: number;
   S: number;
   method: 'dense' | 'sparq';
   /** SparQ's parameters (0 for dense). */
   r: number;
   k: number;
   l: number;
-  /** Median milliseconds per decode step (all heads). */
+  /** Median milliseconds per decode step (all heads of the group size). */
   ms: number;
   /** SPEC 3 bytes read per step (all heads). */
   bytes: number;
@@ -61,6 +68,11 @@ export interface KernelRow {
   dataRatio: number;
   /** speedup over dataRatio, in percent. */
   pctOfDataRatio: number;
+}
+
+/** Bytes per element of a KV row of `kv` (ggml's blocks for q8_0 and q4_0: 34 or 18 bytes per 32). */
+export function kvElementBytes(kv: KVDType, headDim: number): number {
+  return kvRowBytes(kv, headDim) / headDim;
 }
 
 /** The methods timed at context S: dense, then SparQ at r = d/8 with k = S/8 and S/16. */
@@ -78,9 +90,8 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
   // Successive runs take turns over several queries, as decode steps do: with one query SparQ would
   // select the same rows every run and find some of them still in the last-level cache (the Zen 4
   // VM, one thread, S = 32k, k = S/8: 2-4% faster with f16, 5-11% with f32 than with 8 queries in turn).
-  const queries = Array.from({ length: QUERIES }, (_, i) => randomQuery(o.heads, o.headDim, 2 + i));
+  const queries = new Map(o.groups.map((g) => [g, Array.from({ length: QUERIES }, (_, i) => randomQuery(o.heads * g, o.headDim, 2 + i))]));
   let turn = 0;
-  const next = () => queries[turn++ % QUERIES];
   for (const engine of o.engines) {
     const native = engine.name === 'native' ? o.native : null;
     const threadCounts = native ? o.threads : [1];
@@ -88,31 +99,34 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
       for (const layout of o.layouts) {
         for (const S of o.seqs) {
           const cache = randomCache(engine, { S, heads: o.heads, headDim: o.headDim, dtype: kv, layout });
-          const bytesPer = kv === 'f32' ? 4 : 2;
-          for (const threads of threadCounts) {
-            const bw = native ? o.probe(threads) : null;
-            let denseMs = NaN;
-            for (const m of sweepMethods(S, o.headDim)) {
-              const ms = await withThreads(native, threads, () =>
-                medianMs(
-                  m.method === 'dense'
-                    ? () => { const { q, out } = next(); engine.attentionDecode(out, q, cache); }
-                    : () => { const { q, out } = next(); engine.sparqDecode(out, q, cache, m); },
-                  { timeMs: o.timeMs },
-                ),
-              );
-              if (m.method === 'dense') denseMs = ms;
-              const bytes = o.heads * attentionCost(m, S, o.headDim) * bytesPer;
-              const gbPerS = bytes / (ms * 1e6);
-              const dataRatio = attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
-              const speedup = denseMs / ms;
-              rows.push({
-                backend: engine.name, threads, kv, layout, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
-                readGBs: bw, pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
-              });
+          const bytesPer = kvElementBytes(kv, o.headDim);
+          for (const [group, turns] of queries) {
+            for (const threads of threadCounts) {
+              const next = () => turns[turn++ % QUERIES];
+              const bw = native ? o.probe(threads) : null;
+              let denseMs = NaN;
+              for (const m of sweepMethods(S, o.headDim)) {
+                const ms = await withThreads(native, threads, () =>
+                  medianMs(
+                    m.method === 'dense'
+                      ? () => { const { q, out } = next(); engine.attentionDecode(out, q, cache); }
+                      : () => { const { q, out } = next(); engine.sparqDecode(out, q, cache, m); },
+                    { timeMs: o.timeMs },
+                  ),
+                );
+                if (m.method === 'dense') denseMs = ms;
+                const bytes = o.heads * attentionCost(m, S, o.headDim) * bytesPer;
+                const gbPerS = bytes / (ms * 1e6);
+                const dataRatio = attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
+                const speedup = denseMs / ms;
+                rows.push({
+                  backend: engine.name, threads, kv, layout, group, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
+                  readGBs: bw, pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
+                });
+              }
+              const [d, s8, s16] = rows.slice(-3);
+              o.log(`kernels ${engine.name} ${threads}t ${kv} ${layout} g${group} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`);
             }
-            const [d, s8, s16] = rows.slice(-3);
-            o.log(`kernels ${engine.name} ${threads}t ${kv} ${layout} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`);
           }
         }
       }

@@ -11,16 +11,43 @@
  * decode 92 against 29 ms per token with it off), and llama.cpp's best is the
  * fair comparison.
  */
+import type { PrefillProgress } from '@sparq/llm';
+import type { KVDType } from '@sparq/core';
+import { rssWindow } from './memory.ts';
 import type { SystemTiming } from './sparq-e2e.ts';
+
+export interface LlamaCppRunOptions {
+  /** KV cache type of K and of V (node-llama-cpp's experimentalKvCacheKeyType / ValueType); default f16. */
+  kv?: KVDType;
+  /** Flash attention settings to run, default both (on, then off); the faster counts, per metric. */
+  flash?: readonly boolean[];
+  /** Called as the prompt goes in (in pieces of PROGRESS_TOKENS). */
+  onProgress?: (progress: PrefillProgress) => void;
+}
+
+export interface LlamaCppRun extends SystemTiming {
+  /** Positions of the context llama.cpp allocated (its n_ctx: asked for, rounded up by llama.cpp). */
+  contextSize: number;
+  /** Peak RSS of the process over the run, bytes (null where not measurable; see memory.ts). */
+  peakRssBytes: number | null;
+  /** RSS just before the run, bytes. */
+  startRssBytes: number | null;
+  /** Flash attention settings that failed, with llama.cpp's reason (a quantized V cache needs flash attention). */
+  failed: string[];
+}
 
 export interface LlamaCppRunner {
   /** llama.cpp's release tag in node-llama-cpp's prebuilt binary. */
   version: string;
-  run(tokens: readonly number[], S: number, steps: number, threads: number): Promise<SystemTiming>;
+  run(tokens: readonly number[], S: number, steps: number, threads: number, options?: LlamaCppRunOptions): Promise<LlamaCppRun>;
   dispose(): Promise<void>;
 }
 
 const BATCH = 512;
+/** Prompt tokens per evaluation call, so a long prefill can report progress (llama.cpp batches each call by BATCH). */
+const PROGRESS_TOKENS = 16 * BATCH;
+/** llama.cpp's names of the KV types. */
+const GGML_KV = { f32: 'F32', f16: 'F16', q8_0: 'Q8_0', q4_0: 'Q4_0' } as const;
 
 /**
  * A runner for the GGUF at `path`, or why llama.cpp cannot run here. `clock` gives the times in ms
@@ -41,28 +68,50 @@ export async function openLlamaCpp(path: string, clock: () => number = () => per
   }
   const model = await llama.loadModel({ modelPath: path });
   /** One prefill of S tokens and `steps` decode steps in a fresh context. */
-  const runOnce = async (tokens: readonly number[], S: number, steps: number, threads: number, flashAttention: boolean): Promise<SystemTiming> => {
-    const context = await model.createContext({ contextSize: S + steps + 8, batchSize: Math.min(BATCH, S), threads: { ideal: threads, min: threads }, sequences: 1, flashAttention });
+  const runOnce = async (tokens: readonly number[], S: number, steps: number, threads: number, flashAttention: boolean, o: LlamaCppRunOptions) => {
+    const kv = GGML_KV[o.kv ?? 'f16'];
+    const context = await model.createContext({
+      contextSize: S + steps + 8, batchSize: Math.min(BATCH, S), threads: { ideal: threads, min: threads }, sequences: 1, flashAttention,
+      experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv,
+    });
     try {
       const sequence = context.getSequence();
       const ids = tokens as unknown as import('node-llama-cpp').Token[];
       let t0 = clock();
-      await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(0, S));
+      for (let done = 0; done < S; ) {
+        const n = Math.min(PROGRESS_TOKENS, S - done);
+        await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(done, done + n));
+        done += n;
+        const ms = clock() - t0;
+        o.onProgress?.({ done, total: S, tokensPerSecond: ms > 0 ? (1000 * done) / ms : 0 });
+      }
       const prefillMs = clock() - t0;
       t0 = clock();
       // One evaluation per token with the next token sampled greedily (logits computed, as sparq's decode does).
       for (let i = 0; i < steps; i++) await sequence.controlledEvaluate([[ids[S + i], { generateNext: { token: true, options: { temperature: 0 } } }]]);
-      return { prefillMs, decodeMs: [(clock() - t0) / steps] };
+      return { prefillMs, decodeMs: [(clock() - t0) / steps], contextSize: context.contextSize };
     } finally {
       await context.dispose();
     }
   };
   return {
     version: llama.llamaCppRelease.release,
-    async run(tokens, S, steps, threads) {
-      const timings: SystemTiming[] = [];
-      for (const flashAttention of [true, false]) timings.push(await runOnce(tokens, S, steps, threads, flashAttention));
-      return { prefillMs: Math.min(...timings.map((t) => t.prefillMs)), decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))] };
+    async run(tokens, S, steps, threads, options = {}) {
+      const window = await rssWindow();
+      const timings: Awaited<ReturnType<typeof runOnce>>[] = [];
+      const failed: string[] = [];
+      for (const flashAttention of options.flash ?? [true, false]) {
+        try {
+          timings.push(await runOnce(tokens, S, steps, threads, flashAttention, options));
+        } catch (error) {
+          failed.push(`flash attention ${flashAttention ? 'on' : 'off'}: ${(error as Error).message.split('\n')[0]}`);
+        }
+      }
+      if (timings.length === 0) throw new Error(`llama.cpp could not run S = ${S} with KV ${options.kv ?? 'f16'}: ${failed.join('; ')}`);
+      return {
+        prefillMs: Math.min(...timings.map((t) => t.prefillMs)), decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))],
+        contextSize: Math.max(...timings.map((t) => t.contextSize)), peakRssBytes: window.peakBytes(), startRssBytes: window.startBytes, failed,
+      };
     },
     dispose: () => model.dispose(),
   };

@@ -5,10 +5,9 @@
  * a newline. One KV cache holds the conversation, so each turn prefills only
  * its own tokens; a per-turn summary goes to stderr.
  */
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { selectBackend } from '@sparq/core';
-import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile } from '@sparq/llm';
+import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile, readTextFile } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
@@ -40,21 +39,21 @@ export const chatCommand: Command = {
     const values = parseFlags(argv, { ...RUN_FLAGS, system: { type: 'string' }, template: { type: 'string' }, 'max-tokens': { type: 'string' } });
     if (!values.model) throw new UsageError('--model FILE is required');
     const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
-    const { temperature, topp, seed } = sampling(values, 0.8);
-    const { weights, productPath, kvDType, kvLayout, checkTensors: check } = storage(values);
+    const { temperature, topP, seed } = sampling(values, 0.8);
+    const { weights, productPath, kv, kt, kvLayout, checkTensors: check } = storage(values);
 
     const engine = await selectBackend();
     const file = readModelFile(values.model, engine);
     const c = file.loaded.config;
     const { tokenizer } = findTokenizer(file, values.tokenizer);
-    const source = values.template !== undefined ? readFileSync(values.template, 'utf8') : file.gguf && chatTemplateSource(file.gguf);
+    const source = values.template !== undefined ? readTextFile(values.template) : file.gguf && chatTemplateSource(file.gguf);
     if (!source) throw new UsageError(`${values.model} has no tokenizer.chat_template; pass --template FILE`);
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
     if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
-      attention, context, maxReplyTokens, system: values.system, temperature, topp, seed, kvDType, kvLayout, productPath,
+      attention, contextSize: context, maxReplyTokens, system: values.system, temperature, topP, seed, kv, kt, kvLayout, productPath,
     });
     process.stderr.write(`model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`);
 
@@ -72,7 +71,7 @@ export const chatCommand: Command = {
       const again = reply.reprefilled ? ' (the template rewrote earlier turns: whole conversation prefilled)' : '';
       process.stderr.write(
         `[turn ${chat.messages.filter((m) => m.role === 'user').length}: prefill ${reply.prefilled} tokens${again}, ${rate(reply.prefilled, reply.prefillMs)} tok/s; ` +
-          `reply ${reply.tokens.length} tokens, ${rate(reply.tokens.length, reply.decodeMs)} tok/s, ended by ${reply.stop}; context ${chat.session.pos}/${context}]\n`,
+          `reply ${reply.tokens.length} tokens, ${rate(reply.tokens.length, reply.decodeMs)} tok/s, ended by ${reply.finishReason}; context ${chat.session.pos}/${context}]\n`,
       );
       if (tty) lines.prompt();
     }

@@ -4,7 +4,8 @@
  */
 import { isBlockDType, selectBackend, type Engine } from '@sparq/core';
 import { GGUF_FILE_TYPES, findTokenizer, ggufTensors, llamaMetadata, readModelFile, writeGGUFFile, type GGUFFileType, type LoadedModel } from '@sparq/llm';
-import { basename } from 'node:path';
+import { statSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, parseFlags } from '../flags.ts';
@@ -32,6 +33,7 @@ else tok<vocab>.bin or tokenizer.bin next to the model.`,
     if (!values.model) throw new UsageError('--model FILE is required');
     if (!values.out) throw new UsageError('--out FILE is required');
     const type = choice<GGUFFileType>('type', values.type, GGUF_FILE_TYPES, 'f32');
+    checkOutput(values.out);
 
     const file = readModelFile(values.model, await selectBackend({ backend: 'reference' }));
     const engine = await converter(file.loaded, type);
@@ -47,6 +49,14 @@ else tok<vocab>.bin or tokenizer.bin next to the model.`,
     return 0;
   },
 };
+
+/** Refuses an output the file cannot be written to before any tensor is converted: a missing folder, or a directory as the name. */
+function checkOutput(out: string): void {
+  const folder = dirname(resolve(out));
+  const dir = statSync(folder, { throwIfNoEntry: false });
+  if (!dir?.isDirectory()) throw new Error(`--out ${out}: the folder ${folder} ${dir ? 'is not a directory' : 'does not exist'}`);
+  if (statSync(out, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`--out ${out}: is a directory, expected a file name`);
+}
 
 /** The selected backend, or the reference one when the selected backend cannot read the model's block types or quantize to `type`. */
 async function converter(loaded: LoadedModel, type: GGUFFileType): Promise<Engine> {

@@ -188,7 +188,7 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
 };
 
 /** Dense attention probabilities summed over each KV head's group: (nKv) rows of (n) positions, from our f32 copy of K. */
-function denseGroupProbs(q: Float32Array, keys: Float32Array, n: number, nKv: number, g: number, d: number): Float64Array[] {
+export function denseGroupProbs(q: Float32Array, keys: Float32Array, n: number, nKv: number, g: number, d: number): Float64Array[] {
   return range(0, nKv).map((h) => {
     const sum = new Float64Array(n);
     // Each query head of the group: scores, softmax, added into the group's sum.

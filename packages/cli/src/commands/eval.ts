@@ -9,20 +9,21 @@
  * files, shows progress on stderr and writes the outputs.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
-  ATTENTION_METHODS, COMPRESSION_TARGETS, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
-  denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
+  ATTENTION_METHODS, COMPRESSION_TARGETS, DEFAULT_SESSION_KT, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
+  denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, readTextFile, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
   type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
 } from '@sparq/llm';
 import '../backends.ts';
+import { sharedPath } from '../shared-path.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
 import { progress } from '../progress.ts';
 import { writeEvalReport, type EvalReport, type VariantResult } from '../report/eval-report.ts';
 import { attention as attentionFlags, storage } from '../run-flags.ts';
+import { NEEDLE_USAGE, needleEval } from './eval-needle.ts';
 
 /** The model variants of the sweep: weights converted on load, KV element type. */
 export interface Variant {
@@ -42,13 +43,6 @@ const VARIANTS: readonly Variant[] = [
 const FULL = { windows: undefined as number | undefined, prompts: GREEDY_PROTOCOL.prompts, tokens: GREEDY_PROTOCOL.count, statsWindows: 4, sweepK: [8, 16, 32, 64] };
 const QUICK = { windows: 2, prompts: 4, tokens: 32, statsWindows: 1, sweepK: [16] };
 
-/** ../shared beside the working directory, else beside the repository this file is in. */
-function sharedPath(relative: string): string {
-  const fromCwd = resolve('..', 'shared', relative);
-  if (existsSync(fromCwd)) return fromCwd;
-  return resolve(dirname(fileURLToPath(import.meta.url)), '../../../../../shared', relative);
-}
-
 /**
  * Eval multiplies quantized weights on the 'dequant' path (weights decoded to f32), not the
  * runtime's 'int8' default (packages/llm/src/linear.ts), so that the documented results
@@ -57,8 +51,8 @@ function sharedPath(relative: string): string {
 const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
 
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
-           [--task ppl|greedy|stats] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
-           [--weights f32|q4_0|int4] [--kv f32|f16] [--json]
+           [--task ppl|greedy|stats|needle] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
+           [--weights f32|q4_0|int4] [--kv f32|f16|q8_0|q4_0] [--kt f32|f16|i8|i4|i2] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
 sparq eval --from results.json [--out DIR]
@@ -96,7 +90,9 @@ eval-results). --json prints the results JSON on stdout too.
   --sweep-k LIST     k values of the statistics sweep, default 8,16,32,64
   --quick            CI-sized: 2 windows, 4 prompts of 32 tokens, 1 statistics window, k 16
   --backend NAME     reference or native (default: the fastest available)
-  --from FILE        write the tables and plots of a results.json again (no runs)`;
+  --from FILE        write the tables and plots of a results.json again (no runs)
+
+${NEEDLE_USAGE}`;
 
 export const evalCommand: Command = {
   name: 'eval',
@@ -106,12 +102,15 @@ export const evalCommand: Command = {
     const values = parseFlags(argv, {
       model: { type: 'string' }, tokenizer: { type: 'string' }, data: { type: 'string' }, backend: { type: 'string' },
       task: { type: 'string' }, attention: { type: 'string' }, r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' },
-      'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, json: { type: 'boolean' },
+      'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, json: { type: 'boolean' },
       methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
       windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
       quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
+      ngram: { type: 'string' }, 'needle-tasks': { type: 'string' }, lengths: { type: 'string' }, depths: { type: 'string' },
+      length: { type: 'string' }, depth: { type: 'string' }, seed: { type: 'string' },
     });
-    if (values.from !== undefined) return render(JSON.parse(readFileSync(values.from, 'utf8')) as EvalReport, values.out ?? dirname(values.from), false);
+    if (values.task === 'needle') return needleEval(values, argv);
+    if (values.from !== undefined) return render(JSON.parse(readTextFile(values.from)) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');
     const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
@@ -132,7 +131,7 @@ export const evalCommand: Command = {
     const ppl = { ...PERPLEXITY_PROTOCOL, window: Math.min(PERPLEXITY_PROTOCOL.window, c.seqLen), windows };
     const greedy = { ...GREEDY_PROTOCOL, prompts: promptCount, count };
     if (greedy.promptLength + count - 1 > c.seqLen) throw new UsageError(`--tokens ${count}: ${greedy.promptLength} prompt tokens + ${count} exceed the model's ${c.seqLen} positions`);
-    const pieces = textPieces(readFileSync(dataPath, 'utf8'));
+    const pieces = textPieces(readTextFile(dataPath));
     const tokens = encodePieces(base.tokenizer, pieces);
     const prompts = storyPrompts(base.tokenizer, pieces, promptCount, greedy.promptLength);
     const task = values.task === undefined ? undefined : choice<EvalTask>('task', values.task, EVAL_TASKS, 'ppl');
@@ -140,13 +139,13 @@ export const evalCommand: Command = {
     const onProgress = (label: string, done: number, total: number) => bar.update(done, total, label);
 
     if (values.attention !== undefined) {
-      const { weights, kvDType } = storage(values);
+      const { weights, kv: kvDType, kt: kTDType } = storage(values);
       const lm = weights === undefined ? base : load(weights);
-      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, productPath: EVAL_PRODUCT_PATH };
+      const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType, kTDType, productPath: EVAL_PRODUCT_PATH };
       const a = attentionFlags(values, c.headDim, ppl.window);
       const one = singleRun(m, a, task ?? 'ppl', tokens, prompts, { ppl, greedy, statsWindows }, onProgress);
       bar.end();
-      const record = { task: task ?? 'ppl', model: modelPath, backend: lm.engine.name, weights: lm.weightType, kv: kvDType, method: a.method, r: a.r, k: a.k, l: a.l, reallocate: a.reallocate, ...one };
+      const record = { task: task ?? 'ppl', model: modelPath, backend: lm.engine.name, weights: lm.weightType, kv: kvDType, kt: kTDType ?? DEFAULT_SESSION_KT[kvDType], method: a.method, r: a.r, k: a.k, l: a.l, reallocate: a.reallocate, ...one };
       if (values.json) process.stdout.write(JSON.stringify(record) + '\n');
       else process.stdout.write(`${configLabel(a)}: ${Object.entries(one).filter(([, v]) => typeof v === 'number').map(([key, v]) => `${key} ${+(v as number).toPrecision(6)}`).join(', ')}\n`);
       return 0;

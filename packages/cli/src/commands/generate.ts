@@ -7,13 +7,13 @@
  * between two forward steps and still prints the summary (exit 130).
  */
 import { SparqRangeError, selectBackend } from '@sparq/core';
-import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, saveSessionState, type GenerationResult } from '@sparq/llm';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, readModelPlan, readTextFile, saveSessionState, type GenerationResult } from '@sparq/llm';
+import { writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
-import { progress } from '../progress.ts';
-import { RUN_FLAGS, attention as attentionFlags, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
+import { PROGRESS_EVERY_MS, progress, rateNote } from '../progress.ts';
+import { RUN_FLAGS, attention as attentionFlags, attentionSettings, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
 
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const EXIT_INTERRUPTED = 130;
@@ -58,37 +58,49 @@ export const generateCommand: Command = {
     if (!values.model) throw new UsageError('--model FILE is required');
     if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
-    const { temperature, topp: topP, seed } = sampling(values, 1);
-    const { weights, productPath, kvDType: kv, kvLayout, checkTensors } = storage(values);
-    const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readFileSync(values['prompt-file'], 'utf8');
+    const { temperature, topP, seed } = sampling(values, 1);
+    const { weights, productPath, kv, kt, kvLayout, checkTensors } = storage(values);
+    const prompt = values['prompt-file'] === undefined ? (values.prompt ?? '') : readTextFile(values['prompt-file']);
 
     const engine = await selectBackend();
     // A file in types the selected backend lacks runs on the reference backend, unless a backend was forced.
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kvLayout, productPath, fallback, checkTensors });
+    // The context from the file's header, so a context that does not fit is refused before the weights load.
+    const header = readModelPlan(values.model, weights).config;
+    const context = contextFlag(values, header.seqLen);
+    const contextSize = clampSteps(steps, context);
+    const wanted = attentionFlags(values, header.headDim, contextSize);
+    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
     const c = model.config;
-    const contextSize = clampSteps(steps, contextFlag(values, c.seqLen));
-    const attention = model.resolveAttention(contextSize, attentionFlags(values, c.headDim, contextSize));
+    const attention = wanted;
     const method = attention.method;
-    const session = model.createSession({ contextSize, attention });
+    const session = model.createSession({ contextSize, attention: attentionSettings(values) });
     const loaded = values['load-state'];
     if (loaded !== undefined) loadSessionState(session, loaded);
     // A loaded state continues its text: the prompt gets no BOS.
     const tokens = model.tokenize(prompt, { bos: loaded === undefined });
-    if (session.position + tokens.length > contextSize) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens${loaded ? ` after the ${session.position} loaded` : ' (with BOS)'}, more than the ${contextSize} positions of -n`);
+    if (session.position + tokens.length > contextSize) {
+      // Name the limit that binds: -n when it is below the context, else --ctx, else the model's trained context.
+      const limit = contextSize < context ? `-n ${steps}` : values.ctx !== undefined ? `--ctx ${context}` : `the model's trained context (${c.seqLen})`;
+      const what = loaded ? `${tokens.length} tokens after the ${session.position} loaded` : `${tokens.length} tokens (with BOS)`;
+      throw new SparqRangeError(`generate: the prompt is ${what}, more than the ${contextSize} positions of ${limit}`);
+    }
 
     const controller = new AbortController();
     const interrupt = () => controller.abort();
     // The first Ctrl-C stops between two forward steps; a second one (default handling) kills at once.
     process.once('SIGINT', interrupt);
-    const bar = progress('prefill', process.stderr);
+    const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
     let result: GenerationResult;
     try {
       process.stdout.write(loaded === undefined ? model.detokenize(tokens) : prompt);
+      // -n is a token limit as maxTokens is (the last sampled token is shown, not forwarded, as run.c does),
+      // so a run it ends finishes with 'length', and one a full context ends with 'context'.
+      const maxTokens = contextSize < context ? contextSize - session.position - tokens.length + 1 : undefined;
       const generation = session.generate(tokens, {
-        temperature, topP, seed, stop: values.stop, signal: controller.signal,
-        onProgress: ({ done, total }) => {
-          if (total > DEFAULT_PREFILL_CHUNK) bar.update(done, total, 'tokens');
+        temperature, topP, seed, maxTokens, stop: values.stop, signal: controller.signal,
+        onProgress: (p) => {
+          if (p.total > DEFAULT_PREFILL_CHUNK) bar.update(p.done, p.total, rateNote(p));
         },
       });
       for await (const piece of generation) {
@@ -107,7 +119,8 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kvLayout: session.forward.caches[0].layout,
+      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kt: session.forward.caches[0].kTDType, kvLayout: session.forward.caches[0].layout,
+      kvBytes: session.forward.kvBytes, kvBytesPerPosition: session.forward.kvBytesPerPosition,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
       ...result, text: undefined,
@@ -121,7 +134,7 @@ export const generateCommand: Command = {
       const rate = (n: number) => (n > 0 ? n.toFixed(1) : '-');
       const lines = [
         `model ${values.model}: ${model.model.format}; ${describeConfig(c)}`,
-        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}`,
+        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
         `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (SPEC 3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
@@ -136,8 +149,8 @@ export const generateCommand: Command = {
 
 const FINISH: Record<GenerationResult['finishReason'], string> = {
   eos: 'end of text',
-  length: 'token limit',
-  context: 'context full (-n)',
+  length: 'token limit (-n)',
+  context: 'context full (--ctx)',
   stop: 'stop text',
   abort: 'aborted',
 };

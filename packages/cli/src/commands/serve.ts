@@ -11,7 +11,7 @@ import { ChatTemplate, LanguageModel, chatTemplateSource, describeConfig, openMo
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
-import { RUN_FLAGS, attention as attentionFlags, contextFlag, describeAttention, storage } from '../run-flags.ts';
+import { RUN_FLAGS, attention as attentionFlags, attentionSettings, contextFlag, describeAttention, storage } from '../run-flags.ts';
 import { startServer, type ServeOptions } from '../serve/server.ts';
 
 /**
@@ -70,7 +70,7 @@ export const serveCommand: Command = {
     const maxBody = number('max-body', values['max-body'], 1 << 20, isInt(1), 'an integer >= 1');
     const prefillChunk = number('prefill-chunk', values['prefill-chunk'], 64, isInt(1, 4096), 'an integer in [1, 4096]');
     choice('attention', values.attention, ['dense', 'sparq', 'oracle', 'lminf'], 'dense');
-    const { weights, productPath, kvDType, kvLayout, checkTensors } = storage(values);
+    const { weights, productPath, kv: kvDType, kvLayout, checkTensors } = storage(values);
 
     const engine = await selectBackend();
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
@@ -79,7 +79,7 @@ export const serveCommand: Command = {
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
     // The same model with the flags' attention as every request's default.
-    const lm = new LanguageModel(loaded.engine, loaded.model, loaded.tokenizer, { kv: kvDType, kvLayout, attention, productPath, tokenizerSource: loaded.tokenizerSource });
+    const lm = new LanguageModel(loaded.engine, loaded.model, loaded.tokenizer, { kv: kvDType, kvLayout, attention: attentionSettings(values), productPath, tokenizerSource: loaded.tokenizerSource });
     const served = { lm, template: new ChatTemplate(templateSource(values.model, values.template), lm.tokenizer), context, name: values.name ?? basename(values.model) };
     const options: ServeOptions = {
       host: values.host ?? '127.0.0.1', port, parallel, context, queue, prefillChunk,

@@ -3,8 +3,8 @@
  * through each available backend, or the one named by --backend.
  */
 import { writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { loadBackends, selectBackend, type Engine, type OpName } from '@sparq/core';
+import { readTextFile } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlagsAndFiles } from '../flags.ts';
@@ -33,7 +33,7 @@ unless named by --backend.
     const { values, positionals } = parsed;
     if (positionals.length !== 1) throw new UsageError(`expected one vector file, got ${positionals.length}`);
     const file = positionals[0];
-    const cases = parseVectors(await readFile(file, 'utf8'), file);
+    const cases = parseVectors(readTextFile(file), file);
 
     let engines: Engine[];
     if (values.backend !== undefined) {

@@ -133,3 +133,49 @@ export function lineChart(series: readonly Series[], options: ChartOptions): str
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }
+
+export interface HeatmapOptions {
+  title: string;
+  caption?: string;
+  xLabel: string;
+  yLabel: string;
+  /** Column and row labels, left to right and top to bottom. */
+  columns: readonly string[];
+  rows: readonly string[];
+}
+
+/**
+ * A grid of cells valued 0..1 (values[row][column]; NaN leaves a cell grey), coloured from red (0)
+ * through yellow to green (1), each cell labelled with its value in percent: the needle-in-a-haystack plot.
+ */
+export function heatmap(values: readonly (readonly number[])[], options: HeatmapOptions): string {
+  const cell = { w: 56, h: 22 };
+  const left = 64;
+  const top = 48;
+  const width = left + options.columns.length * cell.w + 16;
+  const height = top + options.rows.length * cell.h + 48;
+  // Red -> yellow -> green in HSL hue 0..120.
+  const colour = (v: number) => (Number.isFinite(v) ? `hsl(${Math.round(120 * Math.min(1, Math.max(0, v)))}, 70%, 55%)` : '#cccccc');
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${left}" y="18" font-size="14" font-weight="bold">${escapeXml(options.title)}</text>`,
+  ];
+  if (options.caption) parts.push(`<text x="${left}" y="34" fill="#555">${escapeXml(options.caption)}</text>`);
+  options.rows.forEach((label, r) => {
+    const y = top + r * cell.h;
+    parts.push(`<text x="${left - 6}" y="${y + cell.h / 2 + 4}" text-anchor="end">${escapeXml(label)}</text>`);
+    options.columns.forEach((_, c) => {
+      const v = values[r]?.[c] ?? Number.NaN;
+      const x = left + c * cell.w;
+      parts.push(`<rect x="${x}" y="${y}" width="${cell.w - 1}" height="${cell.h - 1}" fill="${colour(v)}"/>`);
+      if (Number.isFinite(v)) parts.push(`<text x="${x + cell.w / 2}" y="${y + cell.h / 2 + 4}" text-anchor="middle">${Math.round(100 * v)}</text>`);
+    });
+  });
+  const bottom = top + options.rows.length * cell.h;
+  options.columns.forEach((label, c) => parts.push(`<text x="${left + c * cell.w + cell.w / 2}" y="${bottom + 14}" text-anchor="middle">${escapeXml(label)}</text>`));
+  parts.push(`<text x="${left + (options.columns.length * cell.w) / 2}" y="${bottom + 34}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`);
+  parts.push(`<text x="14" y="${top + (options.rows.length * cell.h) / 2}" text-anchor="middle" transform="rotate(-90 14 ${top + (options.rows.length * cell.h) / 2})">${escapeXml(options.yLabel)}</text>`);
+  parts.push('</svg>');
+  return parts.join('\n') + '\n';
+}

@@ -18,7 +18,7 @@
  * leaves their slots empty; the loop goes on.
  */
 import { BatchState, RunState, Sampler, Session, StopFilter, TextStream, stops, type AttentionConfig, type LanguageModel, type StopRule } from '@sparq/llm';
-import { KVCache } from '@sparq/core';
+import { KVCache, type KVDType } from '@sparq/core';
 
 export type FinishReason = 'stop' | 'length';
 
@@ -56,7 +56,7 @@ export interface SchedulerOptions {
   queue: number;
   /** Prompt tokens one step forwards for one slot. */
   prefillChunk: number;
-  kvDType: 'f16' | 'f32';
+  kvDType: KVDType;
   kvLayout: 'k-twice' | 'single-k';
   stopRule: StopRule;
 }

@@ -15,17 +15,17 @@
  * How: a ProbeEngine (the session's engine, with attentionDecode observed)
  * sees each dense decode call. The methods run on a mirror cache per layer in
  * SparQ's layout (K twice), holding the same rows, so the session itself is
- * never touched; H2O keeps its own state per layer on that mirror, evicting
- * as it would along this (dense) trajectory.
+ * never touched; H2O keeps its own state per layer on that mirror, seeded by the
+ * prefill's weights and evicting as it would along this (dense) trajectory.
  */
-import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, type AttentionOptions } from '@sparq/core';
+import { Engine, H2OState, KVCache, SparqRangeError, SparqTrace, Tensor, f16ToF32, type AttentionOptions } from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
 import { evalSession, type EvalModel } from './run-model.ts';
 
 /** LM-Infinite's attention sinks (SPEC 3): the first positions. */
-const LM_INFINITE_SINKS = 16;
+export const LM_INFINITE_SINKS = 16;
 
 export interface LabelledConfig {
   label: string;
@@ -61,6 +61,12 @@ export interface StatsSweep {
 /** An engine whose dense decode calls are reported to `observe` after they run. */
 class ProbeEngine extends Engine {
   observe: (out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache) => void = () => {};
+  observePrefill: (q: Tensor<'f32'>, cache: KVCache) => void = () => {};
+
+  override attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+    super.attentionPrefill(out, q, cache, seq, options);
+    this.observePrefill(q, cache);
+  }
 
   override attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
     super.attentionDecode(out, q, cache, options);
@@ -90,7 +96,9 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   const g = nHeads / nKvHeads;
   const probe = new ProbeEngine(m.engine.backend);
   const session = evalSession(m, defaultAttention('dense', d, p.window), p.window, probe);
-  const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, layout: 'k-twice' }));
+  // The statistics read key rows element by element (keyAt), which block-quantized rows do not allow.
+  if (m.kvDType !== 'f32' && m.kvDType !== 'f16') throw new SparqRangeError(`attentionStatistics: KV type ${m.kvDType}, expected f32 or f16 (the statistics read the cache's rows directly)`);
+  const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, kTDType: m.kTDType, layout: 'k-twice' }));
   const h2o = configs.map((x) => (x.config.method === 'h2o' ? mirrors.map((mirror) => new H2OState(mirror)) : null));
   const sums = configs.map(() => new Sums());
   const sweepCells = sweep.r.flatMap((r) => sweep.k.map((k) => ({ r, k, sum: 0, n: 0 })));
@@ -102,6 +110,12 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   const rank = new Int32Array(nHeads * p.window); // (H, S) rank of each position in its head's order
   const order = new Int32Array(p.window);
 
+  // H2O's scores start from the prefill's weights (h2oSeed), as in a session created for H2O.
+  probe.observePrefill = (q, cache) => {
+    const layer = session.caches.indexOf(cache);
+    syncMirror(probe, cache, mirrors[layer], () => h2o.forEach((states) => states?.[layer].reset(0)));
+    for (const states of h2o) if (states) probe.h2oSeed(states[layer], q, mirrors[layer], 0);
+  };
   probe.observe = (out, q, cache) => {
     const layer = session.caches.indexOf(cache);
     const mirror = mirrors[layer];
@@ -203,7 +217,7 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   windows.forEach(({ start, n }, w) => {
     session.reset();
     if (n > p.warmup) {
-      session.prefill(tokens.slice(start, start + p.warmup));
+      session.prefill(tokens.slice(start, start + p.warmup), { allRows: true }); // every row's query reaches observePrefill
       for (let pos = p.warmup; pos < n; pos++) session.decode(tokens[start + pos]);
     }
     onWindow?.(w + 1, windows.length);
@@ -222,8 +236,8 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   };
 }
 
-/** Appends to `mirror` the rows of `cache` it lacks (after emptying it, and calling `onReset`, when `cache` started over). */
-function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onReset: () => void): void {
+/** Appends to `mirror` the rows of `cache` (f32 or f16) it lacks (after emptying it, and calling `onReset`, when `cache` started over). */
+export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onReset: () => void): void {
   const { nKvHeads, headDim: d } = cache;
   if (mirror.nPast[0] > cache.nPast[0]) {
     mirror.reset(0);

@@ -7,3 +7,5 @@ export * from './perplexity.ts';
 export * from './greedy.ts';
 export * from './attention-stats.ts';
 export * from './sweep.ts';
+export * from './needle.ts';
+export * from './needle-run.ts';

@@ -5,7 +5,8 @@
  */
 import { SparqRangeError, Tensor } from '@sparq/core';
 import type { Session } from '../forward.ts';
-import { DEFAULT_PRODUCT_PATH, linear } from '../linear.ts';
+import { linear } from '../linear.ts';
+import { DEFAULT_PRODUCT_PATH } from '../options.ts';
 
 /**
  * -log softmax(logits[at .. at + vocab))[target], in f64:

@@ -3,7 +3,7 @@
  * the storage choices (KV element type, INT4 product path) of the variant
  * under test.
  */
-import type { Engine, ProductPath, KVDType } from '@sparq/core';
+import type { Engine, ProductPath, KVDType, KTDType } from '@sparq/core';
 import type { AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
 import type { Model } from '../weights.ts';
@@ -12,10 +12,12 @@ export interface EvalModel {
   engine: Engine;
   model: Model;
   kvDType: KVDType;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kvDType] (forward.ts). */
+  kTDType?: KTDType;
   productPath: ProductPath;
 }
 
 /** A session of `capacity` positions that can prefill them all in one call. */
 export function evalSession(m: EvalModel, attention: AttentionConfig, capacity: number, engine: Engine = m.engine): Session {
-  return new Session(engine, m.model, { capacity, maxPrefill: capacity, attention, kvDType: m.kvDType, productPath: m.productPath });
+  return new Session(engine, m.model, { capacity, maxPrefill: capacity, attention, kvDType: m.kvDType, kt: m.kTDType, productPath: m.productPath });
 }

@@ -1,33 +1,46 @@
 /**
- * Reading the KV cache as f32, whatever it stores (SPEC 4).
+ * Reading the KV cache as f32, whatever it stores (SPEC 4; layout in core's kv-cache.ts).
  *
- * The cache keeps K and V as f32 or as f16 bits (Uint16Array). Attention always
- * computes on the stored values widened to f32 (exact: every half is a float),
- * so an f16 cache differs from an f32 one only by the rounding done at append.
+ *   k, v  (batch, nKvHeads, capacity, rowStride)   rows at cache.rowOffset(b, h, pos):
+ *         f32 values, f16 bits, or headDim / 32 ggml blocks (q8_0, q4_0) as bytes
+ *   kT    (batch, nKvHeads, headDim, columnStride) columns at cache.columnOffset(b, h, i):
+ *         f32, f16, or integer codes with a scale per 64 positions (kt-codes.ts)
  *
- *   k, v  (batch, nKvHeads, capacity, headDim)   rows, at cache.rowOffset(b, h, pos)
- *   kT    (batch, nKvHeads, headDim, capacity)   columns, at cache.columnOffset(b, h, i)
+ * Attention always computes on the stored values decoded to f32: widening f16 is exact, and a
+ * block decodes exactly as ggml's dequantize does (the `dequantize` op's code). So a quantized
+ * cache differs from an f32 one only by the rounding done at append.
  */
-import { f16ToF32, type KVCache, type KVStorage } from '@sparq/core';
+import { KT_BLOCK, f16ToF32, isBlockKV, isIntegerKT, type KVCache, type KVStorage } from '@sparq/core';
+import { dequantizeBytes } from '../ops/quantize.ts';
+import { readCode } from './kt-codes.ts';
 
-/** The stored element `store[at]` of the cache, as an f32 value. */
-export function readElement(cache: KVCache, store: KVStorage, at: number): number {
-  return cache.dtype === 'f16' ? f16ToF32(store[at]) : store[at];
-}
-
-/** store[at .. at + headDim) -> out (headDim) f32: one K or V row. */
+/** store[at ..] -> out (headDim) f32: one K or V row, `at` from cache.rowOffset. */
 export function readRow(out: Float32Array, cache: KVCache, store: KVStorage, at: number): void {
-  for (let i = 0; i < cache.headDim; i++) out[i] = readElement(cache, store, at + i);
+  if (isBlockKV(cache.dtype)) dequantizeBytes(cache.dtype, out, 0, store as Uint8Array, at, cache.headDim);
+  else if (cache.dtype === 'f16') for (let i = 0; i < cache.headDim; i++) out[i] = f16ToF32(store[at + i]);
+  else for (let i = 0; i < cache.headDim; i++) out[i] = store[at + i];
 }
+
+const oneRow = new Map<number, Float32Array>(); // scratch (headDim) per head dimension
 
 /**
- * Component i of the key at position pos of (seq, kvh): from K transposed when
- * the cache has it (the column is contiguous over positions, SparQ's layout),
- * else from the key row (the 'single-k' layout: a strided gather).
+ * Component i of the key at position pos of (seq, kvh): from K transposed when the cache has it
+ * (the column is contiguous over positions, SparQ's layout), else from the key row (the
+ * 'single-k' layout: a strided gather, here by decoding the whole row).
  */
 export function readKeyComponent(cache: KVCache, seq: number, kvh: number, i: number, pos: number): number {
-  if (cache.kT) return readElement(cache, cache.kT, cache.columnOffset(seq, kvh, i) + pos);
-  return readElement(cache, cache.k, cache.rowOffset(seq, kvh, pos) + i);
+  const col = cache.columnOffset(seq, kvh, i);
+  const kT = cache.kTDType;
+  if (kT === 'f32') return cache.kT![col + pos];
+  if (kT === 'f16') return f16ToF32(cache.kT![col + pos]);
+  if (isIntegerKT(kT)) {
+    const scale = f16ToF32(cache.kTScale![cache.scaleOffset(seq, kvh, i) + Math.floor(pos / KT_BLOCK)]);
+    return scale * readCode(kT, cache.kT as Uint8Array | Int8Array, col, pos);
+  }
+  let row = oneRow.get(cache.headDim);
+  if (!row) oneRow.set(cache.headDim, (row = new Float32Array(cache.headDim)));
+  readRow(row, cache, cache.k, cache.rowOffset(seq, kvh, pos));
+  return row[i];
 }
 
 /** The valid positions [nPad, nPast) of sequence `seq`, ascending. */

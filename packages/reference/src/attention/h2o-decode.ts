@@ -7,15 +7,14 @@
  *
  * One step, per (sequence, KV head):
  *   C   = valid positions not evicted, the current token included
+ *   while |C| > k: evict for good the j in C with the smallest acc outside the recent window
+ *   (the w newest valid positions, w = floor(k/4) as SPEC 3 says and at least 1: the current
+ *   token is always kept); ties: lowest index
  *   y_t = softmax(q_t · K[C]^T / sqrt(d)) · V[C]                     exact attention over C
  *   acc[j] += mean over the group's heads of the weight of j, for j in C
- *   while |C| > k - 1: evict for good the j in C with the smallest acc outside
- *   the recent window (the w newest valid positions, w = floor(k/4) as SPEC 3
- *   says, at least 1 and at most k - 1); ties: lowest index.
- * Evicting to k - 1 leaves room for the next token, so from the second step on
- * a step attends exactly k positions. Eviction starts at generation: the first
- * step after a prefill attends every position, and its weights seed acc (the
- * role prefill attention plays in the H2O paper), then trims.
+ * So no step attends more than k positions. Eviction starts at generation: the first step after
+ * a prefill evicts the cache down to k by the scores the prefill's weights seeded (h2oSeed), as
+ * the authors' code does; each later step evicts one (the previous step's k plus the new token).
  * Counted per KV head: |C|*d of K, |C|*d of V, 2*|C| of acc (each attended
  * position's score read and written; the eviction scan re-uses those values),
  * and 2*d per query head. Steady state, g = 1: 2kd + 2d + 2k. SPEC 3 writes
@@ -34,19 +33,10 @@ export function h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, 
     const base = (seq * cache.nKvHeads + kvh) * cache.capacity; // this head's slice of acc / evicted
     // C: the surviving valid positions (ascending), the current token included.
     let candidates = validPositions(cache, seq).filter((j) => state.evicted[base + j] === 0);
-    const probs = attendPositions(group, cache, candidates, stats); // (g, |C|)
-    // Accumulate the group-mean weight of every attended position.
-    const n = candidates.length;
-    for (let c = 0; c < n; c++) {
-      let w = 0;
-      for (let t = 0; t < g; t++) w += probs[t * n + c];
-      state.acc[base + candidates[c]] += w / g;
-    }
-    if (stats) stats.auxElements += 2 * n;
-    // Evict down to k - 1, never touching the recent window.
-    const window = Math.min(Math.max(1, Math.floor(params.k / 4)), params.k - 1);
+    // Evict down to k, never touching the recent window.
+    const window = Math.max(1, Math.floor(params.k / 4)); // <= k, so |C| > k leaves a victim outside it
     const windowStart = cache.nPast[seq] - window;
-    while (candidates.length > params.k - 1) {
+    while (candidates.length > params.k) {
       let victim = -1;
       // Strict < keeps the lowest index among equal accumulated weights.
       for (const j of candidates) {
@@ -56,5 +46,14 @@ export function h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, 
       state.evicted[base + victim] = 1;
       candidates = candidates.filter((j) => j !== victim);
     }
+    const probs = attendPositions(group, cache, candidates, stats); // (g, |C|)
+    // Accumulate the group-mean weight of every attended position.
+    const n = candidates.length;
+    for (let c = 0; c < n; c++) {
+      let w = 0;
+      for (let t = 0; t < g; t++) w += probs[t * n + c];
+      state.acc[base + candidates[c]] += w / g;
+    }
+    if (stats) stats.auxElements += 2 * n;
   });
 }

@@ -3,42 +3,67 @@
  *
  *   k, v (N, nKvHeads, headDim) f32  ->  positions nPast .. nPast + N - 1 of sequence `seq`
  *
- * For each token and KV head it writes the key row, the key column entries (K
- * transposed, 'k-twice' layout only) and the value row, converting to the cache
- * dtype (f16 rounds to nearest even via f32ToF16). The running sum vSum (f64)
- * gains every valid value row (position >= nPad), taken *after* rounding, so
- * vSum / nValid is exactly the mean of what attention will read (SPEC 2's vMean).
+ * 1. Rows: each key and value row is stored in the cache dtype: f32; f16 rounded to nearest
+ *    even (f32ToF16); q8_0 / q4_0 as ggml blocks by the `quantize` op's code (byte-exact with
+ *    llama.cpp's cache).
+ * 2. vSum (f64) gains every valid value row (position >= nPad) as decoded from storage, so
+ *    vSum / nValid is exactly the mean of what attention will read (SPEC 2's vMean).
+ * 3. K transposed ('k-twice' only) is derived from the *stored* key rows, decoded: f32 / f16
+ *    columns take each new position's value; integer columns (kt-codes.ts) re-derive every
+ *    64-position block the append touched from all stored rows of that block, so the result
+ *    does not depend on how the tokens were split into appends.
  * Core has checked shapes and capacity, so nothing here can fail half-way.
  */
-import { f32ToF16, type KVCache, type KVStorage, type Tensor } from '@sparq/core';
-import { readElement } from './cache-read.ts';
+import { KT_BLOCK, f32ToF16, isBlockKV, isIntegerKT, type KVCache, type KVStorage, type Tensor } from '@sparq/core';
+import { quantizeBytes } from '../ops/quantize.ts';
+import { readRow } from './cache-read.ts';
+import { quantizeKTBlock } from './kt-codes.ts';
 
-/** Stores `value` at store[at] in the cache's dtype. */
-function store(cache: KVCache, buffer: KVStorage, at: number, value: number): void {
-  // A Float32Array rounds to f32 on store; f16 is kept as its bits.
-  buffer[at] = cache.dtype === 'f16' ? f32ToF16(value) : value;
+/** src[srcAt .. srcAt + headDim) f32 -> one row of `store` at `at`, in the cache dtype. */
+function writeRow(cache: KVCache, store: KVStorage, at: number, src: Float32Array, srcAt: number): void {
+  const d = cache.headDim;
+  if (isBlockKV(cache.dtype)) quantizeBytes(cache.dtype, store as Uint8Array, at, src, srcAt, d);
+  // f16 keeps its bits; a Float32Array rounds to f32 on store.
+  else if (cache.dtype === 'f16') for (let i = 0; i < d; i++) store[at + i] = f32ToF16(src[srcAt + i]);
+  else for (let i = 0; i < d; i++) store[at + i] = src[srcAt + i];
 }
 
 export function kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tensor<'f32'>): void {
   const [n, nKv, d] = k.shape;
   const start = cache.nPast[seq];
-  // Each new token t lands at position start + t.
+  const end = start + n;
+  const row = new Float32Array(d); // (d) one stored row, decoded
+  // Each new token t lands at position start + t; each KV head has its own rows, columns and sum.
   for (let t = 0; t < n; t++) {
     const pos = start + t;
-    // Each KV head has its own rows, columns and running sum.
     for (let h = 0; h < nKv; h++) {
       const src = (t * nKv + h) * d; // (N, nKvHeads, headDim) row-major
-      const row = cache.rowOffset(seq, h, pos);
-      const sum = (seq * nKv + h) * d; // vSum (batch, nKvHeads, headDim)
-      // One component at a time: row, column (if stored), value, running sum.
-      for (let i = 0; i < d; i++) {
-        store(cache, cache.k, row + i, k.data[k.offset + src + i]);
-        if (cache.kT) store(cache, cache.kT, cache.columnOffset(seq, h, i) + pos, k.data[k.offset + src + i]);
-        store(cache, cache.v, row + i, v.data[v.offset + src + i]);
-        // Padding is stored but masked, so it never enters the mean.
-        if (pos >= cache.nPad[seq]) cache.vSum[sum + i] += readElement(cache, cache.v, row + i);
+      const at = cache.rowOffset(seq, h, pos);
+      writeRow(cache, cache.k, at, k.data, k.offset + src);
+      writeRow(cache, cache.v, at, v.data, v.offset + src);
+      // Padding is stored but masked, so it never enters the mean.
+      if (pos >= cache.nPad[seq]) {
+        readRow(row, cache, cache.v, at);
+        const sum = (seq * nKv + h) * d; // vSum (batch, nKvHeads, headDim)
+        for (let i = 0; i < d; i++) cache.vSum[sum + i] += row[i];
+      }
+      if (cache.kTDType === 'f32' || cache.kTDType === 'f16') {
+        readRow(row, cache, cache.k, at);
+        for (let i = 0; i < d; i++) cache.kT![cache.columnOffset(seq, h, i) + pos] = cache.kTDType === 'f16' ? f32ToF16(row[i]) : row[i];
       }
     }
   }
-  cache.nPast[seq] = start + n;
+  if (isIntegerKT(cache.kTDType)) {
+    const rows = new Float32Array(KT_BLOCK * d); // (64, d) the stored rows of one block, decoded
+    // Every block holding a new position, from all its stored positions so far.
+    for (let block = Math.floor(start / KT_BLOCK); block * KT_BLOCK < end; block++) {
+      const first = block * KT_BLOCK;
+      const count = Math.min(KT_BLOCK, end - first);
+      for (let h = 0; h < nKv; h++) {
+        for (let t = 0; t < count; t++) readRow(rows.subarray(t * d, (t + 1) * d), cache, cache.k, cache.rowOffset(seq, h, first + t));
+        quantizeKTBlock(cache, seq, h, block, rows, count);
+      }
+    }
+  }
+  cache.nPast[seq] = end;
 }

@@ -1,8 +1,8 @@
 /**
- * The activation quantizer of every 'int8' product (SPEC 5): group-wise INT4 (int4-matvec.ts,
- * one group per weight group) and ggml blocks (block-int8-matvec.ts, groups of 32). Each row t of
- * x (n, cols) is cut into groups of `group` consecutive elements, and each group g becomes int8
- * codes sharing one f32 step:
+ * The activation quantizer of the group-wise INT4 'int8' product (SPEC 5; int4-matvec.ts, one
+ * group per weight group: the engine's own format; ggml block weights take ggml's activation
+ * blocks instead, block-int8-matvec.ts). Each row t of x (n, cols) is cut into groups of `group`
+ * consecutive elements, and each group g becomes int8 codes sharing one f32 step:
  *
  *   amax = max_c |x[t, c]|
  *   dx   = max(f32(amax / 127), 2^-126)      (f32 division; the floor keeps an all-zero group finite)

@@ -7,7 +7,7 @@
  *   q = roundf(x * (1/d))  (halves away from zero)    x ~ q * d
  *
  * Byte-exact with ggml's `quantize_row_q8_0_ref` / `dequantize_row_q8_0`: f32 arithmetic at every
- * step (Math.fround), `id = 1/d` multiplied rather than SPEC's `/ d` (ggml's choice), C's roundf
+ * step (Math.fround), `id = 1/d` multiplied as ggml does (dividing can round differently), C's roundf
  * (not Math.round, which differs on negative halves), quantization with the f32 d and
  * dequantization with the f16 d. |q| <= 127 always, so -128 is never used.
  * Integer view (blockCodes, ggml-block.ts): c = q, dl = d, no minimum (m = -0).

@@ -41,12 +41,25 @@ function byteIndex(t: Tensor<BlockDType>, element: number): number {
 
 /** x (..., n) f32 -> out (..., n) blocks. */
 export function quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
-  const codec = CODECS[out.dtype];
-  const { elements } = BLOCK_LAYOUT[out.dtype];
+  quantizeBytes(out.dtype, out.data, byteIndex(out, 0), x.data, x.offset, x.size);
+}
+
+/**
+ * x[xAt .. xAt+count) f32 -> consecutive blocks of `dtype` from bytes[at] (count whole blocks):
+ * the quantize op on raw storage, e.g. one row of a quantized KV cache.
+ */
+export function quantizeBytes(dtype: BlockDType, bytes: Uint8Array, at: number, x: Float32Array, xAt: number, count: number): void {
+  const codec = CODECS[dtype];
+  const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
   // One block of consecutive elements at a time.
-  for (let e = 0; e < x.size; e += elements) {
-    codec.quantizeBlock(out.data, byteIndex(out, e), x.data, x.offset + e);
-  }
+  for (let e = 0; e < count; e += elements) codec.quantizeBlock(bytes, at + (e / elements) * blockBytes, x, xAt + e);
+}
+
+/** Consecutive blocks of `dtype` from bytes[at] -> out[outAt .. outAt+count) f32 (count whole blocks). */
+export function dequantizeBytes(dtype: BlockDType, out: Float32Array, outAt: number, bytes: Uint8Array, at: number, count: number): void {
+  const codec = CODECS[dtype];
+  const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
+  for (let e = 0; e < count; e += elements) codec.dequantizeBlock(out, outAt + e, bytes, at + (e / elements) * blockBytes);
 }
 
 /** x (..., n) blocks -> out (..., n) f32. */
@@ -59,12 +72,7 @@ export function dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void {
  * (counted from x's offset), into out[outAt .. outAt+count). matvec uses it to decode one weight row.
  */
 export function dequantizeRun(out: Float32Array, outAt: number, x: Tensor<BlockDType>, first: number, count: number): void {
-  const codec = CODECS[x.dtype];
-  const { elements } = BLOCK_LAYOUT[x.dtype];
-  // One block of consecutive elements at a time.
-  for (let e = 0; e < count; e += elements) {
-    codec.dequantizeBlock(out, outAt + e, x.data, byteIndex(x, first + e));
-  }
+  dequantizeBytes(x.dtype, out, outAt, x.data, byteIndex(x, first), count);
 }
 
 /**

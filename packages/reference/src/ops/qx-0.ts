@@ -14,9 +14,9 @@
  *
  * Byte-exact with ggml's `quantize_row_q4_0_ref` / `quantize_row_q5_0_ref` (what llama-quantize
  * writes without an importance matrix) and `dequantize_row_q4_0` / `_q5_0`. Details that follow
- * ggml rather than SPEC's shorthand:
- * - SPEC writes `x / d`; ggml computes `id = 1/d` once and multiplies, in f32. The two round
- *   differently for some x, so we multiply as ggml does.
+ * ggml to the bit:
+ * - ggml computes `id = 1/d` once and multiplies, in f32, as SPEC 5 writes it; dividing by d
+ *   rounds differently for some x.
  * - Every step is f32 arithmetic (Math.fround after each operation), and the quantization uses
  *   the f32 d; only the stored (and dequantizing) d is rounded to f16.
  * Why `max / -H`: the extreme value maps exactly to code 0 (value -H * d = max), using the

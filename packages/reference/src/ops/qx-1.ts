@@ -14,8 +14,8 @@
  * Integer view (blockCodes, ggml-block.ts): c = q in 0..top, dl = d, m = m.
  *
  * Byte-exact with ggml's `quantize_row_q4_1_ref` / `quantize_row_q5_1_ref` and the matching
- * `dequantize_row_*`: f32 arithmetic at every step (Math.fround), `id = 1/d` multiplied rather
- * than SPEC's `/ d` (ggml's choice; they can round differently), quantization with the f32 d and
+ * `dequantize_row_*`: f32 arithmetic at every step (Math.fround), `id = 1/d` multiplied as
+ * ggml does (dividing by d can round differently), quantization with the f32 d and
  * min, storage and dequantization with their f16 roundings. (ggml's Q5_1 has no `min(31, ...)`:
  * (x - min) * id is at most top times (1 + a few ulps), so + 0.5 never truncates past top and the
  * clamp never changes a code; it is there so the reader need not prove that.)

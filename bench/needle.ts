@@ -1,0 +1,120 @@
+/**
+ * The kernel-level needle (issue 25): no model. A KV cache of S random positions (f16, one KV head,
+ * d 128, values uniform in [-1, 1)) with one planted key at a random position p, aligned with the
+ * group's queries (the direction of their sum) and scaled so that its mean logit over the group
+ * stands PLANT_SIGMAS standard deviations of the random logits above zero. One decode step per
+ * trial; recall = share of trials whose attended set held p:
+ *   sparq    SparQ's i2 (l 0) at r, k
+ *   oracle   SparQ with r = d (its approximate scores are then the exact ones: SPEC 2), at k
+ *   h2o      positions not evicted after the step, its scores seeded by h2oSeed from 16 random
+ *            prefill queries at the end of the cache (none aligned with the needle)
+ *   lminf    by its definition: p among the 16 sinks or the k - 16 newest
+ *   pnpm exec tsx bench/needle.ts [--quick]        (--quick: S up to 64k, 2 trials)
+ * Needs the native backend. At S = 1M the cache takes 768 MB.
+ */
+import { H2OState, KVCache, SparqTrace, Tensor, loadBackends } from '@sparq/core';
+import { LM_INFINITE_SINKS, mulberry32 } from '@sparq/llm';
+import '@sparq/native';
+import { markdownTable, type Cell } from '../packages/cli/src/report/markdown-table.ts';
+
+const quick = process.argv.includes('--quick');
+const D = 128;
+const PLANT_SIGMAS = 6;
+const SIZES = quick ? [4096, 65536] : [4096, 65536, 1 << 20];
+const GROUPS = [1, 4, 8];
+const RS = [8, 16, 32, 64];
+const KS = [64, 1024];
+const TRIALS = quick ? 2 : 4;
+const PREFILL_ROWS = 16;
+const CHUNK = 4096;
+
+const { available } = await loadBackends();
+const engine = available.find((e) => e.name === 'native');
+if (!engine) throw new Error('bench/needle.ts needs the native backend (pnpm build:native)');
+
+/** A cache of S random positions with the needle at p, aligned with q's group (q (1, g, d)). */
+function plantedCache(S: number, q: Tensor<'f32'>, p: number, seed: number): KVCache {
+  const g = q.shape[1];
+  const random = mulberry32(seed);
+  // u = the group's summed query, normalized; the needle is c u with c setting its mean logit.
+  const u = new Float64Array(D);
+  for (let t = 0; t < g; t++) for (let i = 0; i < D; i++) u[i] += q.data[t * D + i];
+  const norm = Math.hypot(...u);
+  let meanDot = 0; // mean over the group of q_t . u
+  let sigma = 0; // mean std of a random logit: |q_t| sqrt(1/3) / sqrt(d)
+  for (let t = 0; t < g; t++) {
+    let dot = 0;
+    let sq = 0;
+    for (let i = 0; i < D; i++) {
+      dot += (q.data[t * D + i] * u[i]) / norm;
+      sq += q.data[t * D + i] ** 2;
+    }
+    meanDot += dot / g;
+    sigma += Math.sqrt(sq / 3 / D) / g;
+  }
+  const c = (PLANT_SIGMAS * sigma * Math.sqrt(D)) / meanDot;
+  const cache = new KVCache({ nKvHeads: 1, headDim: D, capacity: S, dtype: 'f16', layout: 'k-twice' });
+  const k = Tensor.zeros('f32', [CHUNK, 1, D]);
+  const v = Tensor.zeros('f32', [CHUNK, 1, D]);
+  for (let pos = 0; pos < S; pos += CHUNK) {
+    const n = Math.min(CHUNK, S - pos);
+    for (let i = 0; i < n * D; i++) {
+      k.data[i] = 2 * random() - 1;
+      v.data[i] = 2 * random() - 1;
+    }
+    if (p >= pos && p < pos + n) for (let i = 0; i < D; i++) k.data[(p - pos) * D + i] = (c * u[i]) / norm;
+    engine!.kvAppend(cache, 0, n === CHUNK ? k : k.slice(0, 0, n), n === CHUNK ? v : v.slice(0, 0, n));
+  }
+  return cache;
+}
+
+function randomRows(rows: number, heads: number, seed: number): Tensor<'f32'> {
+  const random = mulberry32(seed);
+  const t = Tensor.zeros('f32', [rows, heads, D]);
+  for (let i = 0; i < t.size; i++) t.data[i] = 2 * random() - 1;
+  return t;
+}
+
+/** Whether SparQ (r, k, l 0) selected p. */
+function sparqHolds(cache: KVCache, q: Tensor<'f32'>, r: number, k: number, p: number): boolean {
+  const trace = new SparqTrace(1, q.shape[1], 1, r, k);
+  engine!.sparqDecode(Tensor.zeros('f32', q.shape), q, cache, { r, k, l: 0, reallocate: true }, { trace });
+  return trace.i2.subarray(0, trace.i2Count[0]).includes(p);
+}
+
+/** Whether H2O, seeded from PREFILL_ROWS random queries, keeps p through one decode step at budget k. */
+function h2oHolds(cache: KVCache, q: Tensor<'f32'>, k: number, p: number, seed: number): boolean {
+  const state = new H2OState(cache);
+  engine!.h2oSeed(state, randomRows(PREFILL_ROWS, q.shape[1], seed), cache, 0);
+  engine!.h2oDecode(Tensor.zeros('f32', q.shape), q, cache, state, { k });
+  return state.evicted[p] === 0;
+}
+
+const lminfHolds = (S: number, k: number, p: number) => k >= S || p < Math.min(LM_INFINITE_SINKS, k - 1) || p >= S - (k - Math.min(LM_INFINITE_SINKS, k - 1));
+
+const header = ['S', 'g', 'k', ...RS.map((r) => `sparq r=${r}`), 'oracle', 'h2o', 'lminf'];
+const rows: Cell[][] = [];
+for (const S of SIZES) {
+  for (const g of GROUPS) {
+    // hits[k][column]
+    const hits = KS.map(() => new Array(RS.length + 3).fill(0));
+    const started = performance.now();
+    for (let trial = 0; trial < TRIALS; trial++) {
+      const seed = 1000 * trial + g;
+      const q = randomRows(1, g, seed);
+      // The needle anywhere but the 16 sinks and the last 1024 positions (where LM-Infinite sees it trivially).
+      const p = 16 + Math.floor(mulberry32(seed + 7)() * (S - 16 - 1024));
+      const cache = plantedCache(S, q, p, seed + 11);
+      KS.forEach((k, ki) => {
+        RS.forEach((r, ri) => (hits[ki][ri] += sparqHolds(cache, q, r, k, p) ? 1 : 0));
+        hits[ki][RS.length] += sparqHolds(cache, q, D, k, p) ? 1 : 0;
+        hits[ki][RS.length + 1] += h2oHolds(cache, q, k, p, seed + 13) ? 1 : 0;
+        hits[ki][RS.length + 2] += lminfHolds(S, k, p) ? 1 : 0;
+      });
+    }
+    KS.forEach((k, ki) => rows.push([S, g, k, ...hits[ki].map((h: number) => (h / TRIALS).toFixed(2))]));
+    process.stderr.write(`S ${S} g ${g}: ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+  }
+}
+process.stdout.write(`Recall of the planted position (${TRIALS} trials per row; needle at ${PLANT_SIGMAS} sigma; f16 KV, d ${D})\n\n`);
+process.stdout.write(markdownTable(header, rows) + '\n');

@@ -1,0 +1,133 @@
+/**
+ * `sparq eval --task needle` (issue 25): passkey and multi-key needles in filler text through the
+ * whole engine, on the hand-built retrieval model (docs/retrieval-model.md) or a given GGUF file.
+ *
+ *   sparq eval --task needle [--quick] [--out DIR]                      the sweep: needle.json, needle.md, SVG heatmaps
+ *   sparq eval --task needle --attention sparq --length 8192 --depth 0.5 --json   one configuration, one JSON line per task
+ *
+ * The library does the work (packages/llm/src/eval/needle*.ts); this file reads flags, shows
+ * progress on stderr and writes the outputs.
+ */
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { selectBackend, type AttentionMethod, type Engine, type KVDType } from '@sparq/core';
+import {
+  ATTENTION_METHODS, NEEDLE_TARGETS, NEEDLE_TASKS, buildModel, fillerTokens, findTokenizer, readModelFile, readTokenizerFile, retrievalModel, runNeedleSweep,
+  type Model, type NeedleTask, type Tokenizer, MAX_NGRAM, MIN_NGRAM, MULTIKEY_NEEDLES,
+} from '@sparq/llm';
+import { UsageError } from '../command.ts';
+import { choice, isInt, number } from '../flags.ts';
+import { progress } from '../progress.ts';
+import { writeNeedleReport, type NeedleReport } from '../report/needle-report.ts';
+import { sharedPath } from '../shared-path.ts';
+
+/** KV element types the needle sweep can run (q8_0 / q4_0 join when the quantized cache lands, issue 24). */
+const KV_TYPES: readonly KVDType[] = ['f32', 'f16'];
+const FULL = { lengths: [4096, 8192, 16384, 32768, 65536, 131072], depths: Array.from({ length: 11 }, (_, i) => i / 10) };
+const QUICK = { lengths: [4096], depths: [0, 0.5, 1] };
+
+export const NEEDLE_USAGE = `sparq eval --task needle [--model FILE] [--ngram N] [--tokenizer FILE] [--data FILE] [--backend NAME]
+           [--needle-tasks passkey,multikey] [--lengths LIST] [--depths LIST] [--methods LIST]
+           [--targets LIST] [--kv LIST] [--seed N] [--quick] [--out DIR] [--json]
+sparq eval --task needle --attention METHOD [--targets RATIO] [--length N] [--depth D] [--json]
+
+Needle in a haystack (issue 25): a passkey, or one of ${MULTIKEY_NEEDLES} RULER-style keyed needles, hidden at a
+depth of filler text (default ../shared/data/tinystories_val.txt), then asked for. Prefill is
+dense and chunked; each method then decodes the answer greedily from that same prefill.
+Reports exact-answer accuracy, and per layer and head the share of decode steps whose
+attended positions held the one the step copies.
+
+Default model: the hand-built retrieval model (sparq retrieval-model; --ngram N, default 4),
+built in memory for the longest length. --model takes a GGUF file instead (its tokenizer is
+read from the file unless --tokenizer is given).
+
+  --lengths LIST    prompt lengths in tokens, default ${FULL.lengths.join(',')}
+  --depths LIST     needle depths in [0, 1], default 0,0.1,...,1
+  --methods LIST    default sparq,h2o,lminf,oracle (dense always runs)
+  --targets LIST    SPEC 3 ratios to dense, default 0.25,0.125,0.0625 (budget.ts's rule picks r, k)
+  --kv LIST         KV element types, default f16 (any of ${KV_TYPES.join(', ')})
+  --quick           4096 tokens, depths 0, 0.5, 1 (about a minute)
+  --attention M     one method (its parameters for --targets' first ratio, default 0.125) at one
+                    --length (default 4096) and --depth (default 0.5): one line per task and KV
+                    type, JSON with --json
+  --out DIR         default needle-results: needle.json, needle.md, needle-KV-METHOD-RATIO.svg`;
+
+export interface NeedleValues {
+  model?: string; tokenizer?: string; data?: string; backend?: string; attention?: string; r?: string; k?: string; l?: string;
+  kv?: string; json?: boolean; methods?: string; targets?: string; quick?: boolean; out?: string; ngram?: string;
+  'needle-tasks'?: string; lengths?: string; depths?: string; length?: string; depth?: string; seed?: string;
+}
+
+const list = (raw: string | undefined) => raw?.split(',').map((s) => s.trim()).filter(Boolean);
+
+export async function needleEval(values: NeedleValues, argv: readonly string[]): Promise<number> {
+  const defaults = values.quick ? QUICK : FULL;
+  const single = values.attention !== undefined;
+  const lengths = single ? [number('length', values.length, 4096, isInt(64), 'an integer >= 64')] : (list(values.lengths) ?? defaults.lengths.map(String)).map((x) => number('lengths', x, 0, isInt(64), 'integers >= 64'));
+  const depths = single ? [number('depth', values.depth, 0.5, (x) => x >= 0 && x <= 1, 'a number in [0, 1]')] : (list(values.depths) ?? defaults.depths.map(String)).map((x) => number('depths', x, 0, (v) => v >= 0 && v <= 1, 'numbers in [0, 1]'));
+  const tasks = (list(values['needle-tasks']) ?? NEEDLE_TASKS).map((t) => choice<NeedleTask>('needle-tasks', t, NEEDLE_TASKS, 'passkey'));
+  const kvs = (list(values.kv) ?? ['f16']).map((x) => choice<KVDType>('kv', x, KV_TYPES, 'f16'));
+  const ngram = number('ngram', values.ngram, 4, isInt(MIN_NGRAM, MAX_NGRAM), `an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`);
+  const seed = number('seed', values.seed, 1, isInt(0, 2 ** 31), 'an integer in [0, 2^31]');
+  const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
+  if (!existsSync(dataPath)) throw new UsageError(`--data ${dataPath}: no such file${values.data ? '' : ' (the default; give the flag)'}`);
+  const backend = values.backend === undefined ? undefined : choice('backend', values.backend, ['reference', 'native'], 'native');
+  const engine = await selectBackend(backend ? { backend } : {});
+  const longest = Math.max(...lengths);
+  const { model, tokenizer, source } = loadModel(engine, values, ngram, longest);
+  const filler = fillerTokens(tokenizer, readFileSync(dataPath, 'utf8'), longest);
+
+  let methods: AttentionMethod[];
+  let targets: number[];
+  if (single) {
+    const method = choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense');
+    methods = [method];
+    targets = [number('targets', list(values.targets)?.[0], 1 / 8, (x) => x > 0 && x <= 1, 'a ratio in (0, 1]')];
+  } else {
+    methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((m) => choice<AttentionMethod>('methods', m, ATTENTION_METHODS.filter((x) => x !== 'dense'), 'sparq'));
+    targets = (list(values.targets) ?? NEEDLE_TARGETS.map(String)).map((t) => number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'));
+  }
+  const bar = progress('needle', process.stderr);
+  const report: NeedleReport = { command: `sparq eval ${argv.join(' ')}`.trim(), model: source, data: dataPath, backend: engine.name, ngram, tasks, lengths, depths, results: [] };
+  for (const kv of kvs) {
+    const started = performance.now();
+    const records = runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
+      tasks, lengths, depths, methods, targets, ngram, seed,
+      onCase: (done, total, label) => bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
+    });
+    report.results.push({ kv, seconds: (performance.now() - started) / 1000, records });
+  }
+  bar.end();
+  if (single) {
+    const method = methods[0];
+    for (const { kv, records } of report.results) {
+      for (const r of records.filter((x) => x.method === method)) {
+        const line = { task: r.task, length: r.length, depth: r.depth, kv, method, r: r.r, k: r.k, exact: r.exact, answer: r.answer, output: r.output, compression: r.compression, recall: r.recall };
+        process.stdout.write(values.json ? JSON.stringify(line) + '\n' : `${r.task} ${r.length} depth ${r.depth} ${r.label}: ${r.exact ? 'exact' : 'wrong'} (${JSON.stringify(r.output)}, answer ${r.answer})\n`);
+      }
+    }
+    return 0;
+  }
+  const out = values.out ?? 'needle-results';
+  mkdirSync(out, { recursive: true });
+  const written = writeNeedleReport(report, out);
+  process.stdout.write(values.json ? JSON.stringify(report) + '\n' : readFileSync(join(out, 'needle.md'), 'utf8'));
+  process.stderr.write(`wrote ${written.length} files to ${out}\n`);
+  return 0;
+}
+
+/** The retrieval model built for `longest` positions, or --model's file; and the tokenizer. */
+function loadModel(engine: Engine, values: NeedleValues, ngram: number, longest: number): { model: Model; tokenizer: Tokenizer; source: string } {
+  const tokPath = values.tokenizer ?? sharedPath('models/tok512.bin');
+  if (values.model === undefined && !existsSync(tokPath)) throw new UsageError(`--tokenizer ${tokPath}: no such file${values.tokenizer ? '' : ' (the default; give the flag)'}`);
+  if (values.model === undefined) {
+    const tokenizer = readTokenizerFile(tokPath);
+    const { loaded } = retrievalModel({ ngram, ctx: Math.max(131072, longest + 64), vocabSize: tokenizer.vocabSize });
+    return { model: buildModel(engine, loaded), tokenizer, source: `retrieval model (built in memory, ${ngram}-gram)` };
+  }
+  if (!existsSync(values.model)) throw new UsageError(`--model ${values.model}: no such file`);
+  const file = readModelFile(values.model, engine);
+  if (file.loaded.config.seqLen < longest + 64) throw new UsageError(`--lengths: ${longest} tokens and the answer exceed the model's context of ${file.loaded.config.seqLen}`);
+  const { tokenizer } = findTokenizer(file, values.tokenizer);
+  return { model: buildModel(engine, file.loaded), tokenizer, source: values.model };
+}

@@ -1,0 +1,37 @@
+/**
+ * Sessions on every KV row type (issue 24): the caches take the KV type and the session's default
+ * K transposed (DEFAULT_SESSION_KT), decode runs on each backend, and the byte counts follow from
+ * the model's shape. A random model with head dim 128 (two heads of a 256-wide layer) takes
+ * q8_0 / q4_0 rows; the numbers of each type are the conformance suite's (test/conformance).
+ */
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_SESSION_KT, Session, buildModel, randomLlama, type AttentionConfig } from '@sparq/llm';
+import type { KVDType } from '@sparq/core';
+import { engines } from '../support/backends.ts';
+
+const SPARQ: AttentionConfig = { method: 'sparq', r: 16, k: 8, l: 2, reallocate: true };
+const { loaded } = randomLlama({ dim: 256, hiddenDim: 256, nLayers: 2, nHeads: 2, nKvHeads: 1, seqLen: 80 });
+const prompt = Array.from({ length: 70 }, (_, i) => 3 + ((i * 37) % 250));
+/** Bytes of one 128-value row: f32, f16, 4 q8_0 blocks of 34, 4 q4_0 blocks of 18. */
+const ROW_BYTES: Record<KVDType, number> = { f32: 512, f16: 256, q8_0: 136, q4_0: 72 };
+/** Bytes of K transposed per position of one 128-value head, scales included (one f16 per 64 positions). */
+const KT_BYTES = { f32: 512, f16: 256, i8: 128 + 4, i4: 64 + 4, i2: 32 + 4 } as const;
+
+describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV type [%s]', (_, engine) => {
+  const model = buildModel(engine, loaded);
+  it.each(['f32', 'f16', 'q8_0', 'q4_0'] as const)('%s: default kT, finite SparQ decode past one 64-position block, KV bytes', (kv) => {
+    const session = new Session(engine, model, { capacity: 72, maxPrefill: 32, attention: SPARQ, kvDType: kv });
+    session.prefill(prompt);
+    const logits = session.decode(5);
+    expect(logits.every(Number.isFinite)).toBe(true);
+    const kT = DEFAULT_SESSION_KT[kv];
+    expect(session.caches.map((c) => [c.dtype, c.kTDType])).toEqual([[kv, kT], [kv, kT]]);
+    // 2 layers x 1 KV head: two rows and K transposed per position.
+    expect(session.kvBytesPerPosition).toBe(2 * (2 * ROW_BYTES[kv] + KT_BYTES[kT]));
+    // The cache holds 72 positions of rows; integer K transposed spans two whole 64-position blocks.
+    const bits = { i8: 8, i4: 4, i2: 2 }[kT as 'i8' | 'i4' | 'i2'];
+    // Per component: 128 positions of codes and 2 f16 scales.
+    const kTHeld = bits ? 128 * ((128 * bits) / 8 + 2 * 2) : 72 * KT_BYTES[kT];
+    expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
+  });
+});
