@@ -60,7 +60,7 @@ describe('native install without a compiler', () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toContain('the prebuilt addon does not load here');
     expect(readFileSync(join(root, 'build', 'UNAVAILABLE.txt'), 'utf8')).toMatch(/no C\+\+ compiler found/);
-    expect(() => loadAddon(join(root, 'build'))).toThrow(/native addon not built: no C\+\+ compiler found.*; native addon failed to load from .*node\.napi\.glibc\.node; to build it for this machine: npm rebuild @sparq\/native/);
+    expect(() => loadAddon(join(root, 'build'))).toThrow(/native addon not built: no C\+\+ compiler found.*; native addon failed to load from .*node\.napi\.glibc\.node; to build it for this machine: npx sparq build-native/);
     rmSync(join(root, 'prebuilds'), { recursive: true });
   });
 

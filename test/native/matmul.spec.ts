@@ -228,6 +228,7 @@ for (const path of paths) {
     /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc), blocked from n on. */
     const int8Kernel = (dtype: BlockDType, n: number, blockedFrom = GEMM_MIN_N) => {
       if (path === 'scalar') return 'ref';
+      if (path === 'neon') return raw!.info().features.dotprod ? 'neon-dotprod' : 'neon'; // arm64: per row only
       const avx2 = path === 'avx2' || !vnni;
       if (n >= blockedFrom && GEMM_TYPES.includes(dtype)) return avx2 ? 'avx2-gemm' : 'vnni';
       return avx2 ? 'avx2' : 'avx512';

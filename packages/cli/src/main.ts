@@ -26,8 +26,9 @@ import { evalCommand } from './commands/eval.ts';
 import { playgroundCommand } from './commands/playground.ts';
 import { serveCommand } from './commands/serve.ts';
 import { retrievalModelCommand } from './commands/retrieval-model.ts';
+import { buildNativeCommand } from './commands/build-native.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, retrievalModelCommand];
+const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, retrievalModelCommand, buildNativeCommand];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {

@@ -8,7 +8,7 @@
  * `sparq backends` and the test report say why native is not in use.
  */
 import { BackendUnavailableError, setMemoryAdvisor } from '@sparq/core';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,8 +16,8 @@ import { fileURLToPath } from 'node:url';
 // SPARQ_NATIVE_BUILD points at another build (the sanitizer one: scripts/test-sanitize.sh).
 const buildDir = process.env.SPARQ_NATIVE_BUILD || join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
 
-/** How a consumer builds the addon from source (runs the package's install script). */
-export const BUILD_COMMAND = 'npm rebuild @sparq/native (needs a C++ compiler: g++, c++ or clang++)';
+/** How a consumer builds the addon from source (the CLI runs scripts/build.mjs). */
+export const BUILD_COMMAND = 'npx sparq build-native (needs a C++ compiler: g++, c++ or clang++)';
 
 export interface NativeInfo {
   kernel: string;
@@ -28,7 +28,7 @@ export interface NativeInfo {
 /** The raw addon: info(), the kernel-path switch, and one function per bound op (see the bind_*.cc files). */
 export interface NativeAddon {
   info(): NativeInfo;
-  /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' from now on; null restores the default. Returns the path in use. */
+  /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' | 'neon' from now on; null restores the default. Returns the path in use. */
   forceKernelPath(name: string | null): string;
   /** The paths this CPU runs, narrowest first, and the one in use. */
   kernelPaths(): { supported: string[]; current: string };
@@ -39,13 +39,29 @@ export interface NativeAddon {
   [fn: string]: (...args: never[]) => unknown;
 }
 
+/** Whether this process runs on glibc (prebuilt binaries are linked against it; none fits musl, as on Alpine). */
+function glibc(): boolean {
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  return !!header?.glibcVersionRuntime;
+}
+
+/** This machine as the prebuilt binaries are named: linux-x64, linux-arm64 (with the C library on Linux). */
+function platformName(): string {
+  return `${process.platform}-${process.arch}${process.platform === 'linux' ? (glibc() ? ' (glibc)' : ' (musl)') : ''}`;
+}
+
 /** The prebuilt binary for this platform beside `dir` (a package's build/), or null when none fits. */
 export function prebuiltPath(dir: string = buildDir): string | null {
-  // Prebuilt binaries are linked against glibc: none fits musl (Alpine).
-  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  if (process.platform === 'linux' && !header?.glibcVersionRuntime) return null;
+  if (process.platform === 'linux' && !glibc()) return null;
   const path = join(dir, '..', 'prebuilds', `${process.platform}-${process.arch}`, 'node.napi.glibc.node');
   return existsSync(path) ? path : null;
+}
+
+/** The platforms the package has prebuilt binaries for (prebuilds/<platform>-<arch>/), or 'none'. */
+function shippedPrebuilts(dir: string): string {
+  const prebuilds = join(dir, '..', 'prebuilds');
+  const names = existsSync(prebuilds) ? readdirSync(prebuilds).sort() : [];
+  return names.length ? `${names.join(', ')}, glibc` : 'none';
 }
 
 /** Loads the addon built in `dir` (default: this package's build/), else the prebuilt one; or throws BackendUnavailableError saying why. */
@@ -53,8 +69,10 @@ export function loadAddon(dir: string = buildDir): NativeAddon {
   const built = join(dir, 'sparq_native.node');
   const path = existsSync(built) ? built : prebuiltPath(dir);
   const reasonFile = join(dir, 'UNAVAILABLE.txt');
-  const notBuilt = `native addon not built: ${existsSync(reasonFile) ? readFileSync(reasonFile, 'utf8').trim().split('\n')[0] : 'it has not been built'}`;
-  if (!path) throw new BackendUnavailableError(`${notBuilt}; no prebuilt binary for ${process.platform}-${process.arch}; to build it: ${BUILD_COMMAND}`);
+  const notBuilt = `native addon not built${existsSync(reasonFile) ? `: ${readFileSync(reasonFile, 'utf8').trim().split('\n')[0]}` : ' on this machine'}`;
+  if (!path) {
+    throw new BackendUnavailableError(`${notBuilt}; no prebuilt binary for ${platformName()} (the package has: ${shippedPrebuilts(dir)}); to build it: ${BUILD_COMMAND}`);
+  }
   let addon: NativeAddon;
   try {
     addon = createRequire(import.meta.url)(path) as NativeAddon;

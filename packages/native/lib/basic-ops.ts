@@ -40,9 +40,9 @@ export interface BasicAddon {
    * writes the int32 sub-block sums sum_j c_j q_j of matmul's 'int8' product for a block dtype (src/matvec_q8.h;
    * sub-blocks of 16 elements for q2_k, q3_k, q6_k, else 32) as the kernel matmul runs for that dtype and n on
    * the current kernel path computes them, and returns that kernel's name: 'ref' (the scalar twin), 'avx2'
-   * (per row), 'avx2-gemm' (AVX2, blocked), 'avx512' (VNNI, per row) or 'vnni' (VNNI, blocked).
+   * (per row), 'avx2-gemm' (AVX2, blocked), 'avx512' (VNNI, per row), 'vnni' (VNNI, blocked), 'neon' or 'neon-dotprod' (arm64, per row).
    */
-  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni';
+  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni' | 'neon' | 'neon-dotprod';
   /** The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked kernel on the current path. */
   q8GemmMinN: (dtypeCode: number) => number;
   /** Tests and benchmarks: every block dtype takes the blocked kernel from n rows on; null restores the measured crossovers. */

@@ -5,8 +5,8 @@
  *   SPARQ_THREADS        worker threads, a decimal integer in [1, MAX_THREADS]
  *   SPARQ_SPIN_US        how long idle pool threads busy-wait before they sleep, in
  *                        microseconds, a decimal integer in [0, MAX_SPIN_US] (default 500)
- *   SPARQ_NATIVE_KERNEL  narrow the SIMD path: scalar | avx2 | avx512; a path
- *                        this CPU cannot run is an error too (checkKernelRequest),
+ *   SPARQ_NATIVE_KERNEL  narrow the SIMD path: scalar | avx2 | avx512 (x86-64), scalar | neon
+ *                        (arm64); a path this CPU cannot run is an error too (checkKernelRequest),
  *                        not a silent fall back to a narrower one
  */
 import { SparqRangeError } from '@sparq/core';
@@ -15,7 +15,7 @@ import { SparqRangeError } from '@sparq/core';
 export const MAX_THREADS = 256;
 /** The longest busy wait SPARQ_SPIN_US takes (the addon's kMaxSpinMicros, threads.cc). */
 export const MAX_SPIN_US = 100_000;
-export const KERNEL_NAMES = ['scalar', 'avx2', 'avx512'] as const;
+export const KERNEL_NAMES = ['scalar', 'avx2', 'avx512', 'neon'] as const;
 
 /** Throws SparqRangeError naming the first variable whose value is not one the addon takes. */
 export function checkNativeEnvironment(env: Record<string, string | undefined> = process.env): void {

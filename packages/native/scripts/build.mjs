@@ -1,10 +1,18 @@
 #!/usr/bin/env node
 // Builds the native addon with the system C++ compiler: no node-gyp, no cmake.
-// Every src/*.cc is compiled with flags chosen by its name (…_avx2.cc,
-// …_avx512.cc, …_amx.cc get their ISA flags; everything else is portable
-// scalar code), then linked into build/sparq_native.node. N-API symbols resolve
-// against the running node at load time, so no Node headers are needed beyond
-// node-api-headers.
+// Every src/*.cc is compiled with flags chosen by its name (on x86-64 …_avx2.cc,
+// …_avx512.cc, …_amx.cc get their ISA flags; on arm64 …_neon.cc is built as is,
+// NEON being part of the base architecture, and …_dotprod.cc with the dot-product
+// extension; the other architecture's files are left out; everything else is
+// portable scalar code), then linked into build/sparq_native.node. N-API symbols
+// resolve against the running node at load time, so no Node headers are needed
+// beyond node-api-headers.
+//
+// --arch arm64 (or x64) cross-compiles for that architecture with $CXX (default
+// aarch64-linux-gnu-g++ / x86_64-linux-gnu-g++, Debian's cross compilers) and the
+// binutils of the same prefix, into build-linux-<arch>/ (or, with --prebuilt,
+// prebuilds/linux-<arch>/). macOS arm64 builds with clang (-undefined
+// dynamic_lookup); that path is written but untested.
 //
 // Install must never fail: if there is no compiler or the build breaks, the
 // reason goes to build/UNAVAILABLE.txt (the loader reports it and selection
@@ -22,22 +30,38 @@ const srcDir = join(root, 'src');
 // --sanitize builds an AddressSanitizer + UBSan copy into build-sanitize/ for
 // `pnpm test:sanitize` (the loader takes it from SPARQ_NATIVE_BUILD).
 const sanitize = process.argv.includes('--sanitize');
+const archFlag = process.argv.indexOf('--arch');
+const arch = archFlag >= 0 ? process.argv[archFlag + 1] : process.arch;
+if (!['x64', 'arm64'].includes(arch)) {
+  console.error(`@sparq/native: --arch ${arch}: expected x64 or arm64`);
+  process.exit(1);
+}
+const cross = arch !== process.arch;
+const CROSS_CXX = { arm64: 'aarch64-linux-gnu-g++', x64: 'x86_64-linux-gnu-g++' };
 const SANITIZE_FLAGS = ['-fsanitize=address,undefined,float-cast-overflow', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', '-g'];
-const buildDir = join(root, sanitize ? 'build-sanitize' : 'build');
+const buildDir = join(root, sanitize ? 'build-sanitize' : cross ? `build-${process.platform}-${arch}` : 'build');
 const objDir = join(buildDir, 'obj');
 // --prebuilt: the addon that travels in the package, prebuilds/<platform>-<arch>/
 // (node-gyp-build's layout), with libstdc++ linked in so it needs only glibc.
 const prebuilt = process.argv.includes('--prebuilt');
-const output = prebuilt ? join(root, 'prebuilds', `${process.platform}-${process.arch}`, 'node.napi.glibc.node') : join(buildDir, 'sparq_native.node');
+const output = prebuilt ? join(root, 'prebuilds', `${process.platform}-${arch}`, 'node.napi.glibc.node') : join(buildDir, 'sparq_native.node');
 const reasonFile = join(buildDir, 'UNAVAILABLE.txt');
 const strict = process.argv.includes('--strict') || process.env.REQUIRE_NATIVE === '1';
 const force = process.argv.includes('--force');
 
+// The ISA files of each architecture and their flags (an empty list: the architecture's baseline).
 const ISA_FLAGS = {
-  avx2: ['-mavx2', '-mfma', '-mf16c'],
-  avx512: ['-mavx512f', '-mavx512bw', '-mavx512vl', '-mavx512dq', '-mavx512vnni', '-mavx512bf16', '-mfma', '-mf16c'],
-  amx: ['-mamx-tile', '-mamx-int8', '-mamx-bf16', '-mavx512f', '-mavx512bw', '-mavx512vl'],
-};
+  x64: {
+    avx2: ['-mavx2', '-mfma', '-mf16c'],
+    avx512: ['-mavx512f', '-mavx512bw', '-mavx512vl', '-mavx512dq', '-mavx512vnni', '-mavx512bf16', '-mfma', '-mf16c'],
+    amx: ['-mamx-tile', '-mamx-int8', '-mamx-bf16', '-mavx512f', '-mavx512bw', '-mavx512vl'],
+  },
+  arm64: {
+    neon: [],
+    dotprod: ['-march=armv8.2-a+dotprod'],
+  },
+}[arch];
+const ALL_ISAS = ['avx2', 'avx512', 'amx', 'neon', 'dotprod'];
 
 function fail(reason) {
   mkdirSync(buildDir, { recursive: true });
@@ -49,7 +73,7 @@ function fail(reason) {
 }
 
 function findCompiler() {
-  for (const cxx of [process.env.CXX, 'g++', 'c++', 'clang++'].filter(Boolean)) {
+  for (const cxx of [process.env.CXX, ...(cross ? [CROSS_CXX[arch]] : ['g++', 'c++', 'clang++'])].filter(Boolean)) {
     try {
       execFileSync(cxx, ['--version'], { stdio: 'ignore' });
       return cxx;
@@ -60,10 +84,17 @@ function findCompiler() {
   return null;
 }
 
+/** The ISA of a kernel file (…_avx2.cc: 'avx2'), or null for portable code. */
 function isaOf(file) {
-  const match = /_(avx2|avx512|amx)\.cc$/.exec(file);
+  const match = new RegExp(`_(${ALL_ISAS.join('|')})\\.cc$`).exec(file);
   return match ? match[1] : null;
 }
+
+// nm and objcopy of the compiler's target: aarch64-linux-gnu-g++ -> aarch64-linux-gnu-nm.
+const binutilsPrefix = () => /^(.*-)(g\+\+|c\+\+|clang\+\+)(-[\d.]+)?$/.exec(cxx)?.[1] ?? '';
+// ISA files need their weak symbols made their own (privatizeWeakSymbols). macOS has no objcopy;
+// there the only ISA file is dotprod, which every Apple arm64 CPU runs, so it is linked as is.
+const privatize = process.platform !== 'darwin';
 
 /**
  * Makes an ISA object's weak definitions its own. Inline and template code that
@@ -88,7 +119,7 @@ async function privatizeWeakSymbols(obj, isa) {
   if (weak.length === 0) return { ok: true };
   const renames = join(objDir, `${isa}-${weak.length}-${Date.now()}.syms`);
   writeFileSync(renames, weak.map((name) => `${name} ${name}.${isa}`).join('\n') + '\n');
-  const result = await run('objcopy', [`--redefine-syms=${renames}`, obj]);
+  const result = await run(`${binutilsPrefix()}objcopy`, [`--redefine-syms=${renames}`, obj]);
   rmSync(renames, { force: true });
   return result.ok ? result : { ok: false, stderr: `objcopy failed (binutils are needed to build the ISA kernels safely): ${result.stderr}` };
 }
@@ -115,7 +146,7 @@ async function linkedWeakReferences(file, objs) {
 
 /** nm's POSIX listing of `file` (`only`: --defined-only or --undefined-only) as [name, type, ...] rows. */
 async function symbols(file, only) {
-  const listing = await run('nm', ['-P', only, file]);
+  const listing = await run(`${binutilsPrefix()}nm`, ['-P', only, file]);
   if (!listing.ok) return { ok: false, stderr: `nm failed on ${file} (binutils are needed to build the ISA kernels safely): ${listing.stderr}` };
   return { ok: true, symbols: listing.stdout.split('\n').map((line) => line.split(' ')) };
 }
@@ -134,7 +165,7 @@ function run(cmd, args) {
 }
 
 const cxx = findCompiler();
-if (!cxx) fail('no C++ compiler found (tried $CXX, g++, c++, clang++)');
+if (!cxx) fail(cross ? `no C++ compiler for ${arch} found (tried $CXX, ${CROSS_CXX[arch]}; on Debian: apt-get install ${CROSS_CXX[arch].replace(/-g\+\+$/, '').replace(/^/, 'g++-')})` : 'no C++ compiler found (tried $CXX, g++, c++, clang++)');
 
 const require = createRequire(import.meta.url);
 let includes;
@@ -144,7 +175,8 @@ try {
   fail(`node-addon-api or node-api-headers is missing: ${error.message}`);
 }
 
-const sources = readdirSync(srcDir).filter((f) => f.endsWith('.cc')).sort();
+// Portable files and this architecture's ISA files.
+const sources = readdirSync(srcDir).filter((f) => f.endsWith('.cc') && (isaOf(f) === null || isaOf(f) in ISA_FLAGS)).sort();
 const headers = readdirSync(srcDir).filter((f) => f.endsWith('.h'));
 // A header change rebuilds everything: simple and always right.
 const newestHeader = Math.max(0, ...headers.map((h) => statSync(join(srcDir, h)).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
@@ -171,7 +203,7 @@ await Promise.all(
       else {
         if (result.stderr.trim()) console.error(result.stderr);
         const isa = isaOf(job.file);
-        if (isa) {
+        if (isa && ISA_FLAGS[isa].length && privatize) {
           const privatized = await privatizeWeakSymbols(job.obj, isa);
           if (!privatized.ok) errors.push(`${job.file}: ${privatized.stderr}`);
         }
@@ -182,8 +214,10 @@ await Promise.all(
 if (errors.length) fail(`compilation failed with ${cxx}:\n${errors.join('\n')}`);
 
 mkdirSync(dirname(output), { recursive: true });
-const link = await run(cxx, ['-shared', ...(sanitize ? SANITIZE_FLAGS : []), '-o', output, ...jobs.map((j) => j.obj), '-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])]);
+// macOS: N-API's symbols stay undefined until node loads the addon; libc++ is the system's.
+const platformLink = process.platform === 'darwin' ? ['-undefined', 'dynamic_lookup'] : ['-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])];
+const link = await run(cxx, ['-shared', ...(sanitize ? SANITIZE_FLAGS : []), '-o', output, ...jobs.map((j) => j.obj), ...platformLink]);
 if (!link.ok) fail(`linking failed: ${link.stderr}`);
-const dangling = await linkedWeakReferences(output, jobs.map((j) => j.obj));
+const dangling = privatize ? await linkedWeakReferences(output, jobs.map((j) => j.obj)) : null;
 if (dangling) fail(dangling);
 console.error(`@sparq/native: built ${output}`);

@@ -19,7 +19,7 @@ Napi::Value info(const Napi::CallbackInfo& call) {
   const std::pair<const char*, bool> flags[] = {
       {"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c}, {"avx512f", f.avx512f}, {"avx512bw", f.avx512bw},
       {"avx512vl", f.avx512vl}, {"avx512dq", f.avx512dq}, {"avx512vnni", f.avx512vnni}, {"avx512bf16", f.avx512bf16},
-      {"amx_tile", f.amx_tile}, {"amx_int8", f.amx_int8}, {"amx_bf16", f.amx_bf16},
+      {"amx_tile", f.amx_tile}, {"amx_int8", f.amx_int8}, {"amx_bf16", f.amx_bf16}, {"dotprod", f.dotprod},
   };
   for (const auto& [name, on] : flags) features.Set(name, on);
   out.Set("features", features);
@@ -36,13 +36,13 @@ Napi::Value force_kernel_path_js(const Napi::CallbackInfo& call) {
     if (!call[0].IsString()) throw Napi::TypeError::New(env, "forceKernelPath: name must be a string or null");
     const std::string name = call[0].As<Napi::String>().Utf8Value();
     bool known = false;
-    for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512}) {
+    for (KernelPath p : kAllKernelPaths) {
       if (name != path_name(p)) continue;
       known = true;
       if (!path_supported(p)) throw Napi::RangeError::New(env, "forceKernelPath: path '" + name + "' is not supported by this CPU");
       force_kernel_path(&p);
     }
-    if (!known) throw Napi::RangeError::New(env, "forceKernelPath: path '" + name + "', expected 'scalar' | 'avx2' | 'avx512'");
+    if (!known) throw Napi::RangeError::New(env, "forceKernelPath: path '" + name + "', expected 'scalar' | 'avx2' | 'avx512' | 'neon'");
   }
   return Napi::String::New(env, path_name(kernel_path()));
 }
@@ -52,7 +52,7 @@ Napi::Value kernel_paths_js(const Napi::CallbackInfo& call) {
   Napi::Env env = call.Env();
   Napi::Array supported = Napi::Array::New(env);
   uint32_t i = 0;
-  for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512})
+  for (KernelPath p : kAllKernelPaths)
     if (path_supported(p)) supported.Set(i++, path_name(p));
   Napi::Object out = Napi::Object::New(env);
   out.Set("supported", supported);

@@ -71,7 +71,7 @@ struct SparqTraceView {
   float* tau = nullptr;        // (batch, nHeads)
 };
 
-// ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc) ----
+// ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc, attention_neon.cc) ----
 // `pos` null means the contiguous positions first .. first + n - 1, else pos[0..n).
 // K / V pointers are a head's row 0 (element type by `type`).
 // Entries past filter_ge's cap that its vector stores may write (one AVX-512 vector of int32).
@@ -112,6 +112,7 @@ struct AttnKernels {
 const AttnKernels& attn_kernels_ref();
 const AttnKernels& attn_kernels_avx2();
 const AttnKernels& attn_kernels_avx512();
+const AttnKernels& attn_kernels_neon();  // arm64 builds only (attention_neon.cc)
 // The table of cpu.h's kernel_path().
 const AttnKernels& attn_kernels();
 

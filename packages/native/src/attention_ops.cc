@@ -105,8 +105,13 @@ void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows,
 
 const AttnKernels& attn_kernels() {
   switch (kernel_path()) {
+#if SPARQ_X86
     case KernelPath::avx512: return attn_kernels_avx512();
     case KernelPath::avx2: return attn_kernels_avx2();
+#endif
+#if SPARQ_ARM64
+    case KernelPath::neon: return attn_kernels_neon();
+#endif
     default: return attn_kernels_ref();
   }
 }

@@ -1,5 +1,6 @@
 // The basic ops' dispatchers: each picks the kernel family of kernel_path()
-// and falls back to the scalar _ref twin where a family has no kernel.
+// and falls back to the scalar _ref twin where a family has no kernel. The x86
+// families exist in x86-64 builds only (SPARQ_X86, cpu.h).
 #include "basic_dispatch.h"
 
 #include <algorithm>
@@ -15,6 +16,9 @@
 #include "matvec_q8.h"
 #include "quant.h"
 #include "threads.h"
+#if SPARQ_ARM64
+#include "kernels_arm64.h"
+#endif
 
 namespace sparq {
 
@@ -34,7 +38,13 @@ bool amx_opted_in() {
 }
 
 // AMX covers whole 16 x 16 blocks of (activation rows, weight rows) only.
-bool amx_runs(const Int4View& w, int64_t n) { return amx_int8_enabled() && n >= 16 && w.rows >= 16 && int4_amx_supports(w.group); }
+bool amx_runs(const Int4View& w, int64_t n) {
+#if SPARQ_X86
+  return amx_int8_enabled() && n >= 16 && w.rows >= 16 && int4_amx_supports(w.group);
+#else
+  return false;
+#endif
+}
 
 // Products smaller than this (weight bytes times activation rows) run on the calling thread:
 // handing work to the pool costs some microseconds, about what a 512 KB read takes.
@@ -61,12 +71,16 @@ void split_rows(int64_t rows, int64_t work, Rows fn) {
 // The 'int8' product of weight rows [row_begin, row_end) by the VNNI kernel if it can, else the
 // AVX2 one (also on AVX-512 CPUs without VNNI), else the scalar one.
 void int8_rows(const Int4View& w, const Int8Acts& acts, float* out, int64_t row_begin, int64_t row_end) {
+#if SPARQ_X86
   if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) matmul_int4_int8_vnni(w, acts, out, row_begin, row_end);
   else if (kernel_path() != KernelPath::scalar && int4_avx2_int8_supports(w.group, w.cols)) matmul_int4_int8_avx2(w, acts, out, row_begin, row_end);
-  else matmul_int4_int8_ref(w, acts, out, row_begin, row_end);
+  else
+#endif
+    matmul_int4_int8_ref(w, acts, out, row_begin, row_end);
 }
 
-// Activation rows [t0, n) of acts.
+#if SPARQ_X86
+// Activation rows [t0, n) of acts (the AMX product's tail rows).
 Int8Acts acts_from(const Int8Acts& a, int64_t t0) {
   Int8Acts tail;
   tail.n = a.n - t0, tail.cols = a.cols, tail.group = a.group;
@@ -82,6 +96,7 @@ Int8Acts acts_from(const Int8Acts& a, int64_t t0) {
   rows_from(a.lane_scale, tail.lane_scale);
   return tail;
 }
+#endif
 
 }  // namespace
 
@@ -95,13 +110,17 @@ bool amx_int8_enabled() { return amx_int8_available() && amx_opted_in(); }
 void force_amx(int on) { amx_forced.store(on < 0 ? -1 : on != 0); }
 
 void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks) {
-  if (kernel_path() == KernelPath::avx512) quantize_blocks_avx512(t, x, y, nblocks);
-  else quantize_blocks_ref(t, x, y, nblocks);
+#if SPARQ_X86
+  if (kernel_path() == KernelPath::avx512) return quantize_blocks_avx512(t, x, y, nblocks);
+#endif
+  quantize_blocks_ref(t, x, y, nblocks);
 }
 
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
-  if (kernel_path() == KernelPath::avx512 && is_quantizable(t)) dequantize_blocks_avx512(t, x, y, nblocks);
-  else dequantize_blocks_ref(t, x, y, nblocks);
+#if SPARQ_X86
+  if (kernel_path() == KernelPath::avx512 && is_quantizable(t)) return dequantize_blocks_avx512(t, x, y, nblocks);
+#endif
+  dequantize_blocks_ref(t, x, y, nblocks);
 }
 
 namespace {
@@ -114,13 +133,16 @@ enum class Q8Kernel { ref, avx2, avx2_gemm, avx512, vnni };
 
 std::atomic<int64_t> forced_q8_gemm_min_n{0};
 
+#if SPARQ_X86
 Q8Kernel q8_kernel(WeightType t, int64_t n) {
   if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
   const bool gemm = gemm_q8_supports(t) && n >= q8_gemm_min_n(t);
   if (!basic_vnni_enabled()) return gemm ? Q8Kernel::avx2_gemm : Q8Kernel::avx2;
   return gemm ? Q8Kernel::vnni : Q8Kernel::avx512;
 }
+#endif
 
+#if SPARQ_X86
 // Activation rows quantized for the blocked products, the rows split across the pool: on the calling
 // thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
 void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
@@ -130,6 +152,7 @@ void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8
     quantize_q8_acts(t, x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, acts);
   });
 }
+#endif
 
 }  // namespace
 
@@ -145,6 +168,7 @@ namespace {
 // The 'int8' product of block weights.
 void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
   const int64_t work = weight_bytes(t, cols) * rows * n;
+#if SPARQ_X86
   const Q8Kernel kernel = q8_kernel(t, n);
   if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
     // The activations and each thread's panels in buffers kept from call to call (no page faults
@@ -160,9 +184,14 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
       (kernel == Q8Kernel::vnni ? gemm_q8_vnni : gemm_q8_avx2)(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }
+  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
+#elif SPARQ_ARM64
+  auto rows_fn = kernel_path() != KernelPath::neon ? matmul_q8_ref : cpu_features().dotprod ? matmul_q8_dotprod : matmul_q8_neon;
+#else
+  auto rows_fn = matmul_q8_ref;
+#endif
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
   split_rows(rows, work, [&](int64_t begin, int64_t end) { rows_fn(t, w, acts, rows, out, begin, end); });
 }
 
@@ -178,14 +207,21 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
       rounded[i] = t == WeightType::f16 ? fp16_to_fp32_ref(fp32_to_fp16_ref(x[i])) : bf16_to_fp32(fp32_to_bf16_ref(x[i]));
     x = rounded.data();
   }
+#if SPARQ_X86
   const bool gemm = n >= GEMM_MIN_N;
   auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)
                 : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_avx2 : matmul_avx2)
                                                     : matmul_ref;
+#elif SPARQ_ARM64
+  auto kernel = kernel_path() == KernelPath::neon ? matmul_neon : matmul_ref;
+#else
+  auto kernel = matmul_ref;
+#endif
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
 const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums) {
+#if SPARQ_X86
   const Q8Kernel kernel = q8_kernel(t, n);
   if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
     Q8Acts acts;
@@ -193,11 +229,23 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
     (kernel == Q8Kernel::vnni ? gemm_q8_vnni_sums : gemm_q8_avx2_sums)(t, w, acts, rows, sums);
     return kernel == Q8Kernel::vnni ? "vnni" : "avx2-gemm";
   }
+  auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
+#elif SPARQ_ARM64
+  const bool neon = kernel_path() == KernelPath::neon, sdot = neon && cpu_features().dotprod;
+  auto sums_fn = sdot ? q8_sums_dotprod : neon ? q8_sums_neon : q8_sums_ref;
+#else
+  auto sums_fn = q8_sums_ref;
+#endif
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
   sums_fn(t, w, acts, rows, sums);
+#if SPARQ_X86
   return kernel == Q8Kernel::ref ? "ref" : kernel == Q8Kernel::avx2 ? "avx2" : "avx512";
+#elif SPARQ_ARM64
+  return sdot ? "neon-dotprod" : neon ? "neon" : "ref";
+#else
+  return "ref";
+#endif
 }
 
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8) {
@@ -206,28 +254,39 @@ void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool 
     Int8Acts acts;
     quantize_acts(x, n, w.cols, w.group, acts);
     if (!amx_runs(w, n)) return split_rows(w.rows, work, [&](int64_t begin, int64_t end) { int8_rows(w, acts, out, begin, end); });
+#if SPARQ_X86  // (amx_runs is false elsewhere)
     // AMX does the whole 16 x 16 blocks; the weight rows past the last block go to
     // int8_rows for every activation row, the activation rows past it for the other weight rows.
     matmul_int4_int8_amx(w, acts, out);
     const int64_t n16 = n / 16 * 16, rows16 = w.rows / 16 * 16;
     if (rows16 < w.rows) int8_rows(w, acts, out, rows16, w.rows);
     if (n16 < n) int8_rows(w, acts_from(acts, n16), out + n16 * w.rows, 0, rows16);
+#endif
     return;
   }
+#if SPARQ_X86
   const bool gemm = n >= GEMM_MIN_N;
   auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_int4_avx512 : matmul_int4_dequant_avx512)
                 : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_int4_avx2 : matmul_int4_dequant_avx2)
                                                     : matmul_int4_dequant_ref;
+#else
+  auto kernel = matmul_int4_dequant_ref;
+#endif
   split_rows(w.rows, work, [&](int64_t begin, int64_t end) { kernel(w, x, n, out, begin, end); });
 }
 
 void int4_group_sums(const Int4View& w, const float* x, int64_t n, int32_t* sums) {
   Int8Acts acts;
   quantize_acts(x, n, w.cols, w.group, acts);
+#if SPARQ_X86
   if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) int4_group_sums_vnni(w, acts, sums);
-  else int4_group_sums_ref(w, acts, sums);
+  else
+#endif
+    int4_group_sums_ref(w, acts, sums);
+#if SPARQ_X86  // (amx_runs is false elsewhere)
   // AMX rewrites the whole blocks' sums (so tests can compare them bit for bit).
   if (amx_runs(w, n)) int4_group_sums_amx(w, acts, sums);
+#endif
 }
 
 }  // namespace sparq

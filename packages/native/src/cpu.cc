@@ -1,10 +1,18 @@
-// Reads CPUID once. AVX2 needs the OS to save YMM state, AVX-512 ZMM state, AMX
-// tile state (Linux grants AMX only after arch_prctl(ARCH_REQ_XCOMP_PERM)).
+// Reads the CPU's features once. x86: CPUID; AVX2 needs the OS to save YMM state, AVX-512 ZMM
+// state, AMX tile state (Linux grants AMX only after arch_prctl(ARCH_REQ_XCOMP_PERM)). arm64: NEON
+// is part of the base architecture; the dot-product instructions are asked of the OS (Linux's
+// auxiliary vector, macOS's sysctl).
 #include "cpu.h"
 
+#if SPARQ_X86
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#elif SPARQ_ARM64 && defined(__linux__)
+#include <sys/auxv.h>
+#elif SPARQ_ARM64 && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #include <atomic>
 #include <cstdint>
@@ -15,6 +23,7 @@
 namespace sparq {
 namespace {
 
+#if SPARQ_X86
 uint64_t xgetbv0() {
   uint32_t lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
@@ -57,12 +66,32 @@ CpuFeatures detect() {
   f.avx512bf16 = zmm && (a & (1u << 5));
   return f;
 }
+#elif SPARQ_ARM64
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__linux__)
+  constexpr unsigned long kHwcapAsimdDp = 1ul << 20;  // HWCAP_ASIMDDP (asm/hwcap.h)
+  f.dotprod = getauxval(AT_HWCAP) & kHwcapAsimdDp;
+#elif defined(__APPLE__)
+  int on = 0;
+  size_t size = sizeof(on);
+  f.dotprod = sysctlbyname("hw.optional.arm.FEAT_DotProd", &on, &size, nullptr, 0) == 0 && on;
+#endif
+  return f;
+}
+#else
+CpuFeatures detect() { return {}; }
+#endif
 
 KernelPath choose() {
-  KernelPath best = path_supported(KernelPath::avx512) ? KernelPath::avx512 : path_supported(KernelPath::avx2) ? KernelPath::avx2 : KernelPath::scalar;
-  // SPARQ_NATIVE_KERNEL=scalar|avx2|avx512 narrows the path (for comparisons).
+  KernelPath best = path_supported(KernelPath::avx512) ? KernelPath::avx512
+                    : path_supported(KernelPath::avx2) ? KernelPath::avx2
+                    : path_supported(KernelPath::neon) ? KernelPath::neon
+                                                       : KernelPath::scalar;
+  // SPARQ_NATIVE_KERNEL=scalar|avx2|avx512|neon narrows the path (for comparisons): scalar is
+  // narrower than any other, avx2 than avx512.
   if (const char* want = std::getenv("SPARQ_NATIVE_KERNEL")) {
-    for (KernelPath p : {KernelPath::scalar, KernelPath::avx2, KernelPath::avx512}) {
+    for (KernelPath p : kAllKernelPaths) {
       if (std::strcmp(want, path_name(p)) == 0 && path_supported(p) && p < best) best = p;
     }
   }
@@ -84,8 +113,9 @@ bool path_supported(KernelPath path) {
   const bool avx2 = f.avx2 && f.fma && f.f16c;
   switch (path) {
     case KernelPath::scalar: return true;
-    case KernelPath::avx2: return avx2;
-    case KernelPath::avx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    case KernelPath::avx2: return SPARQ_X86 && avx2;
+    case KernelPath::avx512: return SPARQ_X86 && avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+    case KernelPath::neon: return SPARQ_ARM64;  // Advanced SIMD is mandatory in AArch64
   }
   return false;
 }
@@ -100,6 +130,7 @@ void force_kernel_path(const KernelPath* path) { forced.store(path ? static_cast
 
 const char* path_name(KernelPath path) {
   switch (path) {
+    case KernelPath::neon: return "neon";
     case KernelPath::avx512: return "avx512";
     case KernelPath::avx2: return "avx2";
     case KernelPath::scalar: return "scalar";
@@ -112,6 +143,7 @@ const char* kernel_path_name() {
   // No kernel uses AVX-512 BF16 instructions (bf16 weights widen to f32 exactly
   // with a shift), so BF16 support is listed in info().features, not here.
   if (kernel_path() == KernelPath::avx512 && cpu_features().avx512vnni) return "avx512-vnni";
+  if (kernel_path() == KernelPath::neon && cpu_features().dotprod) return "neon-dotprod";
   return path_name(kernel_path());
 }
 

@@ -25,14 +25,18 @@ Worker) and shows what SparQ and the baselines do at any step, layer and head.
 It works offline; in the page you can also open a model of your own.
 
   --model FILE      llama2.c checkpoint or GGUF; default ../shared/models/stories260K.bin
-                    beside the repository
+                    beside the repository (an installed release needs --model)
   --tokenizer FILE  llama2.c tokenizer; default tok<vocab>.bin or tokenizer.bin next to the model
   --port N          default 8260; 0 picks a free port`;
 
 /** The repository root, from this file (packages/cli/src/commands). */
 const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
-/** The built page: packages/playground/dist (pnpm install builds it). */
-const PAGE = join(REPO, 'packages', 'playground', 'dist');
+/**
+ * The built page: in an installed release, the package's own copy (playground/ beside dist/,
+ * put there by scripts/release-pack.mjs); in a checkout, packages/playground/dist (pnpm install builds it).
+ */
+const INSTALLED_PAGE = fileURLToPath(new URL('../../playground/', import.meta.url));
+const PAGE = existsSync(join(INSTALLED_PAGE, 'index.html')) ? INSTALLED_PAGE : join(REPO, 'packages', 'playground', 'dist');
 const DEFAULT_MODEL = join(REPO, '..', 'shared', 'models', 'stories260K.bin');
 const DEFAULT_PORT = 8260;
 
