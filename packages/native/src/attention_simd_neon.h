@@ -71,6 +71,29 @@ struct Neon {
   }
   // a where x's sign bit is clear, b where it is set (-0 included).
   static F select_sign(F x, F a, F b) { return vbslq_f32(vcltzq_s32(vreinterpretq_s32_f32(x)), b, a); }
+  // Block codes (kv_blocks.h), as the x86 wrappers read them: an f16 scale on every lane; 4 int8;
+  // 4 nibbles (bits shift..shift+3) of 4 bytes; 4 codes of Bits bits packed from bit 0 (unsigned).
+  // Loads read exactly the bytes the 4 lanes own (memcpy), never past them.
+  static F set1_half(uint16_t h) { return vdupq_n_f32(fp16_to_fp32_ref(h)); }
+  static F from_i8(const uint8_t* p) {
+    uint32_t w = 0;
+    std::memcpy(&w, p, 4);
+    const int16x8_t wide = vmovl_s8(vreinterpret_s8_u32(vdup_n_u32(w)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+  }
+  static F from_nibbles(const uint8_t* p, int shift) {
+    uint32_t w = 0;
+    std::memcpy(&w, p, 4);
+    const uint32x4_t bytes = vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(w)))));
+    return vcvtq_f32_u32(vandq_u32(vshlq_u32(bytes, vdupq_n_s32(-shift)), vdupq_n_u32(15)));
+  }
+  template <int Bits>
+  static F from_packed(const uint8_t* p) {
+    uint32_t w = 0;
+    std::memcpy(&w, p, W * Bits / 8);
+    const int32x4_t shifts = {0, -Bits, -2 * Bits, -3 * Bits};
+    return vcvtq_f32_u32(vandq_u32(vshlq_u32(vdupq_n_u32(w), shifts), vdupq_n_u32((1u << Bits) - 1)));
+  }
   static float reduce_add(F a) { return vaddvq_f32(a); }
   // Lane r = reduce_add(a[r]) for the W vectors a[0..4): two rounds of pairwise adds.
   static F reduce_add_w(const F* a) { return vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3])); }
