@@ -95,9 +95,9 @@ describe('sparq bench --quick', () => {
       expect(r.kvBytes).toBeGreaterThan(0);
       if (process.platform === 'linux') expect(r.peakRssBytes).toBeGreaterThanOrEqual(r.startRssBytes!);
     }
-    // sparq's cache (Session.kvBytes, as generate reports it): K rows, K transposed and V rows (f32, 1 layer, 2 KV heads of
-    // 128) for S plus 3 methods' 2 decode steps.
-    for (const r of sparq) expect(r.kvBytes).toBe((r.S + 3 * 2) * 2 * D * 3 * 4);
+    // sparq's cache (Session.kvBytes, as generate reports it): K and V rows in f32 and K transposed in f16 (the session
+    // default over f32 rows; 1 layer, 2 KV heads of 128) for S plus 3 methods' 2 decode steps.
+    for (const r of sparq) expect(r.kvBytes).toBe((r.S + 3 * 2) * 2 * D * (4 + 4 + 2));
     const llama = res.endToEnd.filter((r) => r.system === 'llama.cpp');
     if (process.env.CI === 'true' || llamaMissing === null) {
       expect(llamaMissing, 'CI installs node-llama-cpp').toBeNull();

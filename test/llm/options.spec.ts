@@ -37,8 +37,8 @@ describe('model options are checked before loading, as the CLI checks its flags'
   });
 
   it('an unknown key, a KV type, layout or product path outside its choices, and attention the method does not read', async () => {
-    await expect(loadModel(path, { kvDtype: 'f32' } as never)).rejects.toThrow("loadModel: unknown option 'kvDtype', expected one of tokenizer, weights, kv, kvLayout, attention, productPath, fallback, checkTensors, backend");
-    expect(() => openModel(referenceEngine, path, { kv: 'q8' as never })).toThrow('openModel: kv q8, expected one of f32, f16');
+    await expect(loadModel(path, { kvDtype: 'f32' } as never)).rejects.toThrow("loadModel: unknown option 'kvDtype', expected one of tokenizer, weights, kv, kt, kvLayout, attention, productPath, fallback, checkTensors, contextSize, backend");
+    expect(() => openModel(referenceEngine, path, { kv: 'q8' as never })).toThrow('openModel: kv q8, expected one of f32, f16, q8_0, q4_0');
     expect(() => openModel(referenceEngine, path, { kvLayout: 'twice' as never })).toThrow('openModel: kvLayout twice, expected one of k-twice, single-k');
     expect(() => openModel(referenceEngine, path, { productPath: 'int4' as never })).toThrow('openModel: productPath int4, expected one of dequant, int8');
     expect(() => openModel(referenceEngine, path, { attention: { method: 'dense', r: 3 } })).toThrow('openModel: attention.r 3: attention dense does not read it (only sparq does)');
