@@ -120,6 +120,22 @@ forEachBackend('Session.decodeBatch', (engine) => {
       expect(s.decode(11)).toEqual(first);
       expect(() => s.truncate(7)).toThrow('length 7, expected an integer in [0, 6]');
     });
+
+    it('truncate over q8_0 and q4_0 rows (decoded by the engine): the V sums and next logits of the prefix alone', () => {
+      // Head dim 32: one ggml block per row.
+      const { loaded: wide } = randomLlama({ dim: 128, hiddenDim: 128, nHeads: 4, nKvHeads: 2, nLayers: 2, seqLen: CAPACITY, extraTokens: 61, margin: 2, seed: 6 });
+      const model = buildModel(engine, wide);
+      for (const kv of ['q8_0', 'q4_0'] as const) {
+        const s = new Session(engine, model, { capacity: CAPACITY, maxPrefill: 8, attention: defaultAttention('dense', model.config.headDim, CAPACITY), kv });
+        s.prefill([1, 7, 8, 9, 10]);
+        const vSums = s.caches.map((cache) => cache.vSum.slice());
+        const first = s.decode(11).slice();
+        s.prefill([12, 13, 14]);
+        s.truncate(5);
+        expect(s.caches.map((cache) => cache.vSum)).toEqual(vSums);
+        expect(s.decode(11)).toEqual(first);
+      }
+    });
   });
 });
 

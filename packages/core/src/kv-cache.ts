@@ -346,22 +346,24 @@ export class KVCache {
    * prefix). The running V sum is summed again over the kept valid rows, in position order from zero
    * as kvAppend added them, so it equals the sum that appending those rows alone gives.
    */
-  truncate(seq: number, length: number, decodeRow?: (out: Float32Array, rows: Uint8Array, at: number) => void): void {
+  truncate(seq: number, length: number, decodeRows?: (out: Float32Array, rows: Uint8Array, at: number) => void): void {
     if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.truncate: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
     if (!Number.isInteger(length) || length < 0 || length > this.nPast[seq]) throw new SparqRangeError(`KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`);
-    if (isBlockKV(this.dtype) && !decodeRow) throw new SparqRangeError(`KVCache.truncate: ${this.dtype} rows need a decodeRow function (a backend's dequantize) to sum the kept values again`);
+    if (isBlockKV(this.dtype) && !decodeRows) throw new SparqRangeError(`KVCache.truncate: ${this.dtype} rows need a decodeRows function (a backend's dequantize) to sum the kept values again`);
     const d = this.headDim;
-    const row = new Float32Array(d); // (headDim) one kept V row as attention reads it
+    const first = this.nPad[seq];
+    const kept = Math.max(0, length - first);
+    const rows = new Float32Array(kept * d); // (kept, headDim) one head's kept V rows as attention reads them
     for (let h = 0; h < this.nKvHeads; h++) {
       const sum = (seq * this.nKvHeads + h) * d; // vSum (batch, nKvHeads, headDim)
       this.vSum.fill(0, sum, sum + d);
+      // A head's rows are contiguous: block rows are decoded in one call, f16 / f32 element by element.
+      const at = this.rowOffset(seq, h, first);
+      if (kept === 0) continue;
+      if (decodeRows && this.v instanceof Uint8Array) decodeRows(rows, this.v, at);
+      else for (let e = 0; e < kept * d; e++) rows[e] = this.dtype === 'f16' ? f16ToF32(this.v[at + e]) : this.v[at + e];
       // Each kept valid row, in order.
-      for (let pos = this.nPad[seq]; pos < length; pos++) {
-        const at = this.rowOffset(seq, h, pos);
-        if (decodeRow && this.v instanceof Uint8Array) decodeRow(row, this.v, at);
-        else for (let i = 0; i < d; i++) row[i] = this.dtype === 'f16' ? f16ToF32(this.v[at + i]) : this.v[at + i];
-        for (let i = 0; i < d; i++) this.vSum[sum + i] += row[i];
-      }
+      for (let j = 0; j < kept; j++) for (let i = 0; i < d; i++) this.vSum[sum + i] += rows[j * d + i];
     }
     // An integer kT block holding truncated positions is derived again from the rows at the next append, before anything reads it.
     this.nPast[seq] = length;

@@ -169,8 +169,9 @@ export class Session {
     for (const cache of this.caches) {
       // Block rows are decoded by the engine's dequantize, as attention reads them, to sum the kept V rows again.
       const dtype = cache.dtype;
-      const decodeRow = dtype === 'q8_0' || dtype === 'q4_0' ? (out: Float32Array, rows: Uint8Array, at: number) => this.engine.dequantize(Tensor.wrap('f32', out, [out.length]), Tensor.wrap(dtype, rows.subarray(at, at + cache.rowStride), [out.length])) : undefined;
-      cache.truncate(0, length, decodeRow);
+      const rowsOf = (values: number) => (values / cache.headDim) * cache.rowStride; // bytes of values / headDim rows
+      const decodeRows = dtype === 'q8_0' || dtype === 'q4_0' ? (out: Float32Array, rows: Uint8Array, at: number) => this.engine.dequantize(Tensor.wrap('f32', out, [out.length]), Tensor.wrap(dtype, rows.subarray(at, at + rowsOf(out.length)), [out.length])) : undefined;
+      cache.truncate(0, length, decodeRows);
     }
     this.pos = length;
   }
