@@ -104,6 +104,8 @@ in_app node --input-type=module -e '
 ' "$url" "$(basename "$MODEL")"
 kill "$SERVER"
 wait "$SERVER" 2>/dev/null || true
+# npx runs the bin as its child, which outlives npx: stop that server too.
+pkill -f "$APP/node_modules/.bin/sparq playground" 2>/dev/null || true
 SERVER=""
 
 # The prebuilt addon on older CPUs (emulated): baseline x86-64 runs the scalar kernels, an AVX2-only CPU the AVX2 ones.
