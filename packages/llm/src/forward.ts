@@ -111,6 +111,12 @@ export class Session {
   denseCost = 0;
   /** Next position to fill. */
   pos = 0;
+  /**
+   * Whether the last layer of a prefill forwards every row, not only the last (whose logits are
+   * all a prefill returns). Off by default: on, the last layer's queries, attention and FFN cost
+   * every row's work; tools that look at every prompt position's query (the playground) turn it on.
+   */
+  prefillAllRows = false;
   private readonly productPath: ProductPath;
   private readonly dense: AttentionConfig;
   /** Decode attention: options.attention until setAttention changes it. */
@@ -196,7 +202,7 @@ export class Session {
       let logits = this.state.logits.data;
       const t0 = performance.now();
       for (let i = 0; i < tokens.length; i += this.state.maxRows) {
-        logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? false);
+        logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? this.prefillAllRows);
         const done = Math.min(i + this.state.maxRows, tokens.length);
         options.onProgress?.(prefillProgress(done, tokens.length, performance.now() - t0));
       }

@@ -8,30 +8,43 @@
  * does not report its positions either: they are dense's top-k of the scores
  * computed here (f64; the op's f32 sums could order a near-tie differently).
  */
-import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, type AttentionMethod, type Engine } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type AttentionMethod, type Engine } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm/browser';
-import { lmInfinitePositions } from '@sparq/reference';
+import { lmInfinitePositions, readKeyComponent, readRow } from '@sparq/reference';
 import type { QueryRecord } from './probe.ts';
 import type { Lesson, MethodReads } from './protocol.ts';
 
 /**
- * The cache as it stood when the query at `position` was attended: the same K
- * and V, nPast = position + 1, and V's running sum recomputed over those rows
- * (only SparQ's reallocation reads it: `withMean` false leaves it zero). An integer K
- * transposed keeps its codes and block scales as they stand now: a 64-position block's scale
- * may count positions written after `position`, so step 1's estimate can differ slightly from
- * the one made at the time.
+ * Re-appends positions [from, to] of `full` (every KV head of sequence 0) to `cache`, which holds
+ * positions [0, from): the rows as stored, decoded as attention reads them. Re-encoding a decoded
+ * row gives back its bytes (widening f16 is exact; a ggml block requantizes to itself), and an
+ * append derives K transposed's block scales again from the stored rows, so after it `cache` is
+ * `full` as it stood when position `to` was attended: the same rows, K transposed with the block
+ * scales of that moment (not of the end of the run), and V's running sum over those rows.
  */
-function cacheAt(cache: KVCache, position: number, withMean = true): KVCache {
-  const { nKvHeads, headDim: d, capacity } = cache;
-  const v = cache.v; // (1, nKvHeads, capacity, d), f32 values or f16 bits
-  // The value a V element holds, as the cache's own running sum added it.
-  const value = cache.dtype === 'f16' ? (at: number) => f16ToF32(v[at]) : (at: number) => v[at];
-  const vSum = new Float64Array(nKvHeads * d); // (nKvHeads, d)
-  for (let h = 0; h < nKvHeads && withMean; h++) {
-    for (let j = 0; j <= position; j++) for (let i = 0; i < d; i++) vSum[h * d + i] += value((h * capacity + j) * d + i);
+function appendRows(engine: Engine, cache: KVCache, full: KVCache, from: number, to: number): void {
+  const { nKvHeads, headDim: d } = full;
+  const n = to - from + 1;
+  const k = Tensor.zeros('f32', [n, nKvHeads, d]);
+  const v = Tensor.zeros('f32', [n, nKvHeads, d]);
+  const row = new Float32Array(d);
+  for (let j = 0; j < n; j++) {
+    for (let h = 0; h < nKvHeads; h++) {
+      const at = full.rowOffset(0, h, from + j);
+      readRow(row, full, full.k, at);
+      k.data.set(row, (j * nKvHeads + h) * d);
+      readRow(row, full, full.v, at);
+      v.data.set(row, (j * nKvHeads + h) * d);
+    }
   }
-  return new KVCache(cache.options, { k: cache.k, kT: cache.kT, kTScale: cache.kTScale, v: cache.v, vSum, nPast: Int32Array.of(position + 1), nPad: Int32Array.of(0) });
+  engine.kvAppend(cache, 0, k, v);
+}
+
+/** A new cache of `full`'s options holding its positions [0, position]. */
+function cacheAt(engine: Engine, full: KVCache, position: number): KVCache {
+  const cache = new KVCache(full.options);
+  appendRows(engine, cache, full, 0, position);
+  return cache;
 }
 
 /** softmax of `x` in place (max subtracted first so exp cannot overflow). */
@@ -74,15 +87,15 @@ export interface LessonInput {
 
 export function lesson(input: LessonInput): Lesson {
   const { engine, caches, records, attention, nHeads, position, layer, head } = input;
-  const record = records[layer]?.get(position);
-  if (!record) throw new Error(`playground: no query recorded at position ${position} of layer ${layer}`);
+  if (!records[layer]) throw new Error(`playground: layer ${layer}, expected 0..${records.length - 1}`);
+  const query = queryAt(records[layer], position, layer);
   const full = caches[layer];
   const { nKvHeads, headDim: d } = full;
   if (!Number.isInteger(head) || head < 0 || head >= nKvHeads) throw new Error(`playground: KV head ${head}, expected 0..${nKvHeads - 1}`);
   const g = nHeads / nKvHeads;
   const S = position + 1;
-  const cache = cacheAt(full, position);
-  const q = Tensor.wrap('f32', record.q, [1, nHeads, d]);
+  const cache = cacheAt(engine, full, position);
+  const q = Tensor.wrap('f32', query, [1, nHeads, d]);
   const { r, k, l } = attention;
   const at = head * g * d; // the group's first element in q and in an output (nHeads, d)
 
@@ -102,14 +115,15 @@ export function lesson(input: LessonInput): Lesson {
   const h2o = replayH2O(input, k);
 
   // Step 1 as SparQ saw it: components by sum over the group of |q_i|.
-  const rows = Array.from({ length: g }, (_, t) => Array.from(record.q.subarray(at + t * d, at + (t + 1) * d)));
+  const rows = Array.from({ length: g }, (_, t) => Array.from(query.subarray(at + t * d, at + (t + 1) * d)));
   const absQ = Array.from({ length: d }, (_, i) => rows.reduce((sum, row) => sum + Math.abs(row[i]), 0));
   const i1 = Array.from(trace.i1.subarray(head * r, (head + 1) * r)).sort((a, b) => a - b);
   const tau = Array.from(trace.tau.subarray(head * g, (head + 1) * g));
 
-  // Scores over positions 0..S-1 per head: ŝ from the r components at temperature tau, s exact.
-  const K = full.k as Float32Array; // (1, nKvHeads, capacity, d)
-  const key = (j: number, i: number) => K[(head * full.capacity + j) * d + i];
+  // Scores over positions 0..S-1 per head: ŝ from the r components of K as step 1 read them (K
+  // transposed, which may be coarser than the rows) at temperature tau; s exact, from the K rows.
+  const keys = new Float32Array(S * d); // (S, d) this KV head's key rows, decoded
+  for (let j = 0; j < S; j++) readRow(keys.subarray(j * d, (j + 1) * d), cache, cache.k, cache.rowOffset(0, head, j));
   const sHat = new Float64Array(S);
   const s = new Float64Array(S);
   const sPerHead: Float64Array[] = [];
@@ -117,8 +131,8 @@ export function lesson(input: LessonInput): Lesson {
     const approx = new Float64Array(S);
     const exact = new Float64Array(S);
     for (let j = 0; j < S; j++) {
-      for (const i of i1) approx[j] += rows[t][i] * key(j, i);
-      for (let i = 0; i < d; i++) exact[j] += rows[t][i] * key(j, i);
+      for (const i of i1) approx[j] += rows[t][i] * readKeyComponent(cache, 0, head, i, j);
+      for (let i = 0; i < d; i++) exact[j] += rows[t][i] * keys[j * d + i];
       approx[j] /= tau[t];
       exact[j] /= Math.sqrt(d);
     }
@@ -155,26 +169,46 @@ export function lesson(input: LessonInput): Lesson {
 }
 
 /**
- * H2O at `position`: its choice depends on every decode step before, so it is
- * replayed from the first decode step of the run with the recorded queries
- * (eviction starts at generation; before it, H2O attends every position).
- * Returns the positions the KV head attends at `position`, and that step's reads.
+ * H2O at `position`, as its authors run it: the prompt's dense attention weights seed the
+ * accumulated scores (h2oSeed), then every decode step evicts. Its choice depends on every step
+ * before, so the run is replayed from the prompt with the recorded queries, appending each
+ * position's K and V before that step's attention as the run did. At a prompt position p the
+ * replay treats positions [0, p) as the prompt and p as the first decode step.
+ * Returns the positions the KV head attends at `position`, that step's reads and output, and
+ * H2O's state after it.
  */
-function replayH2O(input: LessonInput, k: number): { kept: number[]; stats: AttentionStats; method: AttentionMethod; out: Float32Array } {
+export function replayH2O(input: LessonInput, k: number): { kept: number[]; stats: AttentionStats; method: AttentionMethod; out: Float32Array; state: H2OState } {
   const { engine, caches, records, nHeads, position, layer, head } = input;
   const full = caches[layer];
-  const state = new H2OState(full);
   const d = full.headDim;
-  const out = Tensor.zeros('f32', [1, nHeads, d]);
-  const steps = [...records[layer].entries()].filter(([p, rec]) => rec.decode && p <= position).map(([p]) => p).sort((a, b) => a - b);
-  if (steps.at(-1) !== position) steps.push(position); // a prefill position: H2O has evicted nothing yet
-  let kept: number[] = [];
-  let stats = new AttentionStats();
-  for (const p of steps) {
-    const base = head * full.capacity;
-    if (p === position) kept = Array.from({ length: p + 1 }, (_, j) => j).filter((j) => state.evicted[base + j] === 0);
-    stats = new AttentionStats();
-    engine.h2oDecode(out, Tensor.wrap('f32', records[layer].get(p)!.q, [1, nHeads, d]), cacheAt(full, p, false), state, { k }, { stats });
+  const recorded = records[layer];
+  const firstDecode = Math.min(position, ...[...recorded.entries()].filter(([, rec]) => rec.decode).map(([p]) => p));
+  const cache = new KVCache(full.options);
+  const state = new H2OState(cache);
+  if (firstDecode > 0) {
+    // The prompt [0, firstDecode): its rows and its queries, one causal seed as the run's prefill.
+    appendRows(engine, cache, full, 0, firstDecode - 1);
+    const q = Tensor.zeros('f32', [firstDecode, nHeads, d]);
+    for (let p = 0; p < firstDecode; p++) q.data.set(queryAt(recorded, p, layer), p * nHeads * d);
+    engine.h2oSeed(state, q, cache, 0);
   }
-  return { kept, stats, method: 'h2o', out: out.data };
+  const out = Tensor.zeros('f32', [1, nHeads, d]);
+  let stats = new AttentionStats();
+  for (let p = firstDecode; p <= position; p++) {
+    appendRows(engine, cache, full, p, p);
+    stats = new AttentionStats();
+    engine.h2oDecode(out, Tensor.wrap('f32', queryAt(recorded, p, layer), [1, nHeads, d]), cache, state, { k }, { stats });
+  }
+  // A step evicts before it attends, so what the last step attended is what survived it.
+  const base = head * cache.capacity;
+  const kept = Array.from({ length: position + 1 }, (_, j) => j).filter((j) => state.evicted[base + j] === 0);
+  return { kept, stats, method: 'h2o', out: out.data, state };
+}
+
+/** The query recorded at `position` of `layer`. */
+function queryAt(recorded: ReadonlyMap<number, QueryRecord>, position: number, layer: number): Float32Array {
+  const record = recorded.get(position);
+  // A session records every prompt row's query in the last layer only with forward.prefillAllRows.
+  if (!record) throw new Error(`playground: no query recorded at position ${position} of layer ${layer}`);
+  return record.q;
 }

@@ -55,6 +55,8 @@ async function generate(settings: RunSettings): Promise<void> {
   const tokens = model.tokenize(settings.prompt);
   if (tokens.length > contextSize) throw new SparqError(`the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of n`);
   const session = model.createSession({ contextSize, attention: wanted });
+  // Every layer's query at every prompt position, so that any recorded step can be inspected.
+  session.forward.prefillAllRows = true;
   const attention = session.attention;
   post({ type: 'text', text: model.detokenize(tokens) });
   const generation = session.generate(tokens, { temperature: settings.temperature, topP: 0.9, seed: BigInt(settings.seed) });

@@ -8,5 +8,7 @@ import { createReferenceBackend } from './backend.ts';
 
 export { createReferenceBackend } from './backend.ts';
 export { lmInfinitePositions } from './attention/lm-infinite-decode.ts';
+// The cache read as the reference's attention reads it (the playground's lessons recompute scores from it).
+export { readKeyComponent, readRow } from './attention/cache-read.ts';
 
 registerBackend('reference', createReferenceBackend, 0);
