@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { f16ToF32, Tensor } from '@sparq/core';
-import { LanguageModel, buildModel, randomLlama } from '@sparq/llm';
+import { LanguageModel, buildModel, randomLlama, type AttentionSettings } from '@sparq/llm';
 import { lesson, replayH2O } from '../../packages/playground/web/lesson.ts';
 import { ProbeEngine } from '../../packages/playground/web/probe.ts';
 import { referenceEngine } from '../support/backends.ts';
@@ -33,7 +33,7 @@ describe('playground lesson on an f16 KV cache', () => {
   });
 
   // A small GQA model on the playground's settings: every prompt row forwarded in every layer.
-  const setup = (attention: Parameters<LanguageModel['createSession']>[0]['attention']) => {
+  const setup = (attention: AttentionSettings) => {
     const { loaded, tokenizer } = randomLlama({ dim: 32, hiddenDim: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, seqLen: 32, seed: 9 });
     const probe = new ProbeEngine(referenceEngine, loaded.config.nLayers);
     const model = new LanguageModel(probe, buildModel(probe, loaded), tokenizer);
