@@ -7,11 +7,12 @@
  * script's reason from build/UNAVAILABLE.txt) and how to build, so
  * `sparq backends` and the test report say why native is not in use.
  */
-import { BackendUnavailableError, setMemoryAdvisor } from '@sparq/core';
+import { BLOCK_LAYOUT, BackendUnavailableError, byteSize, isBlockDType, setMemoryAdvisor, type DType } from '@sparq/core';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DTYPE_CODE } from './basic-ops.ts';
 
 // SPARQ_NATIVE_BUILD points at another build (the sanitizer one: scripts/test-sanitize.sh).
 const buildDir = process.env.SPARQ_NATIVE_BUILD || join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
@@ -36,7 +37,37 @@ export interface NativeAddon {
   adviseHugePages(bytes: Uint8Array): number;
   /** How many bytes from the array's start its first 64-byte-aligned address is (0-63). */
   lineOffset(bytes: Uint8Array): number;
+  /** The block shape every kernel assumes, per element type, with the type's binding code (src/addon.cc). */
+  blockLayouts(): Record<string, BlockShape>;
   [fn: string]: (...args: never[]) => unknown;
+}
+
+/** One element type's block as the addon lays it out: its binding code, and elements in bytes. */
+export interface BlockShape {
+  code: number;
+  elements: number;
+  bytes: number;
+}
+
+/**
+ * Why an addon's block layouts disagree with core's (BLOCK_LAYOUT, and one element of the plain
+ * types) or with the binding codes the ops pass (DTYPE_CODE), or null when they agree. An addon
+ * built from other sources would read every weight of such a type wrongly, so it is not used.
+ */
+export function blockLayoutMismatch(reported: Record<string, BlockShape>): string | null {
+  const problems: string[] = [];
+  for (const [name, code] of Object.entries(DTYPE_CODE)) {
+    const dtype = name as DType;
+    const elements = isBlockDType(dtype) ? BLOCK_LAYOUT[dtype].elements : 1;
+    const expected = { code, elements, bytes: byteSize(dtype, elements) };
+    const got = reported[name];
+    if (!got) problems.push(`${name} is missing (core: code ${code}, ${elements} elements in ${expected.bytes} bytes)`);
+    else if (got.code !== code || got.elements !== elements || got.bytes !== expected.bytes) {
+      problems.push(`${name} is code ${got.code}, ${got.elements} elements in ${got.bytes} bytes (core: code ${code}, ${elements} in ${expected.bytes})`);
+    }
+  }
+  for (const name of Object.keys(reported)) if (!(name in DTYPE_CODE)) problems.push(`${name} is unknown to core`);
+  return problems.length ? `the addon's block layouts disagree with @sparq/core's: ${problems.join('; ')}` : null;
 }
 
 /** Whether this process runs on glibc (prebuilt binaries are linked against it; none fits musl, as on Alpine). */
@@ -80,6 +111,8 @@ export function loadAddon(dir: string = buildDir): NativeAddon {
     const why = path === built ? '' : `${notBuilt}; `;
     throw new BackendUnavailableError(`${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`, { cause: error });
   }
+  const mismatch = typeof addon.blockLayouts === 'function' ? blockLayoutMismatch(addon.blockLayouts()) : 'it reports no block layouts (built from older sources)';
+  if (mismatch) throw new BackendUnavailableError(`native addon at ${path}: ${mismatch}; rebuild it from this package's sources: ${BUILD_COMMAND}`);
   // From now on the engine's large buffers (KV caches, weights) get huge pages where Linux grants them (core's memory.ts).
   // It also tells core where the buffer's first cache line starts (allocAligned).
   setMemoryAdvisor((buffer) => {

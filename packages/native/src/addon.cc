@@ -2,9 +2,11 @@
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "bindings.h"
 #include "cpu.h"
+#include "quant.h"
 
 namespace sparq {
 namespace {
@@ -60,10 +62,36 @@ Napi::Value kernel_paths_js(const Napi::CallbackInfo& call) {
   return out;
 }
 
+// The element types by the names core gives them (core/dtype.ts), each with its binding code.
+constexpr std::pair<const char*, WeightType> kWeightTypeNames[] = {
+    {"f32", WeightType::f32},       {"f16", WeightType::f16},       {"bf16", WeightType::bf16},     {"q4_0", WeightType::q4_0},
+    {"q4_1", WeightType::q4_1},     {"q8_0", WeightType::q8_0},     {"q5_0", WeightType::q5_0},     {"q5_1", WeightType::q5_1},
+    {"q2_k", WeightType::q2_k},     {"q3_k", WeightType::q3_k},     {"q4_k", WeightType::q4_k},     {"q5_k", WeightType::q5_k},
+    {"q6_k", WeightType::q6_k},     {"iq4_nl", WeightType::iq4_nl}, {"iq4_xs", WeightType::iq4_xs},
+};
+static_assert(sizeof(kWeightTypeNames) / sizeof(kWeightTypeNames[0]) == WEIGHT_TYPE_COUNT, "a name for every weight type");
+
+// blockLayouts() -> { name: { code, elements, bytes } }: the block shape every kernel assumes, per
+// element type. The loader compares it with core's BLOCK_LAYOUT and refuses an addon that disagrees.
+Napi::Value block_layouts_js(const Napi::CallbackInfo& call) {
+  Napi::Env env = call.Env();
+  Napi::Object out = Napi::Object::New(env);
+  for (const auto& [name, type] : kWeightTypeNames) {
+    const BlockShape shape = block_shape(type);
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("code", static_cast<double>(static_cast<int>(type)));
+    entry.Set("elements", static_cast<double>(shape.elements));
+    entry.Set("bytes", static_cast<double>(shape.bytes));
+    out.Set(name, entry);
+  }
+  return out;
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, info));
   exports.Set("forceKernelPath", Napi::Function::New(env, force_kernel_path_js));
   exports.Set("kernelPaths", Napi::Function::New(env, kernel_paths_js));
+  exports.Set("blockLayouts", Napi::Function::New(env, block_layouts_js));
   register_basic_ops(env, exports);
   register_attention_ops(env, exports);
   register_memory_ops(env, exports);
