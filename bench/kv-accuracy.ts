@@ -12,7 +12,8 @@
  *         cache: what a q4_0 cache's attention reads, as dequantize decodes it), whole model and
  *         one layer at a time; and two mitigations as evidence, q8_0 K with q4_0 V (llama.cpp's
  *         -ctk q8_0 -ctv q4_0) and q4_0 K rotated by a Walsh-Hadamard transform of the head.
- *         Then, on the first window's f32 run, per layer: the K channels' kurtosis and the
+ *         Then, on the first window's f32 run, per layer: the K channels' kurtosis (3 for a
+ *         Gaussian) and the
  *         ratio of the largest channel RMS to the median one, each type's relative row error
  *         for K and V, and what q4_0 K does to the attention itself (logit error, and the total
  *         variation distance between the attention weights with exact and q4_0 keys).
@@ -31,7 +32,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Engine, KVCache, Tensor, loadBackends, type AttentionMethod, type AttentionOptions, type BlockDType, type KVDType } from '@sparq/core';
 import '@sparq/native';
-import { PERPLEXITY_PROTOCOL, Session, argmax, buildModel, defaultAttention, denseNll, encodePieces, findTokenizer, ggufTensors, llamaMetadata, padHeads, readModelFile, summarize, textPieces, tokenNll, windowsOf, writeGGUFFile, type Model, type PerplexityProtocol } from '@sparq/llm';
+import { PERPLEXITY_PROTOCOL, Session, argmax, buildModel, defaultAttention, denseNll, encodePieces, findTokenizer, ggufTensors, kurtosis, llamaMetadata, padHeads, readModelFile, summarize, textPieces, tokenNll, windowsOf, writeGGUFFile, type Model, type PerplexityProtocol } from '@sparq/llm';
 
 const { values } = parseArgs({ options: { part: { type: 'string' }, windows: { type: 'string' }, steps: { type: 'string' }, model: { type: 'string' } } });
 const shared = (p: string) => new URL(`../../shared/${p}`, import.meta.url).pathname;
@@ -179,18 +180,6 @@ class RecordingEngine extends RowMapEngine {
   }
 }
 
-/** Excess kurtosis of xs (0 for a normal distribution; large when a few values dominate). */
-function kurtosis(xs: readonly number[]): number {
-  const n = xs.length;
-  const mean = xs.reduce((a, b) => a + b, 0) / n;
-  let m2 = 0, m4 = 0;
-  for (const x of xs) {
-    m2 += (x - mean) ** 2;
-    m4 += (x - mean) ** 4;
-  }
-  return (n * m4) / (m2 * m2) - 3;
-}
-
 /** ||a - b|| / ||a|| over whole tensors. */
 function relativeError(a: Tensor<'f32'>, b: Tensor<'f32'>): number {
   let num = 0, den = 0;
@@ -289,8 +278,8 @@ function quantPart(tokens: readonly number[]): void {
     const rms: number[] = [];
     for (let h = 0; h < nKv; h++) {
       for (let c = 0; c < from; c++) {
-        const xs = Array.from({ length: N }, (_, i) => k.data[k.offset + (i * nKv + h) * d + c]);
-        kurt.push(kurtosis(xs));
+        const xs = Float32Array.from({ length: N }, (_, i) => k.data[k.offset + (i * nKv + h) * d + c]);
+        kurt.push(kurtosis(xs, 0, N));
         rms.push(Math.sqrt(xs.reduce((s, x) => s + x * x, 0) / N));
       }
     }

@@ -281,7 +281,7 @@ function groupTop(probs: Float64Array, stride: number, first: number, g: number,
 }
 
 /** Kurtosis m4 / m2^2 of x[at .. at + n) (3 for Gaussian data; NaN for constant data). */
-function kurtosis(x: Float32Array, at: number, n: number): number {
+export function kurtosis(x: Float32Array, at: number, n: number): number {
   let mu = 0;
   for (let i = 0; i < n; i++) mu += x[at + i];
   mu /= n;
