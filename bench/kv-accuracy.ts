@@ -141,13 +141,13 @@ const rotated = (map: RowMap): RowMap => (x) => hadamard(map(hadamard(x)));
  */
 class RowMapEngine extends Engine {
   private readonly layerOf = new Map<KVCache, number>();
+  private readonly nLayers: number;
+  private readonly maps: { k?: RowMap; v?: RowMap; layers?: readonly number[] };
 
-  constructor(
-    base: Engine,
-    private readonly nLayers: number,
-    private readonly maps: { k?: RowMap; v?: RowMap; layers?: readonly number[] },
-  ) {
+  constructor(base: Engine, nLayers: number, maps: { k?: RowMap; v?: RowMap; layers?: readonly number[] }) {
     super(base.backend);
+    this.nLayers = nLayers;
+    this.maps = maps;
   }
 
   protected layer(cache: KVCache): number {

@@ -35,3 +35,18 @@ describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV typ
     expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
   });
 });
+
+describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in bytes [%s]', (_, engine) => {
+  const model = buildModel(engine, loaded);
+  it('SparQ over q4_0 rows with i2 kT: bytes read against what dense reads from the same cache', () => {
+    const session = new Session(engine, model, { capacity: 72, maxPrefill: 32, attention: SPARQ, kvDType: 'q4_0' });
+    session.prefill(prompt);
+    session.decode(5); // S = 71
+    // Per layer (one KV head, 2 query heads, d 128): 71 x 16 i2 codes (1/4 byte + 2/64 for the
+    // scales) and 8 rows of K; 8 rows of V; vSum read and updated (2 x 128 f64); q and y (2 x 2 x 128 f32).
+    const perLayer = 71 * 16 * (0.25 + 2 / 64) + 8 * 72 + 8 * 72 + 2 * 128 * 8 + 2 * 2 * 128 * 4;
+    expect(session.stats.totalBytes).toBe(2 * perLayer);
+    // Dense: 71 rows of K and of V, SPEC 3's 2d for q and y, in f32.
+    expect(session.denseBytes).toBe(2 * (2 * 71 * 72 + 2 * 128 * 4));
+  });
+});

@@ -4,7 +4,7 @@
  * input with the same error and no backend ever sees an out-of-range call.
  * Models, the CLI and tests are written against this class only.
  */
-import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import { countBytes, elementCounts, type AttentionOptions, type BudgetParams, type H2OState, type SparqOptions, type SparqParams } from './attention.ts';
 import type { Backend, BackendInfo, BackendOps, ProductPath, OpName, RopeOptions } from './backend.ts';
 import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
@@ -124,31 +124,31 @@ export class Engine {
 
   attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
     v.validateDecode('attentionDecode', out, q, cache);
-    this.op('attentionDecode')(out, q, cache, options);
+    this.counted(cache, options, 'rows', () => this.op('attentionDecode')(out, q, cache, options));
   }
 
   attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
     v.validatePrefill('attentionPrefill', out, q, cache, seq);
-    this.op('attentionPrefill')(out, q, cache, seq, options);
+    this.counted(cache, options, 'rows', () => this.op('attentionPrefill')(out, q, cache, seq, options));
   }
 
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
     v.validateDecode('sparqDecode', out, q, cache);
     v.validateSparq('sparqDecode', cache, params, options?.trace, q.shape[1]);
-    this.op('sparqDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'sparq', () => this.op('sparqDecode')(out, q, cache, params, options));
   }
 
   topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('topkDecode', out, q, cache);
     v.validateBudget('topkDecode', params);
-    this.op('topkDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'rows', () => this.op('topkDecode')(out, q, cache, params, options));
   }
 
   h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('h2oDecode', out, q, cache);
     v.validateBudget('h2oDecode', params);
     v.validateH2OState('h2oDecode', cache, state);
-    this.op('h2oDecode')(out, q, cache, state, params, options);
+    this.counted(cache, options, 'h2o', () => this.op('h2oDecode')(out, q, cache, state, params, options));
   }
 
   h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
@@ -160,6 +160,14 @@ export class Engine {
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('lmInfiniteDecode', out, q, cache);
     v.validateBudget('lmInfiniteDecode', params);
-    this.op('lmInfiniteDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'rows', () => this.op('lmInfiniteDecode')(out, q, cache, params, options));
+  }
+
+  /** Runs an attention op; when it counts into stats, converts what it counted to bytes (countBytes). */
+  private counted(cache: KVCache, options: AttentionOptions | undefined, reads: 'rows' | 'sparq' | 'h2o', run: () => void): void {
+    const stats = options?.stats;
+    const before = stats && elementCounts(stats);
+    run();
+    if (stats && before) countBytes(stats, cache, before, reads);
   }
 }
