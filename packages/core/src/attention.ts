@@ -1,7 +1,7 @@
 /**
  * Parameters, outputs and state shared by the attention ops (SPEC sections 2 and 3).
  */
-import { kTBytesPerPosition, kvRowBytes, type KVCache } from './kv-cache.ts';
+import type { KVCache } from './kv-cache.ts';
 
 /** SparQ decode parameters (SPEC section 2). */
 export interface SparqParams {
@@ -32,7 +32,7 @@ export type AttentionMethod = 'dense' | 'sparq' | 'oracle' | 'h2o' | 'lminf';
  *               reallocation, the accumulated scores (read and write) for H2O
  *   ioElements  query elements read plus output elements written
  * and the same in bytes (kBytes, vBytes, auxBytes, ioBytes), which differ from the elements by
- * the cache's types: the Engine converts each call's counts (countBytes below), so a q4_0 cache
+ * the cache's types: the Engine converts each call's counts (countBytes, engine.ts), so a q4_0 cache
  * read costs 18 bytes per 32 elements and SparQ's data ratio is the bytes' ratio.
  */
 export class AttentionStats {
@@ -60,36 +60,6 @@ export class AttentionStats {
   }
 }
 
-/** The element counters of `stats` now, to convert what one call adds (countBytes). */
-export type ElementCounts = Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements'>;
-
-export function elementCounts(stats: AttentionStats): ElementCounts {
-  const { kElements, vElements, auxElements, ioElements } = stats;
-  return { kElements, vElements, auxElements, ioElements };
-}
-
-/**
- * Adds to stats' bytes what one attention call over `cache` counted in elements since `before`.
- *   K, V rows  kvRowBytes / headDim per element (f32 4, f16 2, q8_0 34/32, q4_0 18/32)
- *   K columns  SparQ's step 1 over K transposed ('k-twice'): kTBytesPerPosition / headDim per
- *              element (integer codes with their share of the f16 scale of each 64 positions)
- *   aux        SparQ's running V sum, f64 (8); H2O's accumulated scores, f32 (4)
- *   io         q and the output, f32 (4)
- * The kernels count K columns and K rows together. SparQ reads the same k' rows of K and of V
- * (SPEC 2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
- * columns. With 'single-k' step 1 gathers from the rows, counted at the rows' bytes per element.
- */
-export function countBytes(stats: AttentionStats, cache: KVCache, before: ElementCounts, reads: 'rows' | 'sparq' | 'h2o'): void {
-  const d = cache.headDim;
-  const row = kvRowBytes(cache.dtype, d) / d;
-  const k = stats.kElements - before.kElements;
-  const v = stats.vElements - before.vElements;
-  const columns = reads === 'sparq' && cache.layout === 'k-twice' ? k - v : 0;
-  stats.kBytes += (k - columns) * row + columns * (kTBytesPerPosition(cache.kTDType, d) / d);
-  stats.vBytes += v * row;
-  stats.auxBytes += (stats.auxElements - before.auxElements) * (reads === 'sparq' ? 8 : 4);
-  stats.ioBytes += (stats.ioElements - before.ioElements) * 4;
-}
 
 /**
  * What SparQ chose, filled in when passed to `sparqDecode` (for test vectors and

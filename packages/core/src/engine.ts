@@ -4,12 +4,12 @@
  * input with the same error and no backend ever sees an out-of-range call.
  * Models, the CLI and tests are written against this class only.
  */
-import { countBytes, elementCounts, type AttentionOptions, type BudgetParams, type H2OState, type SparqOptions, type SparqParams } from './attention.ts';
+import type { AttentionOptions, AttentionStats, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
 import type { Backend, BackendInfo, BackendOps, ProductPath, OpName, RopeOptions } from './backend.ts';
 import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
-import type { KVCache } from './kv-cache.ts';
+import { kTBytesPerPosition, kvRowBytes, type KVCache } from './kv-cache.ts';
 import type { Tensor } from './tensor.ts';
 import * as v from './validate.ts';
 
@@ -170,4 +170,36 @@ export class Engine {
     run();
     if (stats && before) countBytes(stats, cache, before, reads);
   }
+}
+
+/** The element counters of `stats` now, to convert what one call adds (countBytes). */
+type ElementCounts = Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements'>;
+
+function elementCounts(stats: AttentionStats): ElementCounts {
+  const { kElements, vElements, auxElements, ioElements } = stats;
+  return { kElements, vElements, auxElements, ioElements };
+}
+
+/**
+ * Adds to stats' bytes what one attention call over `cache` counted in elements since `before`;
+ * `reads` is 'rows' for dense decode and prefill, oracle top-k and LM-Infinite.
+ *   K, V rows  kvRowBytes / headDim per element (f32 4, f16 2, q8_0 34/32, q4_0 18/32)
+ *   K columns  SparQ's step 1 over K transposed ('k-twice'): kTBytesPerPosition / headDim per
+ *              element (integer codes with their share of the f16 scale of each 64 positions)
+ *   aux        SparQ's running V sum, f64 (8); H2O's accumulated scores, f32 (4)
+ *   io         q and the output, f32 (4)
+ * The kernels count K columns and K rows together. SparQ reads the same k' rows of K and of V
+ * (SPEC 2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
+ * columns. With 'single-k' step 1 gathers from the rows, counted at the rows' bytes per element.
+ */
+function countBytes(stats: AttentionStats, cache: KVCache, before: ElementCounts, reads: 'rows' | 'sparq' | 'h2o'): void {
+  const d = cache.headDim;
+  const row = kvRowBytes(cache.dtype, d) / d;
+  const k = stats.kElements - before.kElements;
+  const v = stats.vElements - before.vElements;
+  const columns = reads === 'sparq' && cache.layout === 'k-twice' ? k - v : 0;
+  stats.kBytes += (k - columns) * row + columns * (kTBytesPerPosition(cache.kTDType, d) / d);
+  stats.vBytes += v * row;
+  stats.auxBytes += (stats.auxElements - before.auxElements) * (reads === 'sparq' ? 8 : 4);
+  stats.ioBytes += (stats.ioElements - before.ioElements) * 4;
 }
