@@ -1,22 +1,22 @@
 /**
  * What the KV cache's row type costs stories260K (issues 13 and 24; the numbers of
- * docs/kv-cache.md "Accuracy of the rows"). Three parts:
+ * docs/kv-cache.md, "Why q4_0 rows double stories260K's perplexity"). Three parts:
  *
  * logits  f16 against f32 rows: for dense and SparQ, the f32 run decodes greedily from BOS, the
  *         f16 run is fed the same tokens (teacher forcing) and its logits are compared step by
  *         step, then it decodes greedily on its own; the first step where its tokens differ.
  * quant   q8_0 / q4_0 rows, `sparq eval`'s dense perplexity protocol (windows of 512). q8_0 and
  *         q4_0 need head dims that are multiples of 32, so the model runs with its heads of 8
- *         zero-padded to 32 (padded-heads.ts: the same function). Besides the real cache types,
+ *         zero-padded to 32 (llm's pad-heads.ts: the same function). Besides the real cache types,
  *         K and V rows go through quantize / dequantize round trips separately (stored in an f32
  *         cache: what a q4_0 cache's attention reads, as dequantize decodes it), whole model and
  *         one layer at a time; and two mitigations as evidence, q8_0 K with q4_0 V (llama.cpp's
  *         -ctk q8_0 -ctv q4_0) and q4_0 K rotated by a Walsh-Hadamard transform of the head.
  *         Then, on the first window's f32 run, per layer: the K channels' kurtosis (3 for a
- *         Gaussian) and the
- *         ratio of the largest channel RMS to the median one, each type's relative row error
- *         for K and V, and what q4_0 K does to the attention itself (logit error, and the total
- *         variation distance between the attention weights with exact and q4_0 keys).
+ *         Gaussian) and the ratio of the largest channel RMS to the median one, each type's
+ *         relative row error for K and V, and what q4_0 K does to the attention itself (logit
+ *         error, and the total variation distance between the attention weights with exact and
+ *         q4_0 keys).
  * llama   llama.cpp (node-llama-cpp's prebuilt CPU build, one thread) on the same padded model
  *         written as GGUF (f32 weights): perplexity over the same windows with -ctk / -ctv f32,
  *         f16, q8_0, q4_0 and mixed (flash attention on: llama.cpp needs it for a quantized V).
@@ -37,7 +37,9 @@ import { PERPLEXITY_PROTOCOL, Session, argmax, buildModel, defaultAttention, den
 const { values } = parseArgs({ options: { part: { type: 'string' }, windows: { type: 'string' }, steps: { type: 'string' }, model: { type: 'string' } } });
 const shared = (p: string) => new URL(`../../shared/${p}`, import.meta.url).pathname;
 const modelPath = values.model ?? shared('models/stories260K.bin');
-const parts = values.part ? [values.part] : ['logits', 'quant', 'llama'];
+const PARTS = ['logits', 'quant', 'llama'];
+if (values.part !== undefined && !PARTS.includes(values.part)) throw new Error(`--part ${values.part}, expected one of ${PARTS.join(', ')}`);
+const parts = values.part ? [values.part] : PARTS;
 const protocol: PerplexityProtocol = { ...PERPLEXITY_PROTOCOL, windows: Number(values.windows ?? 4) };
 const { available } = await loadBackends();
 const engine = available.find((e) => e.name === 'native') ?? available[0];
@@ -302,6 +304,7 @@ async function llamaPart(tokens: readonly number[]): Promise<void> {
   /** llama.cpp's perplexity over `protocol`'s windows, each evaluated in one batch, every position scored. */
   const ppl = async (path: string, k: string, v: string, flashAttention: boolean): Promise<number> => {
     const model = await llama.loadModel({ modelPath: path });
+    // Twice the window: with a context of exactly one window, node-llama-cpp 3.22.1 crashed the process (SIGSEGV) on a q8_0 cache.
     const context = await model.createContext({ contextSize: 2 * protocol.window, batchSize: protocol.window, threads: 1, flashAttention, experimentalKvCacheKeyType: k as never, experimentalKvCacheValueType: v as never });
     try {
       let sum = 0, n = 0;
