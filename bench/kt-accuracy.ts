@@ -14,8 +14,8 @@
  * 3. `sparq eval` perplexity (its protocol: windows of 512, 64 warm-up positions): dense and
  *    SparQ at 1/4 and 1/8 of dense's data, for each KV row type with each kT. stories260K's head
  *    dim is 8, and q8_0 / q4_0 rows need multiples of 32, so the block types run on the same
- *    model with every head zero-padded to 32 components (the same function: q scaled by 2 for
- *    the 1/sqrt(d) temperature, RoPE frequencies kept; its f16 perplexity matches the original).
+ *    model with every head zero-padded to 32 components (the same function: llm's pad-heads.ts;
+ *    its f16 perplexity matches the original).
  *    In that model a 32-value block holds one head's 8 values and 24 zeros, so the block scale
  *    is per head: kinder to q8_0 / q4_0 than a real 32-wide head. Said so in the docs.
  *
@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import { Engine, KVCache, SparqTrace, Tensor, loadBackends, roundToF16, type KTDType, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
 import '@sparq/native';
 import { denseGroupProbs } from '../packages/cli/src/commands/demo.ts';
-import { PERPLEXITY_PROTOCOL, configForTarget, denseNll, encodePieces, methodNll, mulberry32, openModel, scoredSteps, summarize, syncMirror, textPieces, type AttentionConfig, type EvalModel, type Model } from '@sparq/llm';
+import { PERPLEXITY_PROTOCOL, buildModel, configForTarget, denseNll, encodePieces, methodNll, mulberry32, openModel, padHeads, readModelFile, scoredSteps, summarize, syncMirror, textPieces, type AttentionConfig, type EvalModel, type Model } from '@sparq/llm';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, windows: { type: 'string' } } });
 const quick = values.quick === true;
@@ -149,33 +149,6 @@ class AgreementEngine extends Engine {
 
 // ---- 3. Perplexity ----
 
-/** stories260K with every head zero-padded from headDim to `to` components, computing the same function. */
-function padHeads(model: Model, to: number): Model {
-  const c = model.config;
-  const from = c.headDim;
-  const pad = (w: Tensor, heads: number, scale: number): Tensor<'f32'> => {
-    // (heads * from, dim) -> (heads * to, dim): head h's rows at h * to, the rest zero.
-    const [, cols] = w.shape;
-    const out = Tensor.zeros('f32', [heads * to, cols]);
-    for (let h = 0; h < heads; h++) for (let i = 0; i < from; i++) for (let j = 0; j < cols; j++) out.data[(h * to + i) * cols + j] = scale * (w as Tensor<'f32'>).data[(h * from + i) * cols + j];
-    return out;
-  };
-  const padColumns = (w: Tensor, heads: number): Tensor<'f32'> => {
-    // (dim, heads * from) -> (dim, heads * to)
-    const [rows] = w.shape;
-    const out = Tensor.zeros('f32', [rows, heads * to]);
-    for (let r = 0; r < rows; r++) for (let h = 0; h < heads; h++) for (let i = 0; i < from; i++) out.data[r * heads * to + h * to + i] = (w as Tensor<'f32'>).data[r * heads * from + h * from + i];
-    return out;
-  };
-  // The attention temperature is 1/sqrt(headDim): q scaled by sqrt(to / from) keeps every logit.
-  const qScale = Math.sqrt(to / from);
-  const layers = model.weights.layers.map((l) => ({ ...l, wq: pad(l.wq as Tensor, c.nHeads, qScale), wk: pad(l.wk as Tensor, c.nKvHeads, 1), wv: pad(l.wv as Tensor, c.nKvHeads, 1), wo: padColumns(l.wo as Tensor, c.nHeads) }));
-  // RoPE pair p keeps its frequency theta^(-2p/from); the padded pairs rotate zeros.
-  const freqs = Tensor.f32([to / 2], Array.from({ length: to / 2 }, (_, p) => (p < from / 2 ? Math.pow(c.ropeTheta, (-2 * p) / from) : 0)));
-  const config = { ...c, headDim: to, qDim: c.nHeads * to, kvDim: c.nKvHeads * to };
-  return { ...model, config, weights: { ...model.weights, layers, rope: { ...model.weights.rope, freqs, scale: 1 } }, notes: [...model.notes, `heads zero-padded ${from} -> ${to}`] };
-}
-
 function perplexity(model: Model, label: string, rows: readonly KVDType[], tokens: readonly number[], agreement?: AgreementEngine): void {
   const p = { ...PERPLEXITY_PROTOCOL, windows };
   const steps = scoredSteps(tokens.length, p);
@@ -205,5 +178,5 @@ const tokens = encodePieces(lm.tokenizer, textPieces(readFileSync(shared('data/t
 const agreement = new AgreementEngine(engine.backend);
 perplexity(lm.model, '3. stories260K (head dim 8)', ['f32', 'f16'], tokens, agreement);
 console.log(`\n2. stories260K step-2 agreement with f16 kT (real queries, SparQ runs above with f16 rows): ${INTEGER_KT.map((t) => `${t} ${pct(agreement.agree.get(t)!.sum / agreement.agree.get(t)!.n)}`).join(', ')}`);
-perplexity(padHeads(lm.model, 32), '3. stories260K, heads zero-padded to 32', ['f16', 'q8_0', 'q4_0'], tokens);
+perplexity(buildModel(engine, padHeads(readModelFile(shared('models/stories260K.bin'), engine).loaded, 32)), '3. stories260K, heads zero-padded to 32', ['f16', 'q8_0', 'q4_0'], tokens);
 console.log(`\n${((performance.now() - started) / 1000).toFixed(0)} s`);

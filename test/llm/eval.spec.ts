@@ -7,14 +7,14 @@
  */
 import type { Engine } from '@sparq/core';
 import {
-  Session, agreementSummary, attentionStatistics, configForTarget, defaultAttention, denseNll, encodePieces, greedySteps, greedyTokens, meanCompression,
-  methodNll, scoredSteps, storyPrompts, summarize, textPieces, PERPLEXITY_PROTOCOL, type AttentionConfig, type EvalModel,
+  Session, agreementSummary, attentionStatistics, buildModel, configForTarget, defaultAttention, denseNll, encodePieces, greedySteps, greedyTokens, meanCompression,
+  methodNll, padHeads, readModelFile, scoredSteps, storyPrompts, summarize, textPieces, PERPLEXITY_PROTOCOL, type AttentionConfig, type EvalModel,
 } from '@sparq/llm';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { sharedFile } from '../support/shared.ts';
-import { runSparq, stories, storiesMissing } from './support.ts';
+import { files, runSparq, stories, storiesMissing } from './support.ts';
 
 const text = sharedFile('data/tinystories_val.txt');
 const missing = storiesMissing ?? text.missing;
@@ -118,6 +118,17 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     expect(rd.topkAgreement).toBeGreaterThan(r1.topkAgreement);
     // Kurtosis of 8 numbers lies in [1, 7] (Pearson's bound: m4 / m2^2 <= n - 2 + 1 / (n - 1) ... < n).
     for (const row of s.kurtosis) for (const k of row) expect(k >= 1 && k < d).toBe(true);
+  });
+
+  it.each(['q8_0', 'q4_0'] as const)('attention statistics over %s rows (heads padded to 32): the exact limit attends all mass with dense output', (kv) => {
+    const padded: EvalModel = { ...m, model: buildModel(fast, padHeads(readModelFile(files.model.path, fast).loaded, 32)), kvDType: kv };
+    const exact = { label: 'exact sparq', config: { method: 'sparq', r: 32, k: 128, l: 0, reallocate: true } as AttentionConfig };
+    const s = attentionStatistics(padded, tokens, { ...ONE_WINDOW, window: 128 }, [exact], { r: [], k: [] });
+    expect(s.steps).toBe(128 - 64);
+    // The mirror holds the session's own bytes and the dense probabilities come from its decoded keys.
+    expect(s.methods[0].topkAgreement).toBe(1);
+    expect(s.methods[0].mass).toBeCloseTo(1, 6);
+    expect(s.methods[0].outputError).toBeLessThanOrEqual(SAME_MATH_OUTPUT);
   });
 
   it('greedy agreement: a method at its exact limit follows dense for every token', () => {

@@ -5,8 +5,8 @@
  * q8_0 / q4_0 rows; the numbers of each type are the conformance suite's (test/conformance).
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SESSION_KT, Session, buildModel, randomLlama, type AttentionConfig } from '@sparq/llm';
-import type { KVDType } from '@sparq/core';
+import { DEFAULT_SESSION_KT, Session, buildModel, randomLlama, syncMirror, type AttentionConfig } from '@sparq/llm';
+import { KVCache, Tensor, type KVDType } from '@sparq/core';
 import { engines } from '../support/backends.ts';
 
 const SPARQ: AttentionConfig = { method: 'sparq', r: 16, k: 8, l: 2, reallocate: true };
@@ -33,5 +33,38 @@ describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV typ
     // Per component: 128 positions of codes and 2 f16 scales.
     const kTHeld = bits ? 128 * ((128 * bits) / 8 + 2 * 2) : 72 * KT_BYTES[kT];
     expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
+  });
+});
+
+describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in bytes [%s]', (_, engine) => {
+  const model = buildModel(engine, loaded);
+  it('SparQ over q4_0 rows with i2 kT: bytes read against what dense reads from the same cache', () => {
+    const session = new Session(engine, model, { capacity: 72, maxPrefill: 32, attention: SPARQ, kvDType: 'q4_0' });
+    session.prefill(prompt);
+    session.decode(5); // S = 71
+    // Per layer (one KV head, 2 query heads, d 128): 71 x 16 i2 codes (1/4 byte + 2/64 for the
+    // scales) and 8 rows of K; 8 rows of V; vSum read and updated (2 x 128 f64); q and y (2 x 2 x 128 f32).
+    const perLayer = 71 * 16 * (0.25 + 2 / 64) + 8 * 72 + 8 * 72 + 2 * 128 * 8 + 2 * 2 * 128 * 4;
+    expect(session.stats.totalBytes).toBe(2 * perLayer);
+    // Dense: 71 rows of K and of V, SPEC 3's 2d for q and y, in f32.
+    expect(session.denseBytes).toBe(2 * (2 * 71 * 72 + 2 * 128 * 4));
+  });
+});
+
+describe.each(engines.map((e) => [e.name, e] as const))('syncMirror [%s]', (_, engine) => {
+  it.each(['f16', 'q8_0', 'q4_0'] as const)('%s: a mirror of the same type holds the same bytes (rows decoded and stored again)', (kv) => {
+    const options = { nKvHeads: 2, headDim: 64, capacity: 80, dtype: kv, kTDType: DEFAULT_SESSION_KT[kv] };
+    const cache = new KVCache(options);
+    const mirror = new KVCache(options);
+    const rows = (n: number, salt: number) => Tensor.f32([n, 2, 64], Array.from({ length: n * 128 }, (_, e) => 3 * Math.sin(e * 0.7 + salt) * (e % 64 === 5 ? 9 : 1)));
+    engine.kvAppend(cache, 0, rows(50, 1), rows(50, 2));
+    syncMirror(engine, cache, mirror, () => {});
+    engine.kvAppend(cache, 0, rows(17, 3), rows(17, 4)); // a second sync appends only the new rows
+    syncMirror(engine, cache, mirror, () => {});
+    expect(mirror.nPast[0]).toBe(67);
+    expect(mirror.k).toEqual(cache.k);
+    expect(mirror.v).toEqual(cache.v);
+    expect(mirror.kT).toEqual(cache.kT);
+    expect(mirror.vSum).toEqual(cache.vSum);
   });
 });

@@ -31,22 +31,35 @@ export type AttentionMethod = 'dense' | 'sparq' | 'oracle' | 'h2o' | 'lminf';
  *   auxElements side data: the running mean of V (read and update) for SparQ with
  *               reallocation, the accumulated scores (read and write) for H2O
  *   ioElements  query elements read plus output elements written
+ * and the same in bytes (kBytes, vBytes, auxBytes, ioBytes), which differ from the elements by
+ * the cache's types: the Engine converts each call's counts (countBytes, engine.ts), so a q4_0 cache
+ * read costs 18 bytes per 32 elements and SparQ's data ratio is the bytes' ratio.
  */
 export class AttentionStats {
   kElements = 0;
   vElements = 0;
   auxElements = 0;
   ioElements = 0;
+  kBytes = 0;
+  vBytes = 0;
+  auxBytes = 0;
+  ioBytes = 0;
   calls = 0;
 
   get total(): number {
     return this.kElements + this.vElements + this.auxElements + this.ioElements;
   }
 
+  get totalBytes(): number {
+    return this.kBytes + this.vBytes + this.auxBytes + this.ioBytes;
+  }
+
   reset(): void {
     this.kElements = this.vElements = this.auxElements = this.ioElements = this.calls = 0;
+    this.kBytes = this.vBytes = this.auxBytes = this.ioBytes = 0;
   }
 }
+
 
 /**
  * What SparQ chose, filled in when passed to `sparqDecode` (for test vectors and

@@ -4,12 +4,12 @@
  * input with the same error and no backend ever sees an out-of-range call.
  * Models, the CLI and tests are written against this class only.
  */
-import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import type { AttentionOptions, AttentionStats, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
 import type { Backend, BackendInfo, BackendOps, ProductPath, OpName, RopeOptions } from './backend.ts';
 import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
-import type { KVCache } from './kv-cache.ts';
+import { kTBytesPerPosition, kvRowBytes, type KVCache } from './kv-cache.ts';
 import type { Tensor } from './tensor.ts';
 import * as v from './validate.ts';
 
@@ -124,31 +124,31 @@ export class Engine {
 
   attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
     v.validateDecode('attentionDecode', out, q, cache);
-    this.op('attentionDecode')(out, q, cache, options);
+    this.counted(cache, options, 'rows', () => this.op('attentionDecode')(out, q, cache, options));
   }
 
   attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
     v.validatePrefill('attentionPrefill', out, q, cache, seq);
-    this.op('attentionPrefill')(out, q, cache, seq, options);
+    this.counted(cache, options, 'rows', () => this.op('attentionPrefill')(out, q, cache, seq, options));
   }
 
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
     v.validateDecode('sparqDecode', out, q, cache);
     v.validateSparq('sparqDecode', cache, params, options?.trace, q.shape[1]);
-    this.op('sparqDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'sparq', () => this.op('sparqDecode')(out, q, cache, params, options));
   }
 
   topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('topkDecode', out, q, cache);
     v.validateBudget('topkDecode', params);
-    this.op('topkDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'rows', () => this.op('topkDecode')(out, q, cache, params, options));
   }
 
   h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('h2oDecode', out, q, cache);
     v.validateBudget('h2oDecode', params);
     v.validateH2OState('h2oDecode', cache, state);
-    this.op('h2oDecode')(out, q, cache, state, params, options);
+    this.counted(cache, options, 'h2o', () => this.op('h2oDecode')(out, q, cache, state, params, options));
   }
 
   h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
@@ -160,6 +160,46 @@ export class Engine {
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     v.validateDecode('lmInfiniteDecode', out, q, cache);
     v.validateBudget('lmInfiniteDecode', params);
-    this.op('lmInfiniteDecode')(out, q, cache, params, options);
+    this.counted(cache, options, 'rows', () => this.op('lmInfiniteDecode')(out, q, cache, params, options));
   }
+
+  /** Runs an attention op; when it counts into stats, converts what it counted to bytes (countBytes). */
+  private counted(cache: KVCache, options: AttentionOptions | undefined, reads: 'rows' | 'sparq' | 'h2o', run: () => void): void {
+    const stats = options?.stats;
+    const before = stats && elementCounts(stats);
+    run();
+    if (stats && before) countBytes(stats, cache, before, reads);
+  }
+}
+
+/** The element counters of `stats` now, to convert what one call adds (countBytes). */
+type ElementCounts = Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements'>;
+
+function elementCounts(stats: AttentionStats): ElementCounts {
+  const { kElements, vElements, auxElements, ioElements } = stats;
+  return { kElements, vElements, auxElements, ioElements };
+}
+
+/**
+ * Adds to stats' bytes what one attention call over `cache` counted in elements since `before`;
+ * `reads` is 'rows' for dense decode and prefill, oracle top-k and LM-Infinite.
+ *   K, V rows  kvRowBytes / headDim per element (f32 4, f16 2, q8_0 34/32, q4_0 18/32)
+ *   K columns  SparQ's step 1 over K transposed ('k-twice'): kTBytesPerPosition / headDim per
+ *              element (integer codes with their share of the f16 scale of each 64 positions)
+ *   aux        SparQ's running V sum, f64 (8); H2O's accumulated scores, f32 (4)
+ *   io         q and the output, f32 (4)
+ * The kernels count K columns and K rows together. SparQ reads the same k' rows of K and of V
+ * (SPEC 2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
+ * columns. With 'single-k' step 1 gathers from the rows, counted at the rows' bytes per element.
+ */
+function countBytes(stats: AttentionStats, cache: KVCache, before: ElementCounts, reads: 'rows' | 'sparq' | 'h2o'): void {
+  const d = cache.headDim;
+  const row = kvRowBytes(cache.dtype, d) / d;
+  const k = stats.kElements - before.kElements;
+  const v = stats.vElements - before.vElements;
+  const columns = reads === 'sparq' && cache.layout === 'k-twice' ? k - v : 0;
+  stats.kBytes += (k - columns) * row + columns * (kTBytesPerPosition(cache.kTDType, d) / d);
+  stats.vBytes += v * row;
+  stats.auxBytes += (stats.auxElements - before.auxElements) * (reads === 'sparq' ? 8 : 4);
+  stats.ioBytes += (stats.ioElements - before.ioElements) * 4;
 }

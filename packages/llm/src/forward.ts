@@ -23,7 +23,7 @@
  * Session.decodeBatch forwards one decode token of each of several sessions as
  * the n rows of one pass: the weights are read once for all of them.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, kvRowBytes, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
 import { CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, KV_DTYPES, checkChoice, checkNumber, contextCheck, renamed } from './options.ts';
@@ -103,12 +103,14 @@ export class Session {
   readonly caches: KVCache[]; // (n_layers) each (1, n_kv_heads, capacity, head_dim)
   readonly h2o: (H2OState | null)[]; // (n_layers) H2O's accumulated scores, or null
   readonly state: RunState;
-  /** Elements the decode attention kernels counted. */
+  /** Elements (and their bytes in the caches' types) the decode attention kernels counted. */
   readonly stats = new AttentionStats();
   /** Decode steps taken, and SPEC 3 elements for the method and for dense over those steps. */
   decodeSteps = 0;
   methodCost = 0;
   denseCost = 0;
+  /** Bytes dense would read over those steps: SPEC 3's 2 S d K and V elements in the row type, 2 d f32 for q and the output. */
+  denseBytes = 0;
   /** Next position to fill. */
   pos = 0;
   /**
@@ -358,6 +360,7 @@ export class Session {
     this.decodeSteps++;
     this.methodCost += heads * attentionCost(this.attention, S, c.headDim);
     this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
+    this.denseBytes += heads * (2 * S * kvRowBytes(this.caches[0].dtype, c.headDim) + 2 * c.headDim * 4);
   }
 }
 

@@ -16,3 +16,4 @@ export * from './random-model.ts';
 export * from './session-state.ts';
 export * from './retrieval-model.ts';
 export * from './model-shapes.ts';
+export * from './pad-heads.ts';

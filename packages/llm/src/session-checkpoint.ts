@@ -15,8 +15,8 @@ export interface SessionCheckpoint {
   nPast: Int32Array[];
   vSum: Float64Array[];
   h2o: ({ acc: Float32Array; evicted: Uint8Array } | null)[];
-  counters: { decodeSteps: number; methodCost: number; denseCost: number };
-  stats: Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements' | 'calls'>;
+  counters: { decodeSteps: number; methodCost: number; denseCost: number; denseBytes: number };
+  stats: Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements' | 'kBytes' | 'vBytes' | 'auxBytes' | 'ioBytes' | 'calls'>;
 }
 
 /** The parts of a Session a checkpoint covers. */
@@ -25,20 +25,21 @@ export interface CheckpointTarget {
   decodeSteps: number;
   methodCost: number;
   denseCost: number;
+  denseBytes: number;
   readonly caches: readonly KVCache[];
   readonly h2o: readonly (H2OState | null)[];
   readonly stats: AttentionStats;
 }
 
 export function saveCheckpoint(s: CheckpointTarget): SessionCheckpoint {
-  const { kElements, vElements, auxElements, ioElements, calls } = s.stats;
+  const { kElements, vElements, auxElements, ioElements, kBytes, vBytes, auxBytes, ioBytes, calls } = s.stats;
   return {
     pos: s.pos,
     nPast: s.caches.map((c) => c.nPast.slice()),
     vSum: s.caches.map((c) => c.vSum.slice()),
     h2o: s.h2o.map((h) => (h ? { acc: h.acc.slice(), evicted: h.evicted.slice() } : null)),
-    counters: { decodeSteps: s.decodeSteps, methodCost: s.methodCost, denseCost: s.denseCost },
-    stats: { kElements, vElements, auxElements, ioElements, calls },
+    counters: { decodeSteps: s.decodeSteps, methodCost: s.methodCost, denseCost: s.denseCost, denseBytes: s.denseBytes },
+    stats: { kElements, vElements, auxElements, ioElements, kBytes, vBytes, auxBytes, ioBytes, calls },
   };
 }
 
@@ -58,5 +59,6 @@ export function restoreCheckpoint(s: CheckpointTarget, cp: SessionCheckpoint): v
   s.decodeSteps = cp.counters.decodeSteps;
   s.methodCost = cp.counters.methodCost;
   s.denseCost = cp.counters.denseCost;
+  s.denseBytes = cp.counters.denseBytes;
   Object.assign(s.stats, cp.stats);
 }

@@ -89,6 +89,10 @@ export interface AttentionReport {
   compressionRatio: number;
   /** elementsRead over SPEC 3's elements for dense. */
   countedRatio: number;
+  /** Bytes the decode attention kernels read (the counted elements in the caches' types), all layers. */
+  bytesRead: number;
+  /** bytesRead over the bytes dense would read from the same caches: the data ratio of a quantized cache. */
+  countedBytesRatio: number;
 }
 
 export interface GenerationResult {
@@ -138,6 +142,8 @@ interface Counters {
   read: number;
   method: number;
   dense: number;
+  readBytes: number;
+  denseBytes: number;
 }
 
 export class TextSession {
@@ -250,7 +256,7 @@ export class TextSession {
   /** @internal The session's counters, to report one call's share. */
   counters(): Counters {
     const f = this.forward;
-    return { steps: f.decodeSteps, read: f.stats.total, method: f.methodCost, dense: f.denseCost };
+    return { steps: f.decodeSteps, read: f.stats.total, method: f.methodCost, dense: f.denseCost, readBytes: f.stats.totalBytes, denseBytes: f.denseBytes };
   }
 
   /**
@@ -377,7 +383,7 @@ function perSecond(n: number, ms: number): number {
 }
 
 function zero(): Counters {
-  return { steps: 0, read: 0, method: 0, dense: 0 };
+  return { steps: 0, read: 0, method: 0, dense: 0, readBytes: 0, denseBytes: 0 };
 }
 
 function attentionReport(method: AttentionConfig['method'], from: Counters, to: Counters): AttentionReport & { decodeSteps: number } {
@@ -391,6 +397,8 @@ function attentionReport(method: AttentionConfig['method'], from: Counters, to: 
     elementsPerToken: steps ? read / steps : 0,
     compressionRatio: dense ? (to.method - from.method) / dense : 1,
     countedRatio: dense ? read / dense : 0,
+    bytesRead: to.readBytes - from.readBytes,
+    countedBytesRatio: to.denseBytes > from.denseBytes ? (to.readBytes - from.readBytes) / (to.denseBytes - from.denseBytes) : 0,
   };
 }
 

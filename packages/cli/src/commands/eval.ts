@@ -203,11 +203,11 @@ function singleRun(m: EvalModel, a: AttentionConfig, task: EvalTask, tokens: num
     const dense = denseNll(m, tokens, p.ppl, (done, total) => onProgress('dense', done, total));
     if (a.method === 'dense') {
       const s = summarize(dense, dense);
-      return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: 1, counted_ratio: 1 };
+      return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: 1, counted_ratio: 1, counted_bytes_ratio: 1 };
     }
     const run = methodNll(m, tokens, a, p.ppl, (done, total) => onProgress(label, done, total));
     const s = summarize(run.nll, dense);
-    return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: meanCompression(a, scoredSteps(tokens.length, p.ppl), d), counted_ratio: run.countedRatio };
+    return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: meanCompression(a, scoredSteps(tokens.length, p.ppl), d), counted_ratio: run.countedRatio, counted_bytes_ratio: run.countedBytesRatio };
   }
   if (task === 'greedy') {
     const g = p.greedy;

@@ -18,7 +18,7 @@
  * never touched; H2O keeps its own state per layer on that mirror, seeded by the
  * prefill's weights and evicting as it would along this (dense) trajectory.
  */
-import { Engine, H2OState, KVCache, SparqRangeError, SparqTrace, Tensor, f16ToF32, type AttentionOptions } from '@sparq/core';
+import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, isBlockKV, type AttentionOptions, type KVStorage } from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
@@ -96,8 +96,6 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   const g = nHeads / nKvHeads;
   const probe = new ProbeEngine(m.engine.backend);
   const session = evalSession(m, defaultAttention('dense', d, p.window), p.window, probe);
-  // The statistics read key rows element by element (keyAt), which block-quantized rows do not allow.
-  if (m.kvDType !== 'f32' && m.kvDType !== 'f16') throw new SparqRangeError(`attentionStatistics: KV type ${m.kvDType}, expected f32 or f16 (the statistics read the cache's rows directly)`);
   const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, kTDType: m.kTDType, layout: 'k-twice' }));
   const h2o = configs.map((x) => (x.config.method === 'h2o' ? mirrors.map((mirror) => new H2OState(mirror)) : null));
   const sums = configs.map(() => new Sums());
@@ -121,6 +119,7 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
     const mirror = mirrors[layer];
     syncMirror(probe, cache, mirror, () => h2o.forEach((states) => states?.[layer].reset(0)));
     const S = cache.nValid(0);
+    const keys = Array.from({ length: nKvHeads }, (_, kvh) => readRows(probe, cache, cache.k, kvh, 0, S)); // (nKv) each (S, d)
     const qd = q.data.subarray(q.offset, q.offset + nHeads * d); // (H, d)
     const yd = out.data.subarray(out.offset, out.offset + nHeads * d); // (H, d)
     // Dense probabilities and each head's ranking of positions (ties: lowest index first).
@@ -130,7 +129,7 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
       let max = -Infinity;
       for (let j = 0; j < S; j++) {
         let dot = 0;
-        for (let i = 0; i < d; i++) dot += qd[h * d + i] * keyAt(cache, kvh, j, i);
+        for (let i = 0; i < d; i++) dot += qd[h * d + i] * keys[kvh][j * d + i];
         row[j] = dot / Math.sqrt(d);
         max = Math.max(max, row[j]);
       }
@@ -236,7 +235,14 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
   };
 }
 
-/** Appends to `mirror` the rows of `cache` (f32 or f16) it lacks (after emptying it, and calling `onReset`, when `cache` started over). */
+/**
+ * Appends to `mirror` the rows of `cache` it lacks (after emptying it, and calling `onReset`, when
+ * `cache` started over). The rows go through f32 as attention reads them and are stored again in
+ * the mirror's type: the same values and bytes when the types match. Widening f16 is exact; a
+ * q8_0 / q4_0 block decoded and quantized again gives its own bytes back, because its largest
+ * value decodes to exactly qmax * d (127 d, or -8 d for q4_0), so the scale comes out d again
+ * and every value c * d divides back to its code c.
+ */
 export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onReset: () => void): void {
   const { nKvHeads, headDim: d } = cache;
   if (mirror.nPast[0] > cache.nPast[0]) {
@@ -246,26 +252,31 @@ export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onRe
   const from = mirror.nPast[0];
   const n = cache.nPast[0] - from;
   if (n === 0) return;
-  // Rows widened to f32 (exact for f16), re-rounded identically by the mirror's append.
   const k = Tensor.zeros('f32', [n, nKvHeads, d]);
   const v = Tensor.zeros('f32', [n, nKvHeads, d]);
-  for (let t = 0; t < n; t++) {
-    for (let h = 0; h < nKvHeads; h++) {
-      const at = cache.rowOffset(0, h, from + t);
-      for (let i = 0; i < d; i++) {
-        k.data[(t * nKvHeads + h) * d + i] = widen(cache, cache.k[at + i]);
-        v.data[(t * nKvHeads + h) * d + i] = widen(cache, cache.v[at + i]);
-      }
+  for (let h = 0; h < nKvHeads; h++) {
+    const kRows = readRows(engine, cache, cache.k, h, from, n);
+    const vRows = readRows(engine, cache, cache.v, h, from, n);
+    for (let t = 0; t < n; t++) {
+      k.data.set(kRows.subarray(t * d, (t + 1) * d), (t * nKvHeads + h) * d);
+      v.data.set(vRows.subarray(t * d, (t + 1) * d), (t * nKvHeads + h) * d);
     }
   }
   engine.kvAppend(mirror, 0, k, v);
 }
 
-const widen = (cache: KVCache, x: number): number => (cache.dtype === 'f16' ? f16ToF32(x) : x);
-
-/** Component i of the key at position j of KV head kvh (sequence 0). */
-function keyAt(cache: KVCache, kvh: number, j: number, i: number): number {
-  return widen(cache, cache.k[cache.rowOffset(0, kvh, j) + i]);
+/**
+ * Rows [from, from + n) of KV head h of `store` (the cache's k or v, sequence 0) as f32, as
+ * attention reads them: (n, headDim). A head's rows are contiguous, so block rows are decoded by
+ * one call of the engine's dequantize.
+ */
+function readRows(engine: Engine, cache: KVCache, store: KVStorage, h: number, from: number, n: number): Float32Array {
+  const d = cache.headDim;
+  const out = new Float32Array(n * d);
+  const at = cache.rowOffset(0, h, from);
+  if (isBlockKV(cache.dtype)) engine.dequantize(Tensor.wrap('f32', out, [n * d]), Tensor.wrap(cache.dtype, (store as Uint8Array).subarray(at, at + n * cache.rowStride), [n * d]));
+  else for (let e = 0; e < n * d; e++) out[e] = cache.dtype === 'f16' ? f16ToF32(store[at + e]) : store[at + e];
+  return out;
 }
 
 /** [from, to) as an Int32Array. */
@@ -281,7 +292,7 @@ function groupTop(probs: Float64Array, stride: number, first: number, g: number,
 }
 
 /** Kurtosis m4 / m2^2 of x[at .. at + n) (3 for Gaussian data; NaN for constant data). */
-function kurtosis(x: Float32Array, at: number, n: number): number {
+export function kurtosis(x: Float32Array, at: number, n: number): number {
   let mu = 0;
   for (let i = 0; i < n; i++) mu += x[at + i];
   mu /= n;

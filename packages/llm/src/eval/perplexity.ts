@@ -70,6 +70,8 @@ export interface MethodRun {
   nll: Float64Array;
   /** Elements the decode kernels counted over SPEC 3's dense elements, over the run's decode steps. */
   countedRatio: number;
+  /** The same in bytes of the cache's types (AttentionStats.totalBytes over Session.denseBytes). */
+  countedBytesRatio: number;
 }
 
 /** NLL of the positions a method run scores (warmup prefilled densely, then teacher-forced decode steps). */
@@ -89,7 +91,11 @@ export function methodNll(m: EvalModel, tokens: readonly number[], attention: At
     }
     onWindow?.(i + 1, windows.length);
   });
-  return { nll, countedRatio: session.denseCost > 0 ? session.stats.total / session.denseCost : 1 };
+  return {
+    nll,
+    countedRatio: session.denseCost > 0 ? session.stats.total / session.denseCost : 1,
+    countedBytesRatio: session.denseBytes > 0 ? session.stats.totalBytes / session.denseBytes : 1,
+  };
 }
 
 export interface NllSummary {
