@@ -256,6 +256,86 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     expect(scheduler.counters.promptTokens).toBe(first.length + prompt.length);
   });
 
+  describe('what a demanding OpenAI client expects', () => {
+    // Prefill in chunks of 64: the context-long prompt below takes 4 steps, not 63.
+    const server = useServer(reference, { prefillChunk: 64 });
+
+    it('a stop string that spans two tokens ends the text before it, streamed and whole', async () => {
+      const s = server();
+      const request = { model: 'stories', prompt: PROMPTS[0], max_tokens: 40, temperature: 0 };
+      // Without a stop string, each streamed chunk is one token's text.
+      const pieces: string[] = [];
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.choices[0]?.text) pieces.push(chunk.choices[0].text);
+      const full = pieces.join('');
+      expect(full).toBe(await alone(s.lm, PROMPTS[0], 40));
+      // The stop string: the end of one token's text and the start of the next one's.
+      const j = pieces.findIndex((p, i) => i > 2 && p.length >= 3 && pieces[i + 1]?.length >= 3);
+      const stop = pieces[j].slice(-2) + pieces[j + 1].slice(0, 2);
+      const expected = full.slice(0, full.indexOf(stop));
+      let streamed = '';
+      let finish: string | null = null;
+      for await (const chunk of await s.client.completions.create({ ...request, stop: ['never there', stop], stream: true })) {
+        streamed += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      expect([streamed, finish]).toEqual([expected, 'stop']);
+      const whole = await s.client.completions.create({ ...request, stop });
+      expect([whole.choices[0].text, whole.choices[0].finish_reason]).toEqual([expected, 'stop']);
+    });
+
+    it('fields that would change the output are refused by name unless they change nothing', async () => {
+      const s = server();
+      const refused = async (body: Record<string, unknown>) => {
+        const e = (await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ...body } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+        return [e.status, e.param];
+      };
+      expect(await refused({ presence_penalty: 0.5 })).toEqual([400, 'presence_penalty']);
+      expect(await refused({ frequency_penalty: -1 })).toEqual([400, 'frequency_penalty']);
+      expect(await refused({ logprobs: true, top_logprobs: 2 })).toEqual([400, 'logprobs']);
+      expect(await refused({ response_format: { type: 'json_object' } })).toEqual([400, 'response_format']);
+      expect(await refused({ tools: [{ type: 'function', function: { name: 'f' } }] })).toEqual([400, 'tools']);
+      // What clients send by default is accepted.
+      const inert = { presence_penalty: 0, frequency_penalty: 0, logprobs: false, tools: [], response_format: { type: 'text' }, logit_bias: {} };
+      const ok = await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Tom and his dog' }], max_tokens: 6, temperature: 0, ...inert } as never);
+      expect((ok as OpenAI.ChatCompletion).choices[0].message.content).toBe(await alone(s.lm, 'Tom and his dog', 6));
+    });
+
+    it('without max_tokens a completion runs to the end of the context', async () => {
+      const s = server();
+      const prompt = s.lm.tokenize('the cat sat on the mat and '.repeat(30)).slice(0, CONTEXT - 5);
+      const r = await s.client.completions.create({ model: 'stories', prompt, temperature: 0 });
+      // A stop token may come first; else exactly the context's room.
+      if (r.choices[0].finish_reason === 'length') expect(r.usage!.completion_tokens).toBe(CONTEXT - prompt.length);
+      expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBeLessThanOrEqual(CONTEXT);
+    });
+
+    it('a seed repeats its sampled text, seed 0 included; another seed gives another text', async () => {
+      const s = server();
+      const sampled = (seed: number) => s.client.completions.create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed }).then((r) => r.choices[0].text);
+      const [zero1, zero2, a, b] = await Promise.all([sampled(0), sampled(0), sampled(7), sampled(8)]);
+      expect(zero2).toBe(zero1);
+      expect(new Set([zero1, a, b]).size).toBe(3);
+    });
+
+    it('stream_options.include_usage: one last chunk with the usage, the counts of the same request whole', async () => {
+      const s = server();
+      const request = { model: 'stories', prompt: PROMPTS[7], max_tokens: 12, temperature: 0 };
+      const whole = await s.client.completions.create(request);
+      const usages: OpenAI.CompletionUsage[] = [];
+      let afterUsage = 0;
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } })) {
+        if (usages.length > 0) afterUsage++;
+        if (chunk.usage) usages.push(chunk.usage);
+      }
+      expect(usages).toHaveLength(1);
+      expect(afterUsage).toBe(0);
+      expect({ ...usages[0], prompt_tokens_details: undefined }).toEqual({ ...whole.usage, prompt_tokens_details: undefined });
+      let plain = 0;
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.usage) plain++;
+      expect(plain).toBe(0);
+    });
+  });
+
   describe('a full queue', () => {
     const server = useServer(reference, { parallel: 1, queue: 1 });
 
@@ -295,7 +375,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     });
   });
 
-  it('the command: --port 0 prints the URL; SIGINT finishes the running request and exits 0', async () => {
+  it('the command: --port 0 prints the URL; SIGINT finishes the running requests, whole and streamed, and exits 0', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'serve', '--model', files.model.path, '--tokenizer', files.tok512.path, '--port', '0', '--parallel', '2', '--ctx', '256'], { cwd: ROOT, env: { ...process.env, SPARQ_BACKEND: 'reference' } });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -319,16 +399,33 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       req.on('error', reject);
       req.end(body);
     });
-    // Once the request runs, interrupt: it still completes, new requests are refused, then exit 0.
-    for (let i = 0; i < 200; i++) {
+    // A streamed request beside it, read through the official client.
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const streamed = (async () => {
+      let text = '';
+      let finish: string | null = null;
+      for await (const chunk of await client.completions.create({ model: 'stories', prompt: PROMPTS[1], max_tokens: 120, temperature: 0, stream: true })) {
+        text += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      return { text, finish };
+    })();
+    // Once both run, interrupt: they still complete, new requests are refused, then exit 0.
+    for (let i = 0; i < 400; i++) {
       const h = (await (await fetch(`${url}/health`)).json()) as { slots_processing: number };
-      if (h.slots_processing === 1) break;
+      if (h.slots_processing === 2) break;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     child.kill('SIGINT');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The listener is closed (connection refused) or, on a kept-alive connection, 503.
+    const late = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 1 }) }).then((r) => r.status, () => 'refused');
+    expect([503, 'refused']).toContain(late);
     const done = await answer;
     expect(done.status).toBe(200);
     expect((JSON.parse(done.text) as { choices: { finish_reason: string }[] }).choices[0].finish_reason).toBe('length');
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    expect(await streamed).toEqual({ text: await alone(lm, PROMPTS[1], 120), finish: 'length' });
     expect(await exited).toBe(0);
     expect(stderr).toContain('sparq serve: stopped');
   }, 30_000);
