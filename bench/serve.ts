@@ -2,8 +2,12 @@
  * `sparq serve` under load: aggregate decode tokens/s with 1, 4 and 8 parallel greedy streams,
  * time to first token and inter-token latency p50 / p99, measured by a client process against a
  * server process on 127.0.0.1:
- *   pnpm bench:serve [--model FILE] [--streams 1,4,8] [--tokens 64] [--rounds 3] [--threads 2]
+ *   pnpm bench:serve [--model FILE | --shape NAME] [--streams 1,4,8] [--tokens 64] [--rounds 3] [--threads 2]
  *                    [--layers 4] [--type q8_0] [--forward]
+ *
+ * --shape NAME (e.g. llama3-8b): the random-weight slice of `sparq bench --shape NAME --layers N`
+ * (--layers default 2 here; Q4_K_M; the real vocabulary and embedding), reused from its shape
+ * directory or written there: the model bench/serve-soak.ts runs by default.
  *
  * Without --model, the model is a random-weight llama written to a temporary directory: dim 2048,
  * 16 heads of 128 with 4 KV heads (GQA), FFN 5632, --layers layers, matrices in --type: a slice
@@ -25,7 +29,8 @@
 import { loadBackends } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
-import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
+import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType, type ShapeName } from '@sparq/llm';
+import { DEFAULT_SHAPE_DIR, shapeModel } from '../packages/cli/src/bench/bench-model.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,7 +40,8 @@ const STREAMS = option('streams', '1,4,8').split(',').map(Number);
 const TOKENS = Number(option('tokens', '64'));
 const ROUNDS = Number(option('rounds', '3'));
 const THREADS = option('threads', '2');
-const LAYERS = Number(option('layers', '4'));
+const SHAPE = option('shape', '') as ShapeName | '';
+const LAYERS = Number(option('layers', SHAPE ? '2' : '4'));
 const TYPE = option('type', 'q8_0') as GGUFFileType;
 const PROMPT_TOKENS = 16;
 
@@ -44,7 +50,10 @@ let model = option('model', '');
 let description = model;
 const { available } = await loadBackends();
 const engine = available.find((e) => e.name === 'native') ?? available[0];
-if (!model) {
+if (!model && SHAPE) {
+  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, engine, (line) => process.stderr.write(line + '\n')).path;
+  description = `the ${SHAPE}-shaped slice of sparq bench --shape ${SHAPE} --layers ${LAYERS} (random weights, Q4_K_M, ${model})`;
+} else if (!model) {
   const shape = { dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 4, seqLen: 512 };
   model = writeRandomGGUF(engine, randomLlama(shape), TYPE, join(dir, `random-${TYPE}.gguf`));
   description = `random llama: dim 2048, 16 heads of 128 (4 KV heads), FFN 5632, ${LAYERS} layers, ${TYPE.toUpperCase()}`;
