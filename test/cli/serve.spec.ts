@@ -336,6 +336,20 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     });
   });
 
+  it('a drain finishes a request whose body was still arriving', async () => {
+    const s = await serve(reference());
+    const body = JSON.stringify({ prompt: PROMPTS[2], max_tokens: 6, temperature: 0 });
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    // The first half of the body, then the drain begins, then the rest (within the body timeout).
+    const answer = raw(s.server.url, [head + body.slice(0, 20), body.slice(20)], 150);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const drained = s.server.drain();
+    const got = await answer;
+    await drained;
+    expect(got).toMatch(/^HTTP\/1.1 200/);
+    expect((JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text).toBe(await alone(s.lm, PROMPTS[2], 6));
+  });
+
   describe('a full queue', () => {
     const server = useServer(reference, { parallel: 1, queue: 1 });
 

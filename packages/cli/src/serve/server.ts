@@ -29,7 +29,10 @@ export interface RunningServer {
   url: string;
   server: Server;
   scheduler: Scheduler;
-  /** Stops taking requests (503), finishes the running and queued ones, then closes every connection. */
+  /**
+   * Stops taking requests (503), finishes every completion request that arrived before (those still
+   * sending their body included: bounded by --body-timeout), then closes every connection.
+   */
   drain(): Promise<void>;
 }
 
@@ -41,6 +44,9 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   const metrics = new Metrics();
   let draining = false;
   let sequence = 0;
+  // Completion requests that have arrived and not ended: drain waits for them, not only for the scheduler.
+  const open = new Set<ServerResponse>();
+  let drained: (() => void) | null = null;
 
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
@@ -80,6 +86,11 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   async function complete(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
     if (draining) return sendError(res, new ApiError(503, 'the server is shutting down', { code: 'draining' }));
+    open.add(res);
+    res.on('close', () => {
+      open.delete(res);
+      if (open.size === 0) drained?.();
+    });
     const raw = await readBody(req, res, options);
     if (raw === null) return;
     let body: unknown;
@@ -171,6 +182,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     async drain() {
       draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      if (open.size > 0) await new Promise<void>((resolve) => (drained = resolve));
       await scheduler.idle();
       server.closeIdleConnections();
       // Give the last responses a moment to flush, then drop what is still open (keep-alive sockets).
