@@ -52,6 +52,19 @@ export function startServe(args: string[], env: Record<string, string> = {}): Pr
   });
 }
 
+/** A streamed request answered with another status than 200: the status, body and Retry-After header. */
+export class StatusError extends Error {
+  readonly status: number;
+  readonly body: string;
+  readonly retryAfter: string | null;
+  constructor(status: number, body: string, retryAfter: string | null) {
+    super(`status ${status}: ${body}`);
+    this.status = status;
+    this.body = body;
+    this.retryAfter = retryAfter;
+  }
+}
+
 export interface StreamTiming {
   /** ms from sending the request to the first text piece. */
   ttft: number;
@@ -77,7 +90,7 @@ export async function streamCompletion(url: string, prompt: number[], maxTokens:
     method: 'POST', signal: controller.signal, headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ ...request, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
   });
-  if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+  if (res.status !== 200) throw new StatusError(res.status, await res.text(), res.headers.get('retry-after'));
   const timing: StreamTiming = { ttft: 0, gaps: [], first: 0, last: 0, tokens: 0, finishReason: '' };
   const decoder = new TextDecoder();
   let buffered = '';
