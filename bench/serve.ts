@@ -32,7 +32,7 @@ import '@sparq/reference';
 import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType, type ShapeName } from '@sparq/llm';
 import { DEFAULT_SHAPE_DIR, shapeModel } from '../packages/cli/src/bench/bench-model.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { option, percentile, startServe, streamCompletion, type StreamTiming } from './serve-client.ts';
 
@@ -108,6 +108,7 @@ try {
 /** The streams against a server process (see the file comment). */
 async function serveBench(model: string): Promise<void> {
   const parallel = Math.max(...STREAMS);
+  const loadStart = loadavg()[0];
   const server = await startServe(['--model', model, '--parallel', String(parallel), '--ctx', '512', '--queue', '64'], { SPARQ_THREADS: THREADS });
   const prompt = (s: number) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, i) => 3 + ((s * 31 + i * 7) % 250))];
   // Warm-up: one stream, a few tokens.
@@ -130,17 +131,17 @@ async function serveBench(model: string): Promise<void> {
   const lines = [
     `model: ${description}; server: --parallel ${parallel}, SPARQ_THREADS=${THREADS}; ${TOKENS} tokens per stream, ${PROMPT_TOKENS}-token prompts, greedy; ${ROUNDS} rounds (median)`,
     '',
-    `| streams | decode tok/s (all streams) | vs ${STREAMS[0]} stream | TTFT p50 / p99 ms | inter-token p50 / p99 ms |`,
-    '|---:|---:|---:|---:|---:|',
+    `| streams | decode tok/s (all streams) | vs ${STREAMS[0]} stream | TTFT p50 / p99 ms | inter-token p50 / p99 ms | samples (TTFT / gaps) |`,
+    '|---:|---:|---:|---:|---:|---:|',
     ...STREAMS.map((n) => {
       const r = rows.get(n)!;
       const rate = median(r.map((x) => x.rate));
       const ttft = r.flatMap((x) => x.ttft);
       const gaps = r.flatMap((x) => x.gaps);
-      return `| ${n} | ${rate.toFixed(1)} | ${(rate / one).toFixed(2)}x | ${percentile(ttft, 50).toFixed(0)} / ${percentile(ttft, 99).toFixed(0)} | ${percentile(gaps, 50).toFixed(1)} / ${percentile(gaps, 99).toFixed(1)} |`;
+      return `| ${n} | ${rate.toFixed(1)} | ${(rate / one).toFixed(2)}x | ${percentile(ttft, 50).toFixed(0)} / ${percentile(ttft, 99).toFixed(0)} | ${percentile(gaps, 50).toFixed(1)} / ${percentile(gaps, 99).toFixed(1)} | ${ttft.length} / ${gaps.length} |`;
     }),
     '',
-    `server exit code after SIGINT: ${code}`,
+    `load average (1 min) at start ${loadStart.toFixed(1)}, at end ${loadavg()[0].toFixed(1)} (${cpus().length} CPUs); server exit code after SIGINT: ${code}`,
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }
