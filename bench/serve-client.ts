@@ -19,6 +19,8 @@ export function option(name: string, fallback: string): string {
 export interface ServerProcess {
   url: string;
   child: ChildProcess;
+  /** What the server wrote to stderr so far. */
+  stderr(): string;
   /** Resident memory of the server process in bytes (Linux /proc). */
   rss(): number;
   /** SIGINT, then resolves with the exit code once it has drained and exited. */
@@ -41,6 +43,7 @@ export function startServe(args: string[], env: Record<string, string> = {}): Pr
       resolveStart({
         url: m[1],
         child,
+        stderr: () => stderr,
         rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) * 1024,
         stop: () => {
           child.kill('SIGINT');

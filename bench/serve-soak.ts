@@ -25,6 +25,7 @@
  *   rss.csv         t (s), RSS MiB, /health status, slots busy, queue
  *   rss.svg         RSS over time
  *   metrics.txt     /metrics at the end
+ *   server.log      the server's stderr
  *   summary.md      the counts, RSS start / after warm-up / end, the command
  *
  *   pnpm bench:serve-soak [--model FILE [--tokenizer FILE]] [--minutes 10] [--clients 8] [--parallel 8] [--tokens 24]
@@ -205,7 +206,10 @@ async function record(c: number, kind: Kind, work: () => Promise<Omit<Outcome, '
     if (error instanceof StatusError && error.status === 429) {
       result = { status: 429, outcome: 'status 429 queue_full', ok: false, tokens: 0 };
       if (!queueFull({ status: 429, body: error.body, headers: { 'retry-after': error.retryAfter ?? undefined } })) result.outcome = `status 429 ${error.body.slice(0, 100)}`;
-    } else result = { status: 0, outcome: `exception: ${(error as Error).message.slice(0, 200)}`, ok: false, tokens: 0 };
+    } else {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      result = { status: 0, outcome: `exception: ${(error as Error).message.slice(0, 200)}${cause ? ` (${cause.code ?? cause.message})` : ''}`, ok: false, tokens: 0 };
+    }
   }
   if (result.status === 429 && kind !== 'burst' && burstsInFlight > 0 && result.outcome === 'status 429 queue_full') result = { ...result, outcome: 'refused during a burst (429 queue_full)', ok: true };
   outcomes.push({ t: Math.round(t * 10) / 10, client: c, kind, ms: Math.round(performance.now() - started), ...result });
@@ -278,6 +282,7 @@ mkdirSync(OUT, { recursive: true });
 writeFileSync(join(OUT, 'requests.jsonl'), outcomes.map((o) => JSON.stringify(o)).join('\n') + '\n');
 writeFileSync(join(OUT, 'rss.csv'), 't_s,rss_mib,health,slots_busy,queue\n' + samples.map((s) => `${s.t},${s.mib.toFixed(1)},${s.health},${s.busy},${s.queue}`).join('\n') + '\n');
 writeFileSync(join(OUT, 'metrics.txt'), metrics);
+writeFileSync(join(OUT, 'server.log'), server.stderr());
 writeFileSync(join(OUT, 'rss.svg'), rssSvg(samples, WARMUP_S));
 
 const failures = outcomes.filter((o) => !o.ok);

@@ -127,7 +127,9 @@ async function serveBench(model: string): Promise<void> {
   }
   const code = await server.stop();
   const median = (xs: number[]) => percentile(xs, 50);
-  const one = median(rows.get(STREAMS[0])!.map((r) => r.rate));
+  // A round whose streams all stopped (end of text) at their first token has no decode span: no rate.
+  const rates = (n: number) => rows.get(n)!.map((r) => r.rate).filter(Number.isFinite);
+  const one = median(rates(STREAMS[0]));
   const lines = [
     `model: ${description}; server: --parallel ${parallel}, SPARQ_THREADS=${THREADS}; ${TOKENS} tokens per stream, ${PROMPT_TOKENS}-token prompts, greedy; ${ROUNDS} rounds (median)`,
     '',
@@ -135,7 +137,7 @@ async function serveBench(model: string): Promise<void> {
     '|---:|---:|---:|---:|---:|---:|',
     ...STREAMS.map((n) => {
       const r = rows.get(n)!;
-      const rate = median(r.map((x) => x.rate));
+      const rate = median(rates(n));
       const ttft = r.flatMap((x) => x.ttft);
       const gaps = r.flatMap((x) => x.gaps);
       return `| ${n} | ${rate.toFixed(1)} | ${(rate / one).toFixed(2)}x | ${percentile(ttft, 50).toFixed(0)} / ${percentile(ttft, 99).toFixed(0)} | ${percentile(gaps, 50).toFixed(1)} / ${percentile(gaps, 99).toFixed(1)} | ${ttft.length} / ${gaps.length} |`;

@@ -350,6 +350,31 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     expect((JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text).toBe(await alone(s.lm, PROMPTS[2], 6));
   });
 
+  it('a request that arrives on a kept-alive connection while a step blocks the event loop past the keep-alive timeout is served', async () => {
+    const s = await serve(reference());
+    s.server.server.keepAliveTimeout = 200;
+    const { hostname, port } = new URL(s.server.url);
+    const socket = connect(Number(port), hostname);
+    let got = '';
+    socket.on('data', (d) => (got += d.toString()));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    const health = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
+    socket.write(health);
+    while (!got.includes('"status"')) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The connection is idle, its keep-alive timer running. The next request is written, then the
+    // event loop is held (as a long forward step holds it) until the timer is overdue.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.write(health);
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    for (let i = 0; i < 100 && got.split('HTTP/1.1 200').length < 3 && !socket.destroyed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(got.split('HTTP/1.1 200').length - 1).toBe(2);
+    socket.end();
+    await closed;
+    await s.server.drain();
+  });
+
   describe('a full queue', () => {
     const server = useServer(reference, { parallel: 1, queue: 1 });
 

@@ -55,7 +55,8 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     });
   });
   // Malformed HTTP (bad request line, headers too large): answer 400 when possible, close that socket.
-  server.on('clientError', (_error, socket) => {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    metrics.clientErrors.set(error.code ?? 'unknown', (metrics.clientErrors.get(error.code ?? 'unknown') ?? 0) + 1);
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
     else socket.destroy();
   });
@@ -250,6 +251,8 @@ function sendError(res: ServerResponse, error: ApiError): void {
 class Metrics {
   private readonly requests = new Map<string, number>();
   disconnects = 0;
+  /** Connections Node's HTTP parser gave up on, by error code (bad HTTP, header or request timeouts, resets). */
+  readonly clientErrors = new Map<string, number>();
   private completed = 0;
   private totalMs = 0;
   private firstTokens = 0;
@@ -287,6 +290,7 @@ class Metrics {
     };
     metric('requests_total', 'counter', 'HTTP requests answered, by path and status.', [...this.requests]);
     metric('client_disconnects_total', 'counter', 'Completion requests whose client left before the end.', [['', this.disconnects]]);
+    metric('http_client_errors_total', 'counter', "Connections closed on an HTTP-level error (Node's code: malformed request, header or request timeout, reset).", [...this.clientErrors].map(([code, n]) => [`code="${code}"`, n]));
     metric('prompt_tokens_total', 'counter', 'Prompt tokens forwarded (prefill).', [['', c.promptTokens]]);
     metric('prompt_cache_tokens_total', 'counter', "Prompt tokens found in a slot's cache and not forwarded again.", [['', c.cachedTokens]]);
     metric('generated_tokens_total', 'counter', 'Tokens sampled.', [['', c.generatedTokens]]);
