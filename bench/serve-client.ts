@@ -83,15 +83,16 @@ export interface StreamTiming {
 /**
  * A streamed greedy completion of `prompt` (token ids); `abortAfter` pieces, then it leaves (for the
  * soak's intended disconnects; it then resolves with finishReason 'aborted'). With `chat`, a chat
- * completion whose one user message is the prompt's ids written as text.
+ * completion whose one user message is the prompt's ids written as text; with `ignoreEos`, exactly
+ * `maxTokens` tokens (the server's ignore_eos).
  */
-export async function streamCompletion(url: string, prompt: number[], maxTokens: number, abortAfter = Infinity, options: { chat?: boolean } = {}): Promise<StreamTiming> {
+export async function streamCompletion(url: string, prompt: number[], maxTokens: number, abortAfter = Infinity, options: { chat?: boolean; ignoreEos?: boolean } = {}): Promise<StreamTiming> {
   const controller = new AbortController();
   const t0 = performance.now();
   const request = options.chat ? { messages: [{ role: 'user', content: prompt.join(' ') }] } : { prompt };
   const res = await fetch(`${url}/v1/${options.chat ? 'chat/completions' : 'completions'}`, {
     method: 'POST', signal: controller.signal, headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ ...request, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ ...request, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ...(options.ignoreEos ? { ignore_eos: true } : {}) }),
   });
   if (res.status !== 200) throw new StatusError(res.status, await res.text(), res.headers.get('retry-after'));
   const timing: StreamTiming = { ttft: 0, gaps: [], first: 0, last: 0, tokens: 0, finishReason: '' };

@@ -16,7 +16,7 @@
  *
  * The server runs with --parallel = the largest stream count and --ctx 512. Each round runs every
  * stream count in turn (so a noisy machine shifts all of them alike); each stream asks for
- * --tokens tokens after a 16-token prompt of its own. Aggregate decode tokens/s = tokens after
+ * --tokens tokens after a 16-token prompt of its own (ignore_eos: every stream decodes all of them). Aggregate decode tokens/s = tokens after
  * each stream's first / (last piece of any stream - first piece of any stream); the table gives
  * the median round, and each count's speed-up over one stream from the same rounds.
  *
@@ -116,7 +116,7 @@ async function serveBench(model: string): Promise<void> {
   const rows = new Map<number, { rate: number; ttft: number[]; gaps: number[] }[]>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const n of STREAMS) {
-      const runs: StreamTiming[] = await Promise.all(Array.from({ length: n }, (_, s) => streamCompletion(server.url, prompt(s + round * 8), TOKENS)));
+      const runs: StreamTiming[] = await Promise.all(Array.from({ length: n }, (_, s) => streamCompletion(server.url, prompt(s + round * 8), TOKENS, Infinity, { ignoreEos: true })));
       const span = Math.max(...runs.map((r) => r.last)) - Math.min(...runs.map((r) => r.first));
       const decoded = runs.reduce((sum, r) => sum + r.tokens - 1, 0);
       const list = rows.get(n) ?? [];

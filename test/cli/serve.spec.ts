@@ -239,7 +239,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     // Submits a greedy job; resolves when it ends. Its text pieces go into `order` under `name`.
     const run = (name: string, prompt: number[], maxTokens: number) =>
       new Promise<void>((resolve, reject) => {
-        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], attention: lm.resolveAttention(CONTEXT) };
+        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], ignoreEos: false, attention: lm.resolveAttention(CONTEXT) };
         scheduler.submit(spec, { onText: () => order.push(name), onDone: () => resolve(), onError: reject });
       });
     const first = lm.tokenize('Once upon a time');
@@ -315,6 +315,18 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const [zero1, zero2, a, b] = await Promise.all([sampled(0), sampled(0), sampled(7), sampled(8)]);
       expect(zero2).toBe(zero1);
       expect(new Set([zero1, a, b]).size).toBe(3);
+    });
+
+    it('ignore_eos: generation goes on past the end-of-text token, to max_tokens', async () => {
+      const s = server();
+      // 'The cat sat on': its greedy story ends (end of text) before 200 tokens.
+      const request = { model: 'stories', prompt: 'The cat sat on', max_tokens: 200, temperature: 0 };
+      const [ends, on] = await Promise.all([s.client.completions.create(request), s.client.completions.create({ ...request, ignore_eos: true } as never)]);
+      expect(ends.choices[0].finish_reason).toBe('stop');
+      expect([on.choices[0].finish_reason, on.usage!.completion_tokens]).toEqual(['length', 200]);
+      expect(on.choices[0].text.startsWith(ends.choices[0].text)).toBe(true);
+      const e = (await s.client.completions.create({ model: 'stories', prompt: 'x', ignore_eos: 'yes' } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+      expect([e.status, e.param]).toEqual([400, 'ignore_eos']);
     });
 
     it('stream_options.include_usage: one last chunk with the usage, the counts of the same request whole', async () => {

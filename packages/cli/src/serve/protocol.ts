@@ -6,8 +6,8 @@
  * (completions: a string or an array of token ids), max_tokens / max_completion_tokens,
  * temperature (0..2, 0 = greedy, default 1), top_p (0..1, default 1), seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, n (1 only); sparq's own: attention (dense, sparq,
- * oracle, lminf), r, k, l. Fields that would change the output and that the server does not
- * implement (n > 1, logprobs, tools, penalties, ...: UNSUPPORTED) are refused unless they hold the
+ * oracle, lminf), r, k, l, ignore_eos (as llama.cpp's and vLLM's servers: for fixed-length
+ * benchmarks). Fields that would change the output and that the server does not implement (n > 1, logprobs, tools, penalties, ...: UNSUPPORTED) are refused unless they hold the
  * value that changes nothing; other fields are ignored.
  */
 import { SparqRangeError } from '@sparq/core';
@@ -109,6 +109,7 @@ export function parseRequest(endpoint: Endpoint, body: unknown, served: Served):
   const stream = optional<boolean>(b, 'stream', 'true or false', (v) => typeof v === 'boolean') ?? false;
   const options = optional(b, 'stream_options', 'an object', (v) => typeof v === 'object' && !Array.isArray(v)) as Record<string, unknown> | undefined;
   const includeUsage = options?.include_usage === true;
+  const ignoreEos = optional<boolean>(b, 'ignore_eos', 'true or false', (v) => typeof v === 'boolean') ?? false;
   return {
     spec: {
       prompt,
@@ -117,6 +118,7 @@ export function parseRequest(endpoint: Endpoint, body: unknown, served: Served):
       topP,
       seed: seed === undefined ? 1 + Math.floor(Math.random() * (2 ** 53 - 1)) : seed === 0 ? ZERO_SEED : seed,
       stop: stopStrings(b.stop),
+      ignoreEos,
       attention: attention(b, served),
     },
     stream,
