@@ -16,9 +16,10 @@
  *
  * The server runs with --parallel = the largest stream count and --ctx 512. Each round runs every
  * stream count in turn (so a noisy machine shifts all of them alike); each stream asks for
- * --tokens tokens after a 16-token prompt of its own (ignore_eos: every stream decodes all of them). Aggregate decode tokens/s = tokens after
- * each stream's first / (last piece of any stream - first piece of any stream); the table gives
- * the median round, and each count's speed-up over one stream from the same rounds.
+ * --tokens tokens after a 16-token prompt of its own (ignore_eos: every stream decodes all of
+ * them). Aggregate decode tokens/s = tokens after each stream's first / (last piece of any
+ * stream - first piece of any stream); the table gives the median round, and each count's
+ * speed-up over one stream from the same rounds.
  *
  * --forward times the batched decode step alone, in this process, without HTTP: Session.decodeBatch
  * over n sessions (each with a 16-token prompt), n taking turns over --rounds rounds of 5 steps;
