@@ -278,6 +278,8 @@ const code = await server.stop();
 const duration = seconds();
 
 // --- report ----------------------------------------------------------------------------------
+// A sample is stored when its /health answer comes: in time order again.
+samples.sort((a, b) => a.t - b.t);
 mkdirSync(OUT, { recursive: true });
 writeFileSync(join(OUT, 'requests.jsonl'), outcomes.map((o) => JSON.stringify(o)).join('\n') + '\n');
 writeFileSync(join(OUT, 'rss.csv'), 't_s,rss_mib,health,slots_busy,queue\n' + samples.map((s) => `${s.t},${s.mib.toFixed(1)},${s.health},${s.busy},${s.queue}`).join('\n') + '\n');
