@@ -7,8 +7,9 @@
  * temperature (0..2, 0 = greedy, default 1), top_p (0..1, default 1), seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, n (1 only); sparq's own: attention (dense, sparq,
  * oracle, lminf), r, k, l, ignore_eos (as llama.cpp's and vLLM's servers: for fixed-length
- * benchmarks). Fields that would change the output and that the server does not implement (n > 1, logprobs, tools, penalties, ...: UNSUPPORTED) are refused unless they hold the
- * value that changes nothing; other fields are ignored.
+ * benchmarks). Fields that would change the output and that the server does not implement (n > 1,
+ * logprobs, tools, penalties, ...: UNSUPPORTED) are refused unless they hold the value that
+ * changes nothing; other fields are ignored.
  */
 import { SparqRangeError } from '@sparq/core';
 import { chatTokens, type AttentionConfig, type ChatMessage, type ChatTemplate, type LanguageModel } from '@sparq/llm';

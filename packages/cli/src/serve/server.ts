@@ -56,7 +56,8 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   });
   // Malformed HTTP (bad request line, headers too large): answer 400 when possible, close that socket.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-    metrics.clientErrors.set(error.code ?? 'unknown', (metrics.clientErrors.get(error.code ?? 'unknown') ?? 0) + 1);
+    const code = error.code ?? 'unknown';
+    metrics.clientErrors.set(code, (metrics.clientErrors.get(code) ?? 0) + 1);
     if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
     else socket.destroy();
   });
