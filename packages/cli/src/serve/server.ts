@@ -38,6 +38,12 @@ export interface RunningServer {
 
 const ROUTES: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
 
+/** The status line for Node's HTTP parser errors that have their own (the rest get 400). */
+const CLIENT_ERROR_STATUS: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
+  ERR_HTTP_REQUEST_TIMEOUT: '408 Request Timeout',
+};
+
 /** Starts serving `served` (the scheduler allocates every slot's KV cache now); resolves once listening. */
 export async function startServer(served: Served, options: ServeOptions): Promise<RunningServer> {
   const scheduler = new Scheduler(served.lm, options);
@@ -48,17 +54,20 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   const open = new Set<ServerResponse>();
   let drained: (() => void) | null = null;
 
-  const server = createServer((req, res) => {
+  // Headers get the body's time limit too (Node's default is 60 s), checked every second.
+  const server = createServer({ headersTimeout: options.bodyTimeoutMs, connectionsCheckingInterval: Math.min(1000, options.bodyTimeoutMs) }, (req, res) => {
     handle(req, res).catch((error: unknown) => {
       // A bug in a handler: this request fails, the server goes on.
       sendError(res, error instanceof ApiError ? error : new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`));
     });
   });
-  // Malformed HTTP (bad request line, headers too large): answer 400 when possible, close that socket.
+  // Malformed HTTP: answer with its status when the socket can still take it (headers too large
+  // 431, headers too slow 408, anything else 400), then close that socket; a reset one is just closed.
   server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
     const code = error.code ?? 'unknown';
     metrics.clientErrors.set(code, (metrics.clientErrors.get(code) ?? 0) + 1);
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    const status = CLIENT_ERROR_STATUS[code] ?? '400 Bad Request';
+    if (socket.writable && code !== 'ECONNRESET') socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     else socket.destroy();
   });
 
