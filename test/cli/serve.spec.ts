@@ -213,7 +213,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       await stillServes(s.server, s.client, s.lm);
     });
 
-    it('slow, malformed, oversized and broken bodies get 408, 400, 413 and 400; huge and slow headers 431 and 408', async () => {
+    it('slow, malformed, oversized and broken bodies get 408, 400, 413 and 400; huge headers 431', async () => {
       const url = s.server.url;
       const slow = await raw(url, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"prompt":', '"x"'], 50);
       expect(slow).toMatch(/^HTTP\/1.1 408/);
@@ -227,13 +227,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(big.status).toBe(413);
       const garbage = await raw(url, ['NOT HTTP AT ALL\r\n\r\n']);
       expect(garbage).toMatch(/^HTTP\/1.1 400/);
-      // Headers over Node's 16 KiB: 431; headers that stop coming: 408 after --body-timeout (300 ms here).
+      // Headers over Node's 16 KiB: 431.
       const huge = await raw(url, [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(20_000)}\r\n\r\n`]);
       expect(huge).toMatch(/^HTTP\/1.1 431/);
-      const t0 = performance.now();
-      const slowHeaders = await raw(url, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\n']);
-      expect(slowHeaders).toMatch(/^HTTP\/1.1 408/);
-      expect(performance.now() - t0).toBeLessThan(2500);
       await stillServes(s.server, s.client, s.lm);
     });
   });
