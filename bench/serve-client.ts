@@ -19,6 +19,8 @@ export function option(name: string, fallback: string): string {
 export interface ServerProcess {
   url: string;
   child: ChildProcess;
+  /** What the server wrote to stderr so far. */
+  stderr(): string;
   /** Resident memory of the server process in bytes (Linux /proc). */
   rss(): number;
   /** SIGINT, then resolves with the exit code once it has drained and exited. */
@@ -41,6 +43,7 @@ export function startServe(args: string[], env: Record<string, string> = {}): Pr
       resolveStart({
         url: m[1],
         child,
+        stderr: () => stderr,
         rss: () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]) * 1024,
         stop: () => {
           child.kill('SIGINT');
@@ -50,6 +53,19 @@ export function startServe(args: string[], env: Record<string, string> = {}): Pr
     });
     void exited.then((code) => reject(new Error(`sparq serve exited with ${code}: ${stderr}`)));
   });
+}
+
+/** A streamed request answered with another status than 200: the status, body and Retry-After header. */
+export class StatusError extends Error {
+  readonly status: number;
+  readonly body: string;
+  readonly retryAfter: string | null;
+  constructor(status: number, body: string, retryAfter: string | null) {
+    super(`status ${status}: ${body}`);
+    this.status = status;
+    this.body = body;
+    this.retryAfter = retryAfter;
+  }
 }
 
 export interface StreamTiming {
@@ -66,16 +82,19 @@ export interface StreamTiming {
 
 /**
  * A streamed greedy completion of `prompt` (token ids); `abortAfter` pieces, then it leaves (for the
- * soak's intended disconnects; it then resolves with finishReason 'aborted').
+ * soak's intended disconnects; it then resolves with finishReason 'aborted'). With `chat`, a chat
+ * completion whose one user message is the prompt's ids written as text; with `ignoreEos`, exactly
+ * `maxTokens` tokens (the server's ignore_eos).
  */
-export async function streamCompletion(url: string, prompt: number[], maxTokens: number, abortAfter = Infinity): Promise<StreamTiming> {
+export async function streamCompletion(url: string, prompt: number[], maxTokens: number, abortAfter = Infinity, options: { chat?: boolean; ignoreEos?: boolean } = {}): Promise<StreamTiming> {
   const controller = new AbortController();
   const t0 = performance.now();
-  const res = await fetch(`${url}/v1/completions`, {
+  const request = options.chat ? { messages: [{ role: 'user', content: prompt.join(' ') }] } : { prompt };
+  const res = await fetch(`${url}/v1/${options.chat ? 'chat/completions' : 'completions'}`, {
     method: 'POST', signal: controller.signal, headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } }),
+    body: JSON.stringify({ ...request, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ...(options.ignoreEos ? { ignore_eos: true } : {}) }),
   });
-  if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+  if (res.status !== 200) throw new StatusError(res.status, await res.text(), res.headers.get('retry-after'));
   const timing: StreamTiming = { ttft: 0, gaps: [], first: 0, last: 0, tokens: 0, finishReason: '' };
   const decoder = new TextDecoder();
   let buffered = '';
@@ -88,12 +107,12 @@ export async function streamCompletion(url: string, prompt: number[], maxTokens:
         const event = buffered.slice(0, end).replace(/^data: /, '');
         buffered = buffered.slice(end + 2);
         if (event === '[DONE]') return timing;
-        const data = JSON.parse(event) as { error?: { message: string }; choices: { text: string; finish_reason: string | null }[]; usage?: { completion_tokens: number } };
+        const data = JSON.parse(event) as { error?: { message: string }; choices: { text?: string; delta?: { content?: string }; finish_reason: string | null }[]; usage?: { completion_tokens: number } };
         if (data.error) throw new Error(data.error.message);
         if (data.usage) timing.tokens = data.usage.completion_tokens;
         const choice = data.choices[0];
         if (choice?.finish_reason) timing.finishReason = choice.finish_reason;
-        if (!choice?.text) continue;
+        if (!(choice?.text ?? choice?.delta?.content)) continue;
         const now = performance.now();
         if (pieces === 0) [timing.ttft, timing.first] = [now - t0, now];
         else timing.gaps.push(now - timing.last);

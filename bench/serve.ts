@@ -2,8 +2,12 @@
  * `sparq serve` under load: aggregate decode tokens/s with 1, 4 and 8 parallel greedy streams,
  * time to first token and inter-token latency p50 / p99, measured by a client process against a
  * server process on 127.0.0.1:
- *   pnpm bench:serve [--model FILE] [--streams 1,4,8] [--tokens 64] [--rounds 3] [--threads 2]
+ *   pnpm bench:serve [--model FILE | --shape NAME] [--streams 1,4,8] [--tokens 64] [--rounds 3] [--threads 2]
  *                    [--layers 4] [--type q8_0] [--forward]
+ *
+ * --shape NAME (e.g. llama3-8b): the random-weight slice of `sparq bench --shape NAME --layers N`
+ * (--layers default 2 here; Q4_K_M; the real vocabulary and embedding), reused from its shape
+ * directory or written there: the model bench/serve-soak.ts runs by default.
  *
  * Without --model, the model is a random-weight llama written to a temporary directory: dim 2048,
  * 16 heads of 128 with 4 KV heads (GQA), FFN 5632, --layers layers, matrices in --type: a slice
@@ -12,9 +16,10 @@
  *
  * The server runs with --parallel = the largest stream count and --ctx 512. Each round runs every
  * stream count in turn (so a noisy machine shifts all of them alike); each stream asks for
- * --tokens tokens after a 16-token prompt of its own. Aggregate decode tokens/s = tokens after
- * each stream's first / (last piece of any stream - first piece of any stream); the table gives
- * the median round, and each count's speed-up over one stream from the same rounds.
+ * --tokens tokens after a 16-token prompt of its own (ignore_eos: every stream decodes all of
+ * them). Aggregate decode tokens/s = tokens after each stream's first / (last piece of any
+ * stream - first piece of any stream); the table gives the median round, and each count's
+ * speed-up over one stream from the same rounds.
  *
  * --forward times the batched decode step alone, in this process, without HTTP: Session.decodeBatch
  * over n sessions (each with a 16-token prompt), n taking turns over --rounds rounds of 5 steps;
@@ -25,9 +30,10 @@
 import { loadBackends } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
-import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
+import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType, type ShapeName } from '@sparq/llm';
+import { DEFAULT_SHAPE_DIR, shapeModel } from '../packages/cli/src/bench/bench-model.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { option, percentile, startServe, streamCompletion, type StreamTiming } from './serve-client.ts';
 
@@ -35,7 +41,8 @@ const STREAMS = option('streams', '1,4,8').split(',').map(Number);
 const TOKENS = Number(option('tokens', '64'));
 const ROUNDS = Number(option('rounds', '3'));
 const THREADS = option('threads', '2');
-const LAYERS = Number(option('layers', '4'));
+const SHAPE = option('shape', '') as ShapeName | '';
+const LAYERS = Number(option('layers', SHAPE ? '2' : '4'));
 const TYPE = option('type', 'q8_0') as GGUFFileType;
 const PROMPT_TOKENS = 16;
 
@@ -44,7 +51,10 @@ let model = option('model', '');
 let description = model;
 const { available } = await loadBackends();
 const engine = available.find((e) => e.name === 'native') ?? available[0];
-if (!model) {
+if (!model && SHAPE) {
+  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, engine, (line) => process.stderr.write(line + '\n')).path;
+  description = `the ${SHAPE}-shaped slice of sparq bench --shape ${SHAPE} --layers ${LAYERS} (random weights, Q4_K_M, ${model})`;
+} else if (!model) {
   const shape = { dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 4, seqLen: 512 };
   model = writeRandomGGUF(engine, randomLlama(shape), TYPE, join(dir, `random-${TYPE}.gguf`));
   description = `random llama: dim 2048, 16 heads of 128 (4 KV heads), FFN 5632, ${LAYERS} layers, ${TYPE.toUpperCase()}`;
@@ -99,6 +109,7 @@ try {
 /** The streams against a server process (see the file comment). */
 async function serveBench(model: string): Promise<void> {
   const parallel = Math.max(...STREAMS);
+  const loadStart = loadavg()[0];
   const server = await startServe(['--model', model, '--parallel', String(parallel), '--ctx', '512', '--queue', '64'], { SPARQ_THREADS: THREADS });
   const prompt = (s: number) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, i) => 3 + ((s * 31 + i * 7) % 250))];
   // Warm-up: one stream, a few tokens.
@@ -106,7 +117,7 @@ async function serveBench(model: string): Promise<void> {
   const rows = new Map<number, { rate: number; ttft: number[]; gaps: number[] }[]>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const n of STREAMS) {
-      const runs: StreamTiming[] = await Promise.all(Array.from({ length: n }, (_, s) => streamCompletion(server.url, prompt(s + round * 8), TOKENS)));
+      const runs: StreamTiming[] = await Promise.all(Array.from({ length: n }, (_, s) => streamCompletion(server.url, prompt(s + round * 8), TOKENS, Infinity, { ignoreEos: true })));
       const span = Math.max(...runs.map((r) => r.last)) - Math.min(...runs.map((r) => r.first));
       const decoded = runs.reduce((sum, r) => sum + r.tokens - 1, 0);
       const list = rows.get(n) ?? [];
@@ -117,21 +128,23 @@ async function serveBench(model: string): Promise<void> {
   }
   const code = await server.stop();
   const median = (xs: number[]) => percentile(xs, 50);
-  const one = median(rows.get(STREAMS[0])!.map((r) => r.rate));
+  // A round whose streams all stopped (end of text) at their first token has no decode span: no rate.
+  const rates = (n: number) => rows.get(n)!.map((r) => r.rate).filter(Number.isFinite);
+  const one = median(rates(STREAMS[0]));
   const lines = [
     `model: ${description}; server: --parallel ${parallel}, SPARQ_THREADS=${THREADS}; ${TOKENS} tokens per stream, ${PROMPT_TOKENS}-token prompts, greedy; ${ROUNDS} rounds (median)`,
     '',
-    `| streams | decode tok/s (all streams) | vs ${STREAMS[0]} stream | TTFT p50 / p99 ms | inter-token p50 / p99 ms |`,
-    '|---:|---:|---:|---:|---:|',
+    `| streams | decode tok/s (all streams) | vs ${STREAMS[0]} stream | TTFT p50 / p99 ms | inter-token p50 / p99 ms | samples (TTFT / gaps) |`,
+    '|---:|---:|---:|---:|---:|---:|',
     ...STREAMS.map((n) => {
       const r = rows.get(n)!;
-      const rate = median(r.map((x) => x.rate));
+      const rate = median(rates(n));
       const ttft = r.flatMap((x) => x.ttft);
       const gaps = r.flatMap((x) => x.gaps);
-      return `| ${n} | ${rate.toFixed(1)} | ${(rate / one).toFixed(2)}x | ${percentile(ttft, 50).toFixed(0)} / ${percentile(ttft, 99).toFixed(0)} | ${percentile(gaps, 50).toFixed(1)} / ${percentile(gaps, 99).toFixed(1)} |`;
+      return `| ${n} | ${rate.toFixed(1)} | ${(rate / one).toFixed(2)}x | ${percentile(ttft, 50).toFixed(0)} / ${percentile(ttft, 99).toFixed(0)} | ${percentile(gaps, 50).toFixed(1)} / ${percentile(gaps, 99).toFixed(1)} | ${ttft.length} / ${gaps.length} |`;
     }),
     '',
-    `server exit code after SIGINT: ${code}`,
+    `load average (1 min) at start ${loadStart.toFixed(1)}, at end ${loadavg()[0].toFixed(1)} (${cpus().length} CPUs); server exit code after SIGINT: ${code}`,
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }

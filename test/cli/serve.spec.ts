@@ -213,7 +213,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       await stillServes(s.server, s.client, s.lm);
     });
 
-    it('slow, malformed, oversized and broken bodies get 408, 400, 413 and 400', async () => {
+    it('slow, malformed, oversized and broken bodies get 408, 400, 413 and 400; huge headers 431', async () => {
       const url = s.server.url;
       const slow = await raw(url, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"prompt":', '"x"'], 50);
       expect(slow).toMatch(/^HTTP\/1.1 408/);
@@ -227,6 +227,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(big.status).toBe(413);
       const garbage = await raw(url, ['NOT HTTP AT ALL\r\n\r\n']);
       expect(garbage).toMatch(/^HTTP\/1.1 400/);
+      // Headers over Node's 16 KiB: 431.
+      const huge = await raw(url, [`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'y'.repeat(20_000)}\r\n\r\n`]);
+      expect(huge).toMatch(/^HTTP\/1.1 431/);
       await stillServes(s.server, s.client, s.lm);
     });
   });
@@ -239,7 +242,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     // Submits a greedy job; resolves when it ends. Its text pieces go into `order` under `name`.
     const run = (name: string, prompt: number[], maxTokens: number) =>
       new Promise<void>((resolve, reject) => {
-        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], attention: lm.resolveAttention(CONTEXT) };
+        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], ignoreEos: false, attention: lm.resolveAttention(CONTEXT) };
         scheduler.submit(spec, { onText: () => order.push(name), onDone: () => resolve(), onError: reject });
       });
     const first = lm.tokenize('Once upon a time');
@@ -254,6 +257,137 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const shortBefore = order.slice(0, order.indexOf('long')).filter((name) => name === 'short').length;
     expect(shortBefore).toBeGreaterThanOrEqual(1 + prompt.length / chunk - 1 - 3);
     expect(scheduler.counters.promptTokens).toBe(first.length + prompt.length);
+  });
+
+  describe('what a demanding OpenAI client expects', () => {
+    // Prefill in chunks of 64: the context-long prompt below takes 4 steps, not 63.
+    const server = useServer(reference, { prefillChunk: 64 });
+
+    it('a stop string that spans two tokens ends the text before it, streamed and whole', async () => {
+      const s = server();
+      const request = { model: 'stories', prompt: PROMPTS[0], max_tokens: 40, temperature: 0 };
+      // Without a stop string, each streamed chunk is one token's text.
+      const pieces: string[] = [];
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.choices[0]?.text) pieces.push(chunk.choices[0].text);
+      const full = pieces.join('');
+      expect(full).toBe(await alone(s.lm, PROMPTS[0], 40));
+      // The stop string: the end of one token's text and the start of the next one's.
+      const j = pieces.findIndex((p, i) => i > 2 && p.length >= 3 && pieces[i + 1]?.length >= 3);
+      const stop = pieces[j].slice(-2) + pieces[j + 1].slice(0, 2);
+      const expected = full.slice(0, full.indexOf(stop));
+      let streamed = '';
+      let finish: string | null = null;
+      for await (const chunk of await s.client.completions.create({ ...request, stop: ['never there', stop], stream: true })) {
+        streamed += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      expect([streamed, finish]).toEqual([expected, 'stop']);
+      const whole = await s.client.completions.create({ ...request, stop });
+      expect([whole.choices[0].text, whole.choices[0].finish_reason]).toEqual([expected, 'stop']);
+    });
+
+    it('fields that would change the output are refused by name unless they change nothing', async () => {
+      const s = server();
+      const refused = async (body: Record<string, unknown>) => {
+        const e = (await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ...body } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+        return [e.status, e.param];
+      };
+      expect(await refused({ presence_penalty: 0.5 })).toEqual([400, 'presence_penalty']);
+      expect(await refused({ frequency_penalty: -1 })).toEqual([400, 'frequency_penalty']);
+      expect(await refused({ logprobs: true, top_logprobs: 2 })).toEqual([400, 'logprobs']);
+      expect(await refused({ response_format: { type: 'json_object' } })).toEqual([400, 'response_format']);
+      expect(await refused({ tools: [{ type: 'function', function: { name: 'f' } }] })).toEqual([400, 'tools']);
+      // What clients send by default is accepted.
+      const inert = { presence_penalty: 0, frequency_penalty: 0, logprobs: false, tools: [], response_format: { type: 'text' }, logit_bias: {} };
+      const ok = await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Tom and his dog' }], max_tokens: 6, temperature: 0, ...inert } as never);
+      expect((ok as OpenAI.ChatCompletion).choices[0].message.content).toBe(await alone(s.lm, 'Tom and his dog', 6));
+    });
+
+    it('without max_tokens a completion runs to the end of the context', async () => {
+      const s = server();
+      const prompt = s.lm.tokenize('the cat sat on the mat and '.repeat(30)).slice(0, CONTEXT - 5);
+      const r = await s.client.completions.create({ model: 'stories', prompt, temperature: 0 });
+      // A stop token may come first; else exactly the context's room.
+      if (r.choices[0].finish_reason === 'length') expect(r.usage!.completion_tokens).toBe(CONTEXT - prompt.length);
+      expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBeLessThanOrEqual(CONTEXT);
+    });
+
+    it('a seed repeats its sampled text, seed 0 included; another seed gives another text', async () => {
+      const s = server();
+      const sampled = (seed: number) => s.client.completions.create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed }).then((r) => r.choices[0].text);
+      const [zero1, zero2, a, b] = await Promise.all([sampled(0), sampled(0), sampled(7), sampled(8)]);
+      expect(zero2).toBe(zero1);
+      expect(new Set([zero1, a, b]).size).toBe(3);
+    });
+
+    it('ignore_eos: generation goes on past the end-of-text token, to max_tokens', async () => {
+      const s = server();
+      // 'The cat sat on': its greedy story ends (end of text) before 200 tokens.
+      const request = { model: 'stories', prompt: 'The cat sat on', max_tokens: 200, temperature: 0 };
+      const [ends, on] = await Promise.all([s.client.completions.create(request), s.client.completions.create({ ...request, ignore_eos: true } as never)]);
+      expect(ends.choices[0].finish_reason).toBe('stop');
+      expect([on.choices[0].finish_reason, on.usage!.completion_tokens]).toEqual(['length', 200]);
+      expect(on.choices[0].text.startsWith(ends.choices[0].text)).toBe(true);
+      const e = (await s.client.completions.create({ model: 'stories', prompt: 'x', ignore_eos: 'yes' } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+      expect([e.status, e.param]).toEqual([400, 'ignore_eos']);
+    });
+
+    it('stream_options.include_usage: one last chunk with the usage, the counts of the same request whole', async () => {
+      const s = server();
+      const request = { model: 'stories', prompt: PROMPTS[7], max_tokens: 12, temperature: 0 };
+      const whole = await s.client.completions.create(request);
+      const usages: OpenAI.CompletionUsage[] = [];
+      let afterUsage = 0;
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } })) {
+        if (usages.length > 0) afterUsage++;
+        if (chunk.usage) usages.push(chunk.usage);
+      }
+      expect(usages).toHaveLength(1);
+      expect(afterUsage).toBe(0);
+      expect({ ...usages[0], prompt_tokens_details: undefined }).toEqual({ ...whole.usage, prompt_tokens_details: undefined });
+      let plain = 0;
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.usage) plain++;
+      expect(plain).toBe(0);
+    });
+  });
+
+  it('a drain finishes a request whose body was still arriving', async () => {
+    const s = await serve(reference());
+    const body = JSON.stringify({ prompt: PROMPTS[2], max_tokens: 6, temperature: 0 });
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+    // The first half of the body, then the drain begins, then the rest (within the body timeout).
+    const answer = raw(s.server.url, [head + body.slice(0, 20), body.slice(20)], 150);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const drained = s.server.drain();
+    const got = await answer;
+    await drained;
+    expect(got).toMatch(/^HTTP\/1.1 200/);
+    expect((JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text).toBe(await alone(s.lm, PROMPTS[2], 6));
+  });
+
+  it('a request that arrives on a kept-alive connection while a step blocks the event loop past the keep-alive timeout is served', async () => {
+    const s = await serve(reference());
+    s.server.server.keepAliveTimeout = 200;
+    const { hostname, port } = new URL(s.server.url);
+    const socket = connect(Number(port), hostname);
+    let got = '';
+    socket.on('data', (d) => (got += d.toString()));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    const health = 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n';
+    socket.write(health);
+    while (!got.includes('"status"')) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The connection is idle, its keep-alive timer running. The next request is written, then the
+    // event loop is held (as a long forward step holds it) until the timer is overdue.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    socket.write(health);
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    for (let i = 0; i < 100 && got.split('HTTP/1.1 200').length < 3 && !socket.destroyed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(got.split('HTTP/1.1 200').length - 1).toBe(2);
+    socket.end();
+    await closed;
+    await s.server.drain();
   });
 
   describe('a full queue', () => {
@@ -295,7 +429,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     });
   });
 
-  it('the command: --port 0 prints the URL; SIGINT finishes the running request and exits 0', async () => {
+  it('the command: --port 0 prints the URL; SIGINT finishes the running requests, whole and streamed, and exits 0', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'serve', '--model', files.model.path, '--tokenizer', files.tok512.path, '--port', '0', '--parallel', '2', '--ctx', '256'], { cwd: ROOT, env: { ...process.env, SPARQ_BACKEND: 'reference' } });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -319,16 +453,33 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       req.on('error', reject);
       req.end(body);
     });
-    // Once the request runs, interrupt: it still completes, new requests are refused, then exit 0.
-    for (let i = 0; i < 200; i++) {
+    // A streamed request beside it, read through the official client.
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const streamed = (async () => {
+      let text = '';
+      let finish: string | null = null;
+      for await (const chunk of await client.completions.create({ model: 'stories', prompt: PROMPTS[1], max_tokens: 120, temperature: 0, stream: true })) {
+        text += chunk.choices[0]?.text ?? '';
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      return { text, finish };
+    })();
+    // Once both run, interrupt: they still complete, new requests are refused, then exit 0.
+    for (let i = 0; i < 400; i++) {
       const h = (await (await fetch(`${url}/health`)).json()) as { slots_processing: number };
-      if (h.slots_processing === 1) break;
+      if (h.slots_processing === 2) break;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     child.kill('SIGINT');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The listener is closed (connection refused) or, on a kept-alive connection, 503.
+    const late = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 1 }) }).then((r) => r.status, () => 'refused');
+    expect([503, 'refused']).toContain(late);
     const done = await answer;
     expect(done.status).toBe(200);
     expect((JSON.parse(done.text) as { choices: { finish_reason: string }[] }).choices[0].finish_reason).toBe('length');
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    expect(await streamed).toEqual({ text: await alone(lm, PROMPTS[1], 120), finish: 'length' });
     expect(await exited).toBe(0);
     expect(stderr).toContain('sparq serve: stopped');
   }, 30_000);

@@ -6,8 +6,10 @@
  * (completions: a string or an array of token ids), max_tokens / max_completion_tokens,
  * temperature (0..2, 0 = greedy, default 1), top_p (0..1, default 1), seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, n (1 only); sparq's own: attention (dense, sparq,
- * oracle, lminf), r, k, l. Fields that would change the output and that the server does not
- * implement (n > 1, logprobs, tools, response_format) are refused; other fields are ignored.
+ * oracle, lminf), r, k, l, ignore_eos (as llama.cpp's and vLLM's servers: for fixed-length
+ * benchmarks). Fields that would change the output and that the server does not implement (n > 1,
+ * logprobs, tools, penalties, ...: UNSUPPORTED) are refused unless they hold the value that
+ * changes nothing; other fields are ignored.
  */
 import { SparqRangeError } from '@sparq/core';
 import { chatTokens, type AttentionConfig, type ChatMessage, type ChatTemplate, type LanguageModel } from '@sparq/llm';
@@ -56,13 +58,39 @@ export interface Served {
 const REQUEST_METHODS = ['dense', 'sparq', 'oracle', 'lminf'] as const;
 const ROLES = ['system', 'developer', 'user', 'assistant'] as const;
 
+/**
+ * Fields that change the output and that sparq serve does not implement, each with the values that
+ * change nothing (what clients send by default): any other value is refused with a 400 naming the field.
+ */
+const UNSUPPORTED: [string, (v: unknown) => boolean][] = [
+  ['logprobs', (v) => v === false],
+  ['top_logprobs', (v) => v === 0],
+  ['tools', (v) => Array.isArray(v) && v.length === 0],
+  ['functions', (v) => Array.isArray(v) && v.length === 0],
+  ['tool_choice', (v) => v === 'none'],
+  ['response_format', (v) => (v as { type?: unknown })?.type === 'text'],
+  ['logit_bias', (v) => typeof v === 'object' && Object.keys(v as object).length === 0],
+  ['presence_penalty', (v) => v === 0],
+  ['frequency_penalty', (v) => v === 0],
+  ['suffix', (v) => v === ''],
+  ['echo', (v) => v === false],
+  ['best_of', (v) => v === 1],
+];
+
+/**
+ * The sampler's state for seed 0: its xorshift generator would stay at 0 for ever, so seed 0 takes
+ * 2^53, a value no request can give (seeds are at most 2^53 - 1): seed 0 repeats like any other.
+ */
+const ZERO_SEED = 2 ** 53;
+
 /** Checks a request body (parsed JSON) for `endpoint` and turns it into a job. */
 export function parseRequest(endpoint: Endpoint, body: unknown, served: Served): ParsedRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ApiError(400, 'the request body must be a JSON object');
   const b = body as Record<string, unknown>;
   const model = optional<string>(b, 'model', 'a string', (v) => typeof v === 'string') ?? served.name;
-  for (const field of ['logprobs', 'tools', 'functions', 'response_format', 'logit_bias', 'suffix', 'echo', 'best_of'] as const) {
-    if (b[field] !== undefined && b[field] !== null && b[field] !== false) throw invalid(field, 'is not supported by sparq serve');
+  for (const [field, inert] of UNSUPPORTED) {
+    const v = b[field];
+    if (v !== undefined && v !== null && !inert(v)) throw invalid(field, `${JSON.stringify(v)?.slice(0, 80)} is not supported by sparq serve (it would change the output; leave it out)`);
   }
   const n = optional(b, 'n', 'an integer', Number.isInteger);
   if (n !== undefined && n !== 1) throw invalid('n', `${n}, only 1 is supported (send one request per completion)`);
@@ -82,14 +110,16 @@ export function parseRequest(endpoint: Endpoint, body: unknown, served: Served):
   const stream = optional<boolean>(b, 'stream', 'true or false', (v) => typeof v === 'boolean') ?? false;
   const options = optional(b, 'stream_options', 'an object', (v) => typeof v === 'object' && !Array.isArray(v)) as Record<string, unknown> | undefined;
   const includeUsage = options?.include_usage === true;
+  const ignoreEos = optional<boolean>(b, 'ignore_eos', 'true or false', (v) => typeof v === 'boolean') ?? false;
   return {
     spec: {
       prompt,
       maxTokens: maxTokens ?? Math.max(1, room),
       temperature,
       topP,
-      seed: seed || 1 + Math.floor(Math.random() * (2 ** 53 - 1)),
+      seed: seed === undefined ? 1 + Math.floor(Math.random() * (2 ** 53 - 1)) : seed === 0 ? ZERO_SEED : seed,
       stop: stopStrings(b.stop),
+      ignoreEos,
       attention: attention(b, served),
     },
     stream,

@@ -45,6 +45,8 @@ export interface JobSpec {
   topP: number;
   seed: number;
   stop: string[];
+  /** Generate past end-of-text tokens (they are sampled and shown like any other): max_tokens, a stop string or the context ends the job. */
+  ignoreEos: boolean;
   attention: AttentionConfig;
 }
 
@@ -292,7 +294,7 @@ export class Scheduler {
   private sample(slot: Slot, job: Job, logits: Float32Array): void {
     const tokenizer = this.lm.tokenizer;
     const next = job.sampler.sample(logits);
-    if (stops(tokenizer, next, this.options.stopRule)) return this.finish(job, 'stop');
+    if (!job.spec.ignoreEos && stops(tokenizer, next, this.options.stopRule)) return this.finish(job, 'stop');
     job.generated++;
     this.counters.generatedTokens++;
     job.stream ??= new TextStream(tokenizer, job.spec.prompt[job.spec.prompt.length - 1]);
