@@ -8,7 +8,6 @@
  * Uint8Array. BLOCK_LAYOUT below is the one list of them.
  */
 import { allocBuffer } from './memory.ts';
-import { SparqRangeError } from './errors.ts';
 
 /** Layout of a ggml block: elements per block and bytes per block. */
 export interface BlockLayout {

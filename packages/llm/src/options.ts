@@ -18,7 +18,7 @@
  *   seed          random (the CLI: the time in seconds)       --seed
  *   attention     dense (attention-method.ts)                 --attention, --r, --k, --l, --no-reallocate
  */
-import { KT_DTYPES, KV_DTYPES, KV_LAYOUTS, SparqRangeError, type KVDType, type KVLayout, type ProductPath } from '@sparq/core';
+import { KT_DTYPES, KV_DTYPES, KV_LAYOUTS, SparqRangeError, type KVDType, type ProductPath } from '@sparq/core';
 
 /**
  * f16 KV by default: half the cache memory and half the attention reads. Measured with
