@@ -231,7 +231,7 @@ export class KVCache {
     const Row = ROW_ARRAY[this.dtype];
     const Column = this.kTDType === null ? null : KT_ARRAY[this.kTDType];
     if (buffers) {
-      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: Function, length: number) => {
+      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: new (length: number) => ArrayLike<number>, length: number) => {
         if (!(array instanceof kind) || array.length !== length) {
           throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
         }
