@@ -59,7 +59,10 @@ describe('a mistyped option is the same error at every entry point', () => {
   const template = new ChatTemplate("{% for m in messages %}{{ m['content'] }}{% endfor %}", small.tokenizer);
   const session = lm.createSession({ contextSize: 16 });
 
-  /** Each entry point, called with `extra` added to valid options; `kv`: whether it takes a KV type (session.generate does not: its session has the cache). */
+  /**
+   * Each entry point, called with `extra` added to valid options; `kv`: whether it takes a KV type
+   * (session.generate does not: its session has the cache).
+   */
   const entries: { where: string; kv: boolean; call: (extra: object) => unknown }[] = [
     { where: 'loadModel', kv: true, call: (extra) => loadModel(path, { backend: 'reference', ...extra }) },
     { where: 'openModel', kv: true, call: (extra) => openModel(referenceEngine, path, { ...extra }) },

@@ -71,7 +71,10 @@ export function isBlockKV(dtype: KVDType): dtype is 'q8_0' | 'q4_0' {
   return dtype === 'q8_0' || dtype === 'q4_0';
 }
 
-/** A KVCache's shape (KV heads, head dim, capacity, batch), its row and transposed-K types, its layout, and whether its buffers are shared. */
+/**
+ * A KVCache's shape (KV heads, head dim, capacity, batch), its row and transposed-K types, its
+ * layout, and whether its buffers are shared.
+ */
 export interface KVCacheOptions {
   nKvHeads: number;
   headDim: number;
@@ -193,7 +196,10 @@ export interface KVCacheBuffers {
   nPad: Int32Array;
 }
 
-/** A layer's KV cache, allocated once for `capacity` positions and written in place (the layout is this file's header). */
+/**
+ * A layer's KV cache, allocated once for `capacity` positions and written in place (the layout is
+ * this file's header).
+ */
 export class KVCache {
   readonly batch: number;
   readonly nKvHeads: number;

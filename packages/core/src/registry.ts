@@ -135,7 +135,10 @@ export function registerBackend(name: string, factory: BackendFactory, priority:
   defaultRegistry.register(name, factory, priority);
 }
 
-/** The Engine of the best backend that initialises (or of `options.backend` / SPARQ_BACKEND, which must); BackendUnavailableError lists every reason when none does. */
+/**
+ * The Engine of the best backend that initialises (or of `options.backend` / SPARQ_BACKEND, which
+ * must); BackendUnavailableError lists every reason when none does.
+ */
 export function selectBackend(options: SelectOptions = {}): Promise<Engine> {
   return defaultRegistry.select(options);
 }

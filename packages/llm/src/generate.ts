@@ -71,7 +71,11 @@ export function clampSteps(steps: number, seqLen: number): number {
 /** Every key of GenerateOptions: a key not among them is a mistyped option, an error before any work. */
 const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = ['steps', 'temperature', 'topP', 'topp', 'seed', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'onPiece', 'onProgress', 'stop', 'contextSize', 'context'];
 
-/** Runs run.c's generation loop synchronously: the prompt, then sampled tokens until `steps` positions, the context or the end of text; pieces go to `onPiece`. Options are checked first, as the CLI checks them. */
+/**
+ * Runs run.c's generation loop synchronously: the prompt, then sampled tokens until `steps`
+ * positions, the context or the end of text; pieces go to `onPiece`. Options are checked first, as
+ * the CLI checks them.
+ */
 export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
   checkKeys('generate', options, GENERATE_OPTIONS);
   checkCacheChoices('generate', { ...options, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType) });

@@ -83,7 +83,10 @@ export function checkModelOptions(where: string, options: ModelOptions, extra: r
   if (o.attention !== undefined) resolveAttention(o.attention, Number.MAX_SAFE_INTEGER, 1, (f) => `${where}: attention.${f}`);
 }
 
-/** A model ready for text: weights on an engine, its tokenizer, and the defaults its sessions start from. `loadModel` returns one. */
+/**
+ * A model ready for text: weights on an engine, its tokenizer, and the defaults its sessions start
+ * from. `loadModel` returns one.
+ */
 export class LanguageModel {
   readonly engine: Engine;
   readonly model: Model;
