@@ -6,7 +6,7 @@
 #   - `npx sparq backends` shows the native backend active (the prebuilt linux-x64 addon), also
 #     on emulated older CPUs (qemu-x86_64: baseline x86-64 runs the scalar kernels, Haswell AVX2);
 #   - `npx sparq generate` prints llama2.c's greedy text byte for byte; `npx sparq playground`
-#     serves the page and the model; every example runs under plain node; require('sparq') works;
+#     serves the page and the model; every example runs under plain node; require('sparq'), 'sparq/llm' and 'sparq/core' work;
 #   - a TypeScript consumer type-checks under moduleResolution node16, nodenext and bundler
 #     (TypeScript 7, the repository's, and 5.9, docs/');
 #   - with no prebuilt addon for the machine: the reference backend runs, and `sparq backends`
@@ -67,6 +67,7 @@ grep -q '^native: active' <<<"$report" || fail "native is not active with the pr
 run_examples() {
   in_app npx sparq --version
   in_app node -e 'const sparq = require("sparq"); if (typeof sparq.loadModel !== "function") process.exit(1)' || fail "require('sparq') does not give the API"
+  in_app node -e 'const llm = require("sparq/llm"), core = require("sparq/core"); if (typeof llm.randomLlama !== "function" || typeof core.validateSparq !== "function") process.exit(1)' || fail "sparq/llm or sparq/core does not give the runtime's internals"
   in_app node hello.mjs "$MODEL" > "$APP/hello.out"
   grep -q . "$APP/hello.out" || fail "hello.mjs printed nothing"
   in_app node stream-abort.mjs "$MODEL" > /dev/null

@@ -1,6 +1,9 @@
 // A TypeScript consumer (moduleResolution NodeNext, strict): the types that
 // ship with sparq. `tsc --noEmit -p examples/typescript` checks it.
 import { KVCache, Tensor, loadModel, selectBackend, type FinishReason, type GenerationOptions, type LanguageModel } from 'sparq';
+// The runtime's internals are subpaths of the same package (docs/api.md).
+import { shapeSize } from 'sparq/core';
+import { mulberry32 } from 'sparq/llm';
 
 export async function story(path: string, signal?: AbortSignal): Promise<{ text: string; finish: FinishReason }> {
   const model: LanguageModel = await loadModel(path, { attention: { method: 'sparq' }, kv: 'f16' });
@@ -18,4 +21,10 @@ export async function rawDecode(): Promise<Float32Array> {
   const out = Tensor.zeros('f32', [1, 2, 8]);
   engine.sparqDecode(out, Tensor.zeros('f32', [1, 2, 8]), cache, { r: 2, k: 2, l: 1, reallocate: true });
   return out.data;
+}
+
+/** Random f32 values of `shape`, seeded, from the runtime's test generator. */
+export function randomTensor(shape: number[], seed: number): Tensor {
+  const random = mulberry32(seed);
+  return Tensor.f32(shape, Float32Array.from({ length: shapeSize(shape) }, random));
 }

@@ -9,7 +9,7 @@ import { CapacityError, KVCache, Tensor, f16ToF32, f32ToF16, type KTDType, type 
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
-import { at, buildCache, kTBlockCodes, kTFor, shapeArb } from './oracle.ts';
+import { at, buildCache, kTBlockCodes, shapeArb } from './oracle.ts';
 
 /** The running mean is a sum of <= 30 decoded values in f64 divided by n: exact to ~1e-15 relative. */
 const TOL_VSUM = 1e-12;

@@ -6,7 +6,6 @@
 import { KT_DTYPES, type AttentionMethod, type ProductPath, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
 import { CHECKS, contextCheck } from '@sparq/llm/options';
 import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_SESSION_KT, DEFAULT_PRODUCT_PATH, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, WEIGHT_TYPES, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
-import { UsageError } from './command.ts';
 import { asUsage, choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {

@@ -134,6 +134,7 @@ export interface AttentionOptions {
   stats?: AttentionStats;
 }
 
+/** Options of the SparQ attention op: the common ones, and a trace of its selection (i1, i2, alpha, tau). */
 export interface SparqOptions extends AttentionOptions {
   /** Records i1, i2, alpha and tau. */
   trace?: SparqTrace;

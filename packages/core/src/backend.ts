@@ -126,6 +126,7 @@ export interface BackendOps {
   lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
 }
 
+/** The name of an op of the Backend interface (`attentionSparq`, `matvec`, ...). */
 export type OpName = keyof BackendOps;
 
 export const OP_NAMES: readonly OpName[] = [

@@ -8,7 +8,6 @@
  * Uint8Array. BLOCK_LAYOUT below is the one list of them.
  */
 import { allocBuffer } from './memory.ts';
-import { SparqRangeError } from './errors.ts';
 
 /** Layout of a ggml block: elements per block and bytes per block. */
 export interface BlockLayout {
@@ -49,7 +48,9 @@ export const BLOCK_LAYOUT = {
 } as const satisfies Record<string, BlockLayout>;
 
 export type PlainDType = 'f32' | 'f16' | 'bf16' | 'i8' | 'u8' | 'i32';
+/** A block-quantized element type (q4_0, q8_0, q4_K, ...): the keys of BLOCK_LAYOUT. */
 export type BlockDType = keyof typeof BLOCK_LAYOUT;
+/** A tensor's element type: a plain one (f32, f16, bf16, i8, u8, i32) or a block-quantized one. */
 export type DType = PlainDType | BlockDType;
 
 /** The block dtypes, in BLOCK_LAYOUT's order. */

@@ -13,6 +13,10 @@ import { kTBytesPerPosition, kvRowBytes, type KVCache } from './kv-cache.ts';
 import type { Tensor } from './tensor.ts';
 import * as v from './validate.ts';
 
+/**
+ * A backend behind validation: every op checks its inputs here, then runs on the backend.
+ * `selectBackend()` returns one.
+ */
 export class Engine {
   readonly backend: Backend;
 

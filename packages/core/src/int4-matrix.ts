@@ -16,6 +16,7 @@ import { SparqRangeError } from './errors.ts';
 export type Int4GroupSize = 32 | 64 | 128 | 'row';
 export const INT4_GROUP_SIZES: readonly Int4GroupSize[] = [32, 64, 128, 'row'];
 
+/** How an Int4Matrix is quantized (group size, symmetric or with a zero point) and whether its buffers are shared. */
 export interface Int4MatrixOptions {
   groupSize?: Int4GroupSize;
   /** Symmetric: zero points are all 0. Asymmetric: one int8 zero point per group. */
@@ -23,6 +24,7 @@ export interface Int4MatrixOptions {
   shared?: boolean;
 }
 
+/** Group-wise INT4 weights: packed nibbles, an f32 scale (and a zero point when asymmetric) per group of a row. */
 export class Int4Matrix {
   readonly rows: number;
   readonly cols: number;

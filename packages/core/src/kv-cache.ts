@@ -45,8 +45,11 @@ export type KVStorage = Float32Array | Uint16Array | Uint8Array;
 /** K transposed: f32 values, f16 bits, i8 codes, or packed i4 / i2 codes. */
 export type KTStorage = Float32Array | Uint16Array | Int8Array | Uint8Array;
 
+/** The KV cache's row types, the `kv` option's choices. */
 export const KV_DTYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0', 'q4_0'];
+/** The types of SparQ's transposed K copy, the `kt` option's choices. */
 export const KT_DTYPES: readonly KTDType[] = ['f32', 'f16', 'i8', 'i4', 'i2'];
+/** The KV cache's layouts, the `kvLayout` option's choices: K stored twice (rows and transposed, for SparQ) or once. */
 export const KV_LAYOUTS: readonly KVLayout[] = ['k-twice', 'single-k'];
 
 /** Positions per f16 scale of an integer kT column. */
@@ -68,6 +71,10 @@ export function isBlockKV(dtype: KVDType): dtype is 'q8_0' | 'q4_0' {
   return dtype === 'q8_0' || dtype === 'q4_0';
 }
 
+/**
+ * A KVCache's shape (KV heads, head dim, capacity, batch), its row and transposed-K types, its
+ * layout, and whether its buffers are shared.
+ */
 export interface KVCacheOptions {
   nKvHeads: number;
   headDim: number;
@@ -189,6 +196,10 @@ export interface KVCacheBuffers {
   nPad: Int32Array;
 }
 
+/**
+ * A layer's KV cache, allocated once for `capacity` positions and written in place (the layout is
+ * this file's header).
+ */
 export class KVCache {
   readonly batch: number;
   readonly nKvHeads: number;
@@ -226,7 +237,7 @@ export class KVCache {
     const Row = ROW_ARRAY[this.dtype];
     const Column = this.kTDType === null ? null : KT_ARRAY[this.kTDType];
     if (buffers) {
-      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: Function, length: number) => {
+      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: new (length: number) => ArrayLike<number>, length: number) => {
         if (!(array instanceof kind) || array.length !== length) {
           throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
         }

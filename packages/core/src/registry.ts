@@ -8,6 +8,7 @@ import type { Backend } from './backend.ts';
 import { Engine } from './engine.ts';
 import { BackendUnavailableError, SparqError } from './errors.ts';
 
+/** Makes a backend; a factory that throws (or rejects) leaves that backend unavailable, with its reason. */
 export type BackendFactory = () => Backend | Promise<Backend>;
 
 type InitResult = { backend: Backend } | { error: string };
@@ -25,6 +26,7 @@ export interface SelectOptions {
   backend?: string;
 }
 
+/** One backend's line of `backendReport()`: its priority, state and, when unavailable, why. */
 export interface BackendStatus {
   name: string;
   priority: number;
@@ -128,18 +130,25 @@ export class BackendRegistry {
 /** The process-wide registry the backend packages register into when imported. */
 export const defaultRegistry = new BackendRegistry();
 
+/** Registers a backend factory under `name` with a priority (higher is tried first); a name registered twice throws. */
 export function registerBackend(name: string, factory: BackendFactory, priority: number): void {
   defaultRegistry.register(name, factory, priority);
 }
 
+/**
+ * The Engine of the best backend that initialises (or of `options.backend` / SPARQ_BACKEND, which
+ * must); BackendUnavailableError lists every reason when none does.
+ */
 export function selectBackend(options: SelectOptions = {}): Promise<Engine> {
   return defaultRegistry.select(options);
 }
 
+/** Initialises every registered backend: the engines that load and the reasons of those that do not. */
 export function loadBackends(): ReturnType<BackendRegistry['loadAll']> {
   return defaultRegistry.loadAll();
 }
 
+/** Each registered backend with its state (active, available, unavailable with the reason, untried), best first. */
 export function backendReport(): BackendStatus[] {
   return defaultRegistry.report();
 }

@@ -36,11 +36,13 @@ function checkShape(op: string, shape: readonly number[]): void {
   }
 }
 
+/** How a new Tensor allocates its data: `shared` puts it in a SharedArrayBuffer (for worker threads). */
 export interface TensorOptions {
   /** Back the tensor with a SharedArrayBuffer so worker threads can read and write it. */
   shared?: boolean;
 }
 
+/** A typed array with a shape, strides and offset counted in elements (this file's header has the layout). */
 export class Tensor<D extends DType = DType> {
   readonly dtype: D;
   readonly data: StorageOf[D];

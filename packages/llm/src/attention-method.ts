@@ -13,8 +13,10 @@
  */
 import { SparqRangeError, type AttentionMethod, type AttentionStats, type Engine, type H2OState, type KVCache, type Tensor } from '@sparq/core';
 
+/** The decode attention methods, the `attention.method` choices. */
 export const ATTENTION_METHODS: readonly AttentionMethod[] = ['dense', 'sparq', 'h2o', 'lminf', 'oracle'];
 
+/** A decode attention method with every budget set (`defaultAttention` fills the ones left out). */
 export interface AttentionConfig {
   method: AttentionMethod;
   /** SparQ query components, 1..headDim. */

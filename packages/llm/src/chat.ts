@@ -18,7 +18,7 @@ import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDT
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
-import { CHECKS, checkKeys, checkNumber, contextCheck, renamed } from './options.ts';
+import { CHECKS, checkCacheChoices, checkKeys, checkNumber, checkSeed, contextCheck, renamed } from './options.ts';
 import { TextSession } from './text-session.ts';
 import type { GGUFFile } from './gguf-read.ts';
 import type { LanguageModel } from './language-model.ts';
@@ -28,6 +28,7 @@ import type { Model } from './weights.ts';
 
 export const CHAT_TEMPLATE_KEY = 'tokenizer.chat_template';
 
+/** One message of a conversation, as the chat template reads it. */
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
   content: string;
@@ -107,6 +108,7 @@ export interface ChatOptions {
 
 const CHAT_OPTIONS = ['attention', 'contextSize', 'context', 'maxReplyTokens', 'system', 'temperature', 'topP', 'topp', 'seed', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk'];
 
+/** A reply of `Chat.send`: the text, its tokens, why it ended, what was prefilled and the timings. */
 export interface ChatReply {
   /** The reply as text (its tokens' pieces; the end-of-generation token not included). */
   text: string;
@@ -148,10 +150,15 @@ export class Chat {
     checkNumber(`Chat: ${options.contextSize === undefined && options.context !== undefined ? 'context' : 'contextSize'}`, contextSize, contextCheck(model.config.seqLen));
     this.maxReplyTokens = checkNumber('Chat: maxReplyTokens', options.maxReplyTokens ?? Infinity, CHECKS.maxTokens);
     const kv = renamed('Chat', 'kv', options.kv, 'kvDType', options.kvDType);
+    checkCacheChoices('Chat', { ...options, kv });
+    if (options.temperature !== undefined) checkNumber('Chat: temperature', options.temperature, CHECKS.temperature);
+    const topP = renamed('Chat', 'topP', options.topP, 'topp', options.topp);
+    if (topP !== undefined) checkNumber('Chat: topP', topP, CHECKS.topP);
+    if (options.seed !== undefined) checkSeed('Chat: seed', options.seed);
     this.text = new TextSession(engine, model, tokenizer, { contextSize, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, prefillChunk: options.prefillChunk, stop: 'eog' });
     this.tokenizer = tokenizer;
     this.template = template;
-    this.sampling = { temperature: options.temperature, topP: renamed('Chat', 'topP', options.topP, 'topp', options.topp), seed: options.seed };
+    this.sampling = { temperature: options.temperature, topP, seed: options.seed };
     if (options.system !== undefined) this.messages.push({ role: 'system', content: options.system });
   }
 
@@ -206,6 +213,8 @@ export class Chat {
  * model's attention, KV type and INT4 path unless the options say otherwise.
  */
 export function createChat(lm: LanguageModel, path: string, options: Partial<ChatOptions> & { template?: string } = {}): Chat {
+  checkKeys('createChat', options, [...CHAT_OPTIONS, 'template']);
+  checkCacheChoices('createChat', options);
   const { template, ...chatOptions } = options;
   let source = template ?? null;
   if (source === null) {

@@ -7,6 +7,7 @@
 import type { Architecture } from './family.ts';
 import { NO_ROPE_SCALING, describeRopeScaling, type RopeScaling } from './rope-scaling.ts';
 
+/** A model's hyperparameters as its file gives them (dimensions, heads, vocabulary, context, RoPE). */
 export interface ModelConfig {
   /** The family (GGUF general.architecture; llama2.c checkpoints are 'llama'). */
   arch: Architecture;

@@ -14,7 +14,9 @@
  */
 import type { RopePairs } from '@sparq/core';
 
+/** The model families the runtime runs. */
 export type Architecture = 'llama' | 'qwen2' | 'qwen3';
+/** Every Architecture. */
 export const ARCHITECTURES: readonly Architecture[] = ['llama', 'qwen2', 'qwen3'];
 
 export interface Family {

@@ -99,6 +99,7 @@ export function defaultKVLayout(method: AttentionConfig['method']): KVLayout {
   return method === 'sparq' ? 'k-twice' : 'single-k';
 }
 
+/** The forward pass over one KV cache per layer: batched prefill and one-token decode steps returning logits. */
 export class Session {
   readonly caches: KVCache[]; // (n_layers) each (1, n_kv_heads, capacity, head_dim)
   readonly h2o: (H2OState | null)[]; // (n_layers) H2O's accumulated scores, or null

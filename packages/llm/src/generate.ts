@@ -13,7 +13,7 @@ import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDT
 import type { AttentionConfig } from './attention-method.ts';
 import type { PrefillProgress, Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
-import { DEFAULT_PREFILL_CHUNK, renamed } from './options.ts';
+import { DEFAULT_PREFILL_CHUNK, checkCacheChoices, checkKeys, renamed } from './options.ts';
 import { TextSession } from './text-session.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
@@ -50,6 +50,7 @@ export interface GenerateOptions {
   context?: number;
 }
 
+/** What `generate` produced: the tokens, the printed text, the timings and the forward session. */
 export interface GenerateResult {
   /** Prompt tokens then the sampled ones. */
   tokens: number[];
@@ -67,7 +68,17 @@ export function clampSteps(steps: number, seqLen: number): number {
   return steps <= 0 || steps > seqLen ? seqLen : steps;
 }
 
+/** Every key of GenerateOptions: a key not among them is a mistyped option, an error before any work. */
+const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = ['steps', 'temperature', 'topP', 'topp', 'seed', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'onPiece', 'onProgress', 'stop', 'contextSize', 'context'];
+
+/**
+ * Runs run.c's generation loop synchronously: the prompt, then sampled tokens until `steps`
+ * positions, the context or the end of text; pieces go to `onPiece`. Options are checked first, as
+ * the CLI checks them.
+ */
 export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
+  checkKeys('generate', options, GENERATE_OPTIONS);
+  checkCacheChoices('generate', { ...options, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType) });
   const context = contextSize(model.config.seqLen, renamed('generate', 'contextSize', options.contextSize, 'context', options.context));
   const steps = clampSteps(options.steps, context);
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });

@@ -16,7 +16,9 @@ import { expectedTensors } from './tensor-names.ts';
 /** The smallest |x| that f16 rounding (to nearest even) turns into infinity: 65504 + half a step of 32. */
 const F16_ROUNDS_TO_INF = 65520;
 
+/** A tensor type `writeGGUFFile` and `sparq convert` can write. */
 export type GGUFFileType = 'f32' | 'f16' | 'bf16' | BlockDType;
+/** Every GGUFFileType. */
 export const GGUF_FILE_TYPES: readonly GGUFFileType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
 /** `t` converted to `type` (a new tensor unless it already is that type). */

@@ -52,6 +52,7 @@ export interface GGUFTensorInfo {
   byteSize: number;
 }
 
+/** A parsed GGUF v3 file: its metadata and its tensors' descriptors and data. */
 export interface GGUFFile {
   version: number;
   alignment: number;

@@ -9,7 +9,7 @@ import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
-import { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, KT_DTYPES, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, checkChoice, checkKeys, checkNumber, contextCheck } from './options.ts';
+import { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, checkCacheChoices, checkChoice, checkKeys, checkNumber, contextCheck } from './options.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import { WEIGHT_TYPES, type Model, type WeightType } from './weights.ts';
@@ -49,6 +49,7 @@ export interface ModelOptions {
   contextSize?: number;
 }
 
+/** The options of `LanguageModel.createSession`; unset ones take the model's. */
 export interface CreateSessionOptions {
   /** Positions of the conversation; default: the model's seq_len, at most DEFAULT_CONTEXT_CAP (2048). */
   contextSize?: number;
@@ -76,15 +77,16 @@ export function checkModelOptions(where: string, options: ModelOptions, extra: r
   const o = options;
   if (o.tokenizer !== undefined && typeof o.tokenizer !== 'string') throw new SparqRangeError(`${where}: tokenizer ${String(o.tokenizer)}, expected a file path`);
   if (o.weights !== undefined) checkChoice(`${where}: weights`, o.weights, WEIGHT_TYPES);
-  if (o.kv !== undefined) checkChoice(`${where}: kv`, o.kv, KV_DTYPES);
-  if (o.kt !== undefined) checkChoice(`${where}: kt`, o.kt, KT_DTYPES);
-  if (o.kvLayout !== undefined) checkChoice(`${where}: kvLayout`, o.kvLayout, KV_LAYOUTS);
-  if (o.productPath !== undefined) checkChoice(`${where}: productPath`, o.productPath, PRODUCT_PATHS);
+  checkCacheChoices(where, o);
   if (o.checkTensors !== undefined && typeof o.checkTensors !== 'boolean') throw new SparqRangeError(`${where}: checkTensors ${String(o.checkTensors)}, expected true or false`);
   // Every check but r's upper bound, which needs the model's head dim (LanguageModel checks it).
   if (o.attention !== undefined) resolveAttention(o.attention, Number.MAX_SAFE_INTEGER, 1, (f) => `${where}: attention.${f}`);
 }
 
+/**
+ * A model ready for text: weights on an engine, its tokenizer, and the defaults its sessions start
+ * from. `loadModel` returns one.
+ */
 export class LanguageModel {
   readonly engine: Engine;
   readonly model: Model;
@@ -142,7 +144,7 @@ export class LanguageModel {
     checkKeys('createSession', options, ['contextSize', 'attention', 'kv', 'kt', 'prefillChunk']);
     const seqLen = this.config.seqLen;
     const contextSize = checkNumber('createSession: contextSize', options.contextSize ?? Math.min(seqLen, DEFAULT_CONTEXT_CAP), contextCheck(seqLen));
-    if (options.kv !== undefined) checkChoice('createSession: kv', options.kv, KV_DTYPES);
+    checkCacheChoices('createSession', options);
     return new TextSession(this.engine, this.model, this.tokenizer, {
       contextSize,
       attention: this.resolveAttention(contextSize, options.attention),

@@ -18,7 +18,7 @@
  *   seed          random (the CLI: the time in seconds)       --seed
  *   attention     dense (attention-method.ts)                 --attention, --r, --k, --l, --no-reallocate
  */
-import { SparqRangeError, type KVDType, type KVLayout, type ProductPath } from '@sparq/core';
+import { KT_DTYPES, KV_DTYPES, KV_LAYOUTS, SparqRangeError, type KVDType, type ProductPath } from '@sparq/core';
 
 /**
  * f16 KV by default: half the cache memory and half the attention reads. Measured with
@@ -53,12 +53,24 @@ export const DEFAULT_TOP_P = 0.9;
 
 /** The KV row types and layouts are core's (kv-cache.ts); re-exported here beside the other choices. */
 export { KT_DTYPES, KV_DTYPES, KV_LAYOUTS } from '@sparq/core';
+/** The `productPath` choices: dequantize weights to f32, or multiply in int8 blocks. */
 export const PRODUCT_PATHS: readonly ProductPath[] = ['dequant', 'int8'];
 
 /** `value` when it is one of `allowed`, else SparqRangeError: `<name> <value>, expected one of a, b`. */
 export function checkChoice<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
   if (!(allowed as readonly unknown[]).includes(value)) throw new SparqRangeError(`${name} ${String(value)}, expected one of ${allowed.join(', ')}`);
   return value as T;
+}
+
+/**
+ * The cache and product choices a model, a session, Chat and generate() share, each checked when
+ * given: `<where>: kv q8, expected one of f32, f16, q8_0, q4_0` (the CLI: `--kv q8, expected ...`).
+ */
+export function checkCacheChoices(where: string, o: { kv?: unknown; kt?: unknown; kvLayout?: unknown; productPath?: unknown }): void {
+  if (o.kv !== undefined) checkChoice(`${where}: kv`, o.kv, KV_DTYPES);
+  if (o.kt !== undefined) checkChoice(`${where}: kt`, o.kt, KT_DTYPES);
+  if (o.kvLayout !== undefined) checkChoice(`${where}: kvLayout`, o.kvLayout, KV_LAYOUTS);
+  if (o.productPath !== undefined) checkChoice(`${where}: productPath`, o.productPath, PRODUCT_PATHS);
 }
 
 /** A check of a number: what it accepts and how a message says so. */

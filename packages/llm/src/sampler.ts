@@ -32,6 +32,7 @@ export class XorShiftRng {
   }
 }
 
+/** The Sampler's temperature, nucleus threshold and seed. */
 export interface SamplerOptions {
   /** 0 = greedy. */
   temperature: number;
@@ -42,6 +43,7 @@ export interface SamplerOptions {
   seed: bigint | number;
 }
 
+/** run.c's sampler: greedy at temperature 0, else softmax sampling (with top-p) from a seeded xorshift64* generator. */
 export class Sampler {
   private readonly rng: XorShiftRng;
   private readonly temperature: number;

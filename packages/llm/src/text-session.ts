@@ -27,7 +27,7 @@
 import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session, prefillProgress, type PrefillProgress } from './forward.ts';
-import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
+import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkCacheChoices, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
 import { stops, type StopRule } from './generation-limits.ts';
 import { Sampler } from './sampler.ts';
 import { StopFilter } from './stop-filter.ts';
@@ -57,6 +57,7 @@ export interface TextSessionOptions {
   stop?: StopRule;
 }
 
+/** The options of `TextSession.generate`; names and defaults are options.ts's. */
 export interface GenerationOptions {
   /** Most tokens to sample; default: until the end of text or a full context. */
   maxTokens?: number;
@@ -95,6 +96,7 @@ export interface AttentionReport {
   countedBytesRatio: number;
 }
 
+/** How a generation ended and what it did: finish reason, token counts, rates, attention read. */
 export interface GenerationResult {
   /** All the text shown. */
   text: string;
@@ -113,6 +115,7 @@ export interface GenerationResult {
   attention: AttentionReport;
 }
 
+/** A session's position and decode statistics (`session.stats`). */
 export interface SessionStats {
   /** Positions filled. */
   position: number;
@@ -146,6 +149,7 @@ interface Counters {
   denseBytes: number;
 }
 
+/** One KV cache a conversation fills, and generation from it as an async stream of text pieces (this file's header). */
 export class TextSession {
   /** The forward pass and its caches (low level: decode statistics, SPEC 3 costs). */
   readonly forward: Session;
@@ -167,6 +171,7 @@ export class TextSession {
     checkKeys('TextSession', options, ['contextSize', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk', 'stop']);
     const chunk = checkNumber('TextSession: prefillChunk', options.prefillChunk ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
     const kv = renamed('TextSession', 'kv', options.kv, 'kvDType', options.kvDType);
+    checkCacheChoices('TextSession', { ...options, kv });
     this.forward = new Session(engine, model, { contextSize: options.contextSize, prefillChunk: chunk, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;

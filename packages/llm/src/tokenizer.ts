@@ -26,6 +26,7 @@ import { SentencePieceEncoder } from './spm.ts';
 import { TOKEN_TYPE, type Vocab } from './vocab.ts';
 import { concatBytes, decodeUtf8, encodeUtf8 } from './utf8.ts';
 
+/** How `Tokenizer.encode` treats special tokens. */
 export interface EncodeOptions {
   /** Add BOS / EOS as the vocab's addBos / addEos flags say (llama.cpp's add_special). Default true. */
   addSpecial?: boolean;
@@ -52,6 +53,7 @@ const EMPTY = new Uint8Array(0);
 /** With the u flag, a surrogate pair is one code point, so this matches only unpaired halves. */
 const LONE_SURROGATE = /\p{Cs}/gu;
 
+/** Text to token ids and back, for SentencePiece and byte-level BPE vocabularies, as llama.cpp's tokenizer does. */
 export class Tokenizer {
   readonly vocab: Vocab;
   readonly bosId: number;

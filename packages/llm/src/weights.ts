@@ -20,7 +20,9 @@ import { ropeOptions } from './rope-scaling.ts';
 import { namingTensor } from './tensor-check.ts';
 import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD, extraLayerName, extraLayerTensors, layerName, type ExtraLayerTensor, type LayerTensor } from './tensor-names.ts';
 
+/** How the runtime stores weights: as f32, as ggml q4_0 blocks, or as group-wise INT4. */
 export type WeightType = 'f32' | 'q4_0' | 'int4';
+/** The `weights` option's choices. */
 export const WEIGHT_TYPES: readonly WeightType[] = ['f32', 'q4_0', 'int4'];
 /** Group size of the INT4 weights and the block of Q4_0. */
 export const QUANT_GROUP = 32;

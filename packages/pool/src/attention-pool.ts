@@ -31,6 +31,7 @@ import type { PooledMethod, StatsCounts, WorkFailure, WorkTask, WorkUnit } from 
 
 export type { PooledMethod } from './work.ts';
 
+/** Worker count and backend of an AttentionPool. */
 export interface AttentionPoolOptions {
   /** Backend name every worker selects ('reference' or 'native'). */
   backend: string;
@@ -72,6 +73,7 @@ function workerError({ failed }: WorkFailure): SparqError {
   return new (ERROR_CLASSES[failed.kind] ?? SparqError)(failed.message);
 }
 
+/** Decode attention split by sequence and KV head over worker threads that read one shared cache. */
 export class AttentionPool {
   readonly threads: number;
   readonly backend: string;

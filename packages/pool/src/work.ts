@@ -9,6 +9,7 @@ import { AttentionStats, KVCache, SparqError, Tensor, selectBackend, type Budget
 import '@sparq/reference';
 import '@sparq/native';
 
+/** The attention methods an AttentionPool runs. */
 export type PooledMethod = 'dense' | 'sparq' | 'oracle' | 'lminf';
 
 /** One unit: sequence `seq`, KV heads [kvStart, kvEnd). */

@@ -8,6 +8,7 @@ import { BLOCK_CODEC_DTYPES } from './ops/quantize.ts';
 import { attentionOps } from './attention-ops.ts';
 import { basicOps } from './basic-ops.ts';
 
+/** The reference backend: every op in TypeScript, the definition the native kernels are tested against. */
 export function createReferenceBackend(): Backend {
   return {
     name: 'reference',

@@ -8,7 +8,7 @@
  * The library does the work (packages/llm/src/eval); this file reads flags and
  * files, shows progress on stderr and writes the outputs.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
