@@ -312,22 +312,22 @@ void with_type(WeightType t, Fn fn) {
   }
 }
 
-// The int32 lanes of chunk g of activation row q (bias: its RowActs::bias row): lane i sums
-// elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
+// The int32 lanes of one chunk's codes against the activation codes at q (bias: their RowActs::bias
+// lanes): lane i sums elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
 template <class T>
-SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias, int64_t g) {
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
 #if defined(__AVX512VNNI__)
   // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
   if (T::SIGNED)
-    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
+    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
 #endif
   __m256i mag = codes;
   if (T::SIGNED) {
     x = _mm256_sign_epi8(x, codes);
     mag = _mm256_sign_epi8(codes, codes);
   }
-  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)) : _mm256_setzero_si256();
+  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)) : _mm256_setzero_si256();
 #if defined(__AVX512VNNI__)
   return _mm256_dpbusd_epi32(start, mag, x);
 #else
@@ -344,28 +344,55 @@ SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
   else return _mm256_maddubs_epi16(codes, x);
 }
 
+// RowActs' codes and bias lanes with the rows interleaved by chunk, [chunk][row][32 codes] and
+// [chunk][row][8 lanes] (step = rows): a tile's rows are then constant offsets from one pointer, not
+// a pointer each (8 rows' pointers do not fit the general registers beside the loop's own). One row
+// is its own interleaving (step 1: RowActs' arrays themselves).
+struct ActCodes {
+  const int8_t* q;
+  const int32_t* bias;  // null: no bias lanes
+  int64_t step;
+  std::vector<int8_t> q_kept;
+  std::vector<int32_t> bias_kept;
+
+  explicit ActCodes(const RowActs& a) : q(a.q.data()), bias(a.bias.empty() ? nullptr : a.bias.data()), step(a.n) {
+    if (a.n == 1) return;
+    const int64_t chunks = a.cols / 32;
+    q_kept.resize(a.q.size());
+    bias_kept.resize(a.bias.size());
+    for (int64_t t = 0; t < a.n; ++t) {
+      for (int64_t g = 0; g < chunks; ++g) {
+        std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
+        if (bias) std::memcpy(bias_kept.data() + 8 * (g * a.n + t), a.bias.data() + t * (a.cols / 4) + 8 * g, 8 * sizeof(int32_t));
+      }
+    }
+    q = q_kept.data();
+    bias = bias ? bias_kept.data() : nullptr;
+  }
+};
+
 // The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, for
 // 32-element blocks scaled and accumulated in two f32 chains (even and odd chunks: c, known when the
 // block's code is compiled, picks the chain, so the accumulators stay in registers), for super-blocks
 // scaled by the integer sub-block scales into one int32 vector per super-block; and the minimums' terms.
 template <class T, int NX>
 struct RowSums {
-  const int8_t* q[NX];
+  // The activation codes and bias lanes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k),
+  // bias + 8 (g step + k), so that every row of the tile is a constant offset from one pointer.
+  const int8_t* q;
+  const int32_t* bias;
+  int64_t step;
   const float *d[NX], *sum32[NX];
   const int16_t* isum16[NX];
-  const int32_t* bias[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
   __m256 acc[2][NX], mins[NX];
   __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
   float min_scalar[NX];
-  alignas(32) float run_scale[NX][8];  // scales8's: dl dx of the 8 blocks from g0
 
-  RowSums(const RowActs& a, int64_t t0) {
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
-      q[k] = a.q.data() + t * a.cols;
       d[k] = a.d.data() + t * (a.cols / 32);
-      bias[k] = a.bias.empty() ? nullptr : a.bias.data() + t * (a.cols / 4);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
       acc[0][k] = acc[1][k] = mins[k] = _mm256_setzero_ps();
@@ -374,27 +401,33 @@ struct RowSums {
     }
   }
 
+  // Row k's activation codes and bias lanes of chunk g.
+  SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + 32 * (g * step + k); }
+  SPARQ_INLINE const int32_t* bias_at(int64_t g, int k) const { return T::BIAS || T::SIGNED ? bias + 8 * (g * step + k) : nullptr; }
+
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
-  // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl once, then each block's codes.
-  SPARQ_INLINE void scales8(__m256 dl) {
-    for (int k = 0; k < NX; ++k) _mm256_store_ps(run_scale[k], _mm256_mul_ps(dl, _mm256_loadu_ps(d[k] + g0)));
+  // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl times each row's dx into
+  // scale (NX x 8, kept by the caller: an array in this struct would keep the accumulators in memory),
+  // then each block's codes.
+  SPARQ_INLINE void scales8(__m256 dl, float (*scale)[8]) const {
+    for (int k = 0; k < NX; ++k) _mm256_store_ps(scale[k], _mm256_mul_ps(dl, _mm256_loadu_ps(d[k] + g0)));
   }
-  SPARQ_INLINE void run_chunk(int i, __m256i codes) {
+  SPARQ_INLINE void run_chunk(int i, __m256i codes, const float (*scale)[8]) {
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[NX == 1 ? i & 1 : 0][k];  // one row: two chains; more: the rows' chains overlap
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g0 + i)), _mm256_broadcast_ss(run_scale[k] + i), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i), a);
     }
   }
   // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
     for (int k = 0; k < NX; ++k) {
-      const __m256i pairs = pair_sums<T>(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[k] + 32 * (g0 + c))));
+      const __m256i pairs = pair_sums<T>(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at(g0 + c, k))));
 #if defined(__AVX512VNNI__)
       block_sum[k] = _mm256_dpwssd_epi32(block_sum[k], pairs, scales);
 #else
@@ -448,7 +481,7 @@ struct SubSums {
 
   SPARQ_INLINE void store(int c, __m256i codes) {
     alignas(32) int32_t lane[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q, bias, g0 + c));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q + 32 * (g0 + c), bias ? bias + 8 * (g0 + c) : nullptr));
     sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
   }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
@@ -502,18 +535,21 @@ void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, in
 template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
+  const ActCodes codes(a);
   for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
-    using Sums = RowSums<T, decltype(nx)::value>;
-    Sums sums(a, t0);
+    constexpr int NX = decltype(nx)::value;
+    RowSums<T, NX> sums(a, codes, t0);
     const uint8_t* row = w + r * row_bytes;
     int64_t b = 0;
     if constexpr (T::ELEMENTS == 32) {
       // Runs of 8 blocks: their 8 scales (and minimums) converted and multiplied by dx as one vector.
+      alignas(32) float scale[NX][8];
       for (; b + 8 <= blocks; b += 8, sums.g0 += 8) {
         const uint8_t* x = row + b * T::BYTES;
-        sums.scales8(f16s8<T::BYTES>(x));
+        sums.scales8(f16s8<T::BYTES>(x), scale);
         if constexpr (T::MIN) sums.mins32(f16s8<T::BYTES>(x + T::M_AT));
-        for (int i = 0; i < 8; ++i) sums.run_chunk(i, T::codes(x + i * T::BYTES));
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) sums.run_chunk(i, T::codes(x + i * T::BYTES), scale);
       }
     }
     for (; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
@@ -528,8 +564,9 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
+  const ActCodes codes(a);
   for (int64_t r = row_begin; r < row_begin + half; ++r) {
-    RowSums<T, 1> first(a, 0), second(a, 0);
+    RowSums<T, 1> first(a, codes, 0), second(a, codes, 0);
     const uint8_t* row = w + r * row_bytes;
     const uint8_t* other = row + half * row_bytes;
     for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
