@@ -97,7 +97,7 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
 // - 256-element super-blocks: scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
-//   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or half_chunk_scales), for the
+//   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or HalfScales::chunk), for the
 //   half-block types with an offset offsets(the 16 half-block scales as int16), then end_block(d),
 //   the f32 super-block scale (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
