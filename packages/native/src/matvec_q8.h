@@ -50,9 +50,7 @@ struct RowActs {
   std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
   std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;    // (n, cols / 32): quantize_act_row's xs; types with a minimum only
-  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (q2_k's SIMD minimums, the others' sums hook)
-  std::vector<int16_t> bias8;  // (n, cols / 8): -q8_offset8 * (sum of 8 consecutive codes), each 128 elements' 16 in
-                               // the SIMD kernels' lane order (quantize_row_acts); empty for offset 0
+  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
@@ -68,7 +66,7 @@ constexpr bool q8_has_min(WeightType t) {
 // other kernels take block_codes.h's signed codes).
 constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
 // The constant code offset of q3_k (4) and q6_k (32) (block_codes.h), which the SIMD kernels
-// subtract in their 16-bit sums of 8 products through RowActs::bias8, instead of as a minimum; 0 otherwise.
+// subtract once per super-block against RowActs::isum16, instead of as a minimum; 0 otherwise.
 constexpr int q8_offset8(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
 // Types whose codes are stored signed (q8_0, iq4_*).
 constexpr bool q8_signed(WeightType t) { return t == WeightType::q8_0 || t == WeightType::iq4_nl || t == WeightType::iq4_xs; }

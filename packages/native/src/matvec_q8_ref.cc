@@ -109,8 +109,6 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
   a.sum16.resize(min ? static_cast<size_t>(n * cols / 16) : 0);
   a.sum32.resize(static_cast<size_t>(n * chunks));
   a.isum16.resize(sub_block_elements(t) == 16 ? static_cast<size_t>(n * cols / 16) : 0);
-  const int offset8 = q8_offset8(t);
-  a.bias8.resize(offset8 ? static_cast<size_t>(n * cols / 8) : 0);
   std::vector<int32_t> sums(static_cast<size_t>(chunks));
   for (int64_t r = 0; r < n; ++r) quantize_act_row(t, x + r * cols, cols, a.q.data() + r * cols, a.d.data() + r * chunks, a.sum32.data() + r * chunks, sums.data());
   if (!min) a.sum32.clear();
@@ -118,13 +116,6 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
     const int8_t* q = a.q.data() + 32 * i;
     const float dx = a.d[i];
     for (int j = 0; j < 32 && bias; j += 4) a.bias[8 * i + j / 4] = -bias * (q[j] + q[j + 1] + q[j + 2] + q[j + 3]);
-    // Octet o of chunk i (4 per chunk, 4 chunks per 128 elements): lane 2 (i % 4) + o % 2 of the
-    // 128 elements' first 8 (o < 2) or last 8 (matvec_q8_simd.h's group_sums).
-    for (int o = 0; o < 4 && offset8; ++o) {
-      int32_t octet = 0;
-      for (int j = 8 * o; j < 8 * o + 8; ++j) octet += q[j];
-      a.bias8[16 * (i / 4) + 8 * (o / 2) + 2 * (i % 4) + o % 2] = static_cast<int16_t>(-offset8 * octet);
-    }
     if (min) {
       int32_t first = 0, sum = 0;
       for (int j = 0; j < 16; ++j) first += q[j];

@@ -3,31 +3,31 @@
 // and vpternlogd for some bit merges), each compiled with its ISA flags; everything here has
 // internal linkage. Every block type's codes are unpacked into 32 bytes per 32-element chunk and
 // multiplied with the int8 activation codes:
-// - 32-element sub-blocks (the 32-element types, q4_k, q5_k, iq4_xs): into 8 int32 lanes per
-//   chunk (lane i sums elements 4i .. 4i + 3), then one f32 FMA per chunk with the scale dl dx;
-//   AVX2: vpmaddubsw (adjacent pairs to int16) and vpmaddwd against ones; VNNI: one vpdpbusd. The
-//   super-block types' integer sub-block scales are converted to f32 and multiplied by dx once per
-//   super-block (a lane permute per chunk).
-// - 16-element half-blocks (q2_k, q3_k, q6_k): 4 chunks at a time into one int32 vector of their 8
-//   half-block sums times the integer half-block scales (group_sums), then one f32 FMA per 4 chunks.
-// The super-block types' chunks accumulate x dx in f32 until one multiply by the super-block scale
-// d per 256 elements.
+// - 32-element blocks (q4_0 .. q8_0, iq4_nl): into 8 int32 lanes per chunk (lane i sums elements
+//   4i .. 4i + 3), then one f32 FMA per chunk with the block's scale dl dx; AVX2: vpmaddubsw
+//   (adjacent pairs to int16) and vpmaddwd against ones; VNNI: one vpdpbusd.
+// - 256-element super-blocks (the K-quants, iq4_xs): vpmaddubsw into 16 int16 pair sums per chunk,
+//   multiplied by the sub-block's integer scale and added into one int32 vector per super-block
+//   (AVX2: vpmaddwd against the scales and vpaddd; VNNI: one vpdpwssd), so that a chunk costs two or
+//   three instructions per activation row, and the f32 work (one conversion, one FMA with d dx) is
+//   per 256 elements. The scales' int16 lanes are shuffled once per chunk, for all activation rows.
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
 // - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
 //   (off 8, 16) start each int32 lane from -off * (its four activation codes'
-//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) add
-//   -off * (8 activation codes' sum) to their int16 sums of 8 products (RowActs::bias8);
+//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) subtract
+//   off * sum_s sc_s (the half-block's activation code sum, RowActs::isum16) once per super-block;
 //   u <= 63 and |q| <= 127 keep a pair within 2 * 63 * 127 = 16002;
-// - signed codes (q8_0, iq4_*): AVX2 multiplies |c| by q with c's sign moved onto
-//   q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
-//   VNNI (no int16 step to saturate) multiplies c + 128 (c with its sign bit
+// - signed codes (q8_0, iq4_*): AVX2, and every super-block type, multiply |c| by q with c's sign
+//   moved onto q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+//   VNNI's 32-element blocks (no int16 step to saturate) multiply c + 128 (c with its sign bit
 //   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
 //   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
 //   minimums, then f32).
-// Every int32 lane stays below 2^24 (at most 2 * 32767 * 128 with a K-quant scale), so its
-// conversion to f32 is exact.
+// The 32-element blocks' int32 lanes stay below 2^24 (at most 8 * 128 * 127), so their conversion to
+// f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
+// so its one conversion may round, by one f32 rounding of that term (as any f32 addition of it would).
 #pragma once
 #include <cstring>
 #include <type_traits>
@@ -92,97 +92,111 @@ inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
-// SIGNED (codes stored signed), MIN (has minimums), for the half-block types CODE_MAX (largest u) and
-// OFFSET8 (codes are u - OFFSET8, subtracted through RowActs::bias8), and block(x, sink), which hands
-// the sink every chunk c (32 elements from element 32 c of the block):
+// SIGNED (codes stored signed), MIN (has minimums), for the half-block types OFFSET8 (codes are
+// u - OFFSET8, subtracted per super-block through offsets()), and block(x, sink), which hands the
+// sink every chunk c (32 elements from element 32 c of the block):
 // - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: with 16-element half-blocks group4(G, codes of chunks 4G .. 4G + 3,
-//   their half-block scales as group_scales lays them out), or for 32-element sub-blocks scales32(the 8 integer
-//   scales as f32) then sub_chunk32(c, codes); then end_block(d), the f32 super-block scale they multiply (in all 8 lanes);
+// - 256-element super-blocks: scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
+//   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or HalfScales::chunk), for the
+//   half-block types with an offset offsets(the 16 half-block scales as int16), then end_block(d),
+//   the f32 super-block scale (in all 8 lanes);
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
-struct Q4_0 {
-  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0);
+// The 32-element block types give codes(x), the f16 scale at byte 0 and, with MIN, the f16 minimum
+// at byte M_AT; Block32 makes their block(x, sink).
+template <class T>
+struct Block32 {
+  static constexpr int ELEMENTS = 32;
+  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    s.chunk(0, T::codes(x), f16x8(x));
+    if constexpr (T::MIN) s.min32(0, f16_at(x + T::M_AT));
+  }
+};
+struct Q4_0 : Block32<Q4_0> {
+  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, nibbles32(x + 2), f16x8(x)); }
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 2); }
 };
-struct Q4_1 {
-  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1);
+struct Q4_1 : Block32<Q4_1> {
+  static constexpr int BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, nibbles32(x + 4), f16x8(x));
-    s.min32(0, f16_at(x + 2));
-  }
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 4); }
 };
-struct Q5_0 {  // d | qh[4] | qs[16]
-  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0);
+struct Q5_0 : Block32<Q5_0> {  // d | qh[4] | qs[16]
+  static constexpr int BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)), f16x8(x));
-  }
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)); }
 };
-struct Q5_1 {  // d | m | qh[4] | qs[16]
-  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1);
+struct Q5_1 : Block32<Q5_1> {  // d | m | qh[4] | qs[16]
+  static constexpr int BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)), f16x8(x));
-    s.min32(0, f16_at(x + 2));
-  }
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)); }
 };
-struct Q8_0 {
-  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0);
+struct Q8_0 : Block32<Q8_0> {
+  static constexpr int BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)), f16x8(x));
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)); }
+};
+struct IQ4_NL : Block32<IQ4_NL> {
+  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
+  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return iq4_levels(nibbles32(x + 2)); }
+};
+// The f16 fields at p, p + STRIDE, .., p + 7 STRIDE (one per block of a run of 8) as 8 f32 lanes.
+template <int STRIDE>
+SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
+  __m128i h = _mm_cvtsi32_si128(load_u16(p));
+  h = _mm_insert_epi16(h, load_u16(p + STRIDE), 1);
+  h = _mm_insert_epi16(h, load_u16(p + 2 * STRIDE), 2);
+  h = _mm_insert_epi16(h, load_u16(p + 3 * STRIDE), 3);
+  h = _mm_insert_epi16(h, load_u16(p + 4 * STRIDE), 4);
+  h = _mm_insert_epi16(h, load_u16(p + 5 * STRIDE), 5);
+  h = _mm_insert_epi16(h, load_u16(p + 6 * STRIDE), 6);
+  h = _mm_insert_epi16(h, load_u16(p + 7 * STRIDE), 7);
+  return _mm256_cvtph_ps(h);
+}
+
+// Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
+// as int16 in both 128-bit halves, then chunk c's in all 16 lanes (one byte shuffle).
+SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc32, sc32), 0x88); }
+SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) { return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(2 * c + ((2 * c + 1) << 8)))); }
+// 16-element half-blocks: the 16 int8 scales sc as int16 (all), and scales 0-7 / 8-15 in both 128-bit
+// halves (low / high); chunk c's: half-block 2c's scale in lanes 0-7, 2c + 1's in lanes 8-15.
+struct HalfScales {
+  __m256i all, low, high;
+  explicit HalfScales(__m128i sc)
+      : all(_mm256_cvtepi8_epi16(sc)), low(_mm256_permute2x128_si256(all, all, 0x00)), high(_mm256_permute2x128_si256(all, all, 0x11)) {}
+  SPARQ_INLINE __m256i chunk(int c) const {
+    const char a = static_cast<char>(4 * (c % 4)), b = static_cast<char>(a + 2);
+    return _mm256_shuffle_epi8(c < 4 ? low : high, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                                                     b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
   }
 };
-struct IQ4_NL {
-  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl);
-  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) { s.chunk(0, iq4_levels(nibbles32(x + 2)), f16x8(x)); }
-};
-
-// The vpmaddwd operand of group G (chunks 4G .. 4G + 3) from the block's 16 int8 half-block scales
-// sc: int16 lanes 2j, 2j + 1 the scale of half-block 8G + 2j (chunk j's first), in the high 128 bits
-// of half-block 8G + 2j + 1.
-SPARQ_INLINE __m256i group_scales(__m128i sc, int G) {
-  const int b = 8 * G;
-  const __m128i pick = _mm_setr_epi8(b, b, b + 2, b + 2, b + 4, b + 4, b + 6, b + 6, b + 1, b + 1, b + 3, b + 3, b + 5, b + 5, b + 7, b + 7);
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, pick));
-}
-// The same from 16 scales below 128 in both 128-bit halves of sc (q2_k's): one byte shuffle, the
-// high byte of each int16 lane zeroed (index 0x80).
-SPARQ_INLINE __m256i group_scales_u(__m256i sc, int G) {
-  const char b = static_cast<char>(8 * G), z = static_cast<char>(0x80);
-  return _mm256_shuffle_epi8(sc, _mm256_setr_epi8(b, z, b, z, b + 2, z, b + 2, z, b + 4, z, b + 4, z, b + 6, z, b + 6, z,
-                                                  b + 1, z, b + 1, z, b + 3, z, b + 3, z, b + 5, z, b + 5, z, b + 7, z, b + 7, z));
-}
 
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K {
-  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), CODE_MAX = 3, OFFSET8 = q8_offset8(WeightType::q2_k);
+  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
     s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
-    // The scales (low nibbles) in both 128-bit halves, for group_scales_u.
-    const __m256i scales = _mm256_and_si256(_mm256_broadcastsi128_si256(sc), _mm256_set1_epi8(0x0f));
+    const HalfScales scales(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));  // the low nibbles
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
-      s.group4(H, {bits2(b, 0), bits2(b, 2), bits2(b, 4), bits2(b, 6)}, group_scales_u(scales, H));
+      for (int k = 0; k < 4; ++k) s.scaled_chunk(4 * H + k, bits2(b, 2 * k), scales.chunk(4 * H + k));
     }
     s.end_block(f16x8(x + 80));
   }
-};;
+};
 // hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
 // minus 4 (OFFSET8); 16 signed 6-bit scales (- 32): low
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
 struct Q3_K {
-  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), CODE_MAX = 7, OFFSET8 = q8_offset8(WeightType::q3_k);
+  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
@@ -192,14 +206,13 @@ struct Q3_K {
     std::memcpy(&aux, p + 8, 4);
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
-    const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
+    const HalfScales scales(_mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32)));
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
-      __m256i codes[4];
-      for (int k = 0; k < 4; ++k) codes[k] = or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4));
-      s.group4(H, codes, group_scales(sc, H));
+      for (int k = 0; k < 4; ++k) s.scaled_chunk(4 * H + k, or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4)), scales.chunk(4 * H + k));
     }
+    s.offsets(scales.all);
     s.end_block(f16x8(x + 108));
   }
 };
@@ -218,7 +231,7 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    s.scales32(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0))));
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -230,8 +243,8 @@ struct QX_K {
         lo = _mm256_or_si256(lo, bits_at(qh, 2 * p, 4, 0x10));
         hi = _mm256_or_si256(hi, bits_at(qh, 2 * p + 1, 4, 0x10));
       }
-      s.sub_chunk32(2 * p, lo);
-      s.sub_chunk32(2 * p + 1, hi);
+      s.scaled_chunk(2 * p, lo, chunk_scale(sc, 2 * p));
+      s.scaled_chunk(2 * p + 1, hi, chunk_scale(sc, 2 * p + 1));
     }
     s.end_block(f16x8(x));
   }
@@ -239,21 +252,20 @@ struct QX_K {
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
 struct Q6_K {
-  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), CODE_MAX = 63, OFFSET8 = q8_offset8(WeightType::q6_k);
+  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192));
+    const HalfScales scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)));
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
       const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
-      __m256i codes[4];
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
-        codes[k] = or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30));
+        s.scaled_chunk(4 * H + k, or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30)), scales.chunk(4 * H + k));
       }
-      s.group4(H, codes, group_scales(sc, H));
     }
+    s.offsets(scales.all);
     s.end_block(f16x8(x + 208));
   }
 };
@@ -269,12 +281,12 @@ struct IQ4_XS {
     const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
     const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
     const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
-    s.scales32(_mm256_cvtepi32_ps(sc32));
+    const __m256i sc = scales16(sc32);
     for (int c = 0; c < 8; c += 2) {
       __m256i first, second;
       nibbles64(x + 8 + 16 * c, first, second);
-      s.sub_chunk32(c, iq4_levels(first));
-      s.sub_chunk32(c + 1, iq4_levels(second));
+      s.scaled_chunk(c, iq4_levels(first), chunk_scale(sc, c));
+      s.scaled_chunk(c + 1, iq4_levels(second), chunk_scale(sc, c + 1));
     }
     s.end_block(f16x8(x));
   }
@@ -300,22 +312,22 @@ void with_type(WeightType t, Fn fn) {
   }
 }
 
-// The int32 lanes of chunk g of activation row q (bias: its RowActs::bias row): lane i sums
-// elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
+// The int32 lanes of one chunk's codes against the activation codes at q (bias: their RowActs::bias
+// lanes): lane i sums elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
 template <class T>
-SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias, int64_t g) {
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
+SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias) {
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
 #if defined(__AVX512VNNI__)
   // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
   if (T::SIGNED)
-    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
+    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
 #endif
   __m256i mag = codes;
   if (T::SIGNED) {
     x = _mm256_sign_epi8(x, codes);
     mag = _mm256_sign_epi8(codes, codes);
   }
-  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * g)) : _mm256_setzero_si256();
+  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)) : _mm256_setzero_si256();
 #if defined(__AVX512VNNI__)
   return _mm256_dpbusd_epi32(start, mag, x);
 #else
@@ -324,104 +336,118 @@ SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bi
 #endif
 }
 
-// Chunks g and g + 1 of activation row q against unsigned codes a and b -> 16 int16 lanes, per
-// 128-bit half (half-block 0 of each chunk in the low half, 1 in the high): a's four sums of 4
-// consecutive products, then b's. |sum| <= 4 * 63 * 127 = 32004 fits (q6_k's codes the largest).
-// VNNI: vpdpbusd and a saturating pack (exact: nothing saturates); AVX2: vpmaddubsw and vphaddw.
-SPARQ_INLINE __m256i quad_sums(__m256i a, __m256i b, const int8_t* q, int64_t g) {
-  const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g));
-  const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * g + 32));
-#if defined(__AVX512VNNI__)
-  return _mm256_packs_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), a, xa), _mm256_dpbusd_epi32(_mm256_setzero_si256(), b, xb));
-#else
-  return _mm256_hadd_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
-#endif
-}
-
-// The 16-element half-block types (q2_k, q3_k, q6_k) take 4 chunks (a group) at a time, so that one
-// int32 vector holds 8 half-block sums: lane j (j < 4) half-block 0 of the group's chunk j, lane 4 + j
-// its half-block 1; times the integer half-block scales. Per group: two quad_sums, one vphaddw into
-// 16 int16 sums of 8 products (octets; lanes 2j, 2j + 1 chunk j's first two, in the high 128 bits
-// its last two), minus T::OFFSET8 times the x-codes' octet sums (RowActs::bias8: q3_k's and q6_k's
-// offsets, so they need no minimum term), one vpmaddwd by the scales, one conversion to f32 and
-// one FMA against the 4 chunks' dx (a 128-bit broadcast), instead of one conversion and FMA per
-// chunk. The octets wrap in int16 (q6_k's sum of u q reaches 8 * 63 * 127) but the adds are exact
-// mod 2^16 and the result fits: |octet| <= 8 * max(CODE_MAX - OFFSET8, OFFSET8) * 127 <= 32767. Scaled
-// half-block sums: at most 2 * 32767 * 128 in magnitude, within 2^24, so converted to f32 exactly.
+// The 16 int16 pair sums of a super-block chunk's codes against activation codes x: lane i holds
+// elements 2i and 2i + 1 (vpmaddubsw; signed codes as |c| times x with c's sign, exact: see the top).
 template <class T>
-constexpr bool octets_fit() {
-  const int code = T::CODE_MAX - T::OFFSET8 > T::OFFSET8 ? T::CODE_MAX - T::OFFSET8 : T::OFFSET8;
-  return 8 * code * 127 <= 32767 && 4 * T::CODE_MAX * 127 <= 32767;
+SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
+  if constexpr (T::SIGNED) return _mm256_maddubs_epi16(_mm256_abs_epi8(codes), _mm256_sign_epi8(x, codes));
+  else return _mm256_maddubs_epi16(codes, x);
 }
 
-// The 8 scaled half-block sums of a group's codes (chunks g .. g + 3 of activation row q; bias8 its
-// RowActs::bias8 row), lanes as above.
-template <class T>
-SPARQ_INLINE __m256i group_sums(const __m256i (&codes)[4], __m256i scales, const int8_t* q, const int16_t* bias8, int64_t g) {
-  static_assert(octets_fit<T>(), "a group's int16 octet sums must fit");
-  __m256i octets = _mm256_hadd_epi16(quad_sums(codes[0], codes[1], q, g), quad_sums(codes[2], codes[3], q, g + 2));
-  if (T::OFFSET8) octets = _mm256_add_epi16(octets, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias8 + 4 * g)));
-  return _mm256_madd_epi16(octets, scales);
-}
+// RowActs' codes and bias lanes with the rows interleaved by chunk, [chunk][row][32 codes] and
+// [chunk][row][8 lanes] (step = rows): a tile's rows are then constant offsets from one pointer, not
+// a pointer each (8 rows' pointers do not fit the general registers beside the loop's own). One row
+// is its own interleaving (step 1: RowActs' arrays themselves).
+struct ActCodes {
+  const int8_t* q;
+  const int32_t* bias;  // null: no bias lanes
+  int64_t step;
+  std::vector<int8_t> q_kept;
+  std::vector<int32_t> bias_kept;
 
-// The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, scaled
-// and accumulated in two chains (even and odd chunks: c, known when the block's code is compiled, picks
-// the chain, so the accumulators stay in registers), and the minimums' terms.
+  explicit ActCodes(const RowActs& a) : q(a.q.data()), bias(a.bias.empty() ? nullptr : a.bias.data()), step(a.n) {
+    if (a.n == 1) return;
+    const int64_t chunks = a.cols / 32;
+    q_kept.resize(a.q.size());
+    bias_kept.resize(a.bias.size());
+    for (int64_t t = 0; t < a.n; ++t) {
+      for (int64_t g = 0; g < chunks; ++g) {
+        std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
+        if (bias) std::memcpy(bias_kept.data() + 8 * (g * a.n + t), a.bias.data() + t * (a.cols / 4) + 8 * g, 8 * sizeof(int32_t));
+      }
+    }
+    q = q_kept.data();
+    bias = bias ? bias_kept.data() : nullptr;
+  }
+};
+
+// The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, for
+// 32-element blocks scaled and accumulated in two f32 chains (even and odd chunks: c, known when the
+// block's code is compiled, picks the chain, so the accumulators stay in registers), for super-blocks
+// scaled by the integer sub-block scales into one int32 vector per super-block; and the minimums' terms.
 template <class T, int NX>
 struct RowSums {
-  const int8_t* q[NX];
+  // The activation codes and bias lanes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k),
+  // bias + 8 (g step + k), so that every row of the tile is a constant offset from one pointer.
+  const int8_t* q;
+  const int32_t* bias;
+  int64_t step;
   const float *d[NX], *sum32[NX];
-  const int16_t *isum16[NX], *bias8[NX];
-  const int32_t* bias[NX];
+  const int16_t* isum16[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
-  __m256 acc[2][NX], block_acc[2][NX], mins[NX];
+  __m256 acc[2][NX], mins[NX];
+  __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
   float min_scalar[NX];
-  __m256 chunk_scale[NX];  // scales32's: lane c the sub-block scale times dx of the block's chunk c
 
-  RowSums(const RowActs& a, int64_t t0) {
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
-      q[k] = a.q.data() + t * a.cols;
       d[k] = a.d.data() + t * (a.cols / 32);
-      bias[k] = a.bias.empty() ? nullptr : a.bias.data() + t * (a.cols / 4);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
-      bias8[k] = a.bias8.empty() ? nullptr : a.bias8.data() + t * (a.cols / 8);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
-      acc[0][k] = acc[1][k] = block_acc[0][k] = block_acc[1][k] = mins[k] = _mm256_setzero_ps();
+      acc[0][k] = acc[1][k] = mins[k] = _mm256_setzero_ps();
+      block_sum[k] = _mm256_setzero_si256();
       min_scalar[k] = 0;
     }
   }
+
+  // Row k's activation codes and bias lanes of chunk g.
+  SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + 32 * (g * step + k); }
+  SPARQ_INLINE const int32_t* bias_at(int64_t g, int k) const { return T::BIAS || T::SIGNED ? bias + 8 * (g * step + k) : nullptr; }
 
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g)), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
-  // Group G of a 16-element half-block type, scales its group_scales.
-  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m256i scales) {
-    const int64_t g = g0 + 4 * G;
+  // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl times each row's dx into
+  // scale (NX x 8, kept by the caller: an array in this struct would keep the accumulators in memory),
+  // then each block's codes.
+  SPARQ_INLINE void scales8(__m256 dl, float (*scale)[8]) const {
+    for (int k = 0; k < NX; ++k) _mm256_store_ps(scale[k], _mm256_mul_ps(dl, _mm256_loadu_ps(d[k] + g0)));
+  }
+  SPARQ_INLINE void run_chunk(int i, __m256i codes, const float (*scale)[8]) {
     for (int k = 0; k < NX; ++k) {
-      __m256& a = block_acc[G & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums<T>(codes, scales, q[k], bias8[k], g)), _mm256_broadcast_ps(reinterpret_cast<const __m128*>(d[k] + g)), a);
+      __m256& a = acc[NX == 1 ? i & 1 : 0][k];  // one row: two chains; more: the rows' chains overlap
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i), a);
     }
   }
-  // 32-element sub-blocks (q4_k, q5_k, iq4_xs): their 8 integer scales as f32 times each chunk's dx,
-  // once per super-block, so a chunk's sum needs no integer scaling (one vpdpbusd with VNNI).
-  SPARQ_INLINE void scales32(__m256 sc) {
-    for (int k = 0; k < NX; ++k) chunk_scale[k] = _mm256_mul_ps(sc, _mm256_loadu_ps(d[k] + g0));
-  }
-  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) {
+  // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
     for (int k = 0; k < NX; ++k) {
-      __m256& a = block_acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, q[k], bias[k], g0 + c)), _mm256_permutevar8x32_ps(chunk_scale[k], _mm256_set1_epi32(c)), a);
+      const __m256i pairs = pair_sums<T>(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at(g0 + c, k))));
+#if defined(__AVX512VNNI__)
+      block_sum[k] = _mm256_dpwssd_epi32(block_sum[k], pairs, scales);
+#else
+      block_sum[k] = _mm256_add_epi32(block_sum[k], _mm256_madd_epi16(pairs, scales));
+#endif
     }
   }
-  SPARQ_INLINE void end_block(__m256 s) {
+  // The codes' offset (q3_k, q6_k): scaled_chunk multiplied u = c + OFFSET8, so subtract OFFSET8 sum_s
+  // sc_s (the half-block's activation code sum), the 16 half-block scales sc as int16 lanes.
+  SPARQ_INLINE void offsets(__m256i sc) {
     for (int k = 0; k < NX; ++k) {
-      acc[0][k] = _mm256_fmadd_ps(_mm256_add_ps(block_acc[0][k], block_acc[1][k]), s, acc[0][k]);
-      block_acc[0][k] = block_acc[1][k] = _mm256_setzero_ps();
+      const __m256i isum = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
+      block_sum[k] = _mm256_sub_epi32(block_sum[k], _mm256_mullo_epi32(isum, _mm256_set1_epi32(T::OFFSET8)));
+    }
+  }
+  // The super-block's sum times d dx (Q8_K's dx, repeated per 32 elements in RowActs::d).
+  SPARQ_INLINE void end_block(__m256 scale) {
+    for (int k = 0; k < NX; ++k) {
+      acc[0][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[0][k]);
+      block_sum[k] = _mm256_setzero_si256();
     }
   }
   SPARQ_INLINE void min32(int c, float m) {
@@ -442,62 +468,88 @@ struct RowSums {
   }
 };
 
-// A 32-element block's sink seen as chunk 1 of a pair, so blocks alternate between the two chains.
-template <class S>
-struct SecondOfPair {
-  S& s;
-  SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) { s.chunk(c + 1, codes, dl); }
-  SPARQ_INLINE void min32(int c, float m) { s.min32(c + 1, m); }
-};
-
 // The sink of T::block for q8_sums_avx2: the int32 sums sum_j c_j q_j of every sub-block of one
 // activation row (the K-quants' integer sub-block scales left out: block_codes.h's codes), into sums.
 template <class T>
 struct SubSums {
   const int8_t* q;
   const int32_t* bias;
-  const int16_t *bias8, *isum16;
+  const int16_t* isum16;
   int32_t* sums;       // the row's sub-block sums
   int64_t g0 = 0;      // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
   SPARQ_INLINE void store(int c, __m256i codes) {
     alignas(32) int32_t lane[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q, bias, g0 + c));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q + 32 * (g0 + c), bias ? bias + 8 * (g0 + c) : nullptr));
     sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
   }
   SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
-  // The half-block sums by group_sums itself, with unit scales, plus the offset times the
-  // x-codes' sum that it subtracted (sum_j c_j q_j with block_codes.h's codes).
-  SPARQ_INLINE void group4(int G, const __m256i (&codes)[4], __m256i) {
+  // The sub-block sums by pair_sums itself (block_codes.h's codes are q3_k's and q6_k's u, their
+  // offset a minimum there).
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
     alignas(32) int32_t lane[8];
-    const int64_t g = g0 + 4 * G;
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), group_sums<T>(codes, _mm256_set1_epi16(1), q, bias8, g));
-    for (int j = 0; j < 4; ++j) {
-      for (int h = 0; h < 2; ++h) sums[2 * (g + j) + h] = lane[4 * h + j] + T::OFFSET8 * isum16[2 * (g + j) + h];
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (g0 + c)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), _mm256_madd_epi16(pair_sums<T>(codes, x), _mm256_set1_epi16(1)));
+    if constexpr (HALVES) {
+      for (int h = 0; h < 2; ++h) sums[2 * (g0 + c) + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
+    } else {
+      sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
     }
   }
-  SPARQ_INLINE void sub_chunk32(int c, __m256i codes) { store(c, codes); }
-  SPARQ_INLINE void scales32(__m256) {}
+  SPARQ_INLINE void offsets(__m256i) {}
   SPARQ_INLINE void end_block(__m256) {}
   SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
   SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
 
+// The most activation rows one weight row's decoded codes are multiplied with at once: with AVX-512's
+// 32 vector registers 8 rows' accumulators fit beside the codes and scales, with AVX2's 16 only 4.
+#if defined(__AVX512VL__)
+constexpr int Q8_TILE = 8;
+#else
+constexpr int Q8_TILE = 4;
+#endif
+
+// tile(nx, r, t0, res): activation rows t0 .. t0 + nx - 1 against weight row r into res, for every
+// weight row of [row_begin, row_end) and the activation rows in tiles of Q8_TILE, then of 4, 2, 1
+// (nx a std::integral_constant); each weight row is decoded once per tile, read from DRAM once.
+template <class Tile>
+void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+  float res[Q8_TILE];
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t t0 = 0; t0 < n;) {
+      const int64_t left = n - t0;
+      const int nx = left >= Q8_TILE ? Q8_TILE : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      if (nx == Q8_TILE) tile(std::integral_constant<int, Q8_TILE>(), r, t0, res);
+      else if (Q8_TILE > 4 && nx == 4) tile(std::integral_constant<int, 4>(), r, t0, res);
+      else if (nx == 2) tile(std::integral_constant<int, 2>(), r, t0, res);
+      else tile(std::integral_constant<int, 1>(), r, t0, res);
+      for (int k = 0; k < nx; ++k) out[(t0 + k) * rows + r] = res[k];
+      t0 += nx;
+    }
+  }
+}
+
 template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
-  for_each_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
-    using Sums = RowSums<T, decltype(nx)::value>;
-    Sums sums(a, t0);
+  const ActCodes codes(a);
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    constexpr int NX = decltype(nx)::value;
+    RowSums<T, NX> sums(a, codes, t0);
     const uint8_t* row = w + r * row_bytes;
     int64_t b = 0;
     if constexpr (T::ELEMENTS == 32) {
-      SecondOfPair<Sums> second{sums};
-      for (; b + 2 <= blocks; b += 2, sums.g0 += 2) {
-        T::block(row + b * T::BYTES, sums);
-        T::block(row + (b + 1) * T::BYTES, second);
+      // Runs of 8 blocks: their 8 scales (and minimums) converted and multiplied by dx as one vector.
+      alignas(32) float scale[NX][8];
+      for (; b + 8 <= blocks; b += 8, sums.g0 += 8) {
+        const uint8_t* x = row + b * T::BYTES;
+        sums.scales8(f16s8<T::BYTES>(x), scale);
+        if constexpr (T::MIN) sums.mins32(f16s8<T::BYTES>(x + T::M_AT));
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) sums.run_chunk(i, T::codes(x + i * T::BYTES), scale);
       }
     }
     for (; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
@@ -512,8 +564,9 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
+  const ActCodes codes(a);
   for (int64_t r = row_begin; r < row_begin + half; ++r) {
-    RowSums<T, 1> first(a, 0), second(a, 0);
+    RowSums<T, 1> first(a, codes, 0), second(a, codes, 0);
     const uint8_t* row = w + r * row_bytes;
     const uint8_t* other = row + half * row_bytes;
     for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
@@ -533,7 +586,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
       SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
-                      a.bias8.empty() ? nullptr : a.bias8.data() + k * (a.cols / 8), a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16),
+                      a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16),
                       sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
