@@ -22,7 +22,8 @@ const option = (name: string, fallback: string): string => {
   return at > 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
 };
 const basePath = option('--base', '');
-if (!basePath) throw new Error('bench/attention-ab.ts: --base <path to the other build of sparq_native.node> is required');
+if (!basePath)
+  throw new Error('bench/attention-ab.ts: --base <path to the other build of sparq_native.node> is required');
 const require = createRequire(import.meta.url);
 const base = require(basePath) as NativeAddon;
 const current = require('../packages/native/build/sparq_native.node') as NativeAddon;
@@ -48,7 +49,8 @@ for (const dtype of dtypes) {
       const cache = randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'single-k' });
       const { q, out } = randomQuery(H, D, 3);
       const bytes = 2 * nKv * S * rowBytes[dtype];
-      const decode = (addon: NativeAddon) => () => (addon.attnDecode as (...a: unknown[]) => void)(cache, q.data, out.data, H, null);
+      const decode = (addon: NativeAddon) => () =>
+        (addon.attnDecode as (...a: unknown[]) => void)(cache, q.data, out.data, H, null);
       for (const path of paths) {
         base.forceKernelPath(path);
         current.forceKernelPath(path);
