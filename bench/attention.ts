@@ -11,7 +11,7 @@
  *   K-twice vs single-K layout (k = S/8).
  * - Thread scaling 1 vs 2 (dense); native vs reference (reference at S <= 4k only: it is slow).
  * - Quantized KV and GQA (issue 24; `--kv` runs only this part): f16, q8_0 and q4_0 rows with
- *   the session's default kT (DEFAULT_SESSION_KT), 32 query heads in GQA groups of 4 and 8,
+ *   the session's default kT (DEFAULT_SESSION_KT), 32 query heads in groups of 1 (MHA), 4 and 8,
  *   S 16k and 32k: dense decode's share of the read bandwidth (rows' bytes / time / probe; target
  *   >= 90% with f16 and q8_0) and SparQ's speed-up over dense (r 16, k S/8), on the AVX2 and the
  *   AVX-512 kernels in turn in one process (the addon's forceKernelPath), so both are compared
@@ -173,7 +173,7 @@ async function quantizedSweep(): Promise<void> {
   console.log('    kv  kT   g       S  kernel  dense ms   GB/s  read GB/s %readBW |  S/8 ms  speed-up');
   const summary: string[] = [];
   for (const dtype of ['f16', 'q8_0', 'q4_0'] as const) {
-    for (const g of [4, 8]) {
+    for (const g of [1, 4, 8]) {
       for (const S of sizes) {
         const nKv = H / g;
         const kTDType = DEFAULT_SESSION_KT[dtype];

@@ -285,8 +285,12 @@ constexpr size_t kHeadBlock = 4;
 // VM, one thread, S = 32k, d 128, against a 32-35 GB/s read probe: groups of 2 heads 22 -> 30.5
 // GB/s (one row after the other: 24.5, both with kHeavyAhead's prefetches), of 4 13 -> 17.5, of
 // 8 6 -> 9. With f32 rows, or 16 lanes, the shape of one row after the other stays faster.
+// Block rows (q8_0, q4_0) take blocks of 4 heads in that shape instead: their decode (widen,
+// convert, scale: 3 instructions a vector) is then shared by 4 heads' fmas, not 2. AVX2, q8_0, one
+// thread, S = 32k, d 128, on the shared 2-core VM (family 26), best of 25: groups of 4 0.58 ->
+// 0.50 ms per KV head, of 8 1.18 -> 1.02 ms; with f16 rows blocks of 4 measured slower (groups of 8 0.69 -> 1.0).
 template <class V, class P>
-constexpr size_t qk_head_block() { return converted_on_8_lanes<V, P>() ? 2 : kHeadBlock; }
+constexpr size_t qk_head_block() { return converted_on_8_lanes<V, P>() && !kBlockRows<P> ? 2 : kHeadBlock; }
 template <class P>
 inline size_t tile_rows(size_t d) {
   return std::max<size_t>(16, kTileBytes / (RowTraits<P>::bytes(d)) / 16 * 16);  // whole blocks of up to 16 rows
@@ -363,6 +367,12 @@ __attribute__((noinline)) void pv_pass(float* out, P v, size_t d, Positions pos,
     for (int t = 0; t < G; t++) w[t] = V::set1(p[t * ldp + j]);
 #pragma GCC unroll 16
     for (int c = 0; c < C; c++) {
+      if constexpr (kBlockRows<P> && G == 1 && Full) {
+        // One head over block rows: the scale folded into the weight, once per block (see pv_rows).
+        const P at = row + c * V::W;
+        acc[0][c] = V::fma(V::mul(w[0], row_scale<V>(at)), row_codes<V>(at), acc[0][c]);
+        continue;
+      }
       const F x = Full ? row_load<V>(row + c * V::W) : row_load_part<V>(row + c * V::W, avail(c));
 #pragma GCC unroll 16
       for (int t = 0; t < G; t++) acc[t][c] = V::fma(w[t], x, acc[t][c]);
@@ -433,22 +443,46 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
 #pragma GCC unroll 16
         for (int t = 0; t < G; t++) w[t][u] = V::set1(p[t * ldp + j + u]);
       }
-      auto column = [&](size_t i, size_t avail) {
-        F x[M];
+      if constexpr (kBlockRows<P> && G == 1) {
+        // One head over block rows (d a multiple of 32): each row's f16 scale is converted once per
+        // block and folded into its weight, (w * d) * q for w * (d * q): one rounding more per term,
+        // far inside the tolerances. Decoded per vector (row_load), the stores to out between
+        // vectors made the compiler read and convert the scale again, and multiply, for every vector.
+        // AVX2, q8_0, one thread, S = 32k, d 128, best of 25 on the shared VM: 0.23 -> 0.16 ms per
+        // head. Groups keep the exact d * q, one product per vector shared by their heads: hoisting
+        // the scales there spilled registers (AVX2 groups of 4: 0.41 -> 0.58 ms).
+#pragma GCC unroll 4
+        for (size_t b = 0; b < dd; b += QK) {
+          F ws[M];
 #pragma GCC unroll 16
-        for (int u = 0; u < M; u++) x[u] = load_n<V>(row[u] + i, avail);
+          for (int u = 0; u < M; u++) ws[u] = V::mul(w[0][u], row_scale<V>(row[u] + b));
+#pragma GCC unroll 4
+          for (size_t i = b; i < b + QK; i += V::W) {
+            float* o = out + i;
+            F a = V::load(o);
 #pragma GCC unroll 16
-        for (int t = 0; t < G; t++) {
-          float* o = out + t * dd + i;
-          F a = load_n<V>(o, avail);
-#pragma GCC unroll 16
-          for (int u = 0; u < M; u++) a = V::fma(w[t][u], x[u], a);
-          V::store_n(o, a, avail);
+            for (int u = 0; u < M; u++) a = V::fma(ws[u], row_codes<V>(row[u] + i), a);
+            V::store(o, a);
+          }
         }
-      };
+      } else {
+        auto column = [&](size_t i, size_t avail) {
+          F x[M];
 #pragma GCC unroll 16
-      for (size_t i = 0; i < whole; i += V::W) column(i, V::W);
-      if (whole < dd) column(whole, dd - whole);
+          for (int u = 0; u < M; u++) x[u] = load_n<V>(row[u] + i, avail);
+#pragma GCC unroll 16
+          for (int t = 0; t < G; t++) {
+            float* o = out + t * dd + i;
+            F a = load_n<V>(o, avail);
+#pragma GCC unroll 16
+            for (int u = 0; u < M; u++) a = V::fma(w[t][u], x[u], a);
+            V::store_n(o, a, avail);
+          }
+        };
+#pragma GCC unroll 16
+        for (size_t i = 0; i < whole; i += V::W) column(i, V::W);
+        if (whole < dd) column(whole, dd - whole);
+      }
     };
     size_t j = 0;
     for (; j + U <= n; j += U) group(j, std::integral_constant<int, U>{});

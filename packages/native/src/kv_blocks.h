@@ -60,9 +60,12 @@ namespace {
 // q8_0: f16 d | 32 int8 q; x = d * q.
 struct Q8_0Rows {
   static constexpr size_t kBytes = Q8_0_BYTES;
+  // W codes as floats, unscaled (exact).
+  template <class V>
+  static typename V::F codes(const uint8_t* blk, size_t lane) { return V::from_i8(blk + 2 + lane); }
   template <class V>
   static typename V::F load(const uint8_t* blk, size_t lane) {
-    return V::mul(V::from_i8(blk + 2 + lane), V::set1_half(load_u16(blk)));
+    return V::mul(codes<V>(blk, lane), V::set1_half(load_u16(blk)));
   }
   static float at(const uint8_t* blk, size_t lane) {
     return static_cast<float>(static_cast<int8_t>(blk[2 + lane])) * fp16_to_fp32_ref(load_u16(blk));
@@ -74,9 +77,13 @@ struct Q8_0Rows {
 struct Q4_0Rows {
   static constexpr size_t kBytes = Q4_0_BYTES;
   template <class V>
-  static typename V::F load(const uint8_t* blk, size_t lane) {
+  static typename V::F codes(const uint8_t* blk, size_t lane) {
     const typename V::F q = lane < 16 ? V::from_nibbles(blk + 2 + lane, 0) : V::from_nibbles(blk + 2 + lane - 16, 4);
-    return V::mul(V::sub(q, V::set1(8.f)), V::set1_half(load_u16(blk)));
+    return V::sub(q, V::set1(8.f));
+  }
+  template <class V>
+  static typename V::F load(const uint8_t* blk, size_t lane) {
+    return V::mul(codes<V>(blk, lane), V::set1_half(load_u16(blk)));
   }
   static float at(const uint8_t* blk, size_t lane) {
     const int q = lane < 16 ? blk[2 + lane] & 0x0f : blk[2 + lane - 16] >> 4;
@@ -123,6 +130,12 @@ struct RowTraits<const uint16_t*> {
   static constexpr bool kConverted = true;
   static constexpr size_t bytes(size_t d) { return d * 2; }
 };
+// Whether P is a BlockPtr (rows of ggml blocks).
+template <class P>
+constexpr bool kBlockRows = false;
+template <class B>
+constexpr bool kBlockRows<BlockPtr<B>> = true;
+
 template <class B>
 struct RowTraits<BlockPtr<B>> {
   static constexpr bool kConverted = true;
@@ -137,6 +150,11 @@ template <class V, class B>
 inline typename V::F row_load(BlockPtr<B> p) { return B::template load<V>(p.blk, p.lane); }
 template <class V, class T>
 inline typename V::F row_load_part(const T* p, size_t avail) { return V::load_part(p, avail); }
+// Block rows only: W lanes' codes (unscaled) and their block's scale on every lane; row_load = their product.
+template <class V, class B>
+inline typename V::F row_codes(BlockPtr<B> p) { return B::template codes<V>(p.blk, p.lane); }
+template <class V, class B>
+inline typename V::F row_scale(BlockPtr<B> p) { return V::set1_half(load_u16(p.blk)); }
 template <class V, class B>
 inline typename V::F row_gather_blocks(BlockPtr<B> p, size_t stride, size_t avail) {
   float x[V::W] = {};

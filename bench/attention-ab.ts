@@ -1,0 +1,72 @@
+/**
+ * Dense decode of two builds of the native addon in one process (before / after a kernel change):
+ *   pnpm exec tsx bench/attention-ab.ts --base /path/to/old/sparq_native.node
+ *     [--kv f16,q8_0,q4_0] [--g 1,4,8] [--S 16384,32768] [--paths avx2,avx512] [--time 600]
+ *
+ * Copy build/sparq_native.node aside before rebuilding and pass it as --base. Per row (kv type, GQA
+ * group g, S, kernel path): a read probe at the default thread count, then the two builds' dense
+ * decodes alternating, 3 rounds of tinybench medians each, the best round kept. %BW is the K and V
+ * rows' bytes per second over the probe, as in bench/attention.ts's --kv sweep (32 query heads x
+ * d 128, batch 1, both builds reading the same cache).
+ */
+import { loadBackends } from '@sparq/core';
+import '@sparq/reference';
+import '@sparq/native';
+import { createRequire } from 'node:module';
+import { type NativeAddon } from '../packages/native/lib/addon.ts';
+import { randomCache, randomQuery } from '../packages/cli/src/bench/random-cache.ts';
+import { measureReadBandwidth, medianMs } from './bandwidth.ts';
+
+const option = (name: string, fallback: string): string => {
+  const at = process.argv.indexOf(name);
+  return at > 0 && at + 1 < process.argv.length ? process.argv[at + 1] : fallback;
+};
+const basePath = option('--base', '');
+if (!basePath)
+  throw new Error('bench/attention-ab.ts: --base <path to the other build of sparq_native.node> is required');
+const require = createRequire(import.meta.url);
+const base = require(basePath) as NativeAddon;
+const current = require('../packages/native/build/sparq_native.node') as NativeAddon;
+const { available } = await loadBackends();
+const native = available.find((e) => e.name === 'native');
+if (!native) throw new Error('bench/attention-ab.ts needs the native backend (pnpm build:native)');
+
+const H = 32;
+const D = 128;
+const dtypes = option('--kv', 'f16,q8_0,q4_0').split(',') as ('f16' | 'q8_0' | 'q4_0')[];
+const groups = option('--g', '1,4,8').split(',').map(Number);
+const sizes = option('--S', '16384,32768').split(',').map(Number);
+const paths = option('--paths', 'avx2,avx512').split(',');
+const timeMs = Number(option('--time', '600'));
+const rowBytes = { f16: 2 * D, q8_0: (D / 32) * 34, q4_0: (D / 32) * 18 } as const;
+
+console.log(`# dense decode, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);
+console.log('  kv   g       S  kernel | base ms  %BW | this ms  %BW | speed-up | read GB/s');
+for (const dtype of dtypes) {
+  for (const g of groups) {
+    for (const S of sizes) {
+      const nKv = H / g;
+      const cache = randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'single-k' });
+      const { q, out } = randomQuery(H, D, 3);
+      const bytes = 2 * nKv * S * rowBytes[dtype];
+      const decode = (addon: NativeAddon) => () =>
+        (addon.attnDecode as (...a: unknown[]) => void)(cache, q.data, out.data, H, null);
+      for (const path of paths) {
+        base.forceKernelPath(path);
+        current.forceKernelPath(path);
+        const bw = await measureReadBandwidth(2, 800);
+        const best = [Infinity, Infinity];
+        for (let round = 0; round < 3; round++) {
+          best[0] = Math.min(best[0], await medianMs('base', decode(base), timeMs));
+          best[1] = Math.min(best[1], await medianMs('this', decode(current), timeMs));
+        }
+        const pct = (ms: number) => `${((100 * bytes) / (ms * 1e6) / bw).toFixed(0).padStart(3)}%`;
+        console.log(
+          `${dtype.padStart(4)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} | ${best[0].toFixed(2).padStart(7)} ${pct(best[0])} | ${best[1].toFixed(2).padStart(7)} ${pct(best[1])} | ${(best[0] / best[1]).toFixed(2).padStart(7)}x | ${bw.toFixed(1)}`,
+        );
+      }
+      base.forceKernelPath(null);
+      current.forceKernelPath(null);
+    }
+  }
+}
