@@ -80,7 +80,7 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
 
 describe('needle report', () => {
   const record = (label: string, length: number, depth: number, exact: boolean): NeedleRecord => ({
-    task: 'passkey', length, depth, method: label === 'dense' ? 'dense' : 'sparq', target: 1, r: 8, k: 16, answer: '1', label, exact, output: exact ? '1' : '2',
+    task: 'passkey', length, depth, method: label === 'dense' ? 'dense' : 'sparq', target: 1, r: 8, k: 16, answer: '1', distractors: [], label, exact, output: exact ? '1' : '2',
     recall: [[1, 1], [exact ? 1 : 0, 0]], compression: label === 'dense' ? 1 : 0.125,
   });
   const records = [

@@ -198,6 +198,8 @@ export interface NeedleRecord extends NeedleOutcome {
   r: number;
   k: number;
   answer: string;
+  /** The distractor needles' numbers (multikey; empty for passkey), to tell a wrong answer's source. */
+  distractors: string[];
 }
 
 /** Every task x length x depth case, each with every configuration. */
@@ -213,7 +215,7 @@ export function runNeedleSweep(m: NeedleRunModel, tokenizer: Tokenizer, filler: 
         const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
         runNeedleCase(m, tokenizer, c, configs).forEach((outcome, j) => {
           const { config, target } = configs[j];
-          records.push({ task, length, depth, method: config.method, target, r: config.r, k: config.k, answer: c.answer, ...outcome });
+          records.push({ task, length, depth, method: config.method, target, r: config.r, k: config.k, answer: c.answer, distractors: c.distractors.map((x) => x.value), ...outcome });
         });
         done++;
       });
