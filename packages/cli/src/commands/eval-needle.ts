@@ -21,8 +21,8 @@ import { progress } from '../progress.ts';
 import { writeNeedleReport, type NeedleReport } from '../report/needle-report.ts';
 import { sharedPath } from '../shared-path.ts';
 
-/** KV element types the needle sweep can run (q8_0 / q4_0 join when the quantized cache lands, issue 24). */
-const KV_TYPES: readonly KVDType[] = ['f32', 'f16'];
+/** KV element types the needle sweep runs (q8_0: ggml's blocks, with the i4 K transposed of issue 24). */
+const KV_TYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0'];
 const FULL = { lengths: [4096, 8192, 16384, 32768, 65536, 131072], depths: Array.from({ length: 11 }, (_, i) => i / 10) };
 const QUICK = { lengths: [4096], depths: [0, 0.5, 1] };
 
