@@ -10,19 +10,17 @@
  * The case is the sweep's: depth index i uses seed 1 + i, as `sparq eval --task needle` draws it.
  */
 import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { Engine, SparqTrace, f16ToF32, loadBackends, type KVCache, type SparqOptions, type SparqParams, type Tensor } from '@sparq/core';
 import { Session, argmax, buildModel, configForTarget, fillerTokens, needleCase, readTokenizerFile, retrievalModel, type NeedleTask } from '@sparq/llm';
 import '@sparq/native';
 import { sharedPath } from '../packages/cli/src/shared-path.ts';
 
-const flag = (name: string, fallback: string) => {
-  const at = process.argv.indexOf(`--${name}`);
-  return at > 0 ? process.argv[at + 1] : fallback;
-};
-const task = flag('task', 'multikey') as NeedleTask;
-const length = Number(flag('length', '4096'));
-const depth = Number(flag('depth', '0.1'));
-const target = Number(flag('target', String(1 / 16)));
+const { values } = parseArgs({ options: { task: { type: 'string', default: 'multikey' }, length: { type: 'string', default: '4096' }, depth: { type: 'string', default: '0.1' }, target: { type: 'string', default: String(1 / 16) } } });
+const task = values.task as NeedleTask;
+const length = Number(values.length);
+const depth = Number(values.depth);
+const target = Number(values.target);
 const D = 128;
 const SLOT = 16; // m: code dims per slot of the 4-gram model
 const FIRST_SLOT = 64; // the match slots fill head dims 64..127
