@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@sparq/core';
-import { buildModel, fillerTokens, needleCase, needleConfigs, readTokenizerFile, retrievalModel, runNeedleCase, type NeedleConfig, type NeedleRecord } from '@sparq/llm';
+import { RETRIEVAL_HEAD_DIM, buildModel, fillerTokens, needleCase, needleConfigs, readTokenizerFile, retrievalModel, runNeedleCase, type NeedleConfig, type NeedleRecord } from '@sparq/llm';
 import { writeNeedleReport, type NeedleReport } from '../../packages/cli/src/report/needle-report.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { sharedFile } from '../support/shared.ts';
@@ -69,6 +69,25 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     expect(sparqExact.output).toBe(dense.output);
   });
 
+  it('SparQ at 1/16 keeps the previous-token heads whole: multi-key needles it lost when their queries spread over every RoPE pair', () => {
+    // Layer 1's queries are 8-sparse (4 RoPE pairs, the same for every head), so step 1 at r = 8
+    // reads them whole, its scores are exact and alpha ~ 1. With a query spread over all 64 pairs
+    // step 1 read only non-rotating components, alpha fell to k/S and these cases failed (depths
+    // 0.1-0.4 at 2048 tokens, docs/retrieval-model.md).
+    const wq = retrievalModel({ ngram: 4, ctx: 4096 }).loaded.tensors.get('blk.0.attn_q.weight')!;
+    const [rows, cols] = wq.shape;
+    const nonzero = new Set<number>(); // head components (row mod d) any query head of layer 1 reads
+    for (let row = 0; row < rows; row++) for (let j = 0; j < cols; j++) if ((wq.data as Float32Array)[row * cols + j] !== 0) nonzero.add(row % RETRIEVAL_HEAD_DIM);
+    expect(nonzero.size).toBe(8);
+    for (const depth of [0.1, 0.2, 0.3, 0.4]) {
+      const c = needleCase(tokenizer, filler, 'multikey', 2048, depth, 1 + depth * 10, 4);
+      const k = 62; // budget.ts's k for 1/16 at 2k
+      const [sparq] = runNeedleCase(m, tokenizer, c, [{ label: 'sparq 1/16', target: 1 / 16, config: { method: 'sparq', r: 8, k, l: Math.floor(k / 4), reallocate: true } }]);
+      expect(sparq.exact, `depth ${depth}: ${sparq.output}, answer ${c.answer}`).toBe(true);
+      expect(sparq.recall[1][0]).toBe(1);
+    }
+  });
+
   it('the CLI prints one JSON record per task for one configuration', () => {
     const r = runSparq('eval', '--task', 'needle', '--attention', 'dense', '--length', '1024', '--depth', '0.5', '--json');
     expect(r.code, r.stderr).toBe(0);
@@ -80,7 +99,7 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
 
 describe('needle report', () => {
   const record = (label: string, length: number, depth: number, exact: boolean): NeedleRecord => ({
-    task: 'passkey', length, depth, method: label === 'dense' ? 'dense' : 'sparq', target: 1, r: 8, k: 16, answer: '1', label, exact, output: exact ? '1' : '2',
+    task: 'passkey', length, depth, method: label === 'dense' ? 'dense' : 'sparq', target: 1, r: 8, k: 16, answer: '1', distractors: [], label, exact, output: exact ? '1' : '2',
     recall: [[1, 1], [exact ? 1 : 0, 0]], compression: label === 'dense' ? 1 : 0.125,
   });
   const records = [

@@ -11,8 +11,8 @@
  *   O              c(copied token)      written by layer 2's match head; the classifier reads it
  *   (zeros up to a multiple of 32)
  *
- * Layer 1: n previous-token heads over 2 KV heads (GQA). Key = the constant, rotated by RoPE; the
- *   query of head o is the key turned back by o positions in every pair, so its score
+ * Layer 1: n previous-token heads over 2 KV heads (GQA). Key = the constant, rotated by RoPE in 4
+ *   pairs (PREV_PAIRS); the query of head o is the key turned back by o positions, so its score
  *   A^2 sum_i cos(theta_i (s - t + o)) peaks at s = t - o. Value = c(tok[s]); wo puts head o's
  *   output in P_o.
  * Layer 2: one match head (query head 0). Query = c(tok[t - o]) in slot o, key = c(tok[s - 1 - o])
@@ -87,16 +87,29 @@ function frequencies(base: number): number[] {
 }
 
 /**
- * Smallest gap sum_i (1 - cos(theta_i delta)) over delta = 1..span: how far a previous-token head's
- * score (in units of A^2) drops from its peak at any other position. Fast pairs separate the
- * neighbours, slower ones the distant positions where the fast ones come round again.
+ * The RoPE pairs the previous-token heads use: 4 pairs, 8 of the head's 128 components. A
+ * positional query spread over every pair has most of its |q| in the slow pairs, which turn by
+ * almost nothing over the context and so add the same score to every key: dense attention ignores
+ * them (softmax is shift-invariant), but they are the components SparQ's step 1 picks, its
+ * approximate scores come out flat, alpha falls to k/S and the reallocation replaces the head's
+ * output with the mean value (docs/retrieval-model.md measures it). A trained model puts no weight
+ * there (a score constant over the keys gets no gradient); its positional heads use the fast pairs,
+ * and its queries are heavy-tailed (the paper's premise). These 4 are, of the 4-subsets of pairs
+ * 0..23, the one whose smallest gap over 131072 positions is largest (0.051).
+ */
+export const PREV_PAIRS: readonly number[] = [1, 6, 10, 22];
+
+/**
+ * Smallest gap sum_i (1 - cos(theta_i delta)) over PREV_PAIRS and delta = 1..span: how far a
+ * previous-token head's score (in units of A^2) drops from its peak at any other position. Fast
+ * pairs separate the neighbours, slower ones the distant positions where the fast ones come round again.
  */
 export function previousTokenGap(base: number, span: number): number {
   const theta = frequencies(base);
   let gap = Infinity;
   for (let delta = 1; delta <= span; delta++) {
     let g = 0;
-    for (const th of theta) g += 1 - Math.cos(th * delta);
+    for (const i of PREV_PAIRS) g += 1 - Math.cos(theta[i] * delta);
     gap = Math.min(gap, g);
   }
   return gap;
@@ -217,13 +230,13 @@ export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: L
     const wv = zeros(layerName(0, 'wv'), [nKvHeads * d, dim]);
     const wo = zeros(layerName(0, 'wo'), [dim, nHeads * d]);
     for (let kvh = 0; kvh < nKvHeads; kvh++) {
-      // Key: (A, 0) in every pair, from the constant; value: the token's code.
-      for (let i = 0; i < PAIRS; i++) wk[(kvh * d + 2 * i) * dim] = A / u1;
+      // Key: (A, 0) in each of PREV_PAIRS, from the constant; value: the token's code.
+      for (const i of PREV_PAIRS) wk[(kvh * d + 2 * i) * dim] = A / u1;
       for (let j = 0; j < m; j++) wv[(kvh * d + j) * dim + E + j] = 1 / u1;
     }
     for (let h = 0; h < n; h++) {
       const o = h + 1; // head h looks o positions back; it reads KV head floor(h / (nHeads / nKvHeads))
-      for (let i = 0; i < PAIRS; i++) {
+      for (const i of PREV_PAIRS) {
         // R(-o theta_i) (A, 0): the key as it was o positions earlier.
         wq[(h * d + 2 * i) * dim] = (A * Math.cos(o * theta[i])) / u1;
         wq[(h * d + 2 * i + 1) * dim] = (-A * Math.sin(o * theta[i])) / u1;

@@ -21,8 +21,8 @@ import { progress } from '../progress.ts';
 import { writeNeedleReport, type NeedleReport } from '../report/needle-report.ts';
 import { sharedPath } from '../shared-path.ts';
 
-/** KV element types the needle sweep can run (q8_0 / q4_0 join when the quantized cache lands, issue 24). */
-const KV_TYPES: readonly KVDType[] = ['f32', 'f16'];
+/** KV element types the needle sweep runs (q8_0: ggml's blocks, with the i4 K transposed of issue 24). */
+const KV_TYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0'];
 const FULL = { lengths: [4096, 8192, 16384, 32768, 65536, 131072], depths: Array.from({ length: 11 }, (_, i) => i / 10) };
 const QUICK = { lengths: [4096], depths: [0, 0.5, 1] };
 
@@ -89,13 +89,20 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
   }
   const bar = progress('needle', process.stderr);
   const report: NeedleReport = { command: `sparq eval ${argv.join(' ')}`.trim(), model: source, data: dataPath, backend: engine.name, ngram, tasks, lengths, depths, results: [] };
+  const out = values.out ?? 'needle-results';
   for (const kv of kvs) {
     const started = performance.now();
-    const records = runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
-      tasks, lengths, depths, methods, targets, ngram, seed,
-      onCase: (done, total, label) => bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
-    });
-    report.results.push({ kv, seconds: (performance.now() - started) / 1000, records });
+    const result: NeedleReport['results'][number] = { kv, seconds: 0, records: [] };
+    report.results.push(result);
+    // One length at a time, the files rewritten after each: a long sweep stopped early keeps its shorter lengths.
+    for (const length of lengths) {
+      result.records.push(...runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
+        tasks, lengths: [length], depths, methods, targets, ngram, seed,
+        onCase: (done, total, label) => bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
+      }));
+      result.seconds = (performance.now() - started) / 1000;
+      if (!single) writeReport(report, out);
+    }
   }
   bar.end();
   if (single) {
@@ -108,12 +115,15 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     }
     return 0;
   }
-  const out = values.out ?? 'needle-results';
-  mkdirSync(out, { recursive: true });
-  const written = writeNeedleReport(report, out);
+  const written = writeReport(report, out);
   process.stdout.write(values.json ? JSON.stringify(report) + '\n' : readFileSync(join(out, 'needle.md'), 'utf8'));
   process.stderr.write(`wrote ${written.length} files to ${out}\n`);
   return 0;
+}
+
+function writeReport(report: NeedleReport, out: string): string[] {
+  mkdirSync(out, { recursive: true });
+  return writeNeedleReport(report, out);
 }
 
 /** The retrieval model built for `longest` positions, or --model's file; and the tokenizer. */

@@ -10,7 +10,7 @@
  * The answer's first token comes from the prefill's last row (dense for every method, as prefill
  * is); the methods decode the rest.
  */
-import { Engine, SparqTrace, f16ToF32, type AttentionOptions, type BudgetParams, type H2OState, type KVCache, type KVDType, type SparqOptions, type SparqParams, type Tensor } from '@sparq/core';
+import { Engine, SparqTrace, Tensor, f16ToF32, type AttentionOptions, type BudgetParams, type H2OState, type KVCache, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
 import { argmax } from '../sampler.ts';
@@ -91,7 +91,7 @@ class RecallProbe extends Engine {
 
   override topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
     super.topkDecode(out, q, cache, params, options);
-    this.record(cache, (kvh) => groupRank(q, cache, kvh, this.target) < Math.min(params.k, cache.nValid(0)));
+    this.record(cache, (kvh) => groupRank(this, q, cache, kvh, this.target) < Math.min(params.k, cache.nValid(0)));
   }
 
   override h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
@@ -113,20 +113,19 @@ class RecallProbe extends Engine {
  * Rank of position `target` (0 = first) among the valid positions of KV head kvh by the group's summed
  * exact softmax weights (ties: the lower index first): oracle top-k keeps it when the rank is below k.
  */
-function groupRank(q: Tensor<'f32'>, cache: KVCache, kvh: number, target: number): number {
+function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number, target: number): number {
   const S = cache.nValid(0);
   const d = cache.headDim;
   const g = q.shape[1] / cache.nKvHeads;
-  const widen = cache.dtype === 'f16' ? f16ToF32 : (x: number) => x;
+  const keys = keyRows(engine, cache, kvh, S); // (S, d) as attention reads them
   const score = new Float64Array(S);
   const logits = new Float64Array(S);
   for (let t = 0; t < g; t++) {
     const qh = q.offset + (kvh * g + t) * d; // q (1, nHeads, d): head kvh * g + t
     let max = -Infinity;
     for (let j = 0; j < S; j++) {
-      const at = cache.rowOffset(0, kvh, j);
       let dot = 0;
-      for (let i = 0; i < d; i++) dot += q.data[qh + i] * widen(cache.k[at + i]);
+      for (let i = 0; i < d; i++) dot += q.data[qh + i] * keys[j * d + i];
       logits[j] = dot / Math.sqrt(d);
       max = Math.max(max, logits[j]);
     }
@@ -137,6 +136,25 @@ function groupRank(q: Tensor<'f32'>, cache: KVCache, kvh: number, target: number
   let rank = 0;
   for (let j = 0; j < S; j++) if (score[j] > score[target] || (score[j] === score[target] && j < target)) rank++;
   return rank;
+}
+
+/** f16 bits -> f32, all 65536 of them: widening is exact, and a table is faster than decoding each element. */
+let f16Table: Float32Array | null = null;
+
+/** The first S key rows of sequence 0, KV head kvh, decoded to f32 (S, d): block rows by the engine's dequantize. */
+function keyRows(engine: Engine, cache: KVCache, kvh: number, S: number): Float32Array {
+  const d = cache.headDim;
+  const out = new Float32Array(S * d);
+  const at = cache.rowOffset(0, kvh, 0); // a head's rows are contiguous
+  if (cache.dtype === 'q8_0' || cache.dtype === 'q4_0') {
+    engine.dequantize(Tensor.wrap('f32', out, [S * d]), Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]));
+  } else if (cache.dtype === 'f16') {
+    f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits));
+    for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = f16Table[cache.k[at + j * cache.rowStride + i]];
+  } else {
+    for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = cache.k[at + j * cache.rowStride + i];
+  }
+  return out;
 }
 
 export interface NeedleRunModel {
@@ -198,6 +216,8 @@ export interface NeedleRecord extends NeedleOutcome {
   r: number;
   k: number;
   answer: string;
+  /** The distractor needles' numbers (multikey; empty for passkey), to tell a wrong answer's source. */
+  distractors: string[];
 }
 
 /** Every task x length x depth case, each with every configuration. */
@@ -213,7 +233,7 @@ export function runNeedleSweep(m: NeedleRunModel, tokenizer: Tokenizer, filler: 
         const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
         runNeedleCase(m, tokenizer, c, configs).forEach((outcome, j) => {
           const { config, target } = configs[j];
-          records.push({ task, length, depth, method: config.method, target, r: config.r, k: config.k, answer: c.answer, ...outcome });
+          records.push({ task, length, depth, method: config.method, target, r: config.r, k: config.k, answer: c.answer, distractors: c.distractors.map((x) => x.value), ...outcome });
         });
         done++;
       });

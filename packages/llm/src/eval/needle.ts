@@ -42,6 +42,8 @@ export interface NeedleCase {
   answerPositions: number[];
   /** [start, end) of the asked needle in the prompt. */
   needle: [number, number];
+  /** The other needles (multikey): their numbers and [start, end) in the prompt. */
+  distractors: { value: string; needle: [number, number] }[];
 }
 
 const BOS = 1;
@@ -90,10 +92,13 @@ export function needleCase(tokenizer: Tokenizer, filler: readonly number[], task
     const prompt = [BOS];
     let from = 0;
     let asked: [number, number] = [0, 0];
+    const distractors: NeedleCase['distractors'] = [];
     for (const x of order) {
       prompt.push(...filler.slice(from, x.at));
       from = x.at;
-      if (x.asked) asked = [prompt.length, prompt.length + x.text.length];
+      const at: [number, number] = [prompt.length, prompt.length + x.text.length];
+      if (x.asked) asked = at;
+      else distractors.push({ value: x.value, needle: at });
       prompt.push(...x.text);
     }
     prompt.push(...filler.slice(from, fill), ...question);
@@ -101,7 +106,7 @@ export function needleCase(tokenizer: Tokenizer, filler: readonly number[], task
     const answerTokens = answerAfter(tokenizer, prompt, asked, question.slice(-ngram), value);
     if (answerTokens === null || !determined(prompt, answerTokens, ngram)) continue;
     const first = asked[0] + indexOfRun(prompt.slice(asked[0], asked[1]), answerTokens);
-    return { task, length, depth, prompt, answer: value, answerTokens, answerPositions: answerTokens.map((_, i) => first + i), needle: asked };
+    return { task, length, depth, prompt, answer: value, answerTokens, answerPositions: answerTokens.map((_, i) => first + i), needle: asked, distractors };
   }
   throw new RangeError(`needle: no ${task} case of length ${length} at depth ${depth} whose answer the text determines (64 draws)`);
 }
