@@ -40,8 +40,9 @@ function weight(t: BlockDType, rows: number, cols: number): Tensor {
   return w;
 }
 
+/** n activation rows (n, cols), or one vector (cols) for n = 1 (matvec: decode's product). */
 function acts(n: number, cols: number): Tensor<'f32'> {
-  const x = Tensor.zeros('f32', [n, cols]);
+  const x = Tensor.zeros('f32', n === 1 ? [cols] : [n, cols]);
   for (let i = 0; i < x.size; i++) x.data[i] = Math.cos(i * 0.37);
   return x;
 }
@@ -50,7 +51,8 @@ function product(w: Tensor, n: number): () => void {
   const [rows, cols] = w.shape;
   const x = acts(n, cols);
   const out = Tensor.zeros('f32', [n, rows]);
-  return n === 1 ? () => native!.matvec(out, w, x.reshape([cols]) as Tensor<'f32'>, 'int8') : () => native!.matmul(out, w, x, 'int8');
+  const out1 = Tensor.zeros('f32', [rows]);
+  return n === 1 ? () => native!.matvec(out1, w, x, 'int8') : () => native!.matmul(out, w, x, 'int8');
 }
 
 /** Milliseconds of the process's CPU time (--cpu: steadier on a shared machine; every thread's, spinning included) or of the wall clock. */
