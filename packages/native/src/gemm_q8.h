@@ -13,8 +13,8 @@
 // (ggml's Q8_K), so the whole super-block is summed in int32 before one f32 step:
 //   sum_{j in S} w_j x_j ~ d dx (sum_h sc_h sum_{j in h} u_j q_j) + mm dx (sum_h c_h sum_{j in h} q_j)
 // (|sc_h|, |c_h| <= 128, |u| <= 63, |q| <= 127: 16 half-blocks' sum stays within 2^28), as ggml sums
-// its K-quant dot products. The f32 epilogue per 32 elements would cost about a third of the integer
-// dot products' instructions (docs/int8-products.md, "Prefill GEMM"). The only approximation is the
+// its K-quant dot products: 1.12x faster than an f32 step per 32 elements for q6_k at 512 rows on VNNI,
+// 1.19x on AVX2 (docs/int8-products.md, "Prefill GEMM"). The only approximation is the
 // activation's rounding (|x - dx q| <= dx / 2 per element), so the product is
 // within sum_j |w_j| dx / 2 of the f32 one, plus f32 rounding (test/native/gemm-q8.spec.ts
 // derives the bound).

@@ -21,7 +21,7 @@
 // - q2_k, q3_k (u <= 3, 7: pairs within 1778) add up a whole 16-element half-block (4 steps, 7112)
 //   and q6_k (u <= 63: pairs within 16002) 2 steps (32004); their vpmaddwd multiplies by the
 //   half-block's integer scale (both int16 halves of the panel's sc lane) instead of ones, which gives
-//   the VNNI kernel's sc_0 (half 0's sum) + sc_1 (half 1's sum) in int32.
+//   the VNNI kernel's int32 sum over the super-block of sc_h (half-block h's sum).
 #include <immintrin.h>
 
 #include <cstring>
@@ -116,8 +116,8 @@ void store_sums(const __m256i (&acc)[M][2], int32_t* sums, int64_t t0, int64_t r
 }
 
 // Activation rows t0 .. t0 + M by rows 16 h .. 16 h + nh of the panel (weight rows r0 + 16 h ..) -> out
-// (n, rows). With `sums` (tests: gemm_q8_avx2_sums), the int32 sub-block sums go there instead, (n, rows,
-// cols / 32, or cols / 16 for the half-block types).
+// (n, rows), the types of 32-element sub-blocks. With `sums` (tests: gemm_q8_avx2_sums), the int32
+// sub-block sums go there instead, (n, rows, cols / 32).
 template <int M, Codes C, bool MIN>
 void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK;
