@@ -34,20 +34,21 @@ void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.d.resize(static_cast<size_t>(n * (cols / QK)));
   a.ds.resize(a.d.size());
   a.corr.resize(a.d.size());
-  a.ds16.resize(gemm_q8_halves(t) ? static_cast<size_t>(n * (cols / 16)) : 0);
+  a.qs16.resize(gemm_q8_halves(t) ? a.d.size() : 0);
 }
 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                     uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums) {
   constexpr int NR = GEMM_Q8_NR;
-  const int64_t cols = a.cols, subs = cols / QK, panel_bytes = gemm_q8_panel_bytes(t, cols), chunk_rows = gemm_q8_chunk_panels(t, cols) * NR;
+  const int64_t cols = a.cols, panel_bytes = gemm_q8_panel_bytes(t, cols), chunk_rows = gemm_q8_chunk_panels(t, cols) * NR;
   // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the chunk starting at c0.
   uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
   auto panel = [&](int64_t c0, int64_t r0) {
     uint8_t* u = base + (r0 - c0) / NR * panel_bytes;
     float* dw = reinterpret_cast<float*>(u + NR * cols);
-    float* mw = dw + subs * NR;
-    return Q8Panel{u, dw, mw, reinterpret_cast<int32_t*>(mw + gemm_q8_mins(t, cols) * NR)};
+    float* mw = dw + gemm_q8_steps(t, cols) * NR;
+    int32_t* sc = reinterpret_cast<int32_t*>(mw + gemm_q8_steps(t, cols) * NR);
+    return Q8Panel{u, dw, mw, sc, sc + cols / 16 * NR};
   };
   auto height = [&](int64_t r0) { return static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR); };
   // Token blocks of about 256 KB of codes stay in L2 while every panel of the chunk passes.

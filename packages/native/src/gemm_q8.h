@@ -7,11 +7,14 @@
 // (off a constant of the type, dw and mw f32 per sub-block). Then
 //   sum_j w_j x_j ~ dw dx (sum_j u_j q_j - off sum_j q_j) + mw dx sum_j q_j,
 // the integer sum exact in int32, the rest in f32. q2_k, q3_k and q6_k have 16-element half-blocks
-// h of integer scale sc_h (block_codes.h's scale_min16), w_j = d sc_h u_j + mw_h (mw_h: q2_k's
-// -dmin mn_h; the offsets 4 and 32 of q3_k and q6_k as -4 d sc_h and -32 d sc_h, block_codes.h): per
-// 32-element block their integer sums are scaled in int32, with dw = d,
-//   sum_j w_j x_j ~ dw dx (sc_0 sum_{j<16} u_j q_j + sc_1 sum_{j>=16} u_j q_j) + sum_h mw_h dx sum_{j in h} q_j
-// (|sc_h| <= 128, |u| <= 63, |q| <= 127: the int32 sum stays within 2^26). The only approximation is the
+// h of integer scale sc_h (block_codes.h's scale_min16) and integer minimum c_h, w_j = d sc_h u_j + mm c_h
+// per 256-element super-block S (q2_k: c_h its minimum mn_h, mm = -dmin; q3_k and q6_k: their offsets
+// 4 and 32 as c_h = sc_h, mm = -4 d and -32 d). Their activation step dx is one per super-block too
+// (ggml's Q8_K), so the whole super-block is summed in int32 before one f32 step:
+//   sum_{j in S} w_j x_j ~ d dx (sum_h sc_h sum_{j in h} u_j q_j) + mm dx (sum_h c_h sum_{j in h} q_j)
+// (|sc_h|, |c_h| <= 128, |u| <= 63, |q| <= 127: 16 half-blocks' sum stays within 2^28), as ggml sums
+// its K-quant dot products: 1.12x faster than an f32 step per 32 elements for q6_k at 512 rows on VNNI,
+// 1.19x on AVX2 (docs/int8-products.md, "Prefill GEMM"). The only approximation is the
 // activation's rounding (|x - dx q| <= dx / 2 per element), so the product is
 // within sum_j |w_j| dx / 2 of the f32 one, plus f32 rounding (test/native/gemm-q8.spec.ts
 // derives the bound).
@@ -30,7 +33,7 @@ struct Q8Acts {
   std::vector<float> d;       // (n, cols / 32) block scales dx
   std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
-  std::vector<float> ds16;    // (n, cols / 16) dx * (sum of the half-block's q); gemm_q8_halves types only
+  std::vector<int32_t> qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
@@ -59,11 +62,11 @@ static inline int gemm_q8_offset(WeightType t) {
   }
 }
 
-// Minimums per row of a panel: one per sub-block of 32, or per half-block (gemm_q8_halves).
-static inline int64_t gemm_q8_mins(WeightType t, int64_t cols) { return gemm_q8_halves(t) ? cols / 16 : cols / 32; }
-// Bytes of one panel: 32 weight rows' codes, their sub-blocks' scales and minimums, and the half-blocks' integer scales.
+// The f32 scales dw and minimums mw per row of a panel: one per sub-block of 32, or per super-block of 256 (gemm_q8_halves: d and mm).
+static inline int64_t gemm_q8_steps(WeightType t, int64_t cols) { return gemm_q8_halves(t) ? cols / 256 : cols / 32; }
+// Bytes of one panel: 32 weight rows' codes, their scales and minimums, and the half-blocks' integer scales and minimums.
 static inline int64_t gemm_q8_panel_bytes(WeightType t, int64_t cols) {
-  return 32 * cols + 4 * 32 * (cols / 32 + gemm_q8_mins(t, cols) + (gemm_q8_halves(t) ? cols / 16 : 0));
+  return 32 * cols + 4 * 32 * (2 * gemm_q8_steps(t, cols) + (gemm_q8_halves(t) ? cols / 16 + cols / 32 : 0));
 }
 // Panels decoded at a time (gemm_q8_panels): about 2 MB of them, at least one.
 static inline int64_t gemm_q8_chunk_panels(WeightType t, int64_t cols) {
@@ -79,13 +82,14 @@ static inline int64_t gemm_q8_scratch_bytes(WeightType t, int64_t rows, int64_t 
 // A panel, as both kernels read it: GEMM_Q8_NR weight rows' sub-blocks decoded once per call into
 // unsigned codes u laid out for 4-byte dot products (dword k of the panel is NR rows x 4 bytes, row
 // i's codes of columns 4k .. 4k + 3), with their scales dw and minimums mw (and the half-blocks'
-// integer scales sc); rows past the weight's end have zero codes, scales and minimums.
+// integer scales sc and minimums cm); rows past the weight's end have zero codes, scales and minimums.
 constexpr int GEMM_Q8_NR = 32;
 struct Q8Panel {
   uint8_t* u;   // (cols / 4) dwords x NR rows x 4 bytes
-  float* dw;    // (cols / 32) x NR
-  float* mw;    // gemm_q8_mins(t, cols) x NR
+  float* dw;    // gemm_q8_steps(t, cols) x NR: dw, or d per super-block (gemm_q8_halves)
+  float* mw;    // gemm_q8_steps(t, cols) x NR: mw, or mm per super-block (gemm_q8_halves)
   int32_t* sc;  // gemm_q8_halves types: (cols / 16) x NR, sc_h in both int16 halves (vpmaddwd's operand)
+  int32_t* cm;  // gemm_q8_halves types: (cols / 32) x NR, c_h of the 32-element block's two halves in the low and high int16
 };
 // A kernel's product of one panel (weight rows r0 .. r0 + nr, nr <= NR) with activation rows
 // [t_begin, t_end): out[t, r0 + i] for i < nr, out (n, rows); with `sums` (tests), the int32

@@ -21,7 +21,7 @@
 // - q2_k, q3_k (u <= 3, 7: pairs within 1778) add up a whole 16-element half-block (4 steps, 7112)
 //   and q6_k (u <= 63: pairs within 16002) 2 steps (32004); their vpmaddwd multiplies by the
 //   half-block's integer scale (both int16 halves of the panel's sc lane) instead of ones, which gives
-//   the VNNI kernel's sc_0 (half 0's sum) + sc_1 (half 1's sum) in int32.
+//   the VNNI kernel's int32 sum over the super-block of sc_h (half-block h's sum).
 #include <immintrin.h>
 
 #include <cstring>
@@ -86,9 +86,38 @@ SPARQ_INLINE void step(const uint8_t* up, const int8_t* xk, int64_t cols, __m256
   }
 }
 
+// Stores the f32 sums f of activation rows t0 .. t0 + M by weight rows r0 .. r0 + nh (nh <= 16) into out (n, rows).
+template <int M>
+void store_out(const __m256 (&f)[M][2], float* out, int64_t t0, int64_t rows, int64_t r0, int nh) {
+  for (int m = 0; m < M; ++m) {
+    float* o = out + (t0 + m) * rows + r0;
+    if (nh == 16) {
+      _mm256_storeu_ps(o, f[m][0]);
+      _mm256_storeu_ps(o + 8, f[m][1]);
+    } else {
+      alignas(32) float last[16];  // the panel's last rows: only nh of them are the weight's
+      _mm256_store_ps(last, f[m][0]);
+      _mm256_store_ps(last + 8, f[m][1]);
+      std::memcpy(o, last, sizeof(float) * static_cast<size_t>(nh));
+    }
+  }
+}
+
+// Tests: the int32 sums acc of activation rows t0 .. t0 + M by weight rows r0 .. r0 + nh, as sub- or
+// half-block s of sums (n, rows, per_row).
+template <int M>
+void store_sums(const __m256i (&acc)[M][2], int32_t* sums, int64_t t0, int64_t rows, int64_t r0, int nh, int64_t per_row, int64_t s) {
+  for (int m = 0; m < M; ++m) {
+    alignas(32) int32_t lane[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), acc[m][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane + 8), acc[m][1]);
+    for (int i = 0; i < nh; ++i) sums[((t0 + m) * rows + r0 + i) * per_row + s] = lane[i];
+  }
+}
+
 // Activation rows t0 .. t0 + M by rows 16 h .. 16 h + nh of the panel (weight rows r0 + 16 h ..) -> out
-// (n, rows). With `sums` (tests: gemm_q8_avx2_sums), the int32 sub-block sums go there instead, (n, rows,
-// cols / 32, or cols / 16 for the half-block types).
+// (n, rows), the types of 32-element sub-blocks. With `sums` (tests: gemm_q8_avx2_sums), the int32
+// sub-block sums go there instead, (n, rows, cols / 32).
 template <int M, Codes C, bool MIN>
 void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK;
@@ -102,22 +131,13 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
     const uint8_t* up = p.u + sb * 8 * NR * 4 + h * 64;
     const int8_t* xs = a.q.data() + t0 * cols + sb * QK;
     __m256i acc[M][2];  // int32 sums
-    // With `sums` (tests), the half-block types' int32 sums restart at step 4: one per half-block.
-    const bool halves_apart = HALVES<C> && sums;
     for (int g = 0; g < 8; g += GROUP<C>) {
       __m256i s[M][2];
       step<M, C, true>(up + g * NR * 4, xs + 4 * g, cols, s);
       for (int k = g + 1; k < g + GROUP<C>; ++k) step<M, C, false>(up + k * NR * 4, xs + 4 * k, cols, s);
-      // The int16 sums to int32: times ones, or times the half-block's integer scales (the half-block types' products).
-      __m256i mul0 = ones, mul1 = ones;
-      if (HALVES<C> && !sums) {
-        const int32_t* sc = p.sc + (2 * sb + g / 4) * NR + 16 * h;
-        mul0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
-        mul1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc + 8));
-      }
-      for (int m = 0; m < M; ++m) {
-        const __m256i i0 = _mm256_madd_epi16(s[m][0], mul0), i1 = _mm256_madd_epi16(s[m][1], mul1);
-        if (g > 0 && !(halves_apart && g == 4)) {
+      for (int m = 0; m < M; ++m) {  // the int16 sums to int32
+        const __m256i i0 = _mm256_madd_epi16(s[m][0], ones), i1 = _mm256_madd_epi16(s[m][1], ones);
+        if (g > 0) {
           acc[m][0] = _mm256_add_epi32(acc[m][0], i0);
           acc[m][1] = _mm256_add_epi32(acc[m][1], i1);
         } else if (OFFSET) {  // the lanes start from the activation's correction -off sum q
@@ -129,17 +149,11 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
           acc[m][1] = i1;
         }
       }
-      const int span = halves_apart ? 4 : 8;  // steps per int32 sum
-      if (!sums || (g + GROUP<C>) % span > 0) continue;
-      const int64_t per_row = cols / (4 * span), s_at = (8 * sb + g) / span;  // sub- or half-block s_at of (n, rows, per_row)
-      for (int m = 0; m < M; ++m) {
-        alignas(32) int32_t lane[16];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lane), acc[m][0]);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lane + 8), acc[m][1]);
-        for (int i = 0; i < nh; ++i) sums[((t0 + m) * rows + r0 + 16 * h + i) * per_row + s_at] = lane[i];
-      }
     }
-    if (sums) continue;
+    if (sums) {
+      store_sums<M>(acc, sums, t0, rows, r0 + 16 * h, nh, subs, sb);
+      continue;
+    }
     const __m256 d0 = _mm256_load_ps(p.dw + sb * NR + 16 * h), d1 = _mm256_load_ps(p.dw + sb * NR + 16 * h + 8);
     for (int m = 0; m < M; ++m) {
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + sb]);
@@ -147,36 +161,91 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][1]), _mm256_mul_ps(d1, dx), f[m][1]);
     }
     if (!MIN) continue;
-    // One minimum per sub-block, or per half-block in order (against dx times its codes' sum).
-    for (int half = 0; half < (HALVES<C> ? 2 : 1); ++half) {
-      const int64_t s = HALVES<C> ? 2 * sb + half : sb;
-      const __m256 m0 = _mm256_load_ps(p.mw + s * NR + 16 * h), m1 = _mm256_load_ps(p.mw + s * NR + 16 * h + 8);
+    // One minimum per sub-block (against dx times its codes' sum).
+    const __m256 m0 = _mm256_load_ps(p.mw + sb * NR + 16 * h), m1 = _mm256_load_ps(p.mw + sb * NR + 16 * h + 8);
+    for (int m = 0; m < M; ++m) {
+      const __m256 x = _mm256_set1_ps(a.ds[(t0 + m) * subs + sb]);
+      f[m][0] = _mm256_fmadd_ps(m0, x, f[m][0]);
+      f[m][1] = _mm256_fmadd_ps(m1, x, f[m][1]);
+    }
+  }
+  if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
+}
+
+// The same for q2_k, q3_k and q6_k (gemm_q8_halves), a super-block of 256 columns at a time: each
+// half-block's int16 sums go to int32 through vpmaddwd by its integer scale sc_h (instead of ones),
+// into the super-block's int32 sums I; vpmaddwd adds the integer minimums' products c_h (sum q) into C;
+// then f += f32(I) (d dx) + f32(C) (mm dx): the VNNI kernel's int32 sums and f32 steps.
+template <int M, Codes C>
+void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
+  const int64_t cols = a.cols, subs = cols / QK;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f[M][2];
+  for (int m = 0; m < M; ++m) f[m][0] = f[m][1] = _mm256_setzero_ps();
+  for (int64_t S = 0; S < cols / QK_K; ++S) {
+    __m256i I[M][2];
+    for (int m = 0; m < M; ++m) I[m][0] = I[m][1] = _mm256_setzero_si256();
+    for (int64_t hb = 16 * S; hb < 16 * S + 16; ++hb) {  // half-block hb of the row
+      const uint8_t* up = p.u + hb * 4 * NR * 4 + h * 64;
+      const int8_t* xs = a.q.data() + t0 * cols + 16 * hb;
+      // The int16 sums to int32 times the half-block's integer scales, or (tests' sums) times ones.
+      const int32_t* sc = p.sc + hb * NR + 16 * h;
+      const __m256i mul0 = sums ? ones : _mm256_load_si256(reinterpret_cast<const __m256i*>(sc));
+      const __m256i mul1 = sums ? ones : _mm256_load_si256(reinterpret_cast<const __m256i*>(sc + 8));
+      __m256i acc[M][2];  // the half-block's int32 sums
+      for (int g = 0; g < 4; g += GROUP<C>) {
+        __m256i s[M][2];
+        step<M, C, true>(up + g * NR * 4, xs + 4 * g, cols, s);
+        for (int k = g + 1; k < g + GROUP<C>; ++k) step<M, C, false>(up + k * NR * 4, xs + 4 * k, cols, s);
+        for (int m = 0; m < M; ++m) {
+          const __m256i i0 = _mm256_madd_epi16(s[m][0], mul0), i1 = _mm256_madd_epi16(s[m][1], mul1);
+          acc[m][0] = g > 0 ? _mm256_add_epi32(acc[m][0], i0) : i0;
+          acc[m][1] = g > 0 ? _mm256_add_epi32(acc[m][1], i1) : i1;
+        }
+      }
+      if (sums) {
+        store_sums<M>(acc, sums, t0, rows, r0 + 16 * h, nh, 2 * subs, hb);
+        continue;
+      }
       for (int m = 0; m < M; ++m) {
-        const __m256 x = _mm256_set1_ps(HALVES<C> ? a.ds16[(t0 + m) * 2 * subs + s] : a.ds[(t0 + m) * subs + s]);
-        f[m][0] = _mm256_fmadd_ps(m0, x, f[m][0]);
-        f[m][1] = _mm256_fmadd_ps(m1, x, f[m][1]);
+        I[m][0] = _mm256_add_epi32(I[m][0], acc[m][0]);
+        I[m][1] = _mm256_add_epi32(I[m][1], acc[m][1]);
       }
     }
-  }
-  if (sums) return;
-  for (int m = 0; m < M; ++m) {
-    float* o = out + (t0 + m) * rows + r0 + 16 * h;
-    if (nh == 16) {
-      _mm256_storeu_ps(o, f[m][0]);
-      _mm256_storeu_ps(o + 8, f[m][1]);
-    } else {
-      alignas(32) float last[16];  // the panel's last rows: only nh of them are the weight's
-      _mm256_store_ps(last, f[m][0]);
-      _mm256_store_ps(last + 8, f[m][1]);
-      std::memcpy(o, last, sizeof(float) * static_cast<size_t>(nh));
+    if (sums) continue;
+    const __m256 d0 = _mm256_load_ps(p.dw + S * NR + 16 * h), d1 = _mm256_load_ps(p.dw + S * NR + 16 * h + 8);
+    const __m256 mm0 = _mm256_load_ps(p.mw + S * NR + 16 * h), mm1 = _mm256_load_ps(p.mw + S * NR + 16 * h + 8);
+    __m256i c[M][2];  // the minimums' products
+    for (int m = 0; m < M; ++m) c[m][0] = c[m][1] = _mm256_setzero_si256();
+    for (int64_t sb = 8 * S; sb < 8 * S + 8; ++sb) {
+      const __m256i cm0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.cm + sb * NR + 16 * h));
+      const __m256i cm1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.cm + sb * NR + 16 * h + 8));
+      for (int m = 0; m < M; ++m) {
+        const __m256i qs = _mm256_set1_epi32(a.qs16[(t0 + m) * subs + sb]);
+        const __m256i p0 = _mm256_madd_epi16(cm0, qs), p1 = _mm256_madd_epi16(cm1, qs);
+        c[m][0] = _mm256_add_epi32(c[m][0], p0);
+        c[m][1] = _mm256_add_epi32(c[m][1], p1);
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      const __m256i c0 = c[m][0], c1 = c[m][1];
+      const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
+      f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);
+      f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][1]), _mm256_mul_ps(d1, dx), f[m][1]);
+      f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), _mm256_mul_ps(mm0, dx), f[m][0]);
+      f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), _mm256_mul_ps(mm1, dx), f[m][1]);
     }
   }
+  if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
 }
 
 template <Codes C, bool MIN, int M = MR<C>>
 void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return tile<M, C, MIN>(p, a, t0, rows, r0, h, nh, out, sums);
+    if (m == M) {
+      if constexpr (HALVES<C>) return tile_halves<M, C>(p, a, t0, rows, r0, h, nh, out, sums);
+      else return tile<M, C, MIN>(p, a, t0, rows, r0, h, nh, out, sums);
+    }
     tiles<C, MIN, M - 1>(m, p, a, t0, rows, r0, h, nh, out, sums);
   }
 }

@@ -11,9 +11,9 @@
 // per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
 // accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). q2_k, q3_k and q6_k (16-element
 // half-blocks, gemm_q8_halves): each half-block's 4 vpdpbusd start from 0, vpmulld multiplies them by
-// the half-block's integer scale and the two add up (|sc u q| sums within 2^26, exact), then the same
-// f32 steps with one minimum per half-block. Each weight is decoded once per call and each activation
-// code read once per 32 weight rows.
+// the half-block's integer scale and the super-block's 16 add up in int32 (exact, gemm_q8.h), as do
+// the integer minimums' products (vpdpwssd), before one f32 step per 256 columns. Each weight is
+// decoded once per call and each activation code read once per 32 weight rows.
 #include "avx512_headers.h"
 
 #include <cstring>
@@ -27,7 +27,7 @@ namespace {
 
 constexpr int NR = GEMM_Q8_NR;  // weight rows per panel: two vectors of 16 int32 lanes
 // Activation rows per tile: 2 * MR int32 + 2 * MR f32 accumulators, and with half-blocks (gemm_q8_halves)
-// 2 * MR int32 half-block sums besides, within the 32 registers.
+// 2 * MR int32 super-block sums besides, within the 32 registers.
 template <bool HALVES>
 constexpr int MR = HALVES ? 4 : 6;
 
@@ -62,63 +62,9 @@ void store_sums(const __m512i (&i0)[M], const __m512i (&i1)[M], int32_t* sums, i
   }
 }
 
-// Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows). With `sums` (tests:
-// gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32, or cols / 16 with HALVES).
-template <int M, bool MIN, bool HALVES, bool SUMS>
-void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
-  const int64_t cols = a.cols, subs = cols / QK;
-  __m512 f0[M], f1[M];
-  for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
-  for (int64_t sb = 0; sb < subs; ++sb) {
-    __m512i i0[M], i1[M];  // the sub-block's int32 sums (HALVES: sc_0 (half 0's) + sc_1 (half 1's))
-    const uint8_t* up = p.u + sb * 8 * NR * 4;
-    const int8_t* xq = a.q.data() + t0 * cols + sb * QK;
-    if constexpr (HALVES) {
-      // Half-block h's int32 sums (from 0) into i0, i1 for h = 0, then into h0, h1, each times its integer scale sc_h.
-      __m512i h0[M], h1[M];
-      for (int m = 0; m < M; ++m) i0[m] = i1[m] = h0[m] = h1[m] = _mm512_setzero_si512();
-      dot_steps<M, 4>(up, xq, cols, i0, i1);
-      dot_steps<M, 4>(up + 4 * NR * 4, xq + 16, cols, h0, h1);
-      if constexpr (SUMS) {
-        store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, 2 * sb);
-        store_sums<M>(h0, h1, sums, t0, rows, r0, nr, 2 * subs, 2 * sb + 1);
-        continue;
-      }
-      // sc_h in both int16 halves of its lane: the high one, sign-extended.
-      const int32_t* sc = p.sc + 2 * sb * NR;
-      const __m512i s00 = _mm512_srai_epi32(_mm512_loadu_si512(sc), 16), s01 = _mm512_srai_epi32(_mm512_loadu_si512(sc + 16), 16);
-      const __m512i s10 = _mm512_srai_epi32(_mm512_loadu_si512(sc + NR), 16), s11 = _mm512_srai_epi32(_mm512_loadu_si512(sc + NR + 16), 16);
-      for (int m = 0; m < M; ++m) {
-        i0[m] = _mm512_add_epi32(_mm512_mullo_epi32(i0[m], s00), _mm512_mullo_epi32(h0[m], s10));
-        i1[m] = _mm512_add_epi32(_mm512_mullo_epi32(i1[m], s01), _mm512_mullo_epi32(h1[m], s11));
-      }
-    } else {
-      for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_set1_epi32(a.corr[(t0 + m) * subs + sb]);
-      dot_steps<M, 8>(up, xq, cols, i0, i1);
-      if constexpr (SUMS) {
-        store_sums<M>(i0, i1, sums, t0, rows, r0, nr, subs, sb);
-        continue;
-      }
-    }
-    const __m512 d0 = _mm512_loadu_ps(p.dw + sb * NR), d1 = _mm512_loadu_ps(p.dw + sb * NR + 16);
-    for (int m = 0; m < M; ++m) {
-      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + sb]);
-      f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), _mm512_mul_ps(d0, dx), f0[m]);
-      f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), _mm512_mul_ps(d1, dx), f1[m]);
-    }
-    if (!MIN) continue;
-    // One minimum per sub-block, or per half-block in order (against dx times its codes' sum).
-    for (int h = 0; h < (HALVES ? 2 : 1); ++h) {
-      const int64_t s = HALVES ? 2 * sb + h : sb;
-      const __m512 m0 = _mm512_loadu_ps(p.mw + s * NR), m1 = _mm512_loadu_ps(p.mw + s * NR + 16);
-      for (int m = 0; m < M; ++m) {
-        const __m512 x = _mm512_set1_ps(HALVES ? a.ds16[(t0 + m) * 2 * subs + s] : a.ds[(t0 + m) * subs + s]);
-        f0[m] = _mm512_fmadd_ps(m0, x, f0[m]);
-        f1[m] = _mm512_fmadd_ps(m1, x, f1[m]);
-      }
-    }
-  }
-  if constexpr (SUMS) return;
+// Stores the f32 sums f0, f1 of activation rows t0 .. t0 + M by the panel's nr weight rows into out (n, rows).
+template <int M>
+SPARQ_INLINE void store_out(const __m512 (&f0)[M], const __m512 (&f1)[M], float* out, int64_t t0, int64_t rows, int64_t r0, int nr) {
   const __mmask16 k0 = static_cast<__mmask16>(nr >= 16 ? 0xffff : (1u << nr) - 1);
   const __mmask16 k1 = static_cast<__mmask16>(nr >= 32 ? 0xffff : nr <= 16 ? 0 : (1u << (nr - 16)) - 1);
   for (int m = 0; m < M; ++m) {
@@ -128,10 +74,100 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
   }
 }
 
+// Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows), the types of 32-element
+// sub-blocks. With `sums` (tests: gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
+template <int M, bool MIN, bool SUMS>
+void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+  const int64_t cols = a.cols, subs = cols / QK;
+  __m512 f0[M], f1[M];
+  for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < subs; ++sb) {
+    __m512i i0[M], i1[M];  // the sub-block's int32 sums
+    const uint8_t* up = p.u + sb * 8 * NR * 4;
+    const int8_t* xq = a.q.data() + t0 * cols + sb * QK;
+    for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_set1_epi32(a.corr[(t0 + m) * subs + sb]);
+    dot_steps<M, 8>(up, xq, cols, i0, i1);
+    if constexpr (SUMS) {
+      store_sums<M>(i0, i1, sums, t0, rows, r0, nr, subs, sb);
+      continue;
+    }
+    const __m512 d0 = _mm512_loadu_ps(p.dw + sb * NR), d1 = _mm512_loadu_ps(p.dw + sb * NR + 16);
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + sb]);
+      f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), _mm512_mul_ps(d0, dx), f0[m]);
+      f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), _mm512_mul_ps(d1, dx), f1[m]);
+    }
+    if (!MIN) continue;
+    // One minimum per sub-block (against dx times its codes' sum).
+    const __m512 m0 = _mm512_loadu_ps(p.mw + sb * NR), m1 = _mm512_loadu_ps(p.mw + sb * NR + 16);
+    for (int m = 0; m < M; ++m) {
+      const __m512 x = _mm512_set1_ps(a.ds[(t0 + m) * subs + sb]);
+      f0[m] = _mm512_fmadd_ps(m0, x, f0[m]);
+      f1[m] = _mm512_fmadd_ps(m1, x, f1[m]);
+    }
+  }
+  if constexpr (!SUMS) store_out<M>(f0, f1, out, t0, rows, r0, nr);
+}
+
+// The same for q2_k, q3_k and q6_k (gemm_q8_halves), a super-block of 256 columns at a time: each
+// half-block's 4 vpdpbusd start from 0, vpmulld multiplies them by its integer scale sc_h into the
+// super-block's int32 sums I; vpdpwssd adds its integer minimums' products c_h (sum q) into C; then
+// f += f32(I) (d dx) + f32(C) (mm dx) (gemm_q8.h). With `sums`, the half-blocks' sums, (n, rows, cols / 16).
+template <int M, bool SUMS>
+void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+  const int64_t cols = a.cols, subs = cols / QK;
+  __m512 f0[M], f1[M];
+  for (int m = 0; m < M; ++m) f0[m] = f1[m] = _mm512_setzero_ps();
+  for (int64_t S = 0; S < cols / QK_K; ++S) {
+    __m512i I0[M], I1[M];
+    for (int m = 0; m < M; ++m) I0[m] = I1[m] = _mm512_setzero_si512();
+    for (int64_t hb = 16 * S; hb < 16 * S + 16; ++hb) {  // half-block hb of the row
+      __m512i i0[M], i1[M];
+      for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_setzero_si512();
+      dot_steps<M, 4>(p.u + hb * 4 * NR * 4, a.q.data() + t0 * cols + 16 * hb, cols, i0, i1);
+      if constexpr (SUMS) {
+        store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, hb);
+        continue;
+      }
+      // sc_h in both int16 halves of its lane: the high one, sign-extended.
+      const __m512i s0 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR), 16), s1 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR + 16), 16);
+      for (int m = 0; m < M; ++m) {
+        I0[m] = _mm512_add_epi32(I0[m], _mm512_mullo_epi32(i0[m], s0));
+        I1[m] = _mm512_add_epi32(I1[m], _mm512_mullo_epi32(i1[m], s1));
+      }
+    }
+    if constexpr (SUMS) continue;
+    // The minimums' products, 2 M independent sums (one chain of vpdpwssd would wait on its latency).
+    __m512i c0[M], c1[M];
+    for (int m = 0; m < M; ++m) c0[m] = c1[m] = _mm512_setzero_si512();
+    for (int64_t sb = 8 * S; sb < 8 * S + 8; ++sb) {
+      const __m512i cm0 = _mm512_loadu_si512(p.cm + sb * NR), cm1 = _mm512_loadu_si512(p.cm + sb * NR + 16);
+      for (int m = 0; m < M; ++m) {
+        const __m512i qs = _mm512_set1_epi32(a.qs16[(t0 + m) * subs + sb]);
+        c0[m] = _mm512_dpwssd_epi32(c0[m], cm0, qs);
+        c1[m] = _mm512_dpwssd_epi32(c1[m], cm1, qs);
+      }
+    }
+    const __m512 d0 = _mm512_loadu_ps(p.dw + S * NR), d1 = _mm512_loadu_ps(p.dw + S * NR + 16);
+    const __m512 mm0 = _mm512_loadu_ps(p.mw + S * NR), mm1 = _mm512_loadu_ps(p.mw + S * NR + 16);
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
+      f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I0[m]), _mm512_mul_ps(d0, dx), f0[m]);
+      f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I1[m]), _mm512_mul_ps(d1, dx), f1[m]);
+      f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0[m]), _mm512_mul_ps(mm0, dx), f0[m]);
+      f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c1[m]), _mm512_mul_ps(mm1, dx), f1[m]);
+    }
+  }
+  if constexpr (!SUMS) store_out<M>(f0, f1, out, t0, rows, r0, nr);
+}
+
 template <bool MIN, bool HALVES, bool SUMS, int M = MR<HALVES>>
 void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return tile<M, MIN, HALVES, SUMS>(p, a, t0, rows, r0, nr, out, sums);
+    if (m == M) {
+      if constexpr (HALVES) return tile_halves<M, SUMS>(p, a, t0, rows, r0, nr, out, sums);
+      else return tile<M, MIN, SUMS>(p, a, t0, rows, r0, nr, out, sums);
+    }
     tiles<MIN, HALVES, SUMS, M - 1>(m, p, a, t0, rows, r0, nr, out, sums);
   }
 }

@@ -82,6 +82,16 @@ inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
   }
 }
 
+// The integer minimum c_h of half-block `sub` of a q2_k, q3_k or q6_k super-block x (scale sc_h and d
+// from scale_min16) and the super-block's multiplier mm of it: w_j = d sc_h u_j + mm c_h (gemm_q8.h).
+inline int half_block_min(WeightType t, const uint8_t* x, int sub, int sc, float d, float& mm) {
+  switch (t) {
+    case WeightType::q2_k: mm = -fp16_to_fp32_ref(load_u16(x + 82)); return x[sub] >> 4;  // its minimum mn_h, times -dmin
+    case WeightType::q3_k: mm = -4.0f * d; return sc;   // the offset 4: -4 d sc_h
+    default: mm = -32.0f * d; return sc;                // q6_k, the offset 32: -32 d sc_h
+  }
+}
+
 // 8 rows of 32 codes (row i at c + 32 i, zero rows where i >= rows_in) to dst: dword k of the 8 rows at
 // dst + k * NR * 4, 32 bytes. `off` is added to every code of the rows in.
 inline void store_rows8(const int8_t* c, int rows_in, int off, uint8_t* dst) {
@@ -180,8 +190,7 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
       a.ds[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum))) : dx * static_cast<float>(sum);
       a.corr[i] = -off * sum;
       if (!halves) continue;
-      a.ds16[2 * i] = dx * static_cast<float>(first);
-      a.ds16[2 * i + 1] = dx * static_cast<float>(sum - first);
+      a.qs16[i] = static_cast<int32_t>((static_cast<uint32_t>(sum - first) << 16) | (static_cast<uint32_t>(first) & 0xffff));
     }
   }
 }
@@ -206,17 +215,23 @@ void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t 
           continue;
         }
         // The half-block types: per 32-element block, its codes and its two half-blocks' integer
-        // scales and minimums (block_codes.h), w_j = d sc_h u_j + mw_h.
+        // scales sc_h and minimums c_h, and per super-block d and mm (gemm_q8.h), w_j = d sc_h u_j + mm c_h.
         const uint8_t* x = w + (r0 + i) * row_bytes + b / 8 * block_shape(t).bytes;  // the super-block
-        float d = 0;
+        float d = 0, mm = 0;
+        uint32_t cm = 0;
         for (int h = 0; h < 2; ++h) {
-          float mw = 0;
-          int sc = 0;
-          if (ii < rows_in) sc = scale_min16(t, x, static_cast<int>(2 * (b % 8) + h), d, mw);
-          p.mw[(2 * b + h) * NR + i] = mw;
+          float mw;
+          int sc = 0, c_h = 0;
+          if (ii < rows_in) {
+            sc = scale_min16(t, x, static_cast<int>(2 * (b % 8) + h), d, mw);
+            c_h = half_block_min(t, x, static_cast<int>(2 * (b % 8) + h), sc, d, mm);
+          }
           p.sc[(2 * b + h) * NR + i] = static_cast<int32_t>((static_cast<uint32_t>(sc) << 16) | (static_cast<uint32_t>(sc) & 0xffff));
+          cm |= (static_cast<uint32_t>(c_h) & 0xffff) << (16 * h);
         }
-        p.dw[b * NR + i] = d;
+        p.cm[b * NR + i] = static_cast<int32_t>(cm);
+        p.dw[b / 8 * NR + i] = d;
+        p.mw[b / 8 * NR + i] = mm;
         if (ii < rows_in) _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), codes16(t, x, static_cast<int>(b % 8)));
       }
       store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);

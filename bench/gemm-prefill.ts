@@ -1,0 +1,91 @@
+/**
+ * The 'int8' product of one block weight at 1, 8, 64 and 512 activation rows (decode, speculative
+ * batches, a prefill chunk and a whole 512-token prompt), per type, shape and kernel path:
+ *   pnpm exec tsx bench/gemm-prefill.ts [--types q4_k,q6_k,q8_0] [--shapes 4096x4096,14336x4096]
+ *     [--ns 1,8,64,512] [--kernel avx2|avx512] [--threads 2] [--reps 5] [--cpu] [--loop N:n:shape:type]
+ *
+ * Wall-clock ms (--cpu: the process's CPU time), best of --reps. --loop runs only that product N times (for `perf record`).
+ */
+import { BLOCK_DTYPES, Tensor, loadBackends, type BlockDType } from '@sparq/core';
+import '@sparq/native';
+import '@sparq/reference';
+import { loadAddon } from '../packages/native/lib/addon.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+
+const arg = (name: string) => {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? process.argv[at + 1] : undefined;
+};
+const types = (arg('--types')?.split(',') ?? ['q4_k', 'q6_k', 'q8_0']) as BlockDType[];
+for (const t of types) if (!BLOCK_DTYPES.includes(t)) throw new Error(`--types: ${t} is not a block dtype (${BLOCK_DTYPES.join(', ')})`);
+const shapes = (arg('--shapes') ?? '4096x4096,14336x4096').split(',').map((s) => s.split('x').map(Number) as [number, number]);
+const ns = (arg('--ns') ?? '1,8,64,512').split(',').map(Number);
+const reps = Number(arg('--reps') ?? 5);
+const { available } = await loadBackends();
+const native = available.find((e) => e.name === 'native');
+const reference = available.find((e) => e.name === 'reference')!;
+if (!native) throw new Error('bench/gemm-prefill.ts needs the native backend (pnpm build:native)');
+const raw = loadAddon();
+if (arg('--kernel')) raw.forceKernelPath(arg('--kernel')!);
+attentionAddon(raw).attnSetThreads(Number(arg('--threads') ?? 2));
+
+/** A (rows, cols) weight of type t: 64 rows quantized by the reference (its K-quant search is slow), tiled. */
+function weight(t: BlockDType, rows: number, cols: number): Tensor {
+  const values = Tensor.zeros('f32', [64, cols]);
+  for (let i = 0; i < values.size; i++) values.data[i] = Math.sin(i * 0.7) * (1 + (i % 13) / 7);
+  const band = Tensor.zeros(t, [64, cols]);
+  reference.quantize(band, values);
+  const w = Tensor.zeros(t, [rows, cols]);
+  for (let r = 0; r < rows; r += 64) (w.data as Uint8Array).set(band.data as Uint8Array, (r / 64) * band.data.length);
+  return w;
+}
+
+/** n activation rows (n, cols), or one vector (cols) for n = 1 (matvec: decode's product). */
+function acts(n: number, cols: number): Tensor<'f32'> {
+  const x = Tensor.zeros('f32', n === 1 ? [cols] : [n, cols]);
+  for (let i = 0; i < x.size; i++) x.data[i] = Math.cos(i * 0.37);
+  return x;
+}
+
+function product(w: Tensor, n: number): () => void {
+  const [rows, cols] = w.shape;
+  const x = acts(n, cols);
+  const out = Tensor.zeros('f32', [n, rows]);
+  const out1 = Tensor.zeros('f32', [rows]);
+  return n === 1 ? () => native!.matvec(out1, w, x, 'int8') : () => native!.matmul(out, w, x, 'int8');
+}
+
+/** Milliseconds of the process's CPU time (--cpu: steadier on a shared machine; every thread's, spinning included) or of the wall clock. */
+const clock = process.argv.includes('--cpu')
+  ? () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1000;
+    }
+  : () => performance.now();
+
+const loop = arg('--loop');
+if (loop) {
+  const [count, n, shape, t] = loop.split(':');
+  const [rows, cols] = shape.split('x').map(Number);
+  const run = product(weight(t as BlockDType, rows, cols), Number(n));
+  for (let i = 0; i < Number(count); i++) run();
+} else {
+  console.log(`kernel path ${raw.kernelPaths().current}, ${arg('--threads') ?? 2} threads, ${process.argv.includes('--cpu') ? 'CPU' : 'wall'} ms (best of ${reps})`);
+  console.log(['type', 'shape', ...ns.map((n) => `n ${n}`)].join(' | '));
+  for (const t of types)
+    for (const [rows, cols] of shapes) {
+      const w = weight(t, rows, cols);
+      const cells = ns.map((n) => {
+        const run = product(w, n);
+        run();
+        let best = Infinity;
+        for (let r = 0; r < reps; r++) {
+          const t0 = clock();
+          run();
+          best = Math.min(best, clock() - t0);
+        }
+        return `${best.toFixed(2)} ms`;
+      });
+      console.log([t, `${rows}x${cols}`, ...cells].join(' | '));
+    }
+}
