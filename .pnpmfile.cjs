@@ -3,7 +3,11 @@
 // the published package.json leaves it out.
 function withoutSourceCondition(exports) {
   if (typeof exports !== 'object' || exports === null) return exports;
-  return Object.fromEntries(Object.entries(exports).filter(([key]) => key !== 'sparq-source').map(([key, value]) => [key, withoutSourceCondition(value)]));
+  return Object.fromEntries(
+    Object.entries(exports)
+      .filter(([key]) => key !== 'sparq-source')
+      .map(([key, value]) => [key, withoutSourceCondition(value)]),
+  );
 }
 
 module.exports = {

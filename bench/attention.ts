@@ -57,7 +57,8 @@ async function withThreads<T>(n: number, body: () => Promise<T>): Promise<T> {
 }
 
 /** A full cache of S random positions, written by native kvAppend (every copy the layout keeps). */
-const makeCache = (S: number, dtype: KVDType, layout: KVLayout): KVCache => randomCache(native, { S, heads: H, headDim: D, dtype, layout });
+const makeCache = (S: number, dtype: KVDType, layout: KVLayout): KVCache =>
+  randomCache(native, { S, heads: H, headDim: D, dtype, layout });
 // Runs take turns over 8 queries, as decode steps do: with one query SparQ selects the same rows
 // every run and finds part of them in the L3 (packages/cli/src/bench/kernel-sweep.ts).
 const queries = Array.from({ length: 8 }, (_, i) => randomQuery(H, D, 2 + i));
@@ -65,17 +66,25 @@ let turn = 0;
 const next = () => queries[turn++ % queries.length];
 
 function denseMs(engine: Engine, cache: KVCache, timeMs: number): Promise<number> {
-  return medianMs('dense', () => {
-    const { q, out } = next();
-    engine.attentionDecode(out, q, cache);
-  }, timeMs);
+  return medianMs(
+    'dense',
+    () => {
+      const { q, out } = next();
+      engine.attentionDecode(out, q, cache);
+    },
+    timeMs,
+  );
 }
 function sparqMs(engine: Engine, cache: KVCache, div: number, timeMs: number): Promise<number> {
   const S = cache.capacity;
-  return medianMs('sparq', () => {
-    const { q, out } = next();
-    engine.sparqDecode(out, q, cache, { r: R, k: S / div, l: 0 });
-  }, timeMs);
+  return medianMs(
+    'sparq',
+    () => {
+      const { q, out } = next();
+      engine.sparqDecode(out, q, cache, { r: R, k: S / div, l: 0 });
+    },
+    timeMs,
+  );
 }
 
 /** SPEC 3: dense / SparQ elements per KV head at k = S / div (l 0, reallocation on, as timed). */
@@ -85,10 +94,14 @@ function sparqTheory(S: number, div: number): number {
 }
 
 const fmt = (x: number, digits = 2) => x.toFixed(digits).padStart(8);
-console.log(`# attention decode benchmark: ${H} heads x d ${D}, batch 1; native kernel ${addon.attnKernel()}, threads ${defaultThreads}${quick ? ' (--quick)' : ''}`);
+console.log(
+  `# attention decode benchmark: ${H} heads x d ${D}, batch 1; native kernel ${addon.attnKernel()}, threads ${defaultThreads}${quick ? ' (--quick)' : ''}`,
+);
 const bw1 = await measureReadBandwidth(1);
 const bw2 = await measureReadBandwidth(2);
-console.log(`read bandwidth (bench/bandwidth.ts, 1 GiB): 1 thread ${bw1.toFixed(1)} GB/s, 2 threads ${bw2.toFixed(1)} GB/s`);
+console.log(
+  `read bandwidth (bench/bandwidth.ts, 1 GiB): 1 thread ${bw1.toFixed(1)} GB/s, 2 threads ${bw2.toFixed(1)} GB/s`,
+);
 // Probed again before each row at the default thread count, the one %readBW divides by: the Zen 4
 // VM's 2-thread bandwidth switched between about 35 and 57 GB/s within minutes.
 const probeDefault = () => measureReadBandwidth(defaultThreads >= 2 ? 2 : 1);
@@ -128,15 +141,22 @@ async function floatSweep(): Promise<void> {
       const single = makeCache(S, dtype, 'single-k');
       const sparqSingle = await sparqMs(native, single, 8, time);
       rows.push({ S, dtype, dense, dense1, gbs: bytes / (dense * 1e6), bw, sparq, sparqSingle, ref, refSparq });
-      console.log(`  measured ${dtype} S=${S}: dense ${dense.toFixed(2)} ms, sparq S/8 ${sparq[8].toFixed(3)} ms, S/16 ${sparq[16].toFixed(3)} ms`);
+      console.log(
+        `  measured ${dtype} S=${S}: dense ${dense.toFixed(2)} ms, sparq S/8 ${sparq[8].toFixed(3)} ms, S/16 ${sparq[16].toFixed(3)} ms`,
+      );
     }
   }
 
   console.log(`\n## dense decode (native) and SparQ (r ${R}, k S/8 and S/16, l 0): milliseconds per step (median)`);
-  console.log(' dtype       S  dense ms   GB/s  read GB/s %readBW  dense1t  2t/1t |  S/8 ms  speed-up  theory  %theory | S/16 ms  speed-up  theory  %theory | single-K S/8 | ref dense  ref sparq S/8');
+  console.log(
+    ' dtype       S  dense ms   GB/s  read GB/s %readBW  dense1t  2t/1t |  S/8 ms  speed-up  theory  %theory | S/16 ms  speed-up  theory  %theory | single-K S/8 | ref dense  ref sparq S/8',
+  );
   const pctTheory = (r: Row, div: (typeof DIVS)[number]) => (100 * (r.dense / r.sparq[div])) / sparqTheory(r.S, div);
   for (const r of rows) {
-    const cols = DIVS.map((div) => `${fmt(r.sparq[div], 3)} ${fmt(r.dense / r.sparq[div])}x ${fmt(sparqTheory(r.S, div), 1)}x ${fmt(pctTheory(r, div), 0)}%`);
+    const cols = DIVS.map(
+      (div) =>
+        `${fmt(r.sparq[div], 3)} ${fmt(r.dense / r.sparq[div])}x ${fmt(sparqTheory(r.S, div), 1)}x ${fmt(pctTheory(r, div), 0)}%`,
+    );
     console.log(
       `${r.dtype.padStart(6)} ${String(r.S).padStart(7)} ${fmt(r.dense)} ${fmt(r.gbs, 1)} ${fmt(r.bw, 1)} ${fmt((100 * r.gbs) / r.bw, 0)}% ${fmt(r.dense1)} ${fmt(r.dense1 / r.dense)} | ${cols.join(' | ')} | ${fmt(r.sparqSingle, 3)} | ${r.ref === undefined ? '       -' : fmt(r.ref)} ${r.refSparq === undefined ? '       -' : fmt(r.refSparq)}`,
     );
@@ -146,18 +166,26 @@ async function floatSweep(): Promise<void> {
   for (const r of rows) {
     if (r.S >= 32768) {
       const pct = (100 * r.gbs) / r.bw;
-      console.log(`dense ${r.dtype} S=${r.S}: ${pct.toFixed(0)}% of read bandwidth (target 90%): ${pct >= 90 ? 'MET' : `MISSED by ${(90 - pct).toFixed(0)} points`}`);
+      console.log(
+        `dense ${r.dtype} S=${r.S}: ${pct.toFixed(0)}% of read bandwidth (target 90%): ${pct >= 90 ? 'MET' : `MISSED by ${(90 - pct).toFixed(0)} points`}`,
+      );
     }
   }
   for (const r of rows) {
     if (r.S < 16384) continue;
     for (const div of DIVS) {
       const pct = pctTheory(r, div);
-      console.log(`sparq ${r.dtype} S=${r.S} k=S/${div}: ${pct.toFixed(0)}% of the data-ratio speed-up (target 70%): ${pct >= 70 ? 'MET' : `MISSED by ${(70 - pct).toFixed(0)} points`}`);
+      console.log(
+        `sparq ${r.dtype} S=${r.S} k=S/${div}: ${pct.toFixed(0)}% of the data-ratio speed-up (target 70%): ${pct >= 70 ? 'MET' : `MISSED by ${(70 - pct).toFixed(0)} points`}`,
+      );
     }
   }
-  console.log(`\nnotes: single-K = SparQ on the single-copy layout (step 1 gathers r of d components from each key row);`);
-  console.log(`reference timed at S <= ${REF_MAX_S} only; bandwidth percentages use the ${defaultThreads >= 2 ? '2' : '1'}-thread read bandwidth (the default thread count) probed just before each row (read GB/s).`);
+  console.log(
+    `\nnotes: single-K = SparQ on the single-copy layout (step 1 gathers r of d components from each key row);`,
+  );
+  console.log(
+    `reference timed at S <= ${REF_MAX_S} only; bandwidth percentages use the ${defaultThreads >= 2 ? '2' : '1'}-thread read bandwidth (the default thread count) probed just before each row (read GB/s).`,
+  );
 }
 
 /**
@@ -169,7 +197,9 @@ async function quantizedSweep(): Promise<void> {
   const paths = raw.kernelPaths().supported.filter((p) => p !== 'scalar');
   const sizes = quick ? [16384] : [16384, 32768];
   const rowBytes = { f16: 2 * D, q8_0: (D / 32) * 34, q4_0: (D / 32) * 18 } as const;
-  console.log(`\n## quantized KV, GQA (issue 24): ${H} query heads x d ${D}, dense and SparQ (r ${R}, k S/8, l 0), kernels ${paths.join(' / ')} alternating`);
+  console.log(
+    `\n## quantized KV, GQA (issue 24): ${H} query heads x d ${D}, dense and SparQ (r ${R}, k S/8, l 0), kernels ${paths.join(' / ')} alternating`,
+  );
   console.log('    kv  kT   g       S  kernel  dense ms   GB/s  read GB/s %readBW |  S/8 ms  speed-up');
   const summary: string[] = [];
   for (const dtype of ['f16', 'q8_0', 'q4_0'] as const) {
@@ -181,14 +211,24 @@ async function quantizedSweep(): Promise<void> {
         const gqaQueries = Array.from({ length: 8 }, (_, i) => randomQuery(H, D, 2 + i));
         let at = 0;
         const time = 1000;
-        const dense = () => medianMs('dense', () => {
-          const { q, out } = gqaQueries[at++ % gqaQueries.length];
-          native.attentionDecode(out, q, cache);
-        }, time);
-        const sparq = () => medianMs('sparq', () => {
-          const { q, out } = gqaQueries[at++ % gqaQueries.length];
-          native.sparqDecode(out, q, cache, { r: R, k: S / 8, l: 0 });
-        }, time);
+        const dense = () =>
+          medianMs(
+            'dense',
+            () => {
+              const { q, out } = gqaQueries[at++ % gqaQueries.length];
+              native.attentionDecode(out, q, cache);
+            },
+            time,
+          );
+        const sparq = () =>
+          medianMs(
+            'sparq',
+            () => {
+              const { q, out } = gqaQueries[at++ % gqaQueries.length];
+              native.sparqDecode(out, q, cache, { r: R, k: S / 8, l: 0 });
+            },
+            time,
+          );
         const bytes = 2 * nKv * S * rowBytes[dtype];
         for (const path of paths) {
           raw.forceKernelPath(path);
@@ -197,8 +237,13 @@ async function quantizedSweep(): Promise<void> {
           const sparqT = await sparq();
           const gbs = bytes / (denseT * 1e6);
           const pct = (100 * gbs) / bw;
-          console.log(`${dtype.padStart(6)} ${kTDType.padStart(3)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} ${fmt(denseT, 3)} ${fmt(gbs, 1)} ${fmt(bw, 1)} ${fmt(pct, 0)}% | ${fmt(sparqT, 3)} ${fmt(denseT / sparqT)}x`);
-          if (dtype !== 'q4_0') summary.push(`dense ${dtype} g ${g} S=${S} ${path}: ${pct.toFixed(0)}% of read bandwidth (target 90%): ${pct >= 90 ? 'MET' : `MISSED by ${(90 - pct).toFixed(0)} points`}`);
+          console.log(
+            `${dtype.padStart(6)} ${kTDType.padStart(3)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} ${fmt(denseT, 3)} ${fmt(gbs, 1)} ${fmt(bw, 1)} ${fmt(pct, 0)}% | ${fmt(sparqT, 3)} ${fmt(denseT / sparqT)}x`,
+          );
+          if (dtype !== 'q4_0')
+            summary.push(
+              `dense ${dtype} g ${g} S=${S} ${path}: ${pct.toFixed(0)}% of read bandwidth (target 90%): ${pct >= 90 ? 'MET' : `MISSED by ${(90 - pct).toFixed(0)} points`}`,
+            );
         }
         raw.forceKernelPath(null);
       }

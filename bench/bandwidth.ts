@@ -35,5 +35,8 @@ export async function measureReadBandwidth(threads: number, timeMs = 1500): Prom
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  for (const threads of [1, 2]) console.log(`read bandwidth, ${threads} thread${threads > 1 ? 's' : ''}: ${(await measureReadBandwidth(threads)).toFixed(1)} GB/s`);
+  for (const threads of [1, 2])
+    console.log(
+      `read bandwidth, ${threads} thread${threads > 1 ? 's' : ''}: ${(await measureReadBandwidth(threads)).toFixed(1)} GB/s`,
+    );
 }

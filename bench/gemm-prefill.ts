@@ -17,8 +17,11 @@ const arg = (name: string) => {
   return at > 0 ? process.argv[at + 1] : undefined;
 };
 const types = (arg('--types')?.split(',') ?? ['q4_k', 'q6_k', 'q8_0']) as BlockDType[];
-for (const t of types) if (!BLOCK_DTYPES.includes(t)) throw new Error(`--types: ${t} is not a block dtype (${BLOCK_DTYPES.join(', ')})`);
-const shapes = (arg('--shapes') ?? '4096x4096,14336x4096').split(',').map((s) => s.split('x').map(Number) as [number, number]);
+for (const t of types)
+  if (!BLOCK_DTYPES.includes(t)) throw new Error(`--types: ${t} is not a block dtype (${BLOCK_DTYPES.join(', ')})`);
+const shapes = (arg('--shapes') ?? '4096x4096,14336x4096')
+  .split(',')
+  .map((s) => s.split('x').map(Number) as [number, number]);
 const ns = (arg('--ns') ?? '1,8,64,512').split(',').map(Number);
 const reps = Number(arg('--reps') ?? 5);
 const { available } = await loadBackends();
@@ -70,7 +73,9 @@ if (loop) {
   const run = product(weight(t as BlockDType, rows, cols), Number(n));
   for (let i = 0; i < Number(count); i++) run();
 } else {
-  console.log(`kernel path ${raw.kernelPaths().current}, ${arg('--threads') ?? 2} threads, ${process.argv.includes('--cpu') ? 'CPU' : 'wall'} ms (best of ${reps})`);
+  console.log(
+    `kernel path ${raw.kernelPaths().current}, ${arg('--threads') ?? 2} threads, ${process.argv.includes('--cpu') ? 'CPU' : 'wall'} ms (best of ${reps})`,
+  );
   console.log(['type', 'shape', ...ns.map((n) => `n ${n}`)].join(' | '));
   for (const t of types)
     for (const [rows, cols] of shapes) {

@@ -74,7 +74,9 @@ function cases(engine: Engine, size: number, streamed: boolean): Case[] {
     c.scales.set(w.scales);
     return c;
   });
-  const f32Copies = Array.from({ length: copiesFor(wf.data.byteLength, streamed) }, (_, i) => (i === 0 ? wf : Tensor.f32(wf.shape, wf.data)));
+  const f32Copies = Array.from({ length: copiesFor(wf.data.byteLength, streamed) }, (_, i) =>
+    i === 0 ? wf : Tensor.f32(wf.shape, wf.data),
+  );
   const where = streamed ? 'DRAM' : 'L3';
   const int4 = (path: ProductPath): Case => ({
     name: `int4 ${path} (${where})`,
@@ -84,7 +86,13 @@ function cases(engine: Engine, size: number, streamed: boolean): Case[] {
     run: roundRobin(int4Copies.map((m) => () => engine.matvecInt4(out, m, x, path))),
   });
   return [
-    { name: `f32 matvec (${where})`, engine, size, bytes: wf.data.byteLength, run: roundRobin(f32Copies.map((m) => () => engine.matvec(out, m, x))) },
+    {
+      name: `f32 matvec (${where})`,
+      engine,
+      size,
+      bytes: wf.data.byteLength,
+      run: roundRobin(f32Copies.map((m) => () => engine.matvec(out, m, x))),
+    },
     int4('dequant'),
     int4('int8'),
   ];
@@ -96,7 +104,9 @@ const bandwidth = await measureReadBandwidth(1);
 const threads = attentionAddon(loadAddon());
 const defaultThreads = threads.attnThreads();
 threads.attnSetThreads(1);
-console.log(`native kernel: ${loadAddon().info().kernel}; read bandwidth ${bandwidth.toFixed(1)} GB/s (one thread, bench/bandwidth.ts)`);
+console.log(
+  `native kernel: ${loadAddon().info().kernel}; read bandwidth ${bandwidth.toFixed(1)} GB/s (one thread, bench/bandwidth.ts)`,
+);
 
 const all = [...cases(native, SIZE, true), ...cases(native, SIZE, false), ...cases(reference, REF_SIZE, false)];
 const bench = new Bench({ time: quick ? 200 : 1000, warmupTime: 100 });
@@ -106,7 +116,13 @@ await bench.run();
 const rows = all.map((c, i) => {
   const ms = bench.tasks[i].result!.latency.p50!;
   const gbs = c.bytes / (ms / 1e3) / 1e9;
-  return { task: bench.tasks[i].name, ms: ms.toFixed(3), 'weight MB': (c.bytes / 1e6).toFixed(1), 'GB/s': gbs.toFixed(1), 'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%` };
+  return {
+    task: bench.tasks[i].name,
+    ms: ms.toFixed(3),
+    'weight MB': (c.bytes / 1e6).toFixed(1),
+    'GB/s': gbs.toFixed(1),
+    'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%`,
+  };
 });
 console.table(rows);
 threads.attnSetThreads(defaultThreads);
@@ -114,7 +130,9 @@ threads.attnSetThreads(defaultThreads);
 for (const path of ['dequant', 'int8']) {
   const row = rows.find((r) => r.task === `native int4 ${path} (DRAM) ${SIZE}x${SIZE}`)!;
   const ratio = Number(row['GB/s']) / bandwidth;
-  console.log(`native int4 ${path}: ${(100 * ratio).toFixed(0)}% of the bandwidth bound: target ${TARGET * 100}% ${ratio >= TARGET ? 'MET' : 'NOT met'}`);
+  console.log(
+    `native int4 ${path}: ${(100 * ratio).toFixed(0)}% of the bandwidth bound: target ${TARGET * 100}% ${ratio >= TARGET ? 'MET' : 'NOT met'}`,
+  );
 }
 
 // ---- batched products (prefill): VNNI vs AMX tiles, x (64, 4096) @ W^T ----
@@ -140,5 +158,7 @@ if (!addon.setAmx(true)) {
   };
   const vnni = await timeOf(false);
   const amx = await timeOf(true);
-  console.log(`\nbatched matmulInt4 'int8', n ${n}, ${SIZE}x${SIZE}, group ${GROUP} asym, one thread: VNNI ${vnni.toFixed(1)} ms, AMX ${amx.toFixed(1)} ms (${(vnni / amx).toFixed(2)}x)`);
+  console.log(
+    `\nbatched matmulInt4 'int8', n ${n}, ${SIZE}x${SIZE}, group ${GROUP} asym, one thread: VNNI ${vnni.toFixed(1)} ms, AMX ${amx.toFixed(1)} ms (${(vnni / amx).toFixed(2)}x)`,
+  );
 }

@@ -24,10 +24,39 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Engine, KVCache, SparqTrace, Tensor, loadBackends, roundToF16, type KTDType, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
+import {
+  Engine,
+  KVCache,
+  SparqTrace,
+  Tensor,
+  loadBackends,
+  roundToF16,
+  type KTDType,
+  type KVDType,
+  type SparqOptions,
+  type SparqParams,
+} from '@sparq/core';
 import '@sparq/native';
 import { denseGroupProbs } from '../packages/cli/src/commands/demo.ts';
-import { PERPLEXITY_PROTOCOL, buildModel, configForTarget, denseNll, encodePieces, methodNll, mulberry32, openModel, padHeads, readModelFile, scoredSteps, summarize, syncMirror, textPieces, type AttentionConfig, type EvalModel, type Model } from '@sparq/llm';
+import {
+  PERPLEXITY_PROTOCOL,
+  buildModel,
+  configForTarget,
+  denseNll,
+  encodePieces,
+  methodNll,
+  mulberry32,
+  openModel,
+  padHeads,
+  readModelFile,
+  scoredSteps,
+  summarize,
+  syncMirror,
+  textPieces,
+  type AttentionConfig,
+  type EvalModel,
+  type Model,
+} from '@sparq/llm';
 
 const { values } = parseArgs({ options: { quick: { type: 'boolean' }, windows: { type: 'string' } } });
 const quick = values.quick === true;
@@ -69,9 +98,13 @@ function synthetic(): void {
   const r = d / 8;
   const sizes = quick ? [512, 4096] : [512, 2048, 8192, 32768];
   const queries = quick ? 4 : 8;
-  console.log(`\n1. Synthetic keys (d ${d}, GQA group ${g}, r = d/8 = ${r}, k = S/8, ${queries} queries per S; f16 rows)`);
+  console.log(
+    `\n1. Synthetic keys (d ${d}, GQA group ${g}, r = d/8 = ${r}, k = S/8, ${queries} queries per S; f16 rows)`,
+  );
   console.log('   outliers: 4 of 128 channels x8, 2% of tokens x3; queries: a random earlier key x2 plus noise');
-  console.log(`   ${'S'.padStart(6)}  ${'f16 recall'.padStart(10)}  ${INTEGER_KT.map((t) => `${t} vs f16 / recall`.padStart(20)).join('  ')}`);
+  console.log(
+    `   ${'S'.padStart(6)}  ${'f16 recall'.padStart(10)}  ${INTEGER_KT.map((t) => `${t} vs f16 / recall`.padStart(20)).join('  ')}`,
+  );
   for (const S of sizes) {
     const rand = normal(S);
     const channel = Float32Array.from({ length: d }, (_, i) => (i % 32 === 7 ? 8 : 1));
@@ -81,7 +114,10 @@ function synthetic(): void {
       for (let i = 0; i < d; i++) K[j * d + i] = rand() * channel[i] * token;
     }
     const stored = K.map(roundToF16); // what the f16 rows hold: dense attention's keys
-    const V = Tensor.f32([S, 1, d], Array.from({ length: S * d }, () => rand()));
+    const V = Tensor.f32(
+      [S, 1, d],
+      Array.from({ length: S * d }, () => rand()),
+    );
     const caches = new Map<KTDType, KVCache>();
     for (const kT of ['f16', ...INTEGER_KT] as KTDType[]) {
       const cache = new KVCache({ nKvHeads: 1, headDim: d, capacity: S, dtype: 'f16', kTDType: kT });
@@ -92,7 +128,7 @@ function synthetic(): void {
     const k = S / 8;
     for (let n = 0; n < queries; n++) {
       const target = Math.floor((0.5 + 0.5 * Math.abs(Math.sin(n + S))) * (S - 1));
-      const q = Float32Array.from({ length: g * d }, (_, e) => 2 * K[target * d + (e % d)] / 8 + rand() * 0.5);
+      const q = Float32Array.from({ length: g * d }, (_, e) => (2 * K[target * d + (e % d)]) / 8 + rand() * 0.5);
       const exact = denseTopK(stored, q, S, d, g, k);
       const sets = new Map<KTDType, Set<number>>();
       for (const [kT, cache] of caches) {
@@ -106,7 +142,9 @@ function synthetic(): void {
         sums.recall.set(kT, (sums.recall.get(kT) ?? 0) + overlap(sets.get(kT)!, exact));
       }
     }
-    const cells = INTEGER_KT.map((kT) => `${pct(sums.agree.get(kT)! / queries)} / ${pct(sums.recall.get(kT)! / queries)}`.padStart(20));
+    const cells = INTEGER_KT.map((kT) =>
+      `${pct(sums.agree.get(kT)! / queries)} / ${pct(sums.recall.get(kT)! / queries)}`.padStart(20),
+    );
     console.log(`   ${String(S).padStart(6)}  ${pct(sums.f16 / queries).padStart(10)}  ${cells.join('  ')}`);
   }
 }
@@ -118,7 +156,13 @@ class AgreementEngine extends Engine {
   readonly mirrors = new Map<KVCache, Map<KTDType, KVCache>>();
   readonly agree = new Map<KTDType, { sum: number; n: number }>(INTEGER_KT.map((t) => [t, { sum: 0, n: 0 }]));
 
-  override sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+  override sparqDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: SparqParams,
+    options?: SparqOptions,
+  ): void {
     const H = q.shape[1];
     const trace = new SparqTrace(1, H, cache.nKvHeads, params.r, params.k);
     super.sparqDecode(out, q, cache, params, { ...options, trace });
@@ -149,20 +193,35 @@ class AgreementEngine extends Engine {
 
 // ---- 3. Perplexity ----
 
-function perplexity(model: Model, label: string, rows: readonly KVDType[], tokens: readonly number[], agreement?: AgreementEngine): void {
+function perplexity(
+  model: Model,
+  label: string,
+  rows: readonly KVDType[],
+  tokens: readonly number[],
+  agreement?: AgreementEngine,
+): void {
   const p = { ...PERPLEXITY_PROTOCOL, windows };
   const steps = scoredSteps(tokens.length, p);
   // Budgets of the unpadded model (head dim 8), so both models run the same r and k.
   const sparq = [1 / 4, 1 / 8].map((target) => ({ target, config: configForTarget('sparq', target, steps, 8) }));
-  console.log(`\n${label}: ${windows} windows of ${p.window}, ${steps.length} scored steps; SparQ ${sparq.map(({ target, config: a }) => `1/${1 / target}: r ${a.r} k ${a.k} l ${a.l}`).join(', ')}`);
-  console.log(`   ${'KV'.padEnd(5)} ${'kT'.padEnd(4)} ${'dense'.padStart(9)} ${sparq.map(({ target }) => `SparQ 1/${1 / target}`.padStart(11)).join(' ')}`);
+  console.log(
+    `\n${label}: ${windows} windows of ${p.window}, ${steps.length} scored steps; SparQ ${sparq.map(({ target, config: a }) => `1/${1 / target}: r ${a.r} k ${a.k} l ${a.l}`).join(', ')}`,
+  );
+  console.log(
+    `   ${'KV'.padEnd(5)} ${'kT'.padEnd(4)} ${'dense'.padStart(9)} ${sparq.map(({ target }) => `SparQ 1/${1 / target}`.padStart(11)).join(' ')}`,
+  );
   for (const dtype of rows) {
     const m: EvalModel = { engine, model, kvDType: dtype, productPath: 'dequant' };
     const dense = denseNll(m, tokens, p);
     const densePpl = summarize(dense, dense).ppl;
     for (const kT of dtype === 'f32' ? ['f32', 'f16', ...INTEGER_KT] : ['f16', ...INTEGER_KT]) {
       const cells = sparq.map(({ config }) => {
-        const run = methodNll({ ...m, kTDType: kT as KTDType, engine: agreement && dtype === 'f16' && kT === 'f16' ? agreement : engine }, tokens, config as AttentionConfig, p);
+        const run = methodNll(
+          { ...m, kTDType: kT as KTDType, engine: agreement && dtype === 'f16' && kT === 'f16' ? agreement : engine },
+          tokens,
+          config as AttentionConfig,
+          p,
+        );
         return summarize(run.nll, dense).ppl.toFixed(4).padStart(11);
       });
       console.log(`   ${dtype.padEnd(5)} ${kT.padEnd(4)} ${densePpl.toFixed(4).padStart(9)} ${cells.join(' ')}`);
@@ -177,6 +236,13 @@ const lm = openModel(engine, shared('models/stories260K.bin'));
 const tokens = encodePieces(lm.tokenizer, textPieces(readFileSync(shared('data/tinystories_val.txt'), 'utf8')));
 const agreement = new AgreementEngine(engine.backend);
 perplexity(lm.model, '3. stories260K (head dim 8)', ['f32', 'f16'], tokens, agreement);
-console.log(`\n2. stories260K step-2 agreement with f16 kT (real queries, SparQ runs above with f16 rows): ${INTEGER_KT.map((t) => `${t} ${pct(agreement.agree.get(t)!.sum / agreement.agree.get(t)!.n)}`).join(', ')}`);
-perplexity(buildModel(engine, padHeads(readModelFile(shared('models/stories260K.bin'), engine).loaded, 32)), '3. stories260K, heads zero-padded to 32', ['f16', 'q8_0', 'q4_0'], tokens);
+console.log(
+  `\n2. stories260K step-2 agreement with f16 kT (real queries, SparQ runs above with f16 rows): ${INTEGER_KT.map((t) => `${t} ${pct(agreement.agree.get(t)!.sum / agreement.agree.get(t)!.n)}`).join(', ')}`,
+);
+perplexity(
+  buildModel(engine, padHeads(readModelFile(shared('models/stories260K.bin'), engine).loaded, 32)),
+  '3. stories260K, heads zero-padded to 32',
+  ['f16', 'q8_0', 'q4_0'],
+  tokens,
+);
 console.log(`\n${((performance.now() - started) / 1000).toFixed(0)} s`);

@@ -30,15 +30,53 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Engine, KVCache, Tensor, loadBackends, type AttentionMethod, type AttentionOptions, type BlockDType, type KVDType } from '@sparq/core';
+import {
+  Engine,
+  KVCache,
+  Tensor,
+  loadBackends,
+  type AttentionMethod,
+  type AttentionOptions,
+  type BlockDType,
+  type KVDType,
+} from '@sparq/core';
 import '@sparq/native';
-import { PERPLEXITY_PROTOCOL, Session, argmax, buildModel, defaultAttention, denseNll, encodePieces, findTokenizer, ggufTensors, kurtosis, llamaMetadata, padHeads, readModelFile, summarize, textPieces, tokenNll, windowsOf, writeGGUFFile, type Model, type PerplexityProtocol } from '@sparq/llm';
+import {
+  PERPLEXITY_PROTOCOL,
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  denseNll,
+  encodePieces,
+  findTokenizer,
+  ggufTensors,
+  kurtosis,
+  llamaMetadata,
+  padHeads,
+  readModelFile,
+  summarize,
+  textPieces,
+  tokenNll,
+  windowsOf,
+  writeGGUFFile,
+  type Model,
+  type PerplexityProtocol,
+} from '@sparq/llm';
 
-const { values } = parseArgs({ options: { part: { type: 'string' }, windows: { type: 'string' }, steps: { type: 'string' }, model: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    part: { type: 'string' },
+    windows: { type: 'string' },
+    steps: { type: 'string' },
+    model: { type: 'string' },
+  },
+});
 const shared = (p: string) => new URL(`../../shared/${p}`, import.meta.url).pathname;
 const modelPath = values.model ?? shared('models/stories260K.bin');
 const PARTS = ['logits', 'quant', 'llama'];
-if (values.part !== undefined && !PARTS.includes(values.part)) throw new Error(`--part ${values.part}, expected one of ${PARTS.join(', ')}`);
+if (values.part !== undefined && !PARTS.includes(values.part))
+  throw new Error(`--part ${values.part}, expected one of ${PARTS.join(', ')}`);
 const parts = values.part ? [values.part] : PARTS;
 const protocol: PerplexityProtocol = { ...PERPLEXITY_PROTOCOL, windows: Number(values.windows ?? 4) };
 const { available } = await loadBackends();
@@ -53,9 +91,19 @@ const pct = (x: number, base: number) => `${x >= base ? '+' : ''}${((100 * (x - 
 // ---- logits: f16 against f32 rows ----
 
 /** Greedy decode from BOS, or teacher-forced on `forced`; the logits of every step. */
-function greedy(method: AttentionMethod, dtype: 'f32' | 'f16', steps: number, forced?: number[]): { tokens: number[]; logits: Float32Array[] } {
+function greedy(
+  method: AttentionMethod,
+  dtype: 'f32' | 'f16',
+  steps: number,
+  forced?: number[],
+): { tokens: number[]; logits: Float32Array[] } {
   const context = Math.min(model.config.seqLen, steps + 1);
-  const session = new Session(engine, model, { capacity: context, maxPrefill: 1, attention: defaultAttention(method, model.config.headDim, context), kvDType: dtype });
+  const session = new Session(engine, model, {
+    capacity: context,
+    maxPrefill: 1,
+    attention: defaultAttention(method, model.config.headDim, context),
+    kvDType: dtype,
+  });
   const tokens: number[] = [];
   const logits: Float32Array[] = [];
   let l = session.prefill([1]); // BOS
@@ -71,13 +119,20 @@ function greedy(method: AttentionMethod, dtype: 'f32' | 'f16', steps: number, fo
 function logitsPart(): void {
   const steps = Number(values.steps ?? 200);
   const c = model.config;
-  console.log(`\n# logits: f16 vs f32 KV, ${steps} greedy steps, backend ${engine.name}; dim ${c.dim}, head dim ${c.headDim}, ${c.nLayers} layers`);
+  console.log(
+    `\n# logits: f16 vs f32 KV, ${steps} greedy steps, backend ${engine.name}; dim ${c.dim}, head dim ${c.headDim}, ${c.nLayers} layers`,
+  );
   console.log('method  max|dlogit|  mean|dlogit|  logit range  argmax agree (forced)  free-run tokens equal');
   for (const method of ['dense', 'sparq'] as const) {
     const a = greedy(method, 'f32', steps);
     const b = greedy(method, 'f16', steps, a.tokens);
     const free = greedy(method, 'f16', steps);
-    let max = 0, sum = 0, count = 0, agree = 0, lo = Infinity, hi = -Infinity;
+    let max = 0,
+      sum = 0,
+      count = 0,
+      agree = 0,
+      lo = Infinity,
+      hi = -Infinity;
     a.logits.forEach((la, i) => {
       const lb = b.logits[i];
       for (let j = 0; j < la.length; j++) {
@@ -103,13 +158,15 @@ function logitsPart(): void {
 type RowMap = (x: Tensor<'f32'>) => Tensor<'f32'>;
 
 /** x through a `type` block and back: what a cache of that type gives attention for x. */
-const roundTrip = (type: BlockDType): RowMap => (x) => {
-  const blocks = Tensor.zeros(type, x.shape);
-  engine.quantize(blocks, x);
-  const out = Tensor.zeros('f32', x.shape);
-  engine.dequantize(out, blocks);
-  return out;
-};
+const roundTrip =
+  (type: BlockDType): RowMap =>
+  (x) => {
+    const blocks = Tensor.zeros(type, x.shape);
+    engine.quantize(blocks, x);
+    const out = Tensor.zeros('f32', x.shape);
+    engine.dequantize(out, blocks);
+    return out;
+  };
 
 /**
  * The orthonormal Walsh-Hadamard transform of every head row of x (length d, a power of two),
@@ -135,7 +192,10 @@ function hadamard(x: Tensor<'f32'>): Tensor<'f32'> {
   }
   return out;
 }
-const rotated = (map: RowMap): RowMap => (x) => hadamard(map(hadamard(x)));
+const rotated =
+  (map: RowMap): RowMap =>
+  (x) =>
+    hadamard(map(hadamard(x)));
 
 /**
  * An engine that changes K and V rows of chosen layers before they are stored. Layers are
@@ -175,7 +235,13 @@ class RecordingEngine extends RowMapEngine {
     super.kvAppend(cache, seq, k, v);
   }
 
-  override attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+  override attentionPrefill(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    seq: number,
+    options?: AttentionOptions,
+  ): void {
     if (this.pending) this.recorded.push({ q: this.copy(q), ...this.pending });
     this.pending = null;
     super.attentionPrefill(out, q, cache, seq, options);
@@ -184,7 +250,8 @@ class RecordingEngine extends RowMapEngine {
 
 /** ||a - b|| / ||a|| over whole tensors. */
 function relativeError(a: Tensor<'f32'>, b: Tensor<'f32'>): number {
-  let num = 0, den = 0;
+  let num = 0,
+    den = 0;
   for (let i = 0; i < a.size; i++) {
     num += (a.data[a.offset + i] - b.data[b.offset + i]) ** 2;
     den += a.data[a.offset + i] ** 2;
@@ -198,19 +265,28 @@ function relativeError(a: Tensor<'f32'>, b: Tensor<'f32'>): number {
  * between the two attention distributions, over every query position and head; and the scale of
  * the exact logits (the mean over queries of their standard deviation over positions).
  */
-function attentionChange(q: Tensor<'f32'>, k: Tensor<'f32'>, k2: Tensor<'f32'>, from: number): { logit: number; tv: number; spread: number } {
+function attentionChange(
+  q: Tensor<'f32'>,
+  k: Tensor<'f32'>,
+  k2: Tensor<'f32'>,
+  from: number,
+): { logit: number; tv: number; spread: number } {
   const [N, H, d] = q.shape;
   const nKv = k.shape[1];
   const g = H / nKv;
   const scale = 1 / Math.sqrt(d); // the padded model's temperature (q carries sqrt(d / from))
-  let logitSum = 0, logitCount = 0, tvSum = 0, spreadSum = 0;
+  let logitSum = 0,
+    logitCount = 0,
+    tvSum = 0,
+    spreadSum = 0;
   const a = new Float64Array(N);
   const b = new Float64Array(N);
   for (let i = 0; i < N; i++) {
     for (let h = 0; h < H; h++) {
       const kv = Math.floor(h / g);
       for (let j = 0; j <= i; j++) {
-        let s = 0, s2 = 0;
+        let s = 0,
+          s2 = 0;
         for (let c = 0; c < from; c++) {
           const qc = q.data[q.offset + (i * H + h) * d + c];
           s += qc * k.data[k.offset + (j * nKv + kv) * d + c];
@@ -221,7 +297,8 @@ function attentionChange(q: Tensor<'f32'>, k: Tensor<'f32'>, k2: Tensor<'f32'>, 
         logitSum += Math.abs(a[j] - b[j]);
         logitCount++;
       }
-      let mean = 0, square = 0;
+      let mean = 0,
+        square = 0;
       for (let j = 0; j <= i; j++) mean += a[j] / (i + 1);
       for (let j = 0; j <= i; j++) square += (a[j] - mean) ** 2 / (i + 1);
       spreadSum += Math.sqrt(square);
@@ -229,7 +306,7 @@ function attentionChange(q: Tensor<'f32'>, k: Tensor<'f32'>, k2: Tensor<'f32'>, 
         let max = -Infinity;
         for (let j = 0; j <= i; j++) max = Math.max(max, x[j]);
         let sum = 0;
-        for (let j = 0; j <= i; j++) sum += (x[j] = Math.exp(x[j] - max));
+        for (let j = 0; j <= i; j++) sum += x[j] = Math.exp(x[j] - max);
         for (let j = 0; j <= i; j++) x[j] /= sum;
       };
       softmax(a);
@@ -253,10 +330,13 @@ function quantPart(tokens: readonly number[]): void {
   const original = ppl(engine, 'f32', model);
   const recorder = new RecordingEngine(engine, L, {});
   const base = ppl(recorder);
-  const row = (label: string, p: number) => console.log(`${label.padEnd(44)} ${p.toFixed(4).padStart(8)} ${pct(p, base).padStart(9)}`);
+  const row = (label: string, p: number) =>
+    console.log(`${label.padEnd(44)} ${p.toFixed(4).padStart(8)} ${pct(p, base).padStart(9)}`);
   const maps = (k?: RowMap, v?: RowMap, layers?: readonly number[]) => new RowMapEngine(engine, L, { k, v, layers });
 
-  console.log(`\n# quant: dense perplexity, heads zero-padded ${from} -> ${PADDED_HEAD}; ${protocol.windows} windows of ${protocol.window}; backend ${engine.name}`);
+  console.log(
+    `\n# quant: dense perplexity, heads zero-padded ${from} -> ${PADDED_HEAD}; ${protocol.windows} windows of ${protocol.window}; backend ${engine.name}`,
+  );
   console.log(`${'K / V rows'.padEnd(44)} ${'ppl'.padStart(8)} ${'vs f32'.padStart(9)}`);
   row(`original model (head dim ${from}), f32 cache`, original);
   row('padded, f32 cache', base);
@@ -272,8 +352,12 @@ function quantPart(tokens: readonly number[]): void {
   row('q4_0 K Hadamard-rotated, f32 V', ppl(maps(rotated(roundTrip('q4_0')))));
   row('q4_0 K Hadamard-rotated, q4_0 V', ppl(maps(rotated(roundTrip('q4_0')), roundTrip('q4_0'))));
 
-  console.log(`\n# quant: the first window's rows and attention, per layer (real components only; RMS over positions and KV heads)`);
-  console.log('layer  K kurtosis max/median  K channel RMS max/median  rel. error K q8_0 / q4_0  V q8_0 / q4_0  logit std  |dlogit| q8_0 / q4_0 K  attention TV q8_0 / q4_0 K');
+  console.log(
+    `\n# quant: the first window's rows and attention, per layer (real components only; RMS over positions and KV heads)`,
+  );
+  console.log(
+    'layer  K kurtosis max/median  K channel RMS max/median  rel. error K q8_0 / q4_0  V q8_0 / q4_0  logit std  |dlogit| q8_0 / q4_0 K  attention TV q8_0 / q4_0 K',
+  );
   recorder.recorded.forEach(({ q, k, v }, l) => {
     const [N, nKv, d] = k.shape;
     const kurt: number[] = [];
@@ -286,10 +370,17 @@ function quantPart(tokens: readonly number[]): void {
       }
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const errs = (x: Tensor<'f32'>) => (['q8_0', 'q4_0'] as const).map((t) => relativeError(x, roundTrip(t)(x)).toFixed(3)).join(' / ');
+    const errs = (x: Tensor<'f32'>) =>
+      (['q8_0', 'q4_0'] as const).map((t) => relativeError(x, roundTrip(t)(x)).toFixed(3)).join(' / ');
     const change = (['q8_0', 'q4_0'] as const).map((t) => attentionChange(q, k, roundTrip(t)(k), from));
     console.log(
-      `${String(l).padStart(5)}  ${`${Math.max(...kurt).toFixed(1)} / ${median(kurt).toFixed(1)}`.padStart(22)}  ${(Math.max(...rms) / median(rms)).toFixed(2).padStart(24)}  ${errs(k).padStart(24)}  ${errs(v).padStart(13)}  ${change[0].spread.toFixed(2).padStart(9)}  ${change.map((c) => c.logit.toFixed(3)).join(' / ').padStart(22)}  ${change.map((c) => c.tv.toFixed(3)).join(' / ').padStart(26)}`,
+      `${String(l).padStart(5)}  ${`${Math.max(...kurt).toFixed(1)} / ${median(kurt).toFixed(1)}`.padStart(22)}  ${(Math.max(...rms) / median(rms)).toFixed(2).padStart(24)}  ${errs(k).padStart(24)}  ${errs(v).padStart(13)}  ${change[0].spread.toFixed(2).padStart(9)}  ${change
+        .map((c) => c.logit.toFixed(3))
+        .join(' / ')
+        .padStart(22)}  ${change
+        .map((c) => c.tv.toFixed(3))
+        .join(' / ')
+        .padStart(26)}`,
     );
   });
 }
@@ -305,13 +396,23 @@ async function llamaPart(tokens: readonly number[]): Promise<void> {
   const ppl = async (path: string, k: string, v: string, flashAttention: boolean): Promise<number> => {
     const model = await llama.loadModel({ modelPath: path });
     // Twice the window: with a context of exactly one window, node-llama-cpp 3.22.1 crashed the process (SIGSEGV) on a q8_0 cache.
-    const context = await model.createContext({ contextSize: 2 * protocol.window, batchSize: protocol.window, threads: 1, flashAttention, experimentalKvCacheKeyType: k as never, experimentalKvCacheValueType: v as never });
+    const context = await model.createContext({
+      contextSize: 2 * protocol.window,
+      batchSize: protocol.window,
+      threads: 1,
+      flashAttention,
+      experimentalKvCacheKeyType: k as never,
+      experimentalKvCacheValueType: v as never,
+    });
     try {
-      let sum = 0, n = 0;
+      let sum = 0,
+        n = 0;
       const sequence = context.getSequence();
       for (const { start, n: length } of windowsOf(tokens.length, protocol)) {
         await sequence.clearHistory(); // each window from position 0, as sparq's protocol runs it
-        const outs = await sequence.controlledEvaluate(tokens.slice(start, start + length).map((t) => [t, { generateNext: { logits: true } }]) as never);
+        const outs = await sequence.controlledEvaluate(
+          tokens.slice(start, start + length).map((t) => [t, { generateNext: { logits: true } }]) as never,
+        );
         for (let pos = 0; pos < length && start + pos + 1 < tokens.length; pos++) {
           const logits = new Float32Array(vocab).fill(-Infinity);
           for (const [token, logit] of outs[pos]!.next.logits!) logits[token as number] = logit;
@@ -328,15 +429,36 @@ async function llamaPart(tokens: readonly number[]): Promise<void> {
   try {
     const plainPath = join(dir, 'plain.gguf');
     const paddedPath = join(dir, 'padded.gguf');
-    writeGGUFFile(plainPath, llamaMetadata(file.loaded.config, tokenizer), ggufTensors(engine, file.loaded, 'f32').tensors);
+    writeGGUFFile(
+      plainPath,
+      llamaMetadata(file.loaded.config, tokenizer),
+      ggufTensors(engine, file.loaded, 'f32').tensors,
+    );
     writeGGUFFile(paddedPath, llamaMetadata(padded.config, tokenizer), ggufTensors(engine, padded, 'f32').tensors);
-    console.log(`\n# llama: llama.cpp (node-llama-cpp, prebuilt CPU, 1 thread), perplexity over ${protocol.windows} windows of ${protocol.window}, f32 weights`);
+    console.log(
+      `\n# llama: llama.cpp (node-llama-cpp, prebuilt CPU, 1 thread), perplexity over ${protocol.windows} windows of ${protocol.window}, f32 weights`,
+    );
     const base = await ppl(paddedPath, 'F32', 'F32', false);
-    const row = (label: string, p: number) => console.log(`${label.padEnd(44)} ${p.toFixed(4).padStart(8)} ${pct(p, base).padStart(9)}`);
-    row(`original model (head dim ${file.loaded.config.headDim}), -ctk/-ctv f32`, await ppl(plainPath, 'F32', 'F32', false));
+    const row = (label: string, p: number) =>
+      console.log(`${label.padEnd(44)} ${p.toFixed(4).padStart(8)} ${pct(p, base).padStart(9)}`);
+    row(
+      `original model (head dim ${file.loaded.config.headDim}), -ctk/-ctv f32`,
+      await ppl(plainPath, 'F32', 'F32', false),
+    );
     row('padded, f32, flash attention off', base);
-    for (const [k, v] of [['F32', 'F32'], ['F16', 'F16'], ['Q8_0', 'Q8_0'], ['Q4_0', 'Q4_0'], ['Q4_0', 'F16'], ['F16', 'Q4_0'], ['Q8_0', 'Q4_0']]) {
-      row(`padded, -ctk ${k.toLowerCase()} -ctv ${v.toLowerCase()}, flash attention`, await ppl(paddedPath, k, v, true));
+    for (const [k, v] of [
+      ['F32', 'F32'],
+      ['F16', 'F16'],
+      ['Q8_0', 'Q8_0'],
+      ['Q4_0', 'Q4_0'],
+      ['Q4_0', 'F16'],
+      ['F16', 'Q4_0'],
+      ['Q8_0', 'Q4_0'],
+    ]) {
+      row(
+        `padded, -ctk ${k.toLowerCase()} -ctv ${v.toLowerCase()}, flash attention`,
+        await ppl(paddedPath, k, v, true),
+      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -16,7 +16,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ProductPath } from '@sparq/core';
-import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF } from '@sparq/llm';
+import {
+  GGUF_FILE_TYPES,
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  randomLlama,
+  readModelFile,
+  writeRandomGGUF,
+} from '@sparq/llm';
 import { engines, referenceEngine } from '../test/support/backends.ts';
 import { llamaCppGreedy, llamaCppMissing } from '../test/support/llama-cpp.ts';
 
@@ -54,7 +63,13 @@ try {
       const path = writeRandomGGUF(referenceEngine, random, type, join(dir, `${type}-${seed}.gguf`));
       const theirs = await llamaCppGreedy(path, BOS, STEPS, random.tokenizer.vocabSize, { f32Kv: true });
       const model = buildModel(engine, readModelFile(path, engine).loaded);
-      const options = { capacity: STEPS, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, STEPS), kvDType: 'f32' as const, productPath: PRODUCT };
+      const options = {
+        capacity: STEPS,
+        maxPrefill: 1,
+        attention: defaultAttention('dense', model.config.headDim, STEPS),
+        kvDType: 'f32' as const,
+        productPath: PRODUCT,
+      };
       // Teacher forcing: the logits of every step given llama.cpp's tokens.
       const forced = new Session(engine, model, options);
       let out = forced.prefill([BOS]);
@@ -83,7 +98,9 @@ try {
       tokens.push(firstDiff);
       chars.push(commonPrefix(random.tokenizer.decode(ours), random.tokenizer.decode(theirs.tokens)));
     }
-    console.log(`| ${type} | ${median(tokens)}/${STEPS} | ${median(chars)} | ${rel.toExponential(2)} | ${((100 * within) / (SEEDS * STEPS)).toFixed(0)}% |`);
+    console.log(
+      `| ${type} | ${median(tokens)}/${STEPS} | ${median(chars)} | ${rel.toExponential(2)} | ${((100 * within) / (SEEDS * STEPS)).toFixed(0)}% |`,
+    );
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

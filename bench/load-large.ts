@@ -22,10 +22,24 @@ import { parseArgs } from 'node:util';
 import { Tensor, selectBackend } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
-import { Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, makeConfig, readModelFile, smallTokenizer, writeGGUFFile } from '@sparq/llm';
+import {
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  expectedTensors,
+  llamaMetadata,
+  makeConfig,
+  readModelFile,
+  smallTokenizer,
+  writeGGUFFile,
+} from '@sparq/llm';
 import { seeded } from '../test/conformance/numeric.ts';
 
-const { values, positionals } = parseArgs({ options: { layers: { type: 'string' }, child: { type: 'boolean' } }, allowPositionals: true });
+const { values, positionals } = parseArgs({
+  options: { layers: { type: 'string' }, child: { type: 'boolean' } },
+  allowPositionals: true,
+});
 const path = positionals[0] ?? join(tmpdir(), 'sparq-large-q4_0.gguf');
 
 if (values.child) {
@@ -35,21 +49,40 @@ if (values.child) {
   const t0 = performance.now();
   const model = buildModel(engine, readModelFile(path, engine).loaded);
   const loadMs = performance.now() - t0;
-  const session = new Session(engine, model, { capacity: 8, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, 8) });
+  const session = new Session(engine, model, {
+    capacity: 8,
+    maxPrefill: 1,
+    attention: defaultAttention('dense', model.config.headDim, 8),
+  });
   let logits = session.prefill([1]);
   const t1 = performance.now();
   for (let i = 0; i < 4; i++) logits = session.decode(argmax(logits));
   const msPerToken = (performance.now() - t1) / 4;
-  process.stdout.write(JSON.stringify({ backend: engine.name, weights: model.weightType, loadMs, boundMs, msPerToken, peakRssBytes: process.resourceUsage().maxRSS * 1024, finite: logits.every(Number.isFinite) }));
+  process.stdout.write(
+    JSON.stringify({
+      backend: engine.name,
+      weights: model.weightType,
+      loadMs,
+      boundMs,
+      msPerToken,
+      peakRssBytes: process.resourceUsage().maxRSS * 1024,
+      finite: logits.every(Number.isFinite),
+    }),
+  );
 } else {
   if (!existsSync(path)) writeLarge(path, Number(values.layers ?? 24));
-  const child = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), path, '--child'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), path, '--child'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   if (child.status !== 0) throw new Error(`child failed with status ${child.status}`);
   const r = JSON.parse(child.stdout);
   const size = statSync(path).size;
   const mib = (n: number) => `${(n / 2 ** 20).toFixed(0)} MiB`;
   console.log(`${path}: ${mib(size)} (${r.weights}), backend ${r.backend}`);
-  console.log(`load ${(r.loadMs / 1000).toFixed(1)} s (reading the file through one 64 MiB buffer just before: ${(r.boundMs / 1000).toFixed(1)} s); peak RSS ${mib(r.peakRssBytes)} = ${(r.peakRssBytes / size).toFixed(3)} x file size; ${r.msPerToken.toFixed(0)} ms/token; logits finite: ${r.finite}`);
+  console.log(
+    `load ${(r.loadMs / 1000).toFixed(1)} s (reading the file through one 64 MiB buffer just before: ${(r.boundMs / 1000).toFixed(1)} s); peak RSS ${mib(r.peakRssBytes)} = ${(r.peakRssBytes / size).toFixed(3)} x file size; ${r.msPerToken.toFixed(0)} ms/token; logits finite: ${r.finite}`,
+  );
 }
 
 /** Milliseconds to read the whole file sequentially into one reused 64 MiB buffer: the I/O bound of a load (and a page-cache warm-up). */

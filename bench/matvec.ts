@@ -19,7 +19,15 @@
  * kernel does per core while it runs (on an idle machine it is GB/s / threads).
  * Target (issue 13): INT4 and every K-quant matvec >= 70% of its bandwidth bound.
  */
-import { BLOCK_DTYPES, Int4Matrix, Tensor, loadBackends, type Engine, type MatrixDType, type ProductPath } from '@sparq/core';
+import {
+  BLOCK_DTYPES,
+  Int4Matrix,
+  Tensor,
+  loadBackends,
+  type Engine,
+  type MatrixDType,
+  type ProductPath,
+} from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
@@ -79,9 +87,17 @@ function tensorCases(engine: Engine, dtype: MatrixDType, products: readonly Prod
     for (let r = 0; r < SIZE; r += 64) w.data.set(band.data, (r / 64) * band.data.length);
   }
   const bytes = w.data.byteLength;
-  const all = Array.from({ length: copies(bytes) }, (_, i) => (i === 0 ? w : new Tensor(dtype, w.data.slice() as never, w.shape)));
-  if (dtype === 'f32' || dtype === 'f16' || dtype === 'bf16') return [{ type: dtype, product: 'f32', bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x))) }];
-  return products.map((p) => ({ type: dtype, product: p, bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x, p))) }));
+  const all = Array.from({ length: copies(bytes) }, (_, i) =>
+    i === 0 ? w : new Tensor(dtype, w.data.slice() as never, w.shape),
+  );
+  if (dtype === 'f32' || dtype === 'f16' || dtype === 'bf16')
+    return [{ type: dtype, product: 'f32', bytes, run: roundRobin(all.map((m) => () => engine.matvec(out, m, x))) }];
+  return products.map((p) => ({
+    type: dtype,
+    product: p,
+    bytes,
+    run: roundRobin(all.map((m) => () => engine.matvec(out, m, x, p))),
+  }));
 }
 
 function int4Case(engine: Engine, path: ProductPath): Case {
@@ -95,13 +111,20 @@ function int4Case(engine: Engine, path: ProductPath): Case {
     c.scales.set(w.scales);
     return c;
   });
-  return { type: 'int4', product: path, bytes, run: roundRobin(all.map((m) => () => engine.matvecInt4(out, m, x, path))) };
+  return {
+    type: 'int4',
+    product: path,
+    bytes,
+    run: roundRobin(all.map((m) => () => engine.matvecInt4(out, m, x, path))),
+  };
 }
 
 const TYPES: readonly string[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES, 'int4'];
 const types = option('types') ?? TYPES;
 const products = (option('products') ?? ['dequant', 'int8']) as ProductPath[];
-const cases = types.flatMap((t) => (t === 'int4' ? products.map((p) => int4Case(native, p)) : tensorCases(native, t as MatrixDType, products)));
+const cases = types.flatMap((t) =>
+  t === 'int4' ? products.map((p) => int4Case(native, p)) : tensorCases(native, t as MatrixDType, products),
+);
 const paths = (option('paths') ?? ['avx2', 'avx512']).filter((p) => raw.kernelPaths().supported.includes(p));
 const threadCounts = (option('threads') ?? ['1', '2']).map(Number);
 
@@ -122,12 +145,28 @@ for (const threads of threadCounts) {
       for (let i = 0; i < calls; i++) c.run();
       const cpu = process.cpuUsage(cpu0);
       const perCore = (c.bytes * calls) / ((cpu.user + cpu.system) * 1e3);
-      table.push({ type: c.type, product: c.product, path, threads: String(threads), ms: ms.toFixed(3), 'GB/s': gbs.toFixed(1), 'GB/s per core': perCore.toFixed(1), 'read GB/s': bandwidth.toFixed(1), 'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%` });
+      table.push({
+        type: c.type,
+        product: c.product,
+        path,
+        threads: String(threads),
+        ms: ms.toFixed(3),
+        'GB/s': gbs.toFixed(1),
+        'GB/s per core': perCore.toFixed(1),
+        'read GB/s': bandwidth.toFixed(1),
+        'of bandwidth': `${((100 * gbs) / bandwidth).toFixed(0)}%`,
+      });
     }
   }
 }
 raw.forceKernelPath(null);
 threadsAddon.attnSetThreads(defaultThreads);
 console.table(table);
-const missed = table.filter((r) => (r.type === 'int4' || r.type.endsWith('_k')) && Number(r['GB/s']) / Number(r['read GB/s']) < TARGET);
-console.log(missed.length ? `below the ${TARGET * 100}% target: ${missed.map((r) => `${r.type} ${r.product} ${r.path} ${r.threads}t`).join(', ')}` : `INT4 / K-quant rows all at >= ${TARGET * 100}% of bandwidth`);
+const missed = table.filter(
+  (r) => (r.type === 'int4' || r.type.endsWith('_k')) && Number(r['GB/s']) / Number(r['read GB/s']) < TARGET,
+);
+console.log(
+  missed.length
+    ? `below the ${TARGET * 100}% target: ${missed.map((r) => `${r.type} ${r.product} ${r.path} ${r.threads}t`).join(', ')}`
+    : `INT4 / K-quant rows all at >= ${TARGET * 100}% of bandwidth`,
+);

@@ -115,7 +115,8 @@ function h2oHolds(cache: KVCache, q: Tensor<'f32'>, k: number, p: number, seed: 
   return state.evicted[p] === 0;
 }
 
-const lminfHolds = (S: number, k: number, p: number) => k >= S || p < Math.min(LM_INFINITE_SINKS, k - 1) || p >= S - (k - Math.min(LM_INFINITE_SINKS, k - 1));
+const lminfHolds = (S: number, k: number, p: number) =>
+  k >= S || p < Math.min(LM_INFINITE_SINKS, k - 1) || p >= S - (k - Math.min(LM_INFINITE_SINKS, k - 1));
 
 const header = ['S', 'g', 'k', ...RS.map((r) => `sparq r=${r}`), 'oracle', 'h2o', 'lminf'];
 const rows: Cell[][] = [];
@@ -141,8 +142,12 @@ for (const S of SIZES) {
       writeKey(cache, p, replaced);
     });
   }
-  GROUPS.forEach((g, gi) => KS.forEach((k, ki) => rows.push([S, g, k, ...hits[gi][ki].map((h: number) => (h / TRIALS).toFixed(2))])));
+  GROUPS.forEach((g, gi) =>
+    KS.forEach((k, ki) => rows.push([S, g, k, ...hits[gi][ki].map((h: number) => (h / TRIALS).toFixed(2))])),
+  );
   process.stderr.write(`S ${S}: ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
 }
-process.stdout.write(`Recall of the planted position (${TRIALS} trials per row; needle at ${PLANT_SIGMAS} sigma; f16 KV, d ${D})\n\n`);
+process.stdout.write(
+  `Recall of the planted position (${TRIALS} trials per row; needle at ${PLANT_SIGMAS} sigma; f16 KV, d ${D})\n\n`,
+);
 process.stdout.write(markdownTable(header, rows) + '\n');

@@ -24,14 +24,20 @@ const shots = option('shots', '');
 const PROMPT = 'Once upon a time';
 const RUNS: { name: string; query: Record<string, string | number>; flags: string[] }[] = [
   { name: 'dense', query: { attention: 'dense' }, flags: ['--attention', 'dense'] },
-  { name: 'sparq r=2 k=16 l=4', query: { attention: 'sparq', r: 2, k: 16, l: 4 }, flags: ['--attention', 'sparq', '--r', '2', '--k', '16', '--l', '4'] },
+  {
+    name: 'sparq r=2 k=16 l=4',
+    query: { attention: 'sparq', r: 2, k: 16, l: 4 },
+    flags: ['--attention', 'sparq', '--r', '2', '--k', '16', '--l', '4'],
+  },
 ];
 
 const chromiumFile = findChromium();
 if (chromiumFile.missing) throw new Error(chromiumFile.missing);
 buildPlayground();
 const dist = join(ROOT, 'packages/playground/dist');
-const bundle = readdirSync(dist).filter((f) => /\.(js|html|css)$/.test(f)).map((f) => [f, statSync(join(dist, f)).size] as const);
+const bundle = readdirSync(dist)
+  .filter((f) => /\.(js|html|css)$/.test(f))
+  .map((f) => [f, statSync(join(dist, f)).size] as const);
 
 const { server, url } = await startPlayground([]);
 const browser = await chromium.launch({ executablePath: chromiumFile.path, args: ['--no-sandbox'] });
@@ -49,15 +55,37 @@ try {
     }
   }
   const cliRate = (flags: string[]) => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', join(ROOT, '../shared/models/stories260K.bin'), '--prompt', PROMPT, '-n', String(n), '--temperature', '0', ...flags], {
-      cwd: ROOT, env: { ...process.env, SPARQ_BACKEND: 'reference' }, encoding: 'utf8',
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'packages/cli/src/main.ts'),
+        'generate',
+        '--model',
+        join(ROOT, '../shared/models/stories260K.bin'),
+        '--prompt',
+        PROMPT,
+        '-n',
+        String(n),
+        '--temperature',
+        '0',
+        ...flags,
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, SPARQ_BACKEND: 'reference' },
+        encoding: 'utf8',
+      },
+    );
     const m = /decode \d+ tokens: ([\d.]+) tok\/s/.exec(r.stderr);
     if (!m) throw new Error(`no decode rate in: ${r.stderr}`);
     return Number(m[1]);
   };
   console.log(`bundle: ${bundle.map(([f, b]) => `${f} ${(b / 1024).toFixed(1)} KiB`).join(', ')}`);
-  console.log(`page load to model ready: best ${Math.min(...load)} ms, median ${load.sort((a, b) => a - b)[load.length >> 1]} ms (${load.length} loads)`);
+  console.log(
+    `page load to model ready: best ${Math.min(...load)} ms, median ${load.sort((a, b) => a - b)[load.length >> 1]} ms (${load.length} loads)`,
+  );
   console.log(`decode tok/s, stories260K, -n ${n}, greedy, best of ${reps}:`);
   console.log('| attention | browser (worker, reference) | CLI, reference backend | browser / CLI |');
   console.log('|---|---|---|---|');
@@ -74,7 +102,20 @@ try {
 
 /** One PNG per view, at a SparQ step in the middle of a story. */
 async function screenshots(page: Page, dir: string): Promise<void> {
-  await page.goto(runUrl(url, { prompt: PROMPT, n: 64, temperature: 0, attention: 'sparq', r: 2, k: 16, l: 4, step: 40, layer: 0, head: 0 }));
+  await page.goto(
+    runUrl(url, {
+      prompt: PROMPT,
+      n: 64,
+      temperature: 0,
+      attention: 'sparq',
+      r: 2,
+      k: 16,
+      l: 4,
+      step: 40,
+      layer: 0,
+      head: 0,
+    }),
+  );
   await page.waitForSelector('#output[data-done]');
   await page.waitForSelector('#views[data-ready]');
   await page.screenshot({ path: join(dir, 'controls.png'), clip: { x: 0, y: 0, width: 1280, height: 560 } });

@@ -52,7 +52,12 @@ for (let i = 0; i < q.size; i++) q.data[i] = Math.random() * 2 - 1;
 const out = Tensor.zeros('f32', [1, H, D], { shared: true });
 
 /** Median ms of an async step: tinybench times the awaited promise. */
-async function pooledMs(pool: AttentionPool, method: 'dense' | 'sparq', cache: KVCache, timeMs: number): Promise<number> {
+async function pooledMs(
+  pool: AttentionPool,
+  method: 'dense' | 'sparq',
+  cache: KVCache,
+  timeMs: number,
+): Promise<number> {
   const { Bench } = await import('tinybench');
   const bench = new Bench({ time: timeMs, warmupIterations: 3, iterations: 5 });
   bench.add(method, () => pool.decode(method, out, q, cache, method === 'sparq' ? SPARQ : null));
@@ -64,9 +69,14 @@ async function pooledMs(pool: AttentionPool, method: 'dense' | 'sparq', cache: K
 const direct = (engine: Engine, method: 'dense' | 'sparq', cache: KVCache) =>
   method === 'dense' ? () => engine.attentionDecode(out, q, cache) : () => engine.sparqDecode(out, q, cache, SPARQ);
 
-console.log(`# thread scaling: ${H} heads x d ${D}, f32 KV, batch 1; SparQ r ${SPARQ.r} k ${SPARQ.k} l ${SPARQ.l}; median ms per step`);
+console.log(
+  `# thread scaling: ${H} heads x d ${D}, f32 KV, batch 1; SparQ r ${SPARQ.r} k ${SPARQ.k} l ${SPARQ.l}; median ms per step`,
+);
 console.log('backend     method      S   direct 1t  direct 2t  pool 2w   best 2-core / 1t');
-for (const [name, S, timeMs] of [['reference', 2048, 1500], ['native', 32768, 1500]] as const) {
+for (const [name, S, timeMs] of [
+  ['reference', 2048, 1500],
+  ['native', 32768, 1500],
+] as const) {
   const engine = engines.get(name);
   if (!engine) {
     console.log(`${name}: unavailable, skipped`);
@@ -83,11 +93,15 @@ for (const [name, S, timeMs] of [['reference', 2048, 1500], ['native', 32768, 15
     const pooled = await pooledMs(pool, method, cache, timeMs);
     const best = Math.min(pooled, Number.isNaN(two) ? Infinity : two);
     const col = (x: number) => (Number.isNaN(x) ? '-' : x.toFixed(2)).padStart(9);
-    console.log(`${name.padEnd(10)}  ${method.padEnd(6)} ${String(S).padStart(6)} ${col(one)}  ${col(two)}  ${col(pooled)}   ${(one / best).toFixed(2)}x`);
+    console.log(
+      `${name.padEnd(10)}  ${method.padEnd(6)} ${String(S).padStart(6)} ${col(one)}  ${col(two)}  ${col(pooled)}   ${(one / best).toFixed(2)}x`,
+    );
   }
   await pool.close();
 }
-console.log('\ndirect 2t = native std::thread pool with 2 threads (reference has no threads of its own); pool 2w = @sparq/pool, 2 piscina workers');
+console.log(
+  '\ndirect 2t = native std::thread pool with 2 threads (reference has no threads of its own); pool 2w = @sparq/pool, 2 piscina workers',
+);
 
 // The pool's hand-off: median of 2,000 single calls each (weights hot in the L3).
 console.log('\n# native pool hand-off: Q8_0 int8 matvec x 2048 columns, weights in L3, median us per call');
@@ -96,8 +110,17 @@ if (!nativeEngine) console.log('native: unavailable, skipped');
 else {
   for (const rows of [512, 2048, 5632]) {
     const w = Tensor.zeros('q8_0', [rows, 2048]);
-    nativeEngine.quantize(w, Tensor.f32([rows, 2048], Float32Array.from({ length: rows * 2048 }, () => Math.random() - 0.5)));
-    const x = Tensor.f32([2048], Float32Array.from({ length: 2048 }, () => Math.random() - 0.5));
+    nativeEngine.quantize(
+      w,
+      Tensor.f32(
+        [rows, 2048],
+        Float32Array.from({ length: rows * 2048 }, () => Math.random() - 0.5),
+      ),
+    );
+    const x = Tensor.f32(
+      [2048],
+      Float32Array.from({ length: 2048 }, () => Math.random() - 0.5),
+    );
     const y = Tensor.zeros('f32', [rows]);
     const times: string[] = [];
     for (const threads of [1, 2]) {

@@ -43,17 +43,37 @@ if (values.one) {
   engine.attentionPrefill(att, q, cache, 0);
   engine.sparqDecode(out, q1, cache, defaultAttention('sparq', c.headDim, S));
   engine.attentionDecode(out, q1, cache);
-  process.stdout.write(JSON.stringify({ S, threads: engine.info().threads, kernel: engine.info().kernel, kvBytes: kvCacheBytes(cache.options), start: start.startBytes, filled: filled.startBytes, peak: filled.peakBytes() }));
+  process.stdout.write(
+    JSON.stringify({
+      S,
+      threads: engine.info().threads,
+      kernel: engine.info().kernel,
+      kvBytes: kvCacheBytes(cache.options),
+      start: start.startBytes,
+      filled: filled.startBytes,
+      peak: filled.peakBytes(),
+    }),
+  );
 } else {
   const seqs = (values.seq ?? '32768,65536,131072').split(',').map(Number);
-  console.log(`llama3-8b layer: ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}; KV ${kv} k-twice; prefill chunk ${PREFILL_CHUNK} rows; one fresh process per S`);
-  console.log('| S | KV cache MiB (kvCacheBytes) | RSS added by the cache MiB | peak RSS above the filled cache (prefill chunk, SparQ and dense decode) MiB | scratch bound (memory-plan.ts, 1 layer) MiB |');
+  console.log(
+    `llama3-8b layer: ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}; KV ${kv} k-twice; prefill chunk ${PREFILL_CHUNK} rows; one fresh process per S`,
+  );
+  console.log(
+    '| S | KV cache MiB (kvCacheBytes) | RSS added by the cache MiB | peak RSS above the filled cache (prefill chunk, SparQ and dense decode) MiB | scratch bound (memory-plan.ts, 1 layer) MiB |',
+  );
   console.log('| ---: | ---: | ---: | ---: | ---: |');
   for (const S of seqs) {
-    const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--one', String(S), '--kv', kv], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawnSync(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), '--one', String(S), '--kv', kv],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     if (child.status !== 0) throw new Error(`S = ${S}: child failed with status ${child.status}`);
     const r = JSON.parse(child.stdout);
     const above = (a: number | null, b: number | null) => (a === null || b === null ? null : a - b);
-    console.log(`| ${S} | ${mib(r.kvBytes)} | ${mib(above(r.filled, r.start))} | ${mib(above(r.peak, r.filled))} | ${mib(scratchBytes(c, S, PREFILL_CHUNK, r.threads))} |`);
+    console.log(
+      `| ${S} | ${mib(r.kvBytes)} | ${mib(above(r.filled, r.start))} | ${mib(above(r.peak, r.filled))} | ${mib(scratchBytes(c, S, PREFILL_CHUNK, r.threads))} |`,
+    );
   }
 }

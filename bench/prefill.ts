@@ -35,7 +35,19 @@
 import { Tensor, loadBackends, type BlockDType, type ProductPath } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
-import { NO_ROPE_SCALING, Session, buildModel, expectedTensors, q4kmLike, readModelFile, readTokenizerFile, writeRandomGGUF, type GGUFFileType, type LoadedModel, type ModelConfig } from '@sparq/llm';
+import {
+  NO_ROPE_SCALING,
+  Session,
+  buildModel,
+  expectedTensors,
+  q4kmLike,
+  readModelFile,
+  readTokenizerFile,
+  writeRandomGGUF,
+  type GGUFFileType,
+  type LoadedModel,
+  type ModelConfig,
+} from '@sparq/llm';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -73,9 +85,23 @@ const reference = available.find((e) => e.name === 'reference')!;
 const threads = attentionAddon(loadAddon());
 
 const config: ModelConfig = {
-  dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 16, vocabSize: 512, seqLen: 2 * TOKENS + DECODE,
-  headDim: 128, kvDim: 2048, normEps: 1e-5, ropeTheta: 10000, sharedClassifier: false,
-  arch: 'llama', qDim: 2048, ropeScaling: NO_ROPE_SCALING, attnBias: false, ropeFreqs: false,
+  dim: 2048,
+  hiddenDim: 5632,
+  nLayers: LAYERS,
+  nHeads: 16,
+  nKvHeads: 16,
+  vocabSize: 512,
+  seqLen: 2 * TOKENS + DECODE,
+  headDim: 128,
+  kvDim: 2048,
+  normEps: 1e-5,
+  ropeTheta: 10000,
+  sharedClassifier: false,
+  arch: 'llama',
+  qDim: 2048,
+  ropeScaling: NO_ROPE_SCALING,
+  attnBias: false,
+  ropeFreqs: false,
 };
 
 /** A random-weight model: N(0, 0.02)-ish uniform matrices, unit norms. */
@@ -85,14 +111,23 @@ function randomModel(): LoadedModel {
   const tensors = new Map<string, Tensor>();
   for (const { name, shape } of expectedTensors(config)) {
     const size = shape.reduce((a, b) => a * b, 1);
-    tensors.set(name, Tensor.f32(shape, shape.length === 1 ? new Float32Array(size).fill(1) : Float32Array.from({ length: size }, random)));
+    tensors.set(
+      name,
+      Tensor.f32(
+        shape,
+        shape.length === 1 ? new Float32Array(size).fill(1) : Float32Array.from({ length: size }, random),
+      ),
+    );
   }
   return { config, tensors, format: 'random llama-shaped' };
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'sparq-prefill-'));
 let seed = 7;
-const tokens = Array.from({ length: TOKENS + DECODE }, () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500));
+const tokens = Array.from(
+  { length: TOKENS + DECODE },
+  () => 3 + ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 500),
+);
 const loaded = randomModel();
 const table: Record<string, string>[] = [];
 try {
@@ -101,7 +136,12 @@ try {
     const tokenizer = readTokenizerFile(TOKENIZER, config.vocabSize);
     const recipe = type === 'q4_k_m' ? q4kmLike : type;
     // Native quantizes the types it has; the reference the others (the K-quants).
-    writeRandomGGUF(typeof recipe === 'string' && engine.has('quantize', recipe as BlockDType) ? engine : reference, { loaded, tokenizer }, recipe, file);
+    writeRandomGGUF(
+      typeof recipe === 'string' && engine.has('quantize', recipe as BlockDType) ? engine : reference,
+      { loaded, tokenizer },
+      recipe,
+      file,
+    );
     const model = buildModel(engine, readModelFile(file, engine).loaded);
     const llamaCpp = await openLlamaCpp(file, clock);
     if ('missing' in llamaCpp) throw new Error(`bench/prefill.ts needs llama.cpp: ${llamaCpp.missing}`);
@@ -112,7 +152,12 @@ try {
       let sparqStep = Infinity; // ms per decode step
       let llamaStep = Infinity;
       for (let rep = 0; rep < REPS; rep++) {
-        const session = new Session(engine, model, { capacity: 2 * TOKENS + DECODE, maxPrefill: TOKENS, attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, productPath: PRODUCT });
+        const session = new Session(engine, model, {
+          capacity: 2 * TOKENS + DECODE,
+          maxPrefill: TOKENS,
+          attention: { method: 'dense', r: 0, k: 0, l: 0, reallocate: false },
+          productPath: PRODUCT,
+        });
         const t0 = clock();
         session.prefill(tokens.slice(0, TOKENS));
         sparqBest = Math.min(sparqBest, clock() - t0);
@@ -128,7 +173,14 @@ try {
       }
       const sparqTps = (1000 * TOKENS) / sparqBest;
       const llamaTps = (1000 * TOKENS) / llamaBest;
-      const row: Record<string, string> = { type, threads: String(t), tokens: String(TOKENS), 'sparq tok/s': sparqTps.toFixed(0), 'llama.cpp tok/s': llamaTps.toFixed(0), 'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2) };
+      const row: Record<string, string> = {
+        type,
+        threads: String(t),
+        tokens: String(TOKENS),
+        'sparq tok/s': sparqTps.toFixed(0),
+        'llama.cpp tok/s': llamaTps.toFixed(0),
+        'sparq / llama.cpp': (sparqTps / llamaTps).toFixed(2),
+      };
       if (DECODE > 0) {
         row['sparq decode tok/s'] = (1000 / sparqStep).toFixed(1);
         row['llama.cpp decode tok/s'] = (1000 / llamaStep).toFixed(1);
@@ -143,5 +195,7 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
-console.log(`native ${loadAddon().info().kernel}, product ${PRODUCT}, ${args.includes('--cpu') ? 'CPU time' : 'wall clock'}; model: ${LAYERS} layer(s), ${DECODE} decode steps after the prompt, dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`);
+console.log(
+  `native ${loadAddon().info().kernel}, product ${PRODUCT}, ${args.includes('--cpu') ? 'CPU time' : 'wall clock'}; model: ${LAYERS} layer(s), ${DECODE} decode steps after the prompt, dim ${config.dim}, FFN ${config.hiddenDim}, vocab ${config.vocabSize}; best of ${REPS} interleaved runs`,
+);
 console.table(table);

@@ -42,7 +42,11 @@ const gemmFrom = Number(option('gemm-from', ['0'])[0]);
 const { available } = await loadBackends();
 const reference = available.find((e) => e.name === 'reference')!;
 const addons: { name: string; raw: NativeAddon }[] = [{ name: 'this', raw: loadAddon() }];
-if (baselineDir) addons.unshift({ name: 'base', raw: createRequire(import.meta.url)(join(baselineDir, 'sparq_native.node')) as NativeAddon });
+if (baselineDir)
+  addons.unshift({
+    name: 'base',
+    raw: createRequire(import.meta.url)(join(baselineDir, 'sparq_native.node')) as NativeAddon,
+  });
 if (gemmFrom > 0) for (const a of addons) a.raw.forceQ8GemmMinN(gemmFrom as never);
 const paths = option('paths', ['avx2', 'avx512']).filter((p) => addons[0].raw.kernelPaths().supported.includes(p));
 
@@ -62,13 +66,31 @@ function weights(dtype: MatrixDType): Tensor[] {
 }
 
 /** Median wall ms per call and CPU ms per call of `n` rows against `all` (round robin), over `calls` calls. */
-function timeCalls(raw: NativeAddon, dtype: MatrixDType, all: Tensor[], n: number, calls: number): { wall: number; cpu: number } {
+function timeCalls(
+  raw: NativeAddon,
+  dtype: MatrixDType,
+  all: Tensor[],
+  n: number,
+  calls: number,
+): { wall: number; cpu: number } {
   const times: number[] = [];
   const cpu0 = process.cpuUsage();
   for (let i = 0; i < calls; i++) {
     const w = all[i % all.length];
     const t0 = process.hrtime.bigint();
-    raw.matmul(DTYPE_CODE[dtype] as never, out as never, 0 as never, w.data as never, 0 as never, xs as never, 0 as never, n as never, SIZE as never, SIZE as never, true as never);
+    raw.matmul(
+      DTYPE_CODE[dtype] as never,
+      out as never,
+      0 as never,
+      w.data as never,
+      0 as never,
+      xs as never,
+      0 as never,
+      n as never,
+      SIZE as never,
+      SIZE as never,
+      true as never,
+    );
     times.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   const cpu = process.cpuUsage(cpu0);

@@ -29,7 +29,11 @@ export interface ServerProcess {
 
 /** Starts `sparq serve` with `args` (--port 0 added) and resolves once it listens. */
 export function startServe(args: string[], env: Record<string, string> = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'serve', '--port', '0', ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'serve', '--port', '0', ...args],
+    { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   const exited = new Promise<number | null>((done) => child.on('exit', done));
@@ -86,13 +90,28 @@ export interface StreamTiming {
  * completion whose one user message is the prompt's ids written as text; with `ignoreEos`, exactly
  * `maxTokens` tokens (the server's ignore_eos).
  */
-export async function streamCompletion(url: string, prompt: number[], maxTokens: number, abortAfter = Infinity, options: { chat?: boolean; ignoreEos?: boolean } = {}): Promise<StreamTiming> {
+export async function streamCompletion(
+  url: string,
+  prompt: number[],
+  maxTokens: number,
+  abortAfter = Infinity,
+  options: { chat?: boolean; ignoreEos?: boolean } = {},
+): Promise<StreamTiming> {
   const controller = new AbortController();
   const t0 = performance.now();
   const request = options.chat ? { messages: [{ role: 'user', content: prompt.join(' ') }] } : { prompt };
   const res = await fetch(`${url}/v1/${options.chat ? 'chat/completions' : 'completions'}`, {
-    method: 'POST', signal: controller.signal, headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ ...request, max_tokens: maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true }, ...(options.ignoreEos ? { ignore_eos: true } : {}) }),
+    method: 'POST',
+    signal: controller.signal,
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({
+      ...request,
+      max_tokens: maxTokens,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+      ...(options.ignoreEos ? { ignore_eos: true } : {}),
+    }),
   });
   if (res.status !== 200) throw new StatusError(res.status, await res.text(), res.headers.get('retry-after'));
   const timing: StreamTiming = { ttft: 0, gaps: [], first: 0, last: 0, tokens: 0, finishReason: '' };
@@ -107,7 +126,11 @@ export async function streamCompletion(url: string, prompt: number[], maxTokens:
         const event = buffered.slice(0, end).replace(/^data: /, '');
         buffered = buffered.slice(end + 2);
         if (event === '[DONE]') return timing;
-        const data = JSON.parse(event) as { error?: { message: string }; choices: { text?: string; delta?: { content?: string }; finish_reason: string | null }[]; usage?: { completion_tokens: number } };
+        const data = JSON.parse(event) as {
+          error?: { message: string };
+          choices: { text?: string; delta?: { content?: string }; finish_reason: string | null }[];
+          usage?: { completion_tokens: number };
+        };
         if (data.error) throw new Error(data.error.message);
         if (data.usage) timing.tokens = data.usage.completion_tokens;
         const choice = data.choices[0];

@@ -30,7 +30,18 @@
 import { loadBackends } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
-import { BatchState, RunState, Session, buildModel, defaultAttention, randomLlama, readModelFile, writeRandomGGUF, type GGUFFileType, type ShapeName } from '@sparq/llm';
+import {
+  BatchState,
+  RunState,
+  Session,
+  buildModel,
+  defaultAttention,
+  randomLlama,
+  readModelFile,
+  writeRandomGGUF,
+  type GGUFFileType,
+  type ShapeName,
+} from '@sparq/llm';
 import { DEFAULT_SHAPE_DIR, shapeModel } from '../packages/cli/src/bench/bench-model.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -52,7 +63,9 @@ let description = model;
 const { available } = await loadBackends();
 const engine = available.find((e) => e.name === 'native') ?? available[0];
 if (!model && SHAPE) {
-  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, engine, (line) => process.stderr.write(line + '\n')).path;
+  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, engine, (line) =>
+    process.stderr.write(line + '\n'),
+  ).path;
   description = `the ${SHAPE}-shaped slice of sparq bench --shape ${SHAPE} --layers ${LAYERS} (random weights, Q4_K_M, ${model})`;
 } else if (!model) {
   const shape = { dim: 2048, hiddenDim: 5632, nLayers: LAYERS, nHeads: 16, nKvHeads: 4, seqLen: 512 };
@@ -67,7 +80,10 @@ function timeForward(path: string): void {
   const state = new RunState(m.config, Math.max(PROMPT_TOKENS, parallel));
   const batch = new BatchState(state);
   const attention = defaultAttention('dense', m.config.headDim, 512);
-  const sessions = Array.from({ length: parallel }, () => new Session(engine, m, { capacity: 512, maxPrefill: PROMPT_TOKENS, attention, state }));
+  const sessions = Array.from(
+    { length: parallel },
+    () => new Session(engine, m, { capacity: 512, maxPrefill: PROMPT_TOKENS, attention, state }),
+  );
   sessions.forEach((s, i) => s.prefill(Array.from({ length: PROMPT_TOKENS }, (_, j) => 3 + ((i * 31 + j * 7) % 250))));
   const best = new Map<number, { wall: number; cpu: number }>();
   const STEPS = 5;
@@ -77,7 +93,12 @@ function timeForward(path: string): void {
       if (group[0].pos + STEPS > 512) group.forEach((s) => s.truncate(PROMPT_TOKENS));
       const c0 = process.cpuUsage();
       const t0 = performance.now();
-      for (let i = 0; i < STEPS; i++) Session.decodeBatch(group, group.map(() => 5), batch);
+      for (let i = 0; i < STEPS; i++)
+        Session.decodeBatch(
+          group,
+          group.map(() => 5),
+          batch,
+        );
       const wall = (performance.now() - t0) / STEPS;
       const c = process.cpuUsage(c0);
       const cpu = (c.user + c.system) / 1000 / STEPS;
@@ -93,7 +114,7 @@ function timeForward(path: string): void {
     '|---:|---:|---:|---:|---:|---:|---:|',
     ...STREAMS.map((n) => {
       const b = best.get(n)!;
-      return `| ${n} | ${b.wall.toFixed(1)} | ${((n / b.wall) * 1000).toFixed(1)} | ${((n / b.wall) / (STREAMS[0] / one.wall)).toFixed(2)}x | ${b.cpu.toFixed(1)} | ${((n / b.cpu) * 1000).toFixed(1)} | ${((n / b.cpu) / (STREAMS[0] / one.cpu)).toFixed(2)}x |`;
+      return `| ${n} | ${b.wall.toFixed(1)} | ${((n / b.wall) * 1000).toFixed(1)} | ${(n / b.wall / (STREAMS[0] / one.wall)).toFixed(2)}x | ${b.cpu.toFixed(1)} | ${((n / b.cpu) * 1000).toFixed(1)} | ${(n / b.cpu / (STREAMS[0] / one.cpu)).toFixed(2)}x |`;
     }),
   ];
   process.stdout.write(lines.join('\n') + '\n');
@@ -110,14 +131,23 @@ try {
 async function serveBench(model: string): Promise<void> {
   const parallel = Math.max(...STREAMS);
   const loadStart = loadavg()[0];
-  const server = await startServe(['--model', model, '--parallel', String(parallel), '--ctx', '512', '--queue', '64'], { SPARQ_THREADS: THREADS });
-  const prompt = (s: number) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, i) => 3 + ((s * 31 + i * 7) % 250))];
+  const server = await startServe(['--model', model, '--parallel', String(parallel), '--ctx', '512', '--queue', '64'], {
+    SPARQ_THREADS: THREADS,
+  });
+  const prompt = (s: number) => [
+    1,
+    ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, i) => 3 + ((s * 31 + i * 7) % 250)),
+  ];
   // Warm-up: one stream, a few tokens.
   await streamCompletion(server.url, prompt(0), 8);
   const rows = new Map<number, { rate: number; ttft: number[]; gaps: number[] }[]>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const n of STREAMS) {
-      const runs: StreamTiming[] = await Promise.all(Array.from({ length: n }, (_, s) => streamCompletion(server.url, prompt(s + round * 8), TOKENS, Infinity, { ignoreEos: true })));
+      const runs: StreamTiming[] = await Promise.all(
+        Array.from({ length: n }, (_, s) =>
+          streamCompletion(server.url, prompt(s + round * 8), TOKENS, Infinity, { ignoreEos: true }),
+        ),
+      );
       const span = Math.max(...runs.map((r) => r.last)) - Math.min(...runs.map((r) => r.first));
       const decoded = runs.reduce((sum, r) => sum + r.tokens - 1, 0);
       const list = rows.get(n) ?? [];
@@ -129,7 +159,11 @@ async function serveBench(model: string): Promise<void> {
   const code = await server.stop();
   const median = (xs: number[]) => percentile(xs, 50);
   // A round whose streams all stopped (end of text) at their first token has no decode span: no rate.
-  const rates = (n: number) => rows.get(n)!.map((r) => r.rate).filter(Number.isFinite);
+  const rates = (n: number) =>
+    rows
+      .get(n)!
+      .map((r) => r.rate)
+      .filter(Number.isFinite);
   const one = median(rates(STREAMS[0]));
   const lines = [
     `model: ${description}; server: --parallel ${parallel}, SPARQ_THREADS=${THREADS}; ${TOKENS} tokens per stream, ${PROMPT_TOKENS}-token prompts, greedy; ${ROUNDS} rounds (median)`,

@@ -34,7 +34,9 @@ const families: [Family, TokenizerJSON, () => { encode(t: string, o: { add_speci
 
 const rate = (tokens: number, ms: number) => `${((tokens / ms) * 1000).toFixed(0).padStart(9)} tok/s`;
 console.log(`text: ${text.length} characters of tinyshakespeare\n`);
-console.log('vocab    tokens   ours build   ours cold            ours warm            HF (transformers.js)   llama.cpp            ours/HF  ours/llama.cpp');
+console.log(
+  'vocab    tokens   ours build   ours cold            ours warm            HF (transformers.js)   llama.cpp            ours/HF  ours/llama.cpp',
+);
 for (const [family, json, makeHF] of families) {
   const vocab = vocabFromHF(family, json);
   const t0 = performance.now();

@@ -15,7 +15,12 @@ const fill = (n) => Float32Array.from({ length: n }, random);
 
 const engine = await selectBackend();
 const cache = new KVCache({ nKvHeads, headDim: d, capacity: S }); // SparQ's layout: K stored twice
-engine.kvAppend(cache, 0, Tensor.f32([S, nKvHeads, d], fill(S * nKvHeads * d)), Tensor.f32([S, nKvHeads, d], fill(S * nKvHeads * d)));
+engine.kvAppend(
+  cache,
+  0,
+  Tensor.f32([S, nKvHeads, d], fill(S * nKvHeads * d)),
+  Tensor.f32([S, nKvHeads, d], fill(S * nKvHeads * d)),
+);
 
 const q = Tensor.f32([1, nHeads, d], fill(nHeads * d)); // one query token, batch 1
 const dense = Tensor.zeros('f32', [1, nHeads, d]);
@@ -31,5 +36,9 @@ for (let i = 0; i < dense.size; i++) {
   err += (sparq.data[i] - dense.data[i]) ** 2;
   norm += dense.data[i] ** 2;
 }
-console.log(`backend ${engine.name}: SparQ read ${sparqStats.total} elements, dense ${denseStats.total} (${(sparqStats.total / denseStats.total).toFixed(3)} of dense)`);
-console.log(`relative L2 error of SparQ against dense: ${Math.sqrt(err / norm).toExponential(2)} (random keys are SparQ's worst case)`);
+console.log(
+  `backend ${engine.name}: SparQ read ${sparqStats.total} elements, dense ${denseStats.total} (${(sparqStats.total / denseStats.total).toFixed(3)} of dense)`,
+);
+console.log(
+  `relative L2 error of SparQ against dense: ${Math.sqrt(err / norm).toExponential(2)} (random keys are SparQ's worst case)`,
+);

@@ -13,7 +13,8 @@ if (!path) {
 
 const model = await loadModel(path);
 const session = model.createSession({ prefillChunk: 16 });
-const prompt = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.';
+const prompt =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog.';
 
 // The stop button: aborted once PIECES pieces have been shown (a small model
 // would otherwise reach its end of text or its context before any deadline).
@@ -31,7 +32,9 @@ for await (const piece of generation) {
   if (++shown === Number(pieces)) stop.abort();
 }
 const first = generation.result;
-console.error(`\n-- ${first.finishReason} after ${first.generatedTokens} tokens (${first.decodeTokensPerSecond.toFixed(0)} tok/s)`);
+console.error(
+  `\n-- ${first.finishReason} after ${first.generatedTokens} tokens (${first.decodeTokensPerSecond.toFixed(0)} tok/s)`,
+);
 
 // The session keeps what was generated: 20 more tokens follow on.
 const more = await session.generate('', { maxTokens: 20, temperature: 0 }).collect();

@@ -28,9 +28,15 @@ try {
   execFileSync(binary, ['--style=file', ...args, ...files], { stdio: ['ignore', 'inherit', 'pipe'] });
 } catch (error) {
   // --dry-run prints a warning per changed line: name each file once.
-  const changed = [...new Set([...String(error.stderr ?? '').matchAll(/^(.+?):\d+:\d+: (?:error|warning)/gm)].map((m) => relative(ROOT, m[1])))];
+  const changed = [
+    ...new Set(
+      [...String(error.stderr ?? '').matchAll(/^(.+?):\d+:\d+: (?:error|warning)/gm)].map((m) => relative(ROOT, m[1])),
+    ),
+  ];
   if (mode === '--check' && changed.length > 0) {
-    console.error(`clang-format: ${changed.length} files are not formatted (pnpm format writes them):\n  ${changed.join('\n  ')}`);
+    console.error(
+      `clang-format: ${changed.length} files are not formatted (pnpm format writes them):\n  ${changed.join('\n  ')}`,
+    );
   } else {
     console.error(String(error.stderr ?? error.message));
   }

@@ -14,10 +14,14 @@ import { parseArgs } from 'node:util';
 import { fuzzGGUF, fuzzLlama2c, fuzzTokenizerFile, fuzzTokenizerText } from '../test/fuzz/files.ts';
 import { fuzzOps } from '../test/fuzz/ops.ts';
 
-const { values } = parseArgs({ options: { cases: { type: 'string' }, seed: { type: 'string' }, only: { type: 'string' } }, strict: true });
+const { values } = parseArgs({
+  options: { cases: { type: 'string' }, seed: { type: 'string' }, only: { type: 'string' } },
+  strict: true,
+});
 const integer = (name: string, raw: string | undefined, fallback: number) => {
   if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new Error(`--${name} ${raw}, expected a decimal integer >= 0`);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)))
+    throw new Error(`--${name} ${raw}, expected a decimal integer >= 0`);
   return Number(raw);
 };
 const cases = integer('cases', values.cases, 100_000);
@@ -31,7 +35,9 @@ let failed = false;
 const t0 = performance.now();
 if (only !== 'files') {
   const r = fuzzOps(available, cases, seed, 50);
-  console.log(`ops (${available.map((e) => e.name).join(' + ')}): ${r.cases} cases, ${r.errors} project errors, ${r.results} results, ${r.unsupported} declared unsupported`);
+  console.log(
+    `ops (${available.map((e) => e.name).join(' + ')}): ${r.cases} cases, ${r.errors} project errors, ${r.results} results, ${r.unsupported} declared unsupported`,
+  );
   for (const p of r.problems) console.log(`  ${p}`);
   failed ||= r.problems.length > 0;
 }

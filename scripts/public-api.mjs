@@ -26,13 +26,19 @@ const program = ts.createProgram([entry], {
 });
 const checker = program.getTypeChecker();
 const names = checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(entry)));
-const resolved = names.map((symbol) => ({ name: symbol.name, target: symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol }));
+const resolved = names.map((symbol) => ({
+  name: symbol.name,
+  target: symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol,
+}));
 const values = resolved.filter(({ target }) => target.flags & ts.SymbolFlags.Value).length;
 console.log(`${relative(ROOT, entry)}: ${names.length} names, ${values} values, ${names.length - values} types only`);
 
 if (check) {
-  const undocumented = resolved.filter(({ target }) => ts.displayPartsToString(target.getDocumentationComment(checker)).trim() === '');
-  for (const { name, target } of undocumented) console.error(`  no TSDoc: ${name} (${relative(ROOT, target.declarations?.[0]?.getSourceFile().fileName ?? '?')})`);
+  const undocumented = resolved.filter(
+    ({ target }) => ts.displayPartsToString(target.getDocumentationComment(checker)).trim() === '',
+  );
+  for (const { name, target } of undocumented)
+    console.error(`  no TSDoc: ${name} (${relative(ROOT, target.declarations?.[0]?.getSourceFile().fileName ?? '?')})`);
   if (undocumented.length > 0) {
     console.error(`public-api: ${undocumented.length} public names have no TSDoc comment`);
     process.exit(1);

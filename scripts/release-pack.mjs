@@ -62,7 +62,9 @@ function releaseManifest(pkg) {
   out.engines = { node: NODE_RANGE };
   for (const field of ['dependencies', 'peerDependencies']) {
     if (!out[field]) continue;
-    out[field] = Object.fromEntries(Object.entries(out[field]).map(([name, range]) => [name, range.startsWith('workspace:') ? version : range]));
+    out[field] = Object.fromEntries(
+      Object.entries(out[field]).map(([name, range]) => [name, range.startsWith('workspace:') ? version : range]),
+    );
   }
   if (out.exports) {
     out.exports = Object.fromEntries(
@@ -80,7 +82,8 @@ function releaseManifest(pkg) {
 function copyPackage(from, to, files) {
   mkdirSync(to, { recursive: true });
   for (const entry of [...files, 'README.md']) {
-    if (existsSync(join(from, entry))) cpSync(join(from, entry), join(to, entry), { recursive: true, filter: (src) => !src.endsWith('.tsbuildinfo') });
+    if (existsSync(join(from, entry)))
+      cpSync(join(from, entry), join(to, entry), { recursive: true, filter: (src) => !src.endsWith('.tsbuildinfo') });
   }
   cpSync(join(ROOT, 'LICENSE'), join(to, 'LICENSE'));
 }
@@ -102,13 +105,20 @@ for (const name of PACKAGES) {
     const src = realpathSync(join(from, 'node_modules', dep));
     const manifest = readJson(join(src, 'package.json'));
     if (bundled[dep]) continue;
-    cpSync(src, join(STAGE, 'node_modules', dep), { recursive: true, filter: (p) => !relative(src, p).split('/').includes('node_modules') });
+    cpSync(src, join(STAGE, 'node_modules', dep), {
+      recursive: true,
+      filter: (p) => !relative(src, p).split('/').includes('node_modules'),
+    });
     bundled[dep] = manifest.version;
-    if (Object.keys(manifest.dependencies ?? {}).length) throw new Error(`${dep} has dependencies of its own; bundle them too`);
+    if (Object.keys(manifest.dependencies ?? {}).length)
+      throw new Error(`${dep} has dependencies of its own; bundle them too`);
   }
 }
 // The playground page (built above) beside the CLI that serves it; source maps stay home.
-cpSync(join(ROOT, 'packages/playground/dist'), join(STAGE, 'node_modules/@sparq/cli/playground'), { recursive: true, filter: (p) => !p.endsWith('.map') });
+cpSync(join(ROOT, 'packages/playground/dist'), join(STAGE, 'node_modules/@sparq/cli/playground'), {
+  recursive: true,
+  filter: (p) => !p.endsWith('.map'),
+});
 // piscina's one optional dependency (@napi-rs/nice, thread priorities) is left out: npm would
 // fetch it from the registry at install time, and piscina runs without it.
 const piscina = join(STAGE, 'node_modules/piscina/package.json');
@@ -133,9 +143,9 @@ for (const arch of ARCHES) {
   const addon = `package/node_modules/@sparq/native/prebuilds/linux-${arch}/node.napi.glibc.node`;
   if (!listing.includes(addon)) throw new Error(`the tarball lacks ${addon}`);
 }
-if (!listing.includes('package/node_modules/@sparq/cli/playground/index.html')) throw new Error('the tarball lacks the playground page');
+if (!listing.includes('package/node_modules/@sparq/cli/playground/index.html'))
+  throw new Error('the tarball lacks the playground page');
 const stray = listing.filter((f) => /(^|\/)build\/|\.o$|\.tsbuildinfo$|UNAVAILABLE/.test(f));
 if (stray.length) throw new Error(`the tarball carries build leftovers: ${stray.join(', ')}`);
 console.log(`${relative(ROOT, tarball)}: ${(bytes / 1024 / 1024).toFixed(2)} MiB, ${listing.length} files`);
 if (bytes > MAX_BYTES) throw new Error(`the tarball is ${bytes} bytes, over ${MAX_BYTES}`);
-

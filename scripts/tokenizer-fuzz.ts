@@ -37,9 +37,27 @@ function random(): number {
 
 /** Code point ranges drawn from (ASCII more often). */
 const RANGES: [number, number][] = [
-  [0x20, 0x7e], [0x00, 0x1f], [0xa0, 0x17f], [0x300, 0x36f], [0x370, 0x3ff], [0x400, 0x4ff], [0x590, 0x6ff], [0x900, 0x97f],
-  [0xe00, 0xe7f], [0x1100, 0x11ff], [0x2000, 0x206f], [0x2070, 0x218f], [0x2460, 0x24ff], [0x3000, 0x30ff], [0x4e00, 0x4fff],
-  [0xac00, 0xad00], [0xfe00, 0xffff], [0x1f300, 0x1f6ff], [0x1d400, 0x1d7ff], [0x10000, 0x1007f], [0xe0000, 0xe007f],
+  [0x20, 0x7e],
+  [0x00, 0x1f],
+  [0xa0, 0x17f],
+  [0x300, 0x36f],
+  [0x370, 0x3ff],
+  [0x400, 0x4ff],
+  [0x590, 0x6ff],
+  [0x900, 0x97f],
+  [0xe00, 0xe7f],
+  [0x1100, 0x11ff],
+  [0x2000, 0x206f],
+  [0x2070, 0x218f],
+  [0x2460, 0x24ff],
+  [0x3000, 0x30ff],
+  [0x4e00, 0x4fff],
+  [0xac00, 0xad00],
+  [0xfe00, 0xffff],
+  [0x1f300, 0x1f6ff],
+  [0x1d400, 0x1d7ff],
+  [0x10000, 0x1007f],
+  [0xe0000, 0xe007f],
 ];
 
 function randomText(): string {
@@ -77,7 +95,8 @@ for (const [family, json, makeHF] of families) {
     const cpp = Array.from(model.tokenize(text));
     if (!same(mine, cpp)) {
       cppDiff++;
-      if (examples.length < 5) examples.push(`llama.cpp ${JSON.stringify(text)}: ours ${mine.join(',')} / ${cpp.join(',')}`);
+      if (examples.length < 5)
+        examples.push(`llama.cpp ${JSON.stringify(text)}: ours ${mine.join(',')} / ${cpp.join(',')}`);
     }
     if (!same(mine, hf.encode(text, { add_special_tokens: false }))) {
       if (family === 'qwen3' && text.normalize('NFC') !== text) nfc++;
@@ -90,7 +109,9 @@ for (const [family, json, makeHF] of families) {
   }
   await model.dispose();
   failed ||= cppDiff + hfDiff > 0;
-  console.log(`${family.padEnd(7)} ${texts.length} texts: ${cppDiff} differ from llama.cpp, ${hfDiff} from Hugging Face unexplained, ${nfc} from Hugging Face where NFC changes the text (qwen-nfc), ${jsSpace} with U+FEFF / U+0085 (js-whitespace)`);
+  console.log(
+    `${family.padEnd(7)} ${texts.length} texts: ${cppDiff} differ from llama.cpp, ${hfDiff} from Hugging Face unexplained, ${nfc} from Hugging Face where NFC changes the text (qwen-nfc), ${jsSpace} with U+FEFF / U+0085 (js-whitespace)`,
+  );
   for (const e of examples) console.log(`  ${e}`);
 }
 process.exitCode = failed ? 1 : 0;

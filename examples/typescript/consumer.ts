@@ -1,13 +1,29 @@
 // A TypeScript consumer (moduleResolution NodeNext, strict): the types that
 // ship with sparq. `tsc --noEmit -p examples/typescript` checks it.
-import { KVCache, Tensor, loadModel, selectBackend, type FinishReason, type GenerationOptions, type LanguageModel } from 'sparq';
+import {
+  KVCache,
+  Tensor,
+  loadModel,
+  selectBackend,
+  type FinishReason,
+  type GenerationOptions,
+  type LanguageModel,
+} from 'sparq';
 // The runtime's internals are subpaths of the same package (docs/api.md).
 import { shapeSize } from 'sparq/core';
 import { mulberry32 } from 'sparq/llm';
 
 export async function story(path: string, signal?: AbortSignal): Promise<{ text: string; finish: FinishReason }> {
   const model: LanguageModel = await loadModel(path, { attention: { method: 'sparq' }, kv: 'f16' });
-  const options: GenerationOptions = { maxTokens: 100, temperature: 0.8, topP: 0.9, seed: 1, stop: ['The end'], signal, onProgress: ({ done, total }) => void [done, total] };
+  const options: GenerationOptions = {
+    maxTokens: 100,
+    temperature: 0.8,
+    topP: 0.9,
+    seed: 1,
+    stop: ['The end'],
+    signal,
+    onProgress: ({ done, total }) => void [done, total],
+  };
   const generation = model.createSession({ contextSize: 256 }).generate('Once upon a time', options);
   let text = '';
   for await (const piece of generation) text += piece;

@@ -47,5 +47,7 @@ if (offenders.length > 0) {
   console.error(`playground: the bundle reaches for Node's globals (not in a browser):\n${offenders.join('\n')}`);
   process.exit(1);
 }
-const bytes = Object.entries(result.metafile.outputs).filter(([f]) => f.endsWith('.js')).map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(0)} KiB`);
+const bytes = Object.entries(result.metafile.outputs)
+  .filter(([f]) => f.endsWith('.js'))
+  .map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(0)} KiB`);
 console.log(`playground: built ${out} (${bytes.join(', ')})`);

@@ -59,25 +59,47 @@ describe('numeric flag values', () => {
   it('take decimal integers only, within the named range', () => {
     const check = isInt(1, 100);
     for (const ok of ['1', '42', '100', '+7']) expect(number('n', ok, 0, check, 'x')).toBe(Number(ok));
-    for (const bad of ['0x10', '1e2', '0b11', '1.0', ' 5', '5 ', '', 'Infinity', 'NaN', '0', '101', '-3', '99999999999999999999']) {
-      expect(() => number('n', bad, 0, check, 'an integer in [1, 100]'), bad).toThrow(new UsageError(`--n ${bad}, expected an integer in [1, 100]`));
+    for (const bad of [
+      '0x10',
+      '1e2',
+      '0b11',
+      '1.0',
+      ' 5',
+      '5 ',
+      '',
+      'Infinity',
+      'NaN',
+      '0',
+      '101',
+      '-3',
+      '99999999999999999999',
+    ]) {
+      expect(() => number('n', bad, 0, check, 'an integer in [1, 100]'), bad).toThrow(
+        new UsageError(`--n ${bad}, expected an integer in [1, 100]`),
+      );
     }
   });
 
   it('take decimal fractions for real-valued flags, never hex or Infinity', () => {
     const finite = (t: number) => Number.isFinite(t) && t >= 0;
-    for (const ok of ['0', '0.7', '.5', '1e-3', '2.']) expect(number('temperature', ok, 1, finite, 'x')).toBe(Number(ok));
-    for (const bad of ['0x1', 'Infinity', '1e400', '-1', 'one']) expect(() => number('temperature', bad, 1, finite, 'x'), bad).toThrow(UsageError);
+    for (const ok of ['0', '0.7', '.5', '1e-3', '2.'])
+      expect(number('temperature', ok, 1, finite, 'x')).toBe(Number(ok));
+    for (const bad of ['0x1', 'Infinity', '1e400', '-1', 'one'])
+      expect(() => number('temperature', bad, 1, finite, 'x'), bad).toThrow(UsageError);
   });
 
   it('take a negative number after a flag as its value (a range error, not "ambiguous")', () => {
-    expect(parseFlags(['--k', '-5', '-n', '-2'], { k: { type: 'string' }, n: { type: 'string', short: 'n' } })).toEqual({ k: '-5', n: '-2' });
+    expect(parseFlags(['--k', '-5', '-n', '-2'], { k: { type: 'string' }, n: { type: 'string', short: 'n' } })).toEqual(
+      { k: '-5', n: '-2' },
+    );
     expect(() => parseFlags(['--zzz'], {})).toThrow(UsageError);
   });
 
   it('keep seeds below 2^53: no wrap-around', () => {
     expect(sampling({ seed: '9007199254740991' }, 1).seed).toBe(9007199254740991n);
-    expect(() => sampling({ seed: '9007199254740992' }, 1)).toThrow(/--seed 9007199254740992, expected an integer in \[0, 9007199254740991\]/);
+    expect(() => sampling({ seed: '9007199254740992' }, 1)).toThrow(
+      /--seed 9007199254740992, expected an integer in \[0, 9007199254740991\]/,
+    );
     expect(() => sampling({ seed: '18446744073709551617' }, 1)).toThrow(UsageError);
   });
 });
@@ -123,7 +145,11 @@ describe('sparq exit statuses', () => {
     expect(run.code, run.stderr).toBe(1);
     // The NaN from attn_output reaches the same layer's FFN norm, which refuses it, naming the layer.
     expect(run.stderr).toMatch(/NonFiniteError: forward: step at position 0: layer 1: rmsnorm: x element \d+ is NaN/);
-    expectOneLine(checked, 1, 'NonFiniteError: tensor "blk.1.attn_output.weight" (f32, shape [64, 64]): element [0, 11] is NaN');
+    expectOneLine(
+      checked,
+      1,
+      'NonFiniteError: tensor "blk.1.attn_output.weight" (f32, shape [64, 64]): element [0, 11] is NaN',
+    );
   }, 120_000);
 
   it('Ctrl-C ends a command by SIGINT (status 130 in a shell), not by a crash', async () => {

@@ -40,7 +40,21 @@ describe('sparq bench --quick', () => {
   let run: ReturnType<typeof runSparq>;
   let res: BenchResults;
   beforeAll(() => {
-    run = runSparq('bench', '--quick', '--seq', SEQS.join(','), '--e2e-seq', E2E_SEQS.join(','), '--decode', '2', '--time', '5', '--json', '--out', dir);
+    run = runSparq(
+      'bench',
+      '--quick',
+      '--seq',
+      SEQS.join(','),
+      '--e2e-seq',
+      E2E_SEQS.join(','),
+      '--decode',
+      '2',
+      '--time',
+      '5',
+      '--json',
+      '--out',
+      dir,
+    );
     res = JSON.parse(run.stdout) as BenchResults;
   }, SPAWN_MS);
 
@@ -60,7 +74,13 @@ describe('sparq bench --quick', () => {
 
   it('sweeps dense and SparQ (k = S/8, S/16) at each S, with the data ratio of SPEC 3', () => {
     const rows = res.kernels;
-    expect(rows.map((r) => [r.S, r.method, r.k])).toEqual(SEQS.flatMap((S) => [[S, 'dense', 0], [S, 'sparq', S / 8], [S, 'sparq', S / 16]]));
+    expect(rows.map((r) => [r.S, r.method, r.k])).toEqual(
+      SEQS.flatMap((S) => [
+        [S, 'dense', 0],
+        [S, 'sparq', S / 8],
+        [S, 'sparq', S / 16],
+      ]),
+    );
     for (const r of rows) {
       expect(r.ms).toBeGreaterThan(0);
       expect(r).toMatchObject({ threads: 1, kv: 'f32', layout: 'k-twice', group: 1 });
@@ -87,7 +107,13 @@ describe('sparq bench --quick', () => {
   it('runs the generated model end to end, and llama.cpp beside it or says why not', () => {
     expect(res.model?.source).toBe('generated');
     const sparq = res.endToEnd.filter((r) => r.system === 'sparq');
-    expect(sparq.map((r) => [r.S, r.method, r.k])).toEqual(E2E_SEQS.flatMap((S) => [[S, 'dense', 0], [S, 'sparq', S / 8], [S, 'sparq', S / 16]]));
+    expect(sparq.map((r) => [r.S, r.method, r.k])).toEqual(
+      E2E_SEQS.flatMap((S) => [
+        [S, 'dense', 0],
+        [S, 'sparq', S / 8],
+        [S, 'sparq', S / 16],
+      ]),
+    );
     for (const r of res.endToEnd) {
       expect(r.prefillTokS).toBeGreaterThan(0);
       expect(r.decodeTokS).toBeGreaterThan(0);
@@ -139,7 +165,10 @@ describe('sparq bench flags', () => {
     [['--no-kernels', '--no-e2e'], 'nothing left to run'],
     [['--shape', 'llama4'], '--shape llama4, expected one of llama3-8b, llama2-7b, qwen2.5-7b, mistral-7b'],
     [['--shape', 'llama3-8b', '--layers', '0'], '--layers 0, expected an integer in [1, 32] (llama3-8b has 32 layers)'],
-    [['--shape', 'qwen2.5-7b', '--layers', '29'], '--layers 29, expected an integer in [1, 28] (qwen2.5-7b has 28 layers)'],
+    [
+      ['--shape', 'qwen2.5-7b', '--layers', '29'],
+      '--layers 29, expected an integer in [1, 28] (qwen2.5-7b has 28 layers)',
+    ],
     [['--shape', 'llama3-8b', '--weights', 'q4_0'], '--weights q4_0, expected one of q4_k_m, q8_0'],
     [['--shape', 'llama3-8b', '--model', 'x.gguf'], '--shape and --model: give one'],
     [['--layers', '2'], '--layers needs --shape'],
@@ -152,15 +181,25 @@ describe('sparq bench flags', () => {
     expect(() => settings(...argv)).toThrow(message);
   });
   it('resolves --shape with its defaults, and the end-to-end KV types and GQA groups', () => {
-    expect(settings('--shape', 'llama3-8b').shape).toEqual({ name: 'llama3-8b', layers: 2, weights: 'q4_k_m', dir: join(tmpdir(), 'sparq-shapes') });
-    expect(settings('--shape', 'mistral-7b', '--layers', '32', '--weights', 'q8_0', '--shape-dir', dir).shape).toEqual({ name: 'mistral-7b', layers: 32, weights: 'q8_0', dir });
+    expect(settings('--shape', 'llama3-8b').shape).toEqual({
+      name: 'llama3-8b',
+      layers: 2,
+      weights: 'q4_k_m',
+      dir: join(tmpdir(), 'sparq-shapes'),
+    });
+    expect(settings('--shape', 'mistral-7b', '--layers', '32', '--weights', 'q8_0', '--shape-dir', dir).shape).toEqual({
+      name: 'mistral-7b',
+      layers: 32,
+      weights: 'q8_0',
+      dir,
+    });
     expect(settings().shape).toBeNull();
     expect(settings().e2eKv).toEqual(['f16']);
     expect(settings('--e2e-kv', 'f16,q8_0').e2eKv).toEqual(['f16', 'q8_0']);
     expect(settings().groups).toEqual([1, 4, 8]);
     expect([settings().llamaFlash, settings('--llama-flash', 'on').llamaFlash]).toEqual([[true, false], [true]]);
   });
-  it('projects the whole model\'s memory: Llama 3 8B at 128k needs 16 GiB of KV in llama.cpp with f16, 8.5 GiB with q8_0 (the issue\'s figures)', () => {
+  it("projects the whole model's memory: Llama 3 8B at 128k needs 16 GiB of KV in llama.cpp with f16, 8.5 GiB with q8_0 (the issue's figures)", () => {
     const f16 = wholeModelMemory('llama3-8b', 'q4_k_m', 131072, 'f16', 2);
     const q8 = wholeModelMemory('llama3-8b', 'q8_0', 131072, 'q8_0', 2);
     expect(f16.llamaCppKvBytes).toBe(16 * 2 ** 30);
@@ -170,15 +209,19 @@ describe('sparq bench flags', () => {
     // Llama 3 8B Q4_K_M as llama.cpp's quantizer writes it is 4.92 GB: the recipe's bytes agree within 1%.
     expect(Math.abs(f16.weightBytes / 4.92e9 - 1)).toBeLessThan(0.01);
   });
-  it('exits 2 with a one-line usage error for a bad flag, and exit 1 naming a missing model', () => {
-    const bad = runSparq('bench', '--threads', 'two');
-    expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--threads two, expected integers in [1, 256]');
-    expect(bad.stderr).toContain("(see 'sparq bench --help')");
-    const missing = join(dir, 'absent.gguf');
-    const r = runSparq('bench', '--quick', '--no-kernels', '--model', missing, '--out', join(dir, 'none'));
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain(missing);
-    expect(existsSync(join(dir, 'none'))).toBe(false);
-  }, SPAWN_MS);
+  it(
+    'exits 2 with a one-line usage error for a bad flag, and exit 1 naming a missing model',
+    () => {
+      const bad = runSparq('bench', '--threads', 'two');
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--threads two, expected integers in [1, 256]');
+      expect(bad.stderr).toContain("(see 'sparq bench --help')");
+      const missing = join(dir, 'absent.gguf');
+      const r = runSparq('bench', '--quick', '--no-kernels', '--model', missing, '--out', join(dir, 'none'));
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(missing);
+      expect(existsSync(join(dir, 'none'))).toBe(false);
+    },
+    SPAWN_MS,
+  );
 });

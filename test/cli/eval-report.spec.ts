@@ -11,11 +11,21 @@ const lminf = (k: number): AttentionConfig => ({ method: 'lminf', r: 8, k, l: 0,
 const nll = { nll: 1.5, ppl: Math.exp(1.5), targets: 448, denseNll: 1.4, densePpl: Math.exp(1.4) };
 
 const report: EvalReport = {
-  command: 'sparq eval --quick', model: 'm.bin', data: 'd.txt', backend: 'reference', tokens: 1000, protocol: {},
-  config: { headDim: 8 } as EvalReport['config'], methods: ['sparq', 'lminf'], targets: [0.5, 0.25],
+  command: 'sparq eval --quick',
+  model: 'm.bin',
+  data: 'd.txt',
+  backend: 'reference',
+  tokens: 1000,
+  protocol: {},
+  config: { headDim: 8 } as EvalReport['config'],
+  methods: ['sparq', 'lminf'],
+  targets: [0.5, 0.25],
   variants: [
     {
-      variant: 'f32', weights: 'f32', kv: 'f32', seconds: 1,
+      variant: 'f32',
+      weights: 'f32',
+      kv: 'f32',
+      seconds: 1,
       ppl: {
         dense: { ...nll, nll: 1.4, ppl: Math.exp(1.4) },
         rows: [
@@ -25,7 +35,15 @@ const report: EvalReport = {
           { target: 0.25, config: lminf(50), compression: 0.24, countedRatio: 0.24, ...nll },
         ],
       },
-      stats: { steps: 10, methods: [], sweep: [{ r: 1, k: 8, topkAgreement: 0.25 }, { r: 2, k: 8, topkAgreement: 0.5 }], kurtosis: [[3, 4]] },
+      stats: {
+        steps: 10,
+        methods: [],
+        sweep: [
+          { r: 1, k: 8, topkAgreement: 0.25 },
+          { r: 2, k: 8, topkAgreement: 0.5 },
+        ],
+        kurtosis: [[3, 4]],
+      },
     },
   ],
 };
@@ -40,7 +58,11 @@ describe('eval report', () => {
   });
   it('draws one perplexity series per method, and the agreement sweep', () => {
     const charts = evalCharts(report);
-    expect(Object.keys(charts).sort()).toEqual(['ppl-vs-compression.svg', 'topk-agreement-vs-k.svg', 'topk-agreement-vs-r.svg']);
+    expect(Object.keys(charts).sort()).toEqual([
+      'ppl-vs-compression.svg',
+      'topk-agreement-vs-k.svg',
+      'topk-agreement-vs-r.svg',
+    ]);
     const ppl = charts['ppl-vs-compression.svg'];
     for (const name of ['sparq', 'lminf']) expect(ppl).toContain(`>${name}</text>`);
     expect(ppl.match(/<circle cx=/g)).toHaveLength(4); // one marker per data point

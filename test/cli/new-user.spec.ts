@@ -28,7 +28,12 @@ function expectOneLine(r: { code: number | null; stderr: string }, code: number,
 
 /** A small random GGUF (the reference engine writes it), context 32. */
 function smallGGUF(): string {
-  return writeRandomGGUF(referenceEngine, randomLlama({ dim: 32, hiddenDim: 64, nLayers: 1, nHeads: 4, nKvHeads: 2, seqLen: 32, seed: 5 }), 'f32', join(dir, 'small.gguf'));
+  return writeRandomGGUF(
+    referenceEngine,
+    randomLlama({ dim: 32, hiddenDim: 64, nLayers: 1, nHeads: 4, nKvHeads: 2, seqLen: 32, seed: 5 }),
+    'f32',
+    join(dir, 'small.gguf'),
+  );
 }
 
 describe('files a user names', () => {
@@ -51,17 +56,35 @@ describe('files a user names', () => {
 describe('flags that would change nothing are refused', () => {
   it('--r, --l, --no-reallocate with a method that does not read them: a usage error naming the flag and the methods that do', () => {
     const model = smallGGUF();
-    expectOneLine(sparq('generate', '--model', model, '--attention', 'dense', '--r', '3'), 2, '--r 3: attention dense does not read it (only sparq does)');
-    expectOneLine(sparq('generate', '--model', model, '--attention', 'h2o', '--l', '2'), 2, '--l 2: attention h2o does not read it (only sparq does)');
-    expectOneLine(sparq('generate', '--model', model, '--k', '4'), 2, '--k 4: attention dense does not read it (only sparq, h2o, lminf, oracle do)');
-    expectOneLine(sparq('generate', '--model', model, '--attention', 'oracle', '--no-reallocate'), 2, '--no-reallocate: attention oracle does not read it (only sparq does)');
+    expectOneLine(
+      sparq('generate', '--model', model, '--attention', 'dense', '--r', '3'),
+      2,
+      '--r 3: attention dense does not read it (only sparq does)',
+    );
+    expectOneLine(
+      sparq('generate', '--model', model, '--attention', 'h2o', '--l', '2'),
+      2,
+      '--l 2: attention h2o does not read it (only sparq does)',
+    );
+    expectOneLine(
+      sparq('generate', '--model', model, '--k', '4'),
+      2,
+      '--k 4: attention dense does not read it (only sparq, h2o, lminf, oracle do)',
+    );
+    expectOneLine(
+      sparq('generate', '--model', model, '--attention', 'oracle', '--no-reallocate'),
+      2,
+      '--no-reallocate: attention oracle does not read it (only sparq does)',
+    );
     const ok = sparq('generate', '--model', model, '--attention', 'h2o', '--k', '4', '-n', '4', '--temperature', '0');
     expect(ok.code, ok.stderr).toBe(0);
   });
 
   it('SPARQ_NATIVE_KERNEL naming a path the CPU lacks is an error listing the paths it has', () => {
     const avx2Only = ['scalar', 'avx2'];
-    expect(() => checkKernelRequest(avx2Only, { SPARQ_NATIVE_KERNEL: 'avx512' })).toThrow('SPARQ_NATIVE_KERNEL=avx512: this CPU does not run the avx512 path, expected one of scalar, avx2');
+    expect(() => checkKernelRequest(avx2Only, { SPARQ_NATIVE_KERNEL: 'avx512' })).toThrow(
+      'SPARQ_NATIVE_KERNEL=avx512: this CPU does not run the avx512 path, expected one of scalar, avx2',
+    );
     expect(() => checkKernelRequest(avx2Only, { SPARQ_NATIVE_KERNEL: 'avx2' })).not.toThrow();
     expect(() => checkKernelRequest(avx2Only, {})).not.toThrow();
   });
@@ -84,38 +107,59 @@ describe('finish reasons: one name for one event', () => {
   });
 });
 
-describe.skipIf(storiesMissing)(`stories260K as a new user runs it${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
-  it('tokenize --model on a llama2.c checkpoint finds its tokenizer as generate does, and gives generate\'s ids', () => {
-    const r = sparq('tokenize', '--model', files.model.path, '--text', 'Once upon a time', '--json');
-    expect(r.code, r.stderr).toBe(0);
-    const explicit = sparq('tokenize', '--model', files.model.path, '--tokenizer', files.tok512.path, '--text', 'Once upon a time', '--json');
-    const plain = sparq('tokenize', '--model', files.tok512.path, '--text', 'Once upon a time', '--json');
-    expect(JSON.parse(r.stdout)).toEqual(JSON.parse(plain.stdout));
-    expect(JSON.parse(explicit.stdout)).toEqual(JSON.parse(plain.stdout));
-    expect(r.stderr).toContain(`${files.tok512.path} (llama2.c tokenizer of ${files.model.path})`);
-  });
+describe.skipIf(storiesMissing)(
+  `stories260K as a new user runs it${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`,
+  () => {
+    it("tokenize --model on a llama2.c checkpoint finds its tokenizer as generate does, and gives generate's ids", () => {
+      const r = sparq('tokenize', '--model', files.model.path, '--text', 'Once upon a time', '--json');
+      expect(r.code, r.stderr).toBe(0);
+      const explicit = sparq(
+        'tokenize',
+        '--model',
+        files.model.path,
+        '--tokenizer',
+        files.tok512.path,
+        '--text',
+        'Once upon a time',
+        '--json',
+      );
+      const plain = sparq('tokenize', '--model', files.tok512.path, '--text', 'Once upon a time', '--json');
+      expect(JSON.parse(r.stdout)).toEqual(JSON.parse(plain.stdout));
+      expect(JSON.parse(explicit.stdout)).toEqual(JSON.parse(plain.stdout));
+      expect(r.stderr).toContain(`${files.tok512.path} (llama2.c tokenizer of ${files.model.path})`);
+    });
 
-  it('a prompt longer than the context names the limit that binds: --ctx, -n or the trained context', () => {
-    const prompt = 'Once upon a time there was a little girl named Lily who loved to play outside';
-    const run = (...flags: string[]) => sparq('generate', '--model', files.model.path, '--prompt', prompt, ...flags);
-    expectOneLine(run('--ctx', '8'), 1, 'more than the 8 positions of --ctx 8');
-    expectOneLine(run('-n', '6'), 1, 'more than the 6 positions of -n 6');
-    expectOneLine(run('--ctx', '8', '-n', '6'), 1, 'more than the 6 positions of -n 6');
-    expectOneLine(run('--ctx', '6', '-n', '8'), 1, 'more than the 6 positions of --ctx 6');
-  });
+    it('a prompt longer than the context names the limit that binds: --ctx, -n or the trained context', () => {
+      const prompt = 'Once upon a time there was a little girl named Lily who loved to play outside';
+      const run = (...flags: string[]) => sparq('generate', '--model', files.model.path, '--prompt', prompt, ...flags);
+      expectOneLine(run('--ctx', '8'), 1, 'more than the 8 positions of --ctx 8');
+      expectOneLine(run('-n', '6'), 1, 'more than the 6 positions of -n 6');
+      expectOneLine(run('--ctx', '8', '-n', '6'), 1, 'more than the 6 positions of -n 6');
+      expectOneLine(run('--ctx', '6', '-n', '8'), 1, 'more than the 6 positions of --ctx 6');
+    });
 
-  it('examples/stream-abort.mjs ends its stream by the abort, then carries on', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'examples/stream-abort.mjs'), files.model.path, '24'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
-    expect(r.status, r.stderr).toBe(0);
-    expect(r.stderr).toContain('-- abort after 24 tokens');
-    expect(r.stderr).toMatch(/-- length; the session holds \d+ of \d+ positions/);
-  });
-});
+    it('examples/stream-abort.mjs ends its stream by the abort, then carries on', () => {
+      const r = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', join(ROOT, 'examples/stream-abort.mjs'), files.model.path, '24'],
+        { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+      );
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toContain('-- abort after 24 tokens');
+      expect(r.stderr).toMatch(/-- length; the session holds \d+ of \d+ positions/);
+    });
+  },
+);
 
 describe('errors are one line that keeps everything', () => {
   it('a message of several lines keeps each (joined), a file-system error is said in words', () => {
-    expect(oneLine('addon failed to load\n  undefined symbol: foo\n\n')).toBe('addon failed to load; undefined symbol: foo');
-    const eisdir = Object.assign(new Error("EISDIR: illegal operation on a directory, open '/m'"), { code: 'EISDIR', path: '/m' });
+    expect(oneLine('addon failed to load\n  undefined symbol: foo\n\n')).toBe(
+      'addon failed to load; undefined symbol: foo',
+    );
+    const eisdir = Object.assign(new Error("EISDIR: illegal operation on a directory, open '/m'"), {
+      code: 'EISDIR',
+      path: '/m',
+    });
     expect(describeError(eisdir)).toBe('/m: is a directory, expected a file');
     expect(describeError(new RangeError('a\nb'))).toBe('RangeError: a; b');
   });

@@ -7,7 +7,10 @@ import { formatDuration, progress, rateNote } from '../../packages/cli/src/progr
 
 function stream(isTTY: boolean) {
   const writes: string[] = [];
-  return { writes, stream: { isTTY, columns: 60, write: (s: string) => writes.push(s) > 0 } as unknown as NodeJS.WriteStream };
+  return {
+    writes,
+    stream: { isTTY, columns: 60, write: (s: string) => writes.push(s) > 0 } as unknown as NodeJS.WriteStream,
+  };
 }
 
 describe('progress', () => {
@@ -45,6 +48,11 @@ describe('progress', () => {
     expect(rateNote({ done: 512, total: 131072, tokensPerSecond: 25.5 })).toBe('tokens, 25.5 tok/s, ETA 1h25m');
     expect(rateNote({ done: 2048, total: 2048, tokensPerSecond: 300 })).toBe('tokens, 300.0 tok/s');
     expect(rateNote({ done: 0, total: 2048, tokensPerSecond: 0 })).toBe('tokens');
-    expect([formatDuration(0), formatDuration(59.4), formatDuration(61), formatDuration(3600)]).toEqual(['0s', '59s', '1m01s', '1h00m']);
+    expect([formatDuration(0), formatDuration(59.4), formatDuration(61), formatDuration(3600)]).toEqual([
+      '0s',
+      '59s',
+      '1m01s',
+      '1h00m',
+    ]);
   });
 });

@@ -22,20 +22,44 @@ import { ROOT, files, storiesMissing } from '../llm/support.ts';
 import type { Engine } from '@sparq/core';
 
 const CONTEXT = 256;
-const PROMPTS = ['Once upon a time', 'Lily had a big red ball', 'The sun was hot and', 'Tom and his dog went to the park', 'One day, a little bird', 'The cat sat on', 'Mom said', 'There was a tree'];
+const PROMPTS = [
+  'Once upon a time',
+  'Lily had a big red ball',
+  'The sun was hot and',
+  'Tom and his dog went to the park',
+  'One day, a little bird',
+  'The cat sat on',
+  'Mom said',
+  'There was a tree',
+];
 
 function options(lm: LanguageModel, extra: Partial<ServeOptions> = {}): ServeOptions {
   return {
-    host: '127.0.0.1', port: 0, parallel: 8, context: CONTEXT, queue: 16, prefillChunk: 4,
-    timeoutMs: 30_000, bodyTimeoutMs: 300, maxBodyBytes: 20_000,
-    kvDType: lm.kv, kvLayout: 'single-k', stopRule: stopRuleOf(lm.model.format),
+    host: '127.0.0.1',
+    port: 0,
+    parallel: 8,
+    context: CONTEXT,
+    queue: 16,
+    prefillChunk: 4,
+    timeoutMs: 30_000,
+    bodyTimeoutMs: 300,
+    maxBodyBytes: 20_000,
+    kvDType: lm.kv,
+    kvLayout: 'single-k',
+    stopRule: stopRuleOf(lm.model.format),
     ...extra,
   };
 }
 
-async function serve(engine: Engine, extra: Partial<ServeOptions> = {}): Promise<{ lm: LanguageModel; server: RunningServer; client: OpenAI }> {
+async function serve(
+  engine: Engine,
+  extra: Partial<ServeOptions> = {},
+): Promise<{ lm: LanguageModel; server: RunningServer; client: OpenAI }> {
   const lm = openModel(engine, files.model.path, { tokenizer: files.tok512.path });
-  const server = await startServer({ lm, template: new ChatTemplate(PLAIN_TEMPLATE, lm.tokenizer), context: CONTEXT, name: 'stories' }, options(lm, extra));
+  const server = await startServer(
+    { lm, template: new ChatTemplate(PLAIN_TEMPLATE, lm.tokenizer), context: CONTEXT, name: 'stories' },
+    options(lm, extra),
+  );
   const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 20_000 });
   return { lm, server, client };
 }
@@ -56,7 +80,12 @@ const reference = () => engines.find((e) => e.name === 'reference')!;
 
 /** What the library generates for `prompt` alone: greedy, `maxTokens` tokens. */
 async function alone(lm: LanguageModel, prompt: string, maxTokens: number): Promise<string> {
-  return (await lm.createSession({ contextSize: CONTEXT }).generate(lm.tokenize(prompt), { temperature: 0, maxTokens }).collect()).text;
+  return (
+    await lm
+      .createSession({ contextSize: CONTEXT })
+      .generate(lm.tokenize(prompt), { temperature: 0, maxTokens })
+      .collect()
+  ).text;
 }
 
 /** /health's body and status, then a served completion: the server is well after a fault. */
@@ -64,7 +93,12 @@ async function stillServes(server: RunningServer, client: OpenAI, lm: LanguageMo
   const health = await fetch(`${server.url}/health`);
   expect(health.status).toBe(200);
   expect(((await health.json()) as { status: string }).status).toBe('ok');
-  const r = await client.completions.create({ model: 'stories', prompt: 'The cat sat on', max_tokens: 12, temperature: 0 });
+  const r = await client.completions.create({
+    model: 'stories',
+    prompt: 'The cat sat on',
+    max_tokens: 12,
+    temperature: 0,
+  });
   expect(r.choices[0].text).toBe(await alone(lm, 'The cat sat on', 12));
 }
 
@@ -107,7 +141,11 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
 
     it('8 concurrent greedy requests each get exactly the text they get alone', async () => {
       const expected = await Promise.all(PROMPTS.map((p) => alone(s.lm, p, 32)));
-      const got = await Promise.all(PROMPTS.map((prompt) => s.client.completions.create({ model: 'stories', prompt, max_tokens: 32, temperature: 0 })));
+      const got = await Promise.all(
+        PROMPTS.map((prompt) =>
+          s.client.completions.create({ model: 'stories', prompt, max_tokens: 32, temperature: 0 }),
+        ),
+      );
       expect(got.map((r) => r.choices[0].text)).toEqual(expected);
       // They ran as one batch: more rows than steps.
       const metrics = await (await fetch(`${s.server.url}/metrics`)).text();
@@ -116,23 +154,47 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     });
 
     it('completions and chat, whole and streamed, agree', async () => {
-      const whole = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[1], max_tokens: 20, temperature: 0 });
+      const whole = await s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[1],
+        max_tokens: 20,
+        temperature: 0,
+      });
       expect(whole.object).toBe('text_completion');
       expect(whole.usage).toMatchObject({ completion_tokens: 20, prompt_tokens: s.lm.tokenize(PROMPTS[1]).length });
       expect(whole.choices[0].finish_reason).toBe('length');
       let streamed = '';
-      for await (const chunk of await s.client.completions.create({ model: 'stories', prompt: PROMPTS[1], max_tokens: 20, temperature: 0, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+      for await (const chunk of await s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[1],
+        max_tokens: 20,
+        temperature: 0,
+        stream: true,
+      }))
+        streamed += chunk.choices[0]?.text ?? '';
       expect(streamed).toBe(whole.choices[0].text);
 
       const messages = [{ role: 'user' as const, content: 'Lily and Tom played with a ball.' }];
-      const chat = await s.client.chat.completions.create({ model: 'stories', messages, max_tokens: 16, temperature: 0 });
+      const chat = await s.client.chat.completions.create({
+        model: 'stories',
+        messages,
+        max_tokens: 16,
+        temperature: 0,
+      });
       expect(chat.object).toBe('chat.completion');
       expect(chat.choices[0].message.role).toBe('assistant');
       // The plain template renders the one message as its text: the completion of that text.
       expect(chat.choices[0].message.content).toBe(await alone(s.lm, 'Lily and Tom played with a ball.', 16));
       let deltas = '';
       let usage: OpenAI.CompletionUsage | undefined;
-      for await (const chunk of await s.client.chat.completions.create({ model: 'stories', messages, max_tokens: 16, temperature: 0, stream: true, stream_options: { include_usage: true } })) {
+      for await (const chunk of await s.client.chat.completions.create({
+        model: 'stories',
+        messages,
+        max_tokens: 16,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      })) {
         deltas += chunk.choices[0]?.delta.content ?? '';
         usage ??= chunk.usage ?? undefined;
       }
@@ -161,8 +223,14 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect([long.status, long.code, long.param]).toEqual([400, 'context_length_exceeded', 'prompt']);
       expect(long.message).toMatch(new RegExp(`the prompt is \\d+ tokens, the context holds ${CONTEXT}`));
       const room = await bad({ max_tokens: CONTEXT });
-      expect(room.message).toMatch(new RegExp(`max_tokens ${CONTEXT} with a prompt of \\d+ tokens needs \\d+ positions, the context holds ${CONTEXT}`));
-      const chat = await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'robot', content: 'x' }] } as never).catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+      expect(room.message).toMatch(
+        new RegExp(
+          `max_tokens ${CONTEXT} with a prompt of \\d+ tokens needs \\d+ positions, the context holds ${CONTEXT}`,
+        ),
+      );
+      const chat = await s.client.chat.completions
+        .create({ model: 'stories', messages: [{ role: 'robot', content: 'x' }] } as never)
+        .catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
       expect((chat as InstanceType<typeof OpenAI.APIError>).param).toBe('messages[0].role');
       const missing = await fetch(`${s.server.url}/v1/nothing`);
       expect(missing.status).toBe(404);
@@ -171,10 +239,32 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     });
 
     it("per request: SparQ with r = head dim and k >= context gives dense's text; a seed repeats a sampled text", async () => {
-      const dense = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[4], max_tokens: 24, temperature: 0 });
-      const full = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[4], max_tokens: 24, temperature: 0, attention: 'sparq', r: 8, k: CONTEXT, l: 0 } as never);
+      const dense = await s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[4],
+        max_tokens: 24,
+        temperature: 0,
+      });
+      const full = await s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[4],
+        max_tokens: 24,
+        temperature: 0,
+        attention: 'sparq',
+        r: 8,
+        k: CONTEXT,
+        l: 0,
+      } as never);
       expect(full.choices[0].text).toBe(dense.choices[0].text);
-      const sampled = () => s.client.completions.create({ model: 'stories', prompt: PROMPTS[5], max_tokens: 24, temperature: 0.9, top_p: 0.95, seed: 1234 });
+      const sampled = () =>
+        s.client.completions.create({
+          model: 'stories',
+          prompt: PROMPTS[5],
+          max_tokens: 24,
+          temperature: 0.9,
+          top_p: 0.95,
+          seed: 1234,
+        });
       const [a, b] = await Promise.all([sampled(), sampled()]);
       expect(a.choices[0].text).toBe(b.choices[0].text);
     });
@@ -184,19 +274,38 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const first = await s.client.completions.create({ model: 'stories', prompt, max_tokens: 10, temperature: 0 });
       const second = await s.client.completions.create({ model: 'stories', prompt, max_tokens: 10, temperature: 0 });
       const n = s.lm.tokenize(prompt).length;
-      expect((second.usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens).toBe(n - 1);
+      expect(
+        (second.usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens,
+      ).toBe(n - 1);
       expect(second.choices[0].text).toBe(first.choices[0].text);
       // A chat's next turn starts with the previous turn: that much comes from the cache.
       const turn1 = [{ role: 'user' as const, content: 'Tom found a shiny stone in the garden near the old tree.' }];
-      const reply = await s.client.chat.completions.create({ model: 'stories', messages: turn1, max_tokens: 12, temperature: 0 });
-      const turn2 = [...turn1, { role: 'assistant' as const, content: reply.choices[0].message.content! }, { role: 'user' as const, content: 'What did he do?' }];
-      const next = await s.client.chat.completions.create({ model: 'stories', messages: turn2, max_tokens: 4, temperature: 0 });
+      const reply = await s.client.chat.completions.create({
+        model: 'stories',
+        messages: turn1,
+        max_tokens: 12,
+        temperature: 0,
+      });
+      const turn2 = [
+        ...turn1,
+        { role: 'assistant' as const, content: reply.choices[0].message.content! },
+        { role: 'user' as const, content: 'What did he do?' },
+      ];
+      const next = await s.client.chat.completions.create({
+        model: 'stories',
+        messages: turn2,
+        max_tokens: 4,
+        temperature: 0,
+      });
       expect(next.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(reply.usage!.prompt_tokens - 1);
     });
 
     it('a client that leaves mid-stream frees its slot at once', async () => {
       const controller = new AbortController();
-      const stream = await s.client.completions.create({ model: 'stories', prompt: PROMPTS[0], max_tokens: 200, temperature: 0, stream: true }, { signal: controller.signal });
+      const stream = await s.client.completions.create(
+        { model: 'stories', prompt: PROMPTS[0], max_tokens: 200, temperature: 0, stream: true },
+        { signal: controller.signal },
+      );
       let pieces = 0;
       try {
         for await (const chunk of stream) {
@@ -215,7 +324,14 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
 
     it('slow, malformed, oversized and broken bodies get 408, 400, 413 and 400; huge headers 431', async () => {
       const url = s.server.url;
-      const slow = await raw(url, ['POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"prompt":', '"x"'], 50);
+      const slow = await raw(
+        url,
+        [
+          'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{"prompt":',
+          '"x"',
+        ],
+        50,
+      );
       expect(slow).toMatch(/^HTTP\/1.1 408/);
       expect(slow).toContain('body_timeout');
       const json = await fetch(`${url}/v1/completions`, { method: 'POST', body: '{"prompt": "x",' });
@@ -223,7 +339,10 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(((await json.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
       const notObject = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: '[1,2]' });
       expect(notObject.status).toBe(400);
-      const big = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x'.repeat(30_000) }) });
+      const big = await fetch(`${url}/v1/completions`, {
+        method: 'POST',
+        body: JSON.stringify({ prompt: 'x'.repeat(30_000) }),
+      });
       expect(big.status).toBe(413);
       const garbage = await raw(url, ['NOT HTTP AT ALL\r\n\r\n']);
       expect(garbage).toMatch(/^HTTP\/1.1 400/);
@@ -242,14 +361,25 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     // Submits a greedy job; resolves when it ends. Its text pieces go into `order` under `name`.
     const run = (name: string, prompt: number[], maxTokens: number) =>
       new Promise<void>((resolve, reject) => {
-        const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], ignoreEos: false, attention: lm.resolveAttention(CONTEXT) };
+        const spec = {
+          prompt,
+          maxTokens,
+          temperature: 0,
+          topP: 1,
+          seed: 1,
+          stop: [],
+          ignoreEos: false,
+          attention: lm.resolveAttention(CONTEXT),
+        };
         scheduler.submit(spec, { onText: () => order.push(name), onDone: () => resolve(), onError: reject });
       });
     const first = lm.tokenize('Once upon a time');
     const short = run('short', first, 120);
     // Once the short stream decodes, a prompt of 60 tokens arrives: 15 chunks.
     while (!order.includes('short')) await new Promise((resolve) => setImmediate(resolve));
-    const prompt = lm.tokenize('the cat sat on the mat and the dog ran in the park with the ball. '.repeat(4)).slice(0, 60);
+    const prompt = lm
+      .tokenize('the cat sat on the mat and the dog ran in the park with the ball. '.repeat(4))
+      .slice(0, 60);
     await Promise.all([short, run('long', prompt, 4)]);
     // Each step forwards one chunk of the long prompt and one decode step of the short stream: before
     // the long prompt's first text (after its 15th chunk), the short stream got text 14 more times
@@ -268,7 +398,8 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const request = { model: 'stories', prompt: PROMPTS[0], max_tokens: 40, temperature: 0 };
       // Without a stop string, each streamed chunk is one token's text.
       const pieces: string[] = [];
-      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.choices[0]?.text) pieces.push(chunk.choices[0].text);
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true }))
+        if (chunk.choices[0]?.text) pieces.push(chunk.choices[0].text);
       const full = pieces.join('');
       expect(full).toBe(await alone(s.lm, PROMPTS[0], 40));
       // The stop string: the end of one token's text and the start of the next one's.
@@ -277,7 +408,11 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const expected = full.slice(0, full.indexOf(stop));
       let streamed = '';
       let finish: string | null = null;
-      for await (const chunk of await s.client.completions.create({ ...request, stop: ['never there', stop], stream: true })) {
+      for await (const chunk of await s.client.completions.create({
+        ...request,
+        stop: ['never there', stop],
+        stream: true,
+      })) {
         streamed += chunk.choices[0]?.text ?? '';
         finish = chunk.choices[0]?.finish_reason ?? finish;
       }
@@ -289,7 +424,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     it('fields that would change the output are refused by name unless they change nothing', async () => {
       const s = server();
       const refused = async (body: Record<string, unknown>) => {
-        const e = (await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ...body } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+        const e = (await s.client.chat.completions
+          .create({ model: 'stories', messages: [{ role: 'user', content: 'x' }], max_tokens: 2, ...body } as never)
+          .catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
         return [e.status, e.param];
       };
       expect(await refused({ presence_penalty: 0.5 })).toEqual([400, 'presence_penalty']);
@@ -298,8 +435,21 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(await refused({ response_format: { type: 'json_object' } })).toEqual([400, 'response_format']);
       expect(await refused({ tools: [{ type: 'function', function: { name: 'f' } }] })).toEqual([400, 'tools']);
       // What clients send by default is accepted.
-      const inert = { presence_penalty: 0, frequency_penalty: 0, logprobs: false, tools: [], response_format: { type: 'text' }, logit_bias: {} };
-      const ok = await s.client.chat.completions.create({ model: 'stories', messages: [{ role: 'user', content: 'Tom and his dog' }], max_tokens: 6, temperature: 0, ...inert } as never);
+      const inert = {
+        presence_penalty: 0,
+        frequency_penalty: 0,
+        logprobs: false,
+        tools: [],
+        response_format: { type: 'text' },
+        logit_bias: {},
+      };
+      const ok = await s.client.chat.completions.create({
+        model: 'stories',
+        messages: [{ role: 'user', content: 'Tom and his dog' }],
+        max_tokens: 6,
+        temperature: 0,
+        ...inert,
+      } as never);
       expect((ok as OpenAI.ChatCompletion).choices[0].message.content).toBe(await alone(s.lm, 'Tom and his dog', 6));
     });
 
@@ -314,7 +464,10 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
 
     it('a seed repeats its sampled text, seed 0 included; another seed gives another text', async () => {
       const s = server();
-      const sampled = (seed: number) => s.client.completions.create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed }).then((r) => r.choices[0].text);
+      const sampled = (seed: number) =>
+        s.client.completions
+          .create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed })
+          .then((r) => r.choices[0].text);
       const [zero1, zero2, a, b] = await Promise.all([sampled(0), sampled(0), sampled(7), sampled(8)]);
       expect(zero2).toBe(zero1);
       expect(new Set([zero1, a, b]).size).toBe(3);
@@ -324,11 +477,16 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const s = server();
       // 'The cat sat on': its greedy story ends (end of text) before 200 tokens.
       const request = { model: 'stories', prompt: 'The cat sat on', max_tokens: 200, temperature: 0 };
-      const [ends, on] = await Promise.all([s.client.completions.create(request), s.client.completions.create({ ...request, ignore_eos: true } as never)]);
+      const [ends, on] = await Promise.all([
+        s.client.completions.create(request),
+        s.client.completions.create({ ...request, ignore_eos: true } as never),
+      ]);
       expect(ends.choices[0].finish_reason).toBe('stop');
       expect([on.choices[0].finish_reason, on.usage!.completion_tokens]).toEqual(['length', 200]);
       expect(on.choices[0].text.startsWith(ends.choices[0].text)).toBe(true);
-      const e = (await s.client.completions.create({ model: 'stories', prompt: 'x', ignore_eos: 'yes' } as never).catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+      const e = (await s.client.completions
+        .create({ model: 'stories', prompt: 'x', ignore_eos: 'yes' } as never)
+        .catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
       expect([e.status, e.param]).toEqual([400, 'ignore_eos']);
     });
 
@@ -338,15 +496,23 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const whole = await s.client.completions.create(request);
       const usages: OpenAI.CompletionUsage[] = [];
       let afterUsage = 0;
-      for await (const chunk of await s.client.completions.create({ ...request, stream: true, stream_options: { include_usage: true } })) {
+      for await (const chunk of await s.client.completions.create({
+        ...request,
+        stream: true,
+        stream_options: { include_usage: true },
+      })) {
         if (usages.length > 0) afterUsage++;
         if (chunk.usage) usages.push(chunk.usage);
       }
       expect(usages).toHaveLength(1);
       expect(afterUsage).toBe(0);
-      expect({ ...usages[0], prompt_tokens_details: undefined }).toEqual({ ...whole.usage, prompt_tokens_details: undefined });
+      expect({ ...usages[0], prompt_tokens_details: undefined }).toEqual({
+        ...whole.usage,
+        prompt_tokens_details: undefined,
+      });
       let plain = 0;
-      for await (const chunk of await s.client.completions.create({ ...request, stream: true })) if (chunk.usage) plain++;
+      for await (const chunk of await s.client.completions.create({ ...request, stream: true }))
+        if (chunk.usage) plain++;
       expect(plain).toBe(0);
     });
   });
@@ -362,7 +528,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const got = await answer;
     await drained;
     expect(got).toMatch(/^HTTP\/1.1 200/);
-    expect((JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text).toBe(await alone(s.lm, PROMPTS[2], 6));
+    expect(
+      (JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text,
+    ).toBe(await alone(s.lm, PROMPTS[2], 6));
   });
 
   it('a request that arrives on a kept-alive connection while a step blocks the event loop past the keep-alive timeout is served', async () => {
@@ -383,7 +551,8 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     socket.write(health);
     const until = performance.now() + 300;
     while (performance.now() < until);
-    for (let i = 0; i < 100 && got.split('HTTP/1.1 200').length < 3 && !socket.destroyed; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 100 && got.split('HTTP/1.1 200').length < 3 && !socket.destroyed; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     expect(got.split('HTTP/1.1 200').length - 1).toBe(2);
     socket.end();
     await closed;
@@ -395,14 +564,27 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
 
     it('gets 429 with Retry-After; the running and queued requests finish', async () => {
       const s = server();
-      const running = s.client.completions.create({ model: 'stories', prompt: PROMPTS[2], max_tokens: 100, temperature: 0 });
-      const queued = s.client.completions.create({ model: 'stories', prompt: PROMPTS[3], max_tokens: 8, temperature: 0 });
+      const running = s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[2],
+        max_tokens: 100,
+        temperature: 0,
+      });
+      const queued = s.client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[3],
+        max_tokens: 8,
+        temperature: 0,
+      });
       for (let i = 0; i < 100; i++) {
         const h = (await (await fetch(`${s.server.url}/health`)).json()) as { queue: number };
         if (h.queue === 1) break;
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      const refused = await fetch(`${s.server.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 2 }) });
+      const refused = await fetch(`${s.server.url}/v1/completions`, {
+        method: 'POST',
+        body: JSON.stringify({ prompt: 'x', max_tokens: 2 }),
+      });
       expect(refused.status).toBe(429);
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
       expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('queue_full');
@@ -418,19 +600,46 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     it('gets 504 and frees the slot; the server answers /health and serves the next request', async () => {
       const s = server();
       const t0 = performance.now();
-      const late = await fetch(`${s.server.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: PROMPTS[0], max_tokens: CONTEXT - 8, temperature: 0 }) });
+      const late = await fetch(`${s.server.url}/v1/completions`, {
+        method: 'POST',
+        body: JSON.stringify({ prompt: PROMPTS[0], max_tokens: CONTEXT - 8, temperature: 0 }),
+      });
       expect(late.status).toBe(504);
       expect(((await late.json()) as { error: { code: string } }).error.code).toBe('timeout');
       expect(performance.now() - t0).toBeLessThan(2000);
       await idle(s.server);
       expect((await fetch(`${s.server.url}/health`)).status).toBe(200);
-      const next = await s.client.completions.create({ model: 'stories', prompt: 'Mom said', max_tokens: 1, temperature: 0 });
+      const next = await s.client.completions.create({
+        model: 'stories',
+        prompt: 'Mom said',
+        max_tokens: 1,
+        temperature: 0,
+      });
       expect(next.choices[0].text).toBe(await alone(s.lm, 'Mom said', 1));
     });
   });
 
   it('the command: --port 0 prints the URL; SIGINT finishes the running requests, whole and streamed, and exits 0', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'serve', '--model', files.model.path, '--tokenizer', files.tok512.path, '--port', '0', '--parallel', '2', '--ctx', '256'], { cwd: ROOT, env: { ...process.env, SPARQ_BACKEND: 'reference' } });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'packages/cli/src/main.ts'),
+        'serve',
+        '--model',
+        files.model.path,
+        '--tokenizer',
+        files.tok512.path,
+        '--port',
+        '0',
+        '--parallel',
+        '2',
+        '--ctx',
+        '256',
+      ],
+      { cwd: ROOT, env: { ...process.env, SPARQ_BACKEND: 'reference' } },
+    );
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const url = await new Promise<string>((resolve, reject) => {
@@ -445,11 +654,15 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     const body = JSON.stringify({ prompt: PROMPTS[0], max_tokens: 150, temperature: 0 });
     const answer = new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = request(`${url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' } }, (res) => {
-        let text = '';
-        res.on('data', (d) => (text += d));
-        res.on('end', () => resolve({ status: res.statusCode!, text }));
-      });
+      const req = request(
+        `${url}/v1/completions`,
+        { method: 'POST', headers: { 'Content-Type': 'application/json' } },
+        (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, text }));
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -458,7 +671,13 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const streamed = (async () => {
       let text = '';
       let finish: string | null = null;
-      for await (const chunk of await client.completions.create({ model: 'stories', prompt: PROMPTS[1], max_tokens: 120, temperature: 0, stream: true })) {
+      for await (const chunk of await client.completions.create({
+        model: 'stories',
+        prompt: PROMPTS[1],
+        max_tokens: 120,
+        temperature: 0,
+        stream: true,
+      })) {
         text += chunk.choices[0]?.text ?? '';
         finish = chunk.choices[0]?.finish_reason ?? finish;
       }
@@ -473,7 +692,13 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     child.kill('SIGINT');
     await new Promise((resolve) => setTimeout(resolve, 50));
     // The listener is closed (connection refused) or, on a kept-alive connection, 503.
-    const late = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'x', max_tokens: 1 }) }).then((r) => r.status, () => 'refused');
+    const late = await fetch(`${url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'x', max_tokens: 1 }),
+    }).then(
+      (r) => r.status,
+      () => 'refused',
+    );
     expect([503, 'refused']).toContain(late);
     const done = await answer;
     expect(done.status).toBe(200);

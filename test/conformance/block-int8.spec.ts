@@ -19,7 +19,18 @@
  * Shapes: every block dtype, n 1 (matvec and matmul), 3, 8 and 13 (8 and more take native's
  * batched kernels), odd row counts, 1..3 super-blocks of 256 or 1..9 blocks of 32 per row.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Tensor, bf16ToF32, f32ToBf16, f32ToF16, roundToF16, type BlockDType, type Engine, type ProductPath } from '@sparq/core';
+import {
+  BLOCK_DTYPES,
+  BLOCK_LAYOUT,
+  Tensor,
+  bf16ToF32,
+  f32ToBf16,
+  f32ToF16,
+  roundToF16,
+  type BlockDType,
+  type Engine,
+  type ProductPath,
+} from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
@@ -107,7 +118,11 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
   const acts = ggmlActivations(w.dtype, x);
   const { dx, q } = acts;
   const q8_1 = activationKind(w.dtype) === 'q8_1';
-  const out: Int8Exact = { value: new Float64Array(n * rows), magnitude: new Float64Array(n * rows), toDequant: new Float64Array(n * rows) };
+  const out: Int8Exact = {
+    value: new Float64Array(n * rows),
+    magnitude: new Float64Array(n * rows),
+    toDequant: new Float64Array(n * rows),
+  };
   for (let t = 0; t < n; t++) {
     for (let r = 0; r < rows; r++) {
       let activation = 0; // sum_j a_j dx (1/2 + 2^-16) + 3 U a_j |x_j|
@@ -131,7 +146,9 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
         if (q8_1 && blockStart) activation += Math.abs(m[first]) * q8_1SumError(acts, at / ACTIVATION_BLOCK);
         const o = t * rows + r;
         out.value[o] += dl[first] * step * isum + minimum;
-        out.magnitude[o] += Math.abs(dl[first] * step) * (Math.abs(isum) + 2 * (OFFSET[w.dtype] ?? 0) * Math.abs(qsum)) + Math.abs(minimum);
+        out.magnitude[o] +=
+          Math.abs(dl[first] * step) * (Math.abs(isum) + 2 * (OFFSET[w.dtype] ?? 0) * Math.abs(qsum)) +
+          Math.abs(minimum);
       }
       const o = t * rows + r;
       out.toDequant[o] = activation + ROUNDINGS(cols) * U * out.magnitude[o] + dotBound(cols, absSum);
@@ -141,7 +158,14 @@ function int8Exact(w: Tensor<BlockDType>, x: Float32Array, rows: number, cols: n
 }
 
 /** out (n, rows) by `path`: matvec when `vector` (n = 1), else matmul. */
-function product(engine: Engine, w: Tensor, x: Float32Array, n: number, path: ProductPath, vector = false): Float32Array {
+function product(
+  engine: Engine,
+  w: Tensor,
+  x: Float32Array,
+  n: number,
+  path: ProductPath,
+  vector = false,
+): Float32Array {
   const [rows, cols] = w.shape;
   const out = Tensor.zeros('f32', vector ? [rows] : [n, rows]);
   if (vector) engine.matvec(out, w, Tensor.f32([cols], x), path);
@@ -150,7 +174,13 @@ function product(engine: Engine, w: Tensor, x: Float32Array, n: number, path: Pr
 }
 
 /** w (rows, cols) of `dtype` quantized from `values` (by the reference where `engine` does not quantize the dtype). */
-function blockWeights(engine: Engine, dtype: BlockDType, values: Float32Array, rows: number, cols: number): Tensor<BlockDType> {
+function blockWeights(
+  engine: Engine,
+  dtype: BlockDType,
+  values: Float32Array,
+  rows: number,
+  cols: number,
+): Tensor<BlockDType> {
   const w = Tensor.zeros(dtype, [rows, cols]);
   (engine.has('quantize', dtype) ? engine : referenceEngine).quantize(w, Tensor.f32([rows, cols], values));
   return w;
@@ -181,7 +211,11 @@ const shapes = (dtype: BlockDType) =>
   });
 
 /** One drawn case: weights of `dtype` on `engine`, activations, and the exact integer product. */
-function drawCase(engine: Engine, dtype: BlockDType, { rows, blocks, n, seed }: { rows: number; blocks: number; n: number; seed: number }) {
+function drawCase(
+  engine: Engine,
+  dtype: BlockDType,
+  { rows, blocks, n, seed }: { rows: number; blocks: number; n: number; seed: number },
+) {
   const cols = BLOCK_LAYOUT[dtype].elements * blocks;
   const random = seeded(seed);
   const w = blockWeights(engine, dtype, uniform(random, rows * cols), rows, cols);
@@ -191,40 +225,62 @@ function drawCase(engine: Engine, dtype: BlockDType, { rows, blocks, n, seed }: 
 
 forEachBackend('block weights, int8 product', (engine) => {
   for (const dtype of BLOCK_DTYPES) {
-    opIt(engine, 'matmul', `${dtype}: int8 within ROUNDINGS of the exact integer product computed here (random shapes)`, () => {
-      fc.assert(
-        fc.property(shapes(dtype), (shape) => {
-          const { rows, n } = shape;
-          const { cols, w, x, exact } = drawCase(engine, dtype, shape);
-          const runs = n === 1 ? [product(engine, w, x, 1, 'int8'), product(engine, w, x, 1, 'int8', true)] : [product(engine, w, x, n, 'int8')];
-          for (const got of runs) {
-            for (let o = 0; o < n * rows; o++) {
-              expect(Math.abs(got[o] - exact.value[o]), `output ${o}: got ${got[o]}, exact ${exact.value[o]}`).toBeLessThanOrEqual(ROUNDINGS(cols) * U * exact.magnitude[o]);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype}: int8 within ROUNDINGS of the exact integer product computed here (random shapes)`,
+      () => {
+        fc.assert(
+          fc.property(shapes(dtype), (shape) => {
+            const { rows, n } = shape;
+            const { cols, w, x, exact } = drawCase(engine, dtype, shape);
+            const runs =
+              n === 1
+                ? [product(engine, w, x, 1, 'int8'), product(engine, w, x, 1, 'int8', true)]
+                : [product(engine, w, x, n, 'int8')];
+            for (const got of runs) {
+              for (let o = 0; o < n * rows; o++) {
+                expect(
+                  Math.abs(got[o] - exact.value[o]),
+                  `output ${o}: got ${got[o]}, exact ${exact.value[o]}`,
+                ).toBeLessThanOrEqual(ROUNDINGS(cols) * U * exact.magnitude[o]);
+              }
             }
-          }
-        }),
-        { numRuns: 25 },
-      );
-    }, dtype);
+          }),
+          { numRuns: 25 },
+        );
+      },
+      dtype,
+    );
 
-    opIt(engine, 'matmul', `${dtype}: int8 within the activation rounding of dequant, and not equal to it`, () => {
-      let differs = 0;
-      fc.assert(
-        fc.property(shapes(dtype), (shape) => {
-          const { rows, n } = shape;
-          const { w, x, exact: { toDequant } } = drawCase(engine, dtype, shape);
-          const int8 = product(engine, w, x, n, 'int8');
-          const dequant = product(engine, w, x, n, 'dequant');
-          for (let o = 0; o < n * rows; o++) {
-            expect(Math.abs(int8[o] - dequant[o])).toBeLessThanOrEqual(toDequant[o]);
-            if (int8[o] !== dequant[o]) differs++;
-          }
-        }),
-        { numRuns: 25 },
-      );
-      // Random f32 activations are almost never multiples of their step: the paths must differ.
-      expect(differs).toBeGreaterThan(0);
-    }, dtype);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype}: int8 within the activation rounding of dequant, and not equal to it`,
+      () => {
+        let differs = 0;
+        fc.assert(
+          fc.property(shapes(dtype), (shape) => {
+            const { rows, n } = shape;
+            const {
+              w,
+              x,
+              exact: { toDequant },
+            } = drawCase(engine, dtype, shape);
+            const int8 = product(engine, w, x, n, 'int8');
+            const dequant = product(engine, w, x, n, 'dequant');
+            for (let o = 0; o < n * rows; o++) {
+              expect(Math.abs(int8[o] - dequant[o])).toBeLessThanOrEqual(toDequant[o]);
+              if (int8[o] !== dequant[o]) differs++;
+            }
+          }),
+          { numRuns: 25 },
+        );
+        // Random f32 activations are almost never multiples of their step: the paths must differ.
+        expect(differs).toBeGreaterThan(0);
+      },
+      dtype,
+    );
   }
 
   /** Legacy types with integer weights: the range of codes c, and how to place a block's extremes so its f16 d is exactly 1. */
@@ -236,65 +292,110 @@ forEachBackend('block weights, int8 product', (engine) => {
     { dtype: 'q5_1', lo: -20, hi: 11 }, // d = (11 - -20) / 31, m = -20
   ];
   for (const { dtype, lo, hi } of EXACT) {
-    opIt(engine, 'matmul', `${dtype}: int8 on integer weights and activations, scaled by 2^e and 2^f, is sum w x * 2^(e + f) exactly`, () => {
-      // Every block of w holds lo and hi, so d = 2^e exactly and the codes are the integers; every
-      // activation block holds 127 or -127, so 127 / amax = 2^-f, q = x / 2^f and the f16 step is
-      // 2^f (f16 holds 2^-24 .. 2^15). Q8_1's f16 sum 2^f sum q is exact too: |sum q| <= 31 * 60 + 127
-      // < 2^11 and 2^4 * 2^11 < 65504. Then each dl dx is a power of two, |isum| < 2^19 and the
-      // row sums stay below 2^24: every f32 operation is exact.
-      fc.assert(
-        fc.property(shapes(dtype), fc.integer({ min: -8, max: 8 }), fc.integer({ min: -20, max: 4 }), ({ rows, blocks, n, seed }, e, f) => {
-          const cols = 32 * blocks;
-          const random = seeded(seed);
-          const wInt = Float32Array.from({ length: rows * cols }, (_, i) => (i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1))));
-          const xInt = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 5 ? (random() < 0.5 ? 127 : -127) : Math.floor(random() * 121) - 60));
-          const w = blockWeights(engine, dtype, wInt.map((v) => v * 2 ** e), rows, cols);
-          const got = product(engine, w, xInt.map((v) => v * 2 ** f), n, 'int8');
-          for (let t = 0; t < n; t++) {
-            for (let r = 0; r < rows; r++) {
-              let sum = 0;
-              for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * xInt[t * cols + j];
-              expect(got[t * rows + r]).toBe(sum * 2 ** (e + f));
-            }
-          }
-        }),
-        { numRuns: 20 },
-      );
-    }, dtype);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype}: int8 on integer weights and activations, scaled by 2^e and 2^f, is sum w x * 2^(e + f) exactly`,
+      () => {
+        // Every block of w holds lo and hi, so d = 2^e exactly and the codes are the integers; every
+        // activation block holds 127 or -127, so 127 / amax = 2^-f, q = x / 2^f and the f16 step is
+        // 2^f (f16 holds 2^-24 .. 2^15). Q8_1's f16 sum 2^f sum q is exact too: |sum q| <= 31 * 60 + 127
+        // < 2^11 and 2^4 * 2^11 < 65504. Then each dl dx is a power of two, |isum| < 2^19 and the
+        // row sums stay below 2^24: every f32 operation is exact.
+        fc.assert(
+          fc.property(
+            shapes(dtype),
+            fc.integer({ min: -8, max: 8 }),
+            fc.integer({ min: -20, max: 4 }),
+            ({ rows, blocks, n, seed }, e, f) => {
+              const cols = 32 * blocks;
+              const random = seeded(seed);
+              const wInt = Float32Array.from({ length: rows * cols }, (_, i) =>
+                i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1)),
+              );
+              const xInt = Float32Array.from({ length: n * cols }, (_, i) =>
+                i % 32 === 5 ? (random() < 0.5 ? 127 : -127) : Math.floor(random() * 121) - 60,
+              );
+              const w = blockWeights(
+                engine,
+                dtype,
+                wInt.map((v) => v * 2 ** e),
+                rows,
+                cols,
+              );
+              const got = product(
+                engine,
+                w,
+                xInt.map((v) => v * 2 ** f),
+                n,
+                'int8',
+              );
+              for (let t = 0; t < n; t++) {
+                for (let r = 0; r < rows; r++) {
+                  let sum = 0;
+                  for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * xInt[t * cols + j];
+                  expect(got[t * rows + r]).toBe(sum * 2 ** (e + f));
+                }
+              }
+            },
+          ),
+          { numRuns: 20 },
+        );
+      },
+      dtype,
+    );
 
-    opIt(engine, 'matmul', `${dtype}: activations at exact halves of a step round to even, as ggml's vroundps`, () => {
-      // Each activation block holds 127 (so 127 / amax = 1 and the step is 1) and otherwise values
-      // k + 1/2: v = x exactly, so every code is a tie. Rounding halves away from zero (C's roundf)
-      // would move each by one; with integer weights d = 1 every f32 operation is exact.
-      const [rows, cols, n] = [3, 64, 2];
-      const random = seeded(31);
-      const wInt = Float32Array.from({ length: rows * cols }, (_, i) => (i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1))));
-      const x = Float32Array.from({ length: n * cols }, (_, i) => (i % 32 === 7 ? 127 : Math.floor(random() * 200) - 100 + 0.5));
-      const got = product(engine, blockWeights(engine, dtype, wInt, rows, cols), x, n, 'int8');
-      const even = (v: number) => (Math.floor(v) % 2 === 0 ? Math.floor(v) : Math.ceil(v)); // v an integer or a half
-      for (let t = 0; t < n; t++) {
-        for (let r = 0; r < rows; r++) {
-          let sum = 0;
-          for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * even(x[t * cols + j]);
-          expect(got[t * rows + r]).toBe(sum);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype}: activations at exact halves of a step round to even, as ggml's vroundps`,
+      () => {
+        // Each activation block holds 127 (so 127 / amax = 1 and the step is 1) and otherwise values
+        // k + 1/2: v = x exactly, so every code is a tie. Rounding halves away from zero (C's roundf)
+        // would move each by one; with integer weights d = 1 every f32 operation is exact.
+        const [rows, cols, n] = [3, 64, 2];
+        const random = seeded(31);
+        const wInt = Float32Array.from({ length: rows * cols }, (_, i) =>
+          i % 32 === 0 ? lo : i % 32 === 1 ? hi : lo + Math.floor(random() * (hi - lo + 1)),
+        );
+        const x = Float32Array.from({ length: n * cols }, (_, i) =>
+          i % 32 === 7 ? 127 : Math.floor(random() * 200) - 100 + 0.5,
+        );
+        const got = product(engine, blockWeights(engine, dtype, wInt, rows, cols), x, n, 'int8');
+        const even = (v: number) => (Math.floor(v) % 2 === 0 ? Math.floor(v) : Math.ceil(v)); // v an integer or a half
+        for (let t = 0; t < n; t++) {
+          for (let r = 0; r < rows; r++) {
+            let sum = 0;
+            for (let j = 0; j < cols; j++) sum += wInt[r * cols + j] * even(x[t * cols + j]);
+            expect(got[t * rows + r]).toBe(sum);
+          }
         }
-      }
-    }, dtype);
+      },
+      dtype,
+    );
   }
 
-  opIt(engine, 'matmul', 'f32, f16, bf16 weights: int8 is the f32 product of the activations rounded to the weight type, bit for bit', () => {
-    const random = seeded(23);
-    const [rows, cols, n] = [5, 96, 3];
-    const values = uniform(random, rows * cols);
-    const x = uniform(random, n * cols);
-    for (const dtype of ['f32', 'f16', 'bf16'] as const) {
-      const w = Tensor.zeros(dtype, [rows, cols]);
-      for (let i = 0; i < values.length; i++) w.data[i] = dtype === 'f32' ? values[i] : dtype === 'f16' ? f32ToF16(values[i]) : f32ToBf16(values[i]);
-      // ggml's activations for f16 and bf16 weights: each element rounded to nearest, ties to even.
-      const rounded = x.map((v) => (dtype === 'f32' ? v : dtype === 'f16' ? roundToF16(v) : bf16ToF32(f32ToBf16(v))));
-      if (dtype !== 'f32') expect(rounded).not.toEqual(x);
-      expect(product(engine, w, x, n, 'int8')).toEqual(product(engine, w, rounded, n, 'dequant'));
-      expect(product(engine, w, x.subarray(0, cols), 1, 'int8', true)).toEqual(product(engine, w, rounded.subarray(0, cols), 1, 'dequant', true));
-    }
-  });
+  opIt(
+    engine,
+    'matmul',
+    'f32, f16, bf16 weights: int8 is the f32 product of the activations rounded to the weight type, bit for bit',
+    () => {
+      const random = seeded(23);
+      const [rows, cols, n] = [5, 96, 3];
+      const values = uniform(random, rows * cols);
+      const x = uniform(random, n * cols);
+      for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+        const w = Tensor.zeros(dtype, [rows, cols]);
+        for (let i = 0; i < values.length; i++)
+          w.data[i] = dtype === 'f32' ? values[i] : dtype === 'f16' ? f32ToF16(values[i]) : f32ToBf16(values[i]);
+        // ggml's activations for f16 and bf16 weights: each element rounded to nearest, ties to even.
+        const rounded = x.map((v) => (dtype === 'f32' ? v : dtype === 'f16' ? roundToF16(v) : bf16ToF32(f32ToBf16(v))));
+        if (dtype !== 'f32') expect(rounded).not.toEqual(x);
+        expect(product(engine, w, x, n, 'int8')).toEqual(product(engine, w, rounded, n, 'dequant'));
+        expect(product(engine, w, x.subarray(0, cols), 1, 'int8', true)).toEqual(
+          product(engine, w, rounded.subarray(0, cols), 1, 'dequant', true),
+        );
+      }
+    },
+  );
 });

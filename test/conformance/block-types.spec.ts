@@ -88,7 +88,15 @@ const HAND: Partial<Record<BlockDType, () => HandBlock>> = {
     // e0: hmask byte 0 bit 0, low bits 3 (byte 32 bits 0-1) -> 7 - 4 = 3 -> 6;  e1..15: q = -4 -> -8.
     // e80 = 32 * 2 + 16: low bits in byte 32 + 16 = 48 bits 4-5 = 1, hmask byte 16 bit 2 -> 5 - 4 = 1 -> -4;
     // e81..95 and e82..: q = -4 -> 16.
-    bytes: block(110, { 0: [0x01], 16: [0x04], 32: [0x03], 48: [0x10], 96: [0x01, 0, 0, 0, 0, 0x0e], 104: [0x02, 0x04], 108: [0x00, 0x40] }),
+    bytes: block(110, {
+      0: [0x01],
+      16: [0x04],
+      32: [0x03],
+      48: [0x10],
+      96: [0x01, 0, 0, 0, 0, 0x0e],
+      104: [0x02, 0x04],
+      108: [0x00, 0x40],
+    }),
     want: (() => {
       const want = new Array<number>(256).fill(256);
       for (let e = 0; e < 16; e++) want[e] = -8;
@@ -104,7 +112,14 @@ const HAND: Partial<Record<BlockDType, () => HandBlock>> = {
     // their low nibbles in byte 4 + 9 = 13 (0x11), sc's top bits in byte 4 + 1 bits 6-7 (0x40), mn's in byte 4 + 5 (0x80).
     // e0: byte 16 low nibble 5 -> 2 * 5 - 1.5 = 8.5;  e1..31: -1.5.
     // e170 (sub-block 5): chunk 2, second half -> byte 16 + 64 + 10 = 90, high nibble 9 -> 17 * 9 - 16.5 = 136.5; rest of sub-block 5: -16.5.
-    bytes: block(144, { 0: [0x00, 0x3c, 0x00, 0x38], 4: [0x02, 0x40], 8: [0x03, 0x80], 13: [0x11], 16: [0x05], 90: [0x90] }),
+    bytes: block(144, {
+      0: [0x00, 0x3c, 0x00, 0x38],
+      4: [0x02, 0x40],
+      8: [0x03, 0x80],
+      13: [0x11],
+      16: [0x05],
+      90: [0x90],
+    }),
     want: (() => {
       const want = new Array<number>(256).fill(0);
       for (let e = 0; e < 32; e++) want[e] = -1.5;
@@ -118,7 +133,16 @@ const HAND: Partial<Record<BlockDType, () => HandBlock>> = {
     // The q4_k block's scales, with qh (bytes 16..47) and qs moved to byte 48.
     // e0: low nibble 5 (byte 48), high bit: qh byte 0 bit 0 -> 21 -> 2 * 21 - 1.5 = 40.5.
     // e170: byte 48 + 64 + 10 = 122 high nibble 9, high bit: qh byte 16 + 10 bit 5 (170 / 32 = 5) -> 25 -> 17 * 25 - 16.5 = 408.5.
-    bytes: block(176, { 0: [0x00, 0x3c, 0x00, 0x38], 4: [0x02, 0x40], 8: [0x03, 0x80], 13: [0x11], 16: [0x01], 26: [0x20], 48: [0x05], 122: [0x90] }),
+    bytes: block(176, {
+      0: [0x00, 0x3c, 0x00, 0x38],
+      4: [0x02, 0x40],
+      8: [0x03, 0x80],
+      13: [0x11],
+      16: [0x01],
+      26: [0x20],
+      48: [0x05],
+      122: [0x90],
+    }),
     want: (() => {
       const want = new Array<number>(256).fill(0);
       for (let e = 0; e < 32; e++) want[e] = -1.5;
@@ -178,14 +202,20 @@ const HAND: Partial<Record<BlockDType, () => HandBlock>> = {
 
 /** A random block: random bytes, its f16 fields random finite halves (normal and subnormal). */
 const randomBlock = (dtype: BlockDType) =>
-  fc.tuple(fc.uint8Array({ minLength: BLOCK_LAYOUT[dtype].bytes, maxLength: BLOCK_LAYOUT[dtype].bytes }), fc.array(fc.integer({ min: 0, max: 0xfbff }), { minLength: 2, maxLength: 2 }), fc.boolean()).map(([bytes, halves, negative]) => {
-    F16_FIELDS[dtype].forEach((at, i) => {
-      const bits = halves[i] | (negative && i === 0 ? 0x8000 : 0); // 0x7c00 and up would be inf / NaN
-      bytes[at] = bits & 0xff;
-      bytes[at + 1] = bits >> 8;
+  fc
+    .tuple(
+      fc.uint8Array({ minLength: BLOCK_LAYOUT[dtype].bytes, maxLength: BLOCK_LAYOUT[dtype].bytes }),
+      fc.array(fc.integer({ min: 0, max: 0xfbff }), { minLength: 2, maxLength: 2 }),
+      fc.boolean(),
+    )
+    .map(([bytes, halves, negative]) => {
+      F16_FIELDS[dtype].forEach((at, i) => {
+        const bits = halves[i] | (negative && i === 0 ? 0x8000 : 0); // 0x7c00 and up would be inf / NaN
+        bytes[at] = bits & 0xff;
+        bytes[at + 1] = bits >> 8;
+      });
+      return bytes;
     });
-    return bytes;
-  });
 
 /**
  * How far a value may sit from the nearest point of its block's grid. K-quants choose their final
@@ -215,7 +245,17 @@ const rows = fc
   .record({
     k: fc.integer({ min: 1, max: 2 }),
     e: fc.integer({ min: -10, max: 10 }),
-    kind: fc.constantFrom('uniform', 'uniform', 'tails', 'sparse', 'positive', 'negative', 'zero-runs', 'constant', 'zero'),
+    kind: fc.constantFrom(
+      'uniform',
+      'uniform',
+      'tails',
+      'sparse',
+      'positive',
+      'negative',
+      'zero-runs',
+      'constant',
+      'zero',
+    ),
     seed: fc.integer(),
   })
   .map(({ k, e, kind, seed }) => {
@@ -248,7 +288,11 @@ function worstGridExcess(dtype: BlockDType, x: Float32Array, q: Tensor<BlockDTyp
       nearest = Math.min(nearest, Math.abs(grid.value(c) - x[i]));
       reach = Math.max(reach, Math.abs(grid.value(c)));
     }
-    const f16Slack = grid.halves.reduce((sum, half, j) => sum + (j === 0 ? F16_REACH[dtype] : F16_REACH[dtype] > 0 ? 1 : 0) * (Math.abs(half) * 2 ** -11 + 2 ** -25), 0);
+    const f16Slack = grid.halves.reduce(
+      (sum, half, j) =>
+        sum + (j === 0 ? F16_REACH[dtype] : F16_REACH[dtype] > 0 ? 1 : 0) * (Math.abs(half) * 2 ** -11 + 2 ** -25),
+      0,
+    );
     const allowed = nearest + 2 * f16Slack + 2 ** -20 * (Math.abs(x[i]) + reach);
     worst = Math.max(worst, Math.abs(back[i] - x[i]) - allowed);
   }
@@ -276,51 +320,83 @@ forEachBackend('ggml block dtypes', (engine) => {
     const { elements } = BLOCK_LAYOUT[dtype];
     const hand = HAND[dtype];
     if (hand) {
-      opIt(engine, 'dequantize', `${dtype}: hand-worked block`, () => {
-        const { bytes, want } = hand();
-        expect(dequantized(engine, dtype, bytes, elements)).toEqual(want);
-      }, dtype);
+      opIt(
+        engine,
+        'dequantize',
+        `${dtype}: hand-worked block`,
+        () => {
+          const { bytes, want } = hand();
+          expect(dequantized(engine, dtype, bytes, elements)).toEqual(want);
+        },
+        dtype,
+      );
     }
 
-    opIt(engine, 'dequantize', `${dtype}: random blocks decode as the layout says (property)`, () => {
-      fc.assert(
-        fc.property(randomBlock(dtype), (bytes) => {
-          const got = dequantized(engine, dtype, bytes, elements);
-          const want = Array.from({ length: elements }, (_, e) => {
-            const grid = elementGrid(dtype, bytes, 0, e);
-            return grid.value(grid.code);
-          });
-          expect(got).toEqual(want);
-        }),
-        { numRuns: 50 },
-      );
-    }, dtype);
+    opIt(
+      engine,
+      'dequantize',
+      `${dtype}: random blocks decode as the layout says (property)`,
+      () => {
+        fc.assert(
+          fc.property(randomBlock(dtype), (bytes) => {
+            const got = dequantized(engine, dtype, bytes, elements);
+            const want = Array.from({ length: elements }, (_, e) => {
+              const grid = elementGrid(dtype, bytes, 0, e);
+              return grid.value(grid.code);
+            });
+            expect(got).toEqual(want);
+          }),
+          { numRuns: 50 },
+        );
+      },
+      dtype,
+    );
 
-    opIt(engine, 'quantize', `${dtype} round trip: each element decodes to its block's nearest representable value (property)`, () => {
-      fc.assert(
-        fc.property(rows, (x) => {
-          const q = quantized(engine, dtype, x);
-          const back = dequantized(engine, dtype, q.data, x.length);
-          expect(worstGridExcess(dtype, x, q, back)).toBeLessThanOrEqual(0);
-        }),
-        { numRuns: 25 },
-      );
-    }, dtype);
+    opIt(
+      engine,
+      'quantize',
+      `${dtype} round trip: each element decodes to its block's nearest representable value (property)`,
+      () => {
+        fc.assert(
+          fc.property(rows, (x) => {
+            const q = quantized(engine, dtype, x);
+            const back = dequantized(engine, dtype, q.data, x.length);
+            expect(worstGridExcess(dtype, x, q, back)).toBeLessThanOrEqual(0);
+          }),
+          { numRuns: 25 },
+        );
+      },
+      dtype,
+    );
 
-    opIt(engine, 'quantize', `${dtype} round trip on uniform data: NMSE <= ${nmseBound(dtype).toPrecision(3)} (2x the quantization noise of its levels)`, () => {
-      const x = uniform(seeded(5), 16 * 256);
-      const back = dequantized(engine, dtype, quantized(engine, dtype, x).data, x.length);
-      expect(nmse(x, back)).toBeLessThanOrEqual(nmseBound(dtype));
-    }, dtype);
+    opIt(
+      engine,
+      'quantize',
+      `${dtype} round trip on uniform data: NMSE <= ${nmseBound(dtype).toPrecision(3)} (2x the quantization noise of its levels)`,
+      () => {
+        const x = uniform(seeded(5), 16 * 256);
+        const back = dequantized(engine, dtype, quantized(engine, dtype, x).data, x.length);
+        expect(nmse(x, back)).toBeLessThanOrEqual(nmseBound(dtype));
+      },
+      dtype,
+    );
 
-    opIt(engine, 'quantize', `${dtype}: values at the largest accepted magnitude (${LIMIT[dtype]}) decode finite; zeros decode to zeros`, () => {
-      const x = uniform(seeded(9), 2 * 256).map((v, i) => (i < 256 ? (i % 5 === 0 ? LIMIT[dtype] * Math.sign(v || 1) : v * LIMIT[dtype]) : 0));
-      const back = dequantized(engine, dtype, quantized(engine, dtype, x).data, x.length);
-      expect(back.every(Number.isFinite)).toBe(true);
-      expect(back.slice(256).every((v) => v === 0)).toBe(true);
-      // The extremes come back within half their magnitude: the coarsest grid (2 bits, 4 levels over
-      // [-max, max]) is a third of it from the nearest level; one clamped step of Q4_0 is an eighth.
-      for (let i = 0; i < 256; i += 5) expect(Math.abs(back[i] - x[i])).toBeLessThanOrEqual(0.5 * Math.abs(x[i]));
-    }, dtype);
+    opIt(
+      engine,
+      'quantize',
+      `${dtype}: values at the largest accepted magnitude (${LIMIT[dtype]}) decode finite; zeros decode to zeros`,
+      () => {
+        const x = uniform(seeded(9), 2 * 256).map((v, i) =>
+          i < 256 ? (i % 5 === 0 ? LIMIT[dtype] * Math.sign(v || 1) : v * LIMIT[dtype]) : 0,
+        );
+        const back = dequantized(engine, dtype, quantized(engine, dtype, x).data, x.length);
+        expect(back.every(Number.isFinite)).toBe(true);
+        expect(back.slice(256).every((v) => v === 0)).toBe(true);
+        // The extremes come back within half their magnitude: the coarsest grid (2 bits, 4 levels over
+        // [-max, max]) is a third of it from the nearest level; one clamped step of Q4_0 is an eighth.
+        for (let i = 0; i < 256; i += 5) expect(Math.abs(back[i] - x[i])).toBeLessThanOrEqual(0.5 * Math.abs(x[i]));
+      },
+      dtype,
+    );
   }
 });

@@ -62,7 +62,14 @@ forEachBackend('edge-case contract', (engine) => {
 
   it('SparQ keeps exact ties exact: equal dot products stay equal after the temperature (fuzzer seed 4742)', () => {
     // Positions 0 and 1 both score 1.125 against q; positions 2, 3, 4 score higher. k = 4 must keep 0, not 1.
-    const rows = [[-1.75, 2], [-0.5, -0.5], [-1, -1.75], [-1.25, 0.75], [-1.75, -1], [0.25, 2]];
+    const rows = [
+      [-1.75, 2],
+      [-0.5, -0.5],
+      [-1, -1.75],
+      [-1.25, 0.75],
+      [-1.75, -1],
+      [0.25, 2],
+    ];
     const c = new KVCache({ nKvHeads: 1, headDim: 2, capacity: 6 });
     const t = Tensor.f32([6, 1, 2], rows.flat());
     engine.kvAppend(c, 0, t, t);
@@ -80,27 +87,40 @@ forEachBackend('edge-case contract', (engine) => {
     const c = cache(engine, ROWS);
     const out = Tensor.zeros('f32', [1, 1, D]);
     expect(() => engine.attentionDecode(out, Tensor.f32([1, 1, D], [2 ** 57, 0, 0, 0]), c)).toThrow(SparqRangeError);
-    expect(() => engine.sparqDecode(out, Tensor.f32([1, 1, D], [0, 1e30, 0, 0]), c, { r: 1, k: 1 })).toThrow(/sparqDecode: q element 1 is 1\.0+\d*e\+30, expected \|x\| <= 72057594037927940/);
+    expect(() => engine.sparqDecode(out, Tensor.f32([1, 1, D], [0, 1e30, 0, 0]), c, { r: 1, k: 1 })).toThrow(
+      /sparqDecode: q element 1 is 1\.0+\d*e\+30, expected \|x\| <= 72057594037927940/,
+    );
     expect(() => engine.attentionDecode(out, Tensor.f32([1, 1, D], [0, NaN, 0, 0]), c)).toThrow(NonFiniteError);
     const bad = Tensor.f32([1, 1, D], [0, 0, Infinity, 0]);
-    expect(() => engine.kvAppend(c, 0, bad, Tensor.zeros('f32', [1, 1, D]))).toThrow(new NonFiniteError('kvAppend: k element 2 is Infinity, expected a finite number'));
+    expect(() => engine.kvAppend(c, 0, bad, Tensor.zeros('f32', [1, 1, D]))).toThrow(
+      new NonFiniteError('kvAppend: k element 2 is Infinity, expected a finite number'),
+    );
     expect(c.nPast[0]).toBe(3);
     expect([...out.data]).toEqual([0, 0, 0, 0]);
   });
 
   it('refuses NaN and infinite activations in products, norms, rope and softmax (where -Infinity masks), naming the element', () => {
     const x = Tensor.f32([4], [1, 2, NaN, 4]);
-    expect(() => engine.matvec(Tensor.zeros('f32', [1]), Tensor.f32([1, 4], [1, 1, 1, 1]), x)).toThrow(new NonFiniteError('matvec: x element 2 is NaN, expected a finite number'));
+    expect(() => engine.matvec(Tensor.zeros('f32', [1]), Tensor.f32([1, 4], [1, 1, 1, 1]), x)).toThrow(
+      new NonFiniteError('matvec: x element 2 is NaN, expected a finite number'),
+    );
     expect(() => engine.rmsnorm(Tensor.zeros('f32', [4]), x, Tensor.f32([4], [1, 1, 1, 1]))).toThrow(NonFiniteError);
-    expect(() => engine.softmax(Tensor.f32([1, 3], [0, Infinity, 1]))).toThrow(/softmax: x element 1 is Infinity, expected a finite number or -Infinity \(masked\)/);
-    expect(() => engine.softmax(Tensor.f32([2, 2], [0, 1, -Infinity, -Infinity]))).toThrow(new SparqRangeError('softmax: row 1 of x is all -Infinity (masked), expected at least one finite entry'));
+    expect(() => engine.softmax(Tensor.f32([1, 3], [0, Infinity, 1]))).toThrow(
+      /softmax: x element 1 is Infinity, expected a finite number or -Infinity \(masked\)/,
+    );
+    expect(() => engine.softmax(Tensor.f32([2, 2], [0, 1, -Infinity, -Infinity]))).toThrow(
+      new SparqRangeError('softmax: row 1 of x is all -Infinity (masked), expected at least one finite entry'),
+    );
     expect(() => engine.rope(Tensor.f32([1, 1, 2], [Infinity, 0]), Tensor.zeros('i32', [1]))).toThrow(NonFiniteError);
   });
 
   it('quantizes a block of subnormal values (1 / d overflows f32) to codes 0 and back to zeros, without undefined behaviour', () => {
     // Regression (UBSan, quant_ref.cc): the code of x * (1/d) with 1/d = infinity was a float-to-int cast of infinity.
     for (const type of ['q4_0', 'q4_1', 'q8_0'] as const) {
-      const x = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i % 2 ? 1 : -1) * 1e-39 * (1 + i / 32)));
+      const x = Tensor.f32(
+        [1, 32],
+        Array.from({ length: 32 }, (_, i) => (i % 2 ? 1 : -1) * 1e-39 * (1 + i / 32)),
+      );
       const q = Tensor.zeros(type, [1, 32]);
       engine.quantize(q, x);
       const back = Tensor.zeros('f32', [1, 32]);

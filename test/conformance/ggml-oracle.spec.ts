@@ -35,7 +35,12 @@ const GGML: Record<BlockDType, [id: number, dequantize: string]> = {
 };
 
 /** The oracle program and library, or why there is none. */
-function setUpOracle(): { run: (dtype: BlockDType, x: Float32Array, n: number) => { blocks: Uint8Array; values: Float32Array }; dir: string } | { reason: string } {
+function setUpOracle():
+  | {
+      run: (dtype: BlockDType, x: Float32Array, n: number) => { blocks: Uint8Array; values: Float32Array };
+      dir: string;
+    }
+  | { reason: string } {
   let lib: string;
   try {
     const platformPackage = `@node-llama-cpp/${process.platform}-${process.arch}`;
@@ -43,7 +48,9 @@ function setUpOracle(): { run: (dtype: BlockDType, x: Float32Array, n: number) =
     lib = join(dirname(dirname(main)), 'bins', `${process.platform}-${process.arch}`, 'libggml-base.so');
     if (!existsSync(lib)) return { reason: `no ${lib}` };
   } catch (error) {
-    return { reason: `node-llama-cpp's prebuilt binaries for ${process.platform}-${process.arch} are not installed (${(error as Error).message})` };
+    return {
+      reason: `node-llama-cpp's prebuilt binaries for ${process.platform}-${process.arch} are not installed (${(error as Error).message})`,
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), 'sparq-ggml-oracle-'));
   const program = join(dir, 'ggml-oracle');
@@ -68,9 +75,15 @@ function setUpOracle(): { run: (dtype: BlockDType, x: Float32Array, n: number) =
     dir,
     run: (dtype, x, n) => {
       const [id, dequantize] = GGML[dtype];
-      const out = execFileSync(program, [lib, String(id), String(n), dequantize], { input: Buffer.from(x.buffer, x.byteOffset, x.byteLength), maxBuffer: 1 << 28 });
+      const out = execFileSync(program, [lib, String(id), String(n), dequantize], {
+        input: Buffer.from(x.buffer, x.byteOffset, x.byteLength),
+        maxBuffer: 1 << 28,
+      });
       const bytes = (x.length / BLOCK_LAYOUT[dtype].elements) * BLOCK_LAYOUT[dtype].bytes;
-      return { blocks: new Uint8Array(out.subarray(0, bytes)), values: new Float32Array(out.buffer.slice(out.byteOffset + bytes, out.byteOffset + bytes + 4 * x.length)) };
+      return {
+        blocks: new Uint8Array(out.subarray(0, bytes)),
+        values: new Float32Array(out.buffer.slice(out.byteOffset + bytes, out.byteOffset + bytes + 4 * x.length)),
+      };
     },
   };
 }
@@ -129,23 +142,41 @@ if ('reason' in oracle) {
   const x = rows(n);
   forEachBackend('byte-exact with llama.cpp (libggml-base)', (engine) => {
     for (const dtype of BLOCK_DTYPES) {
-      opIt(engine, 'quantize', `${dtype}: quantize writes ggml's bytes (${x.length / n} rows of ${n})`, () => {
-        const { blocks } = oracle.run(dtype, x, n);
-        const q = Tensor.zeros(dtype, [x.length / n, n]);
-        engine.quantize(q, Tensor.f32([x.length / n, n], x));
-        const { bytes } = BLOCK_LAYOUT[dtype];
-        const firstDiff = q.data.findIndex((b, i) => b !== blocks[i]);
-        // Name the first differing block, not a 20 kB array diff.
-        expect(firstDiff === -1 ? 'identical' : `block ${Math.floor(firstDiff / bytes)} differs at byte ${firstDiff % bytes}`).toBe('identical');
-      }, dtype);
+      opIt(
+        engine,
+        'quantize',
+        `${dtype}: quantize writes ggml's bytes (${x.length / n} rows of ${n})`,
+        () => {
+          const { blocks } = oracle.run(dtype, x, n);
+          const q = Tensor.zeros(dtype, [x.length / n, n]);
+          engine.quantize(q, Tensor.f32([x.length / n, n], x));
+          const { bytes } = BLOCK_LAYOUT[dtype];
+          const firstDiff = q.data.findIndex((b, i) => b !== blocks[i]);
+          // Name the first differing block, not a 20 kB array diff.
+          expect(
+            firstDiff === -1
+              ? 'identical'
+              : `block ${Math.floor(firstDiff / bytes)} differs at byte ${firstDiff % bytes}`,
+          ).toBe('identical');
+        },
+        dtype,
+      );
 
-      opIt(engine, 'dequantize', `${dtype}: dequantize reads ggml's blocks to ggml's values`, () => {
-        const { blocks, values } = oracle.run(dtype, x, n);
-        const out = Tensor.zeros('f32', [x.length / n, n]);
-        engine.dequantize(out, Tensor.wrap(dtype, blocks, [x.length / n, n]));
-        const firstDiff = out.data.findIndex((v, i) => !Object.is(v, values[i]));
-        expect(firstDiff === -1 ? 'identical' : `element ${firstDiff}: ${out.data[firstDiff]}, ggml ${values[firstDiff]}`).toBe('identical');
-      }, dtype);
+      opIt(
+        engine,
+        'dequantize',
+        `${dtype}: dequantize reads ggml's blocks to ggml's values`,
+        () => {
+          const { blocks, values } = oracle.run(dtype, x, n);
+          const out = Tensor.zeros('f32', [x.length / n, n]);
+          engine.dequantize(out, Tensor.wrap(dtype, blocks, [x.length / n, n]));
+          const firstDiff = out.data.findIndex((v, i) => !Object.is(v, values[i]));
+          expect(
+            firstDiff === -1 ? 'identical' : `element ${firstDiff}: ${out.data[firstDiff]}, ggml ${values[firstDiff]}`,
+          ).toBe('identical');
+        },
+        dtype,
+      );
     }
   });
 }

@@ -15,7 +15,8 @@ import { at, buildCache, kTBlockCodes, shapeArb } from './oracle.ts';
 const TOL_VSUM = 1e-12;
 
 /** A float row element as stored (f16 bits widened; f32 as is). */
-const stored = (dtype: KVDType | KTDType, store: ArrayLike<number>, i: number) => (dtype === 'f16' ? f16ToF32(store[i]) : store[i]);
+const stored = (dtype: KVDType | KTDType, store: ArrayLike<number>, i: number) =>
+  dtype === 'f16' ? f16ToF32(store[i]) : store[i];
 
 /**
  * The code of position p in an integer kT column at `col`, unpacked as the design states it:
@@ -24,7 +25,8 @@ const stored = (dtype: KVDType | KTDType, store: ArrayLike<number>, i: number) =
  */
 function codeAt(kT: KTDType, column: ArrayLike<number>, col: number, p: number): number {
   if (kT === 'i8') return column[col + p];
-  if (kT === 'i4') return (p % 2 === 0 ? column[col + Math.floor(p / 2)] % 16 : Math.floor(column[col + Math.floor(p / 2)] / 16)) - 7;
+  if (kT === 'i4')
+    return (p % 2 === 0 ? column[col + Math.floor(p / 2)] % 16 : Math.floor(column[col + Math.floor(p / 2)] / 16)) - 7;
   return (Math.floor(column[col + Math.floor(p / 4)] / 4 ** (p % 4)) % 4) - 1;
 }
 const BITS: Partial<Record<KTDType, number>> = { i8: 8, i4: 4, i2: 2 };
@@ -52,52 +54,69 @@ function expectColumns(cache: KVCache, K: Float64Array, b: number, h: number): v
       const { scaleBits, codes } = kTBlockCodes(bits, x.slice(first, first + 64));
       expect(cache.kTScale![cache.scaleOffset(b, h, i) + first / 64]).toBe(scaleBits);
       // Every code of the block is written: positions past nPast hold 0.
-      for (let t = 0; t < 64 && first + t < cache.capacity; t++) expect(codeAt(kT, cache.kT!, col, first + t)).toBe(codes[t] ?? 0);
+      for (let t = 0; t < 64 && first + t < cache.capacity; t++)
+        expect(codeAt(kT, cache.kT!, col, first + t)).toBe(codes[t] ?? 0);
     }
   }
 }
 
 /** 'k-twice' shapes up to 164 positions, so kT blocks fill, spill past 64 and 128 and end part-way. */
-const longArb = fc.tuple(shapeArb, fc.integer({ min: 0, max: 140 })).map(([s, extra]) => ({ ...s, layout: 'k-twice' as const, lens: s.lens.map((n) => n + extra) }));
+const longArb = fc
+  .tuple(shapeArb, fc.integer({ min: 0, max: 140 }))
+  .map(([s, extra]) => ({ ...s, layout: 'k-twice' as const, lens: s.lens.map((n) => n + extra) }));
 
 forEachBackend('kvAppend', (engine) => {
-  opIt(engine, 'kvAppend', 'stores rows in the cache dtype (q8_0 / q4_0 rows byte-equal to quantize of the rows) and advances nPast', () => {
-    fc.assert(
-      fc.property(shapeArb, (s) => {
-        const { cache, K, V, Kin, Vin } = buildCache(engine, s);
-        for (let b = 0; b < s.batch; b++) {
-          expect(cache.nPast[b]).toBe(s.lens[b]);
-          for (let h = 0; h < s.nKv; h++) {
-            for (let j = 0; j < s.lens[b]; j++) {
-              const row = cache.rowOffset(b, h, j);
-              if (s.dtype === 'q8_0' || s.dtype === 'q4_0') {
-                const from = at(cache, b, h, j);
-                expect(Array.from(cache.k.subarray(row, row + cache.rowStride))).toEqual(quantizedBytes(s.dtype, Kin.subarray(from, from + s.d)));
-                expect(Array.from(cache.v.subarray(row, row + cache.rowStride))).toEqual(quantizedBytes(s.dtype, Vin.subarray(from, from + s.d)));
-                continue;
-              }
-              for (let i = 0; i < s.d; i++) {
-                expect(stored(s.dtype, cache.k, row + i)).toBe(K[at(cache, b, h, j) + i]);
-                expect(stored(s.dtype, cache.v, row + i)).toBe(V[at(cache, b, h, j) + i]);
+  opIt(
+    engine,
+    'kvAppend',
+    'stores rows in the cache dtype (q8_0 / q4_0 rows byte-equal to quantize of the rows) and advances nPast',
+    () => {
+      fc.assert(
+        fc.property(shapeArb, (s) => {
+          const { cache, K, V, Kin, Vin } = buildCache(engine, s);
+          for (let b = 0; b < s.batch; b++) {
+            expect(cache.nPast[b]).toBe(s.lens[b]);
+            for (let h = 0; h < s.nKv; h++) {
+              for (let j = 0; j < s.lens[b]; j++) {
+                const row = cache.rowOffset(b, h, j);
+                if (s.dtype === 'q8_0' || s.dtype === 'q4_0') {
+                  const from = at(cache, b, h, j);
+                  expect(Array.from(cache.k.subarray(row, row + cache.rowStride))).toEqual(
+                    quantizedBytes(s.dtype, Kin.subarray(from, from + s.d)),
+                  );
+                  expect(Array.from(cache.v.subarray(row, row + cache.rowStride))).toEqual(
+                    quantizedBytes(s.dtype, Vin.subarray(from, from + s.d)),
+                  );
+                  continue;
+                }
+                for (let i = 0; i < s.d; i++) {
+                  expect(stored(s.dtype, cache.k, row + i)).toBe(K[at(cache, b, h, j) + i]);
+                  expect(stored(s.dtype, cache.v, row + i)).toBe(V[at(cache, b, h, j) + i]);
+                }
               }
             }
           }
-        }
-        expect(cache.kT === null).toBe(s.layout === 'single-k');
-      }),
-      { numRuns: 60 },
-    );
-  });
+          expect(cache.kT === null).toBe(s.layout === 'single-k');
+        }),
+        { numRuns: 60 },
+      );
+    },
+  );
 
-  opIt(engine, 'kvAppend', 'stores K transposed from the stored rows: f32 / f16 values, or integer codes with f16 scales per 64 positions', () => {
-    fc.assert(
-      fc.property(longArb, (s) => {
-        const { cache, K } = buildCache(engine, s);
-        for (let b = 0; b < s.batch; b++) for (let h = 0; h < s.nKv; h++) expectColumns(cache, K, b, h);
-      }),
-      { numRuns: 40 },
-    );
-  });
+  opIt(
+    engine,
+    'kvAppend',
+    'stores K transposed from the stored rows: f32 / f16 values, or integer codes with f16 scales per 64 positions',
+    () => {
+      fc.assert(
+        fc.property(longArb, (s) => {
+          const { cache, K } = buildCache(engine, s);
+          for (let b = 0; b < s.batch; b++) for (let h = 0; h < s.nKv; h++) expectColumns(cache, K, b, h);
+        }),
+        { numRuns: 40 },
+      );
+    },
+  );
 
   opIt(engine, 'kvAppend', 'writes the same bytes whether tokens come one at a time or all at once', () => {
     fc.assert(
@@ -125,7 +144,9 @@ forEachBackend('kvAppend', (engine) => {
               // Padding rows are stored but never part of the mean.
               for (let j = s.pads[b]; j < s.lens[b]; j++) sum += V[at(cache, b, h, j) + i];
               const n = s.lens[b] - s.pads[b];
-              expect(Math.abs(cache.vSum[(b * s.nKv + h) * s.d + i] - sum)).toBeLessThanOrEqual(TOL_VSUM * (1 + Math.abs(sum)));
+              expect(Math.abs(cache.vSum[(b * s.nKv + h) * s.d + i] - sum)).toBeLessThanOrEqual(
+                TOL_VSUM * (1 + Math.abs(sum)),
+              );
               expect(Math.abs(mean[i] - Math.fround(sum / n))).toBeLessThanOrEqual(TOL_VSUM + 1e-7 * Math.abs(sum / n));
             }
           }
@@ -135,70 +156,104 @@ forEachBackend('kvAppend', (engine) => {
     );
   });
 
-  opIt(engine, 'kvAppend', 'rejects an append past capacity, naming both numbers, and leaves the cache unchanged', () => {
-    const cases = [['f32', 3, 'f32'], ['f16', 3, 'f16'], ['f16', 3, 'i8'], ['q8_0', 32, 'i4'], ['q4_0', 32, 'i2']] as const;
-    for (const [dtype, d, kTDType] of cases) {
-      const cache = new KVCache({ batch: 2, nKvHeads: 2, headDim: d, capacity: 5, dtype, kTDType });
-      const fill = (n: number, x: number) => Tensor.f32([n, 2, d], Array.from({ length: n * 2 * d }, (_, i) => x + i / 8));
-      engine.kvAppend(cache, 0, fill(4, 1), fill(4, 2));
-      engine.kvAppend(cache, 1, fill(1, 3), fill(1, 4));
-      const arrays = () => [cache.k, cache.kT!, cache.kTScale ?? [], cache.v, cache.vSum, cache.nPast, cache.nPad].map((a) => Array.from(a));
-      const snapshot = arrays();
-      expect(() => engine.kvAppend(cache, 0, fill(2, 5), fill(2, 6))).toThrow(CapacityError);
-      expect(() => engine.kvAppend(cache, 0, fill(2, 5), fill(2, 6))).toThrow(/needs 6 positions, capacity is 5/);
-      expect(arrays()).toEqual(snapshot);
-      // Exactly filling the capacity is fine.
-      engine.kvAppend(cache, 0, fill(1, 7), fill(1, 8));
-      expect(cache.nPast[0]).toBe(5);
-    }
-  });
+  opIt(
+    engine,
+    'kvAppend',
+    'rejects an append past capacity, naming both numbers, and leaves the cache unchanged',
+    () => {
+      const cases = [
+        ['f32', 3, 'f32'],
+        ['f16', 3, 'f16'],
+        ['f16', 3, 'i8'],
+        ['q8_0', 32, 'i4'],
+        ['q4_0', 32, 'i2'],
+      ] as const;
+      for (const [dtype, d, kTDType] of cases) {
+        const cache = new KVCache({ batch: 2, nKvHeads: 2, headDim: d, capacity: 5, dtype, kTDType });
+        const fill = (n: number, x: number) =>
+          Tensor.f32(
+            [n, 2, d],
+            Array.from({ length: n * 2 * d }, (_, i) => x + i / 8),
+          );
+        engine.kvAppend(cache, 0, fill(4, 1), fill(4, 2));
+        engine.kvAppend(cache, 1, fill(1, 3), fill(1, 4));
+        const arrays = () =>
+          [cache.k, cache.kT!, cache.kTScale ?? [], cache.v, cache.vSum, cache.nPast, cache.nPad].map((a) =>
+            Array.from(a),
+          );
+        const snapshot = arrays();
+        expect(() => engine.kvAppend(cache, 0, fill(2, 5), fill(2, 6))).toThrow(CapacityError);
+        expect(() => engine.kvAppend(cache, 0, fill(2, 5), fill(2, 6))).toThrow(/needs 6 positions, capacity is 5/);
+        expect(arrays()).toEqual(snapshot);
+        // Exactly filling the capacity is fine.
+        engine.kvAppend(cache, 0, fill(1, 7), fill(1, 8));
+        expect(cache.nPast[0]).toBe(5);
+      }
+    },
+  );
 
-  opIt(engine, 'kvAppend', 'derives kT block scales at the edges: all zeros, one outlier, a scale that underflows or rounds down, a partial last block', () => {
-    // capacity 130: blocks [0, 64), [64, 128) and the partial [128, 130). headDim 32, f32 rows so the values are exact.
-    const n = 130;
-    const d = 32;
-    const x = (j: number, i: number): number => {
-      if (i === 0) return 0; // component 0: all zeros
-      if (i === 1) return j === 70 ? -1000 : 0.01 * Math.sin(j); // one outlier in block 1
-      if (i === 2) return j % 64 === 5 ? 1e-6 : 0; // amax / qmax among f16's subnormals (steps of 2^-24)
-      if (i === 3) return j === 3 ? 1.082e-5 : 0; // amax / 127 = 8.5e-8 rounds down to one subnormal step (5.96e-8)
-      return Math.cos(j * 0.37 + i);
-    };
-    for (const kTDType of ['i8', 'i4', 'i2'] as const) {
-      const cache = new KVCache({ nKvHeads: 1, headDim: d, capacity: n, dtype: 'f32', kTDType });
-      const rows = Tensor.f32([n, 1, d], Array.from({ length: n * d }, (_, e) => x(Math.floor(e / d), e % d)));
-      engine.kvAppend(cache, 0, rows, rows);
-      const qmax = { i8: 127, i4: 7, i2: 1 }[kTDType];
-      const scale = (i: number, block: number) => f16ToF32(cache.kTScale![cache.scaleOffset(0, 0, i) + block]);
-      const code = (i: number, p: number) => codeAt(kTDType, cache.kT!, cache.columnOffset(0, 0, i), p);
-      // All zeros: scale 0, codes 0.
-      for (let block = 0; block < 3; block++) expect(scale(0, block)).toBe(0);
-      for (let p = 0; p < 192; p++) expect(code(0, p)).toBe(0);
-      // The outlier takes -qmax and sets block 1's scale; the small values round to 0 beside it (0.01 < scale / 2).
-      expect(scale(1, 1)).toBe(f16ToF32(f32ToF16(Math.fround(1000 / qmax))));
-      expect(code(1, 70)).toBe(-qmax);
-      for (let p = 64; p < 128; p++) if (p !== 70) expect(code(1, p)).toBe(0);
-      // 1e-6 / qmax in steps of 2^-24: i8 0.13 (scale 0, codes 0); i4 2.40 -> 2, so 1e-6 / 2^-23 = 8.4 clamps to 7;
-      // i2 16.8 -> 17, and 1e-6 / (17 * 2^-24) = 0.99 rounds to 1.
-      expect(scale(2, 0) / 2 ** -24).toBe({ i8: 0, i4: 2, i2: 17 }[kTDType]);
-      expect(code(2, 5)).toBe({ i8: 0, i4: 7, i2: 1 }[kTDType]);
-      // i8: the scale rounds down to 2^-24, so 1.082e-5 / 2^-24 = 181.5 is clamped to 127.
-      if (kTDType === 'i8') {
-        expect(scale(3, 0)).toBe(2 ** -24);
-        expect(code(3, 3)).toBe(127);
+  opIt(
+    engine,
+    'kvAppend',
+    'derives kT block scales at the edges: all zeros, one outlier, a scale that underflows or rounds down, a partial last block',
+    () => {
+      // capacity 130: blocks [0, 64), [64, 128) and the partial [128, 130). headDim 32, f32 rows so the values are exact.
+      const n = 130;
+      const d = 32;
+      const x = (j: number, i: number): number => {
+        if (i === 0) return 0; // component 0: all zeros
+        if (i === 1) return j === 70 ? -1000 : 0.01 * Math.sin(j); // one outlier in block 1
+        if (i === 2) return j % 64 === 5 ? 1e-6 : 0; // amax / qmax among f16's subnormals (steps of 2^-24)
+        if (i === 3) return j === 3 ? 1.082e-5 : 0; // amax / 127 = 8.5e-8 rounds down to one subnormal step (5.96e-8)
+        return Math.cos(j * 0.37 + i);
+      };
+      for (const kTDType of ['i8', 'i4', 'i2'] as const) {
+        const cache = new KVCache({ nKvHeads: 1, headDim: d, capacity: n, dtype: 'f32', kTDType });
+        const rows = Tensor.f32(
+          [n, 1, d],
+          Array.from({ length: n * d }, (_, e) => x(Math.floor(e / d), e % d)),
+        );
+        engine.kvAppend(cache, 0, rows, rows);
+        const qmax = { i8: 127, i4: 7, i2: 1 }[kTDType];
+        const scale = (i: number, block: number) => f16ToF32(cache.kTScale![cache.scaleOffset(0, 0, i) + block]);
+        const code = (i: number, p: number) => codeAt(kTDType, cache.kT!, cache.columnOffset(0, 0, i), p);
+        // All zeros: scale 0, codes 0.
+        for (let block = 0; block < 3; block++) expect(scale(0, block)).toBe(0);
+        for (let p = 0; p < 192; p++) expect(code(0, p)).toBe(0);
+        // The outlier takes -qmax and sets block 1's scale; the small values round to 0 beside it (0.01 < scale / 2).
+        expect(scale(1, 1)).toBe(f16ToF32(f32ToF16(Math.fround(1000 / qmax))));
+        expect(code(1, 70)).toBe(-qmax);
+        for (let p = 64; p < 128; p++) if (p !== 70) expect(code(1, p)).toBe(0);
+        // 1e-6 / qmax in steps of 2^-24: i8 0.13 (scale 0, codes 0); i4 2.40 -> 2, so 1e-6 / 2^-23 = 8.4 clamps to 7;
+        // i2 16.8 -> 17, and 1e-6 / (17 * 2^-24) = 0.99 rounds to 1.
+        expect(scale(2, 0) / 2 ** -24).toBe({ i8: 0, i4: 2, i2: 17 }[kTDType]);
+        expect(code(2, 5)).toBe({ i8: 0, i4: 7, i2: 1 }[kTDType]);
+        // i8: the scale rounds down to 2^-24, so 1.082e-5 / 2^-24 = 181.5 is clamped to 127.
+        if (kTDType === 'i8') {
+          expect(scale(3, 0)).toBe(2 ** -24);
+          expect(code(3, 3)).toBe(127);
+        }
+        // The partial last block holds positions 128, 129; the rest of it is code 0.
+        for (let i = 4; i < d; i++) {
+          const { scaleBits, codes } = kTBlockCodes(
+            { i8: 8, i4: 4, i2: 2 }[kTDType],
+            [x(128, i), x(129, i)].map(Math.fround),
+          );
+          expect(cache.kTScale![cache.scaleOffset(0, 0, i) + 2]).toBe(scaleBits);
+          expect([code(i, 128), code(i, 129), code(i, 130), code(i, 191)]).toEqual([...codes, 0, 0]);
+        }
       }
-      // The partial last block holds positions 128, 129; the rest of it is code 0.
-      for (let i = 4; i < d; i++) {
-        const { scaleBits, codes } = kTBlockCodes({ i8: 8, i4: 4, i2: 2 }[kTDType], [x(128, i), x(129, i)].map(Math.fround));
-        expect(cache.kTScale![cache.scaleOffset(0, 0, i) + 2]).toBe(scaleBits);
-        expect([code(i, 128), code(i, 129), code(i, 130), code(i, 191)]).toEqual([...codes, 0, 0]);
-      }
-    }
-  });
+    },
+  );
 
   opIt(engine, 'kvAppend', 'rounds to f16 with round-to-nearest-even (1 + 2^-11 is a tie and rounds down to 1)', () => {
     const cache = new KVCache({ nKvHeads: 1, headDim: 2, capacity: 1, dtype: 'f16' });
-    engine.kvAppend(cache, 0, Tensor.f32([1, 1, 2], [1 + 2 ** -11, 1 + 3 * 2 ** -11]), Tensor.f32([1, 1, 2], [1 + 2 ** -11, 65520]));
+    engine.kvAppend(
+      cache,
+      0,
+      Tensor.f32([1, 1, 2], [1 + 2 ** -11, 1 + 3 * 2 ** -11]),
+      Tensor.f32([1, 1, 2], [1 + 2 ** -11, 65520]),
+    );
     // 1 + 3*2^-11 is a tie between 1 + 2^-10 and 1 + 2^-9: even mantissa wins; 65520 overflows to infinity.
     expect([f16ToF32(cache.k[0]), f16ToF32(cache.k[1])]).toEqual([1, 1 + 2 ** -9]);
     expect([f16ToF32(cache.v[0]), f16ToF32(cache.v[1])]).toEqual([1, Infinity]);

@@ -7,7 +7,21 @@
  * - The int8 path's int32 group sums, bit-exact against BigInt sums computed here.
  * - Agreement with the reference backend on the same quantized data: NMSE <= 1e-7 (SPEC 5).
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, f32ToF16, isBlockDType, type Engine, type Int4GroupSize, type ProductPath, type MatrixDType } from '@sparq/core';
+import {
+  BLOCK_DTYPES,
+  BLOCK_LAYOUT,
+  Int4Matrix,
+  Tensor,
+  bf16ToF32,
+  f16ToF32,
+  f32ToBf16,
+  f32ToF16,
+  isBlockDType,
+  type Engine,
+  type Int4GroupSize,
+  type ProductPath,
+  type MatrixDType,
+} from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
@@ -64,7 +78,11 @@ function int4Product(engine: Engine, w: Int4Matrix, x: Float32Array, n: number, 
 }
 
 /** Expects |got - exact| <= dotBound for every output. */
-function expectWithinDotBound(got: ArrayLike<number>, exact: { value: Float64Array; absSum: Float64Array }, cols: number): void {
+function expectWithinDotBound(
+  got: ArrayLike<number>,
+  exact: { value: Float64Array; absSum: Float64Array },
+  cols: number,
+): void {
   let worst = 0; // largest error / bound seen
   for (let i = 0; i < got.length; i++) {
     const bound = dotBound(cols, exact.absSum[i]);
@@ -75,12 +93,13 @@ function expectWithinDotBound(got: ArrayLike<number>, exact: { value: Float64Arr
 }
 
 /** Random shapes including odd sizes: cols 1..5 units of 32 (1..2 blocks of 256 for K-quants and IQ4_XS), rows 1..7, n 1..3. */
-const shapes = (unit: number) => fc.record({
-  rows: fc.integer({ min: 1, max: 7 }),
-  blocks: fc.integer({ min: 1, max: unit > 32 ? 2 : 5 }),
-  n: fc.integer({ min: 1, max: 3 }),
-  seed: fc.integer(),
-});
+const shapes = (unit: number) =>
+  fc.record({
+    rows: fc.integer({ min: 1, max: 7 }),
+    blocks: fc.integer({ min: 1, max: unit > 32 ? 2 : 5 }),
+    n: fc.integer({ min: 1, max: 3 }),
+    seed: fc.integer(),
+  });
 
 forEachBackend('matvec / matmul', (engine) => {
   opIt(engine, 'matvec', 'hand-worked f32 matvec', () => {
@@ -98,50 +117,77 @@ forEachBackend('matvec / matmul', (engine) => {
   });
 
   for (const dtype of MATRIX_DTYPES) {
-    opIt(engine, 'matmul', `${dtype} weights: within the f32 dot bound of the exact product (random shapes)`, () => {
-      fc.assert(
-        fc.property(shapes(rowUnit(dtype)), ({ rows, blocks, n, seed }) => {
-          const cols = Math.max(32, rowUnit(dtype)) * blocks;
-          const random = seeded(seed);
-          const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
-          const x = uniform(random, n * cols);
-          const exact = f64Product(decoded(engine, w), x, rows, cols, n);
-          expectWithinDotBound(matmulOf(engine, w, x, n), exact, cols);
-          // matvec on each row of x gives the same bound.
-          const out = Tensor.zeros('f32', [rows]);
-          engine.matvec(out, w, Tensor.f32([cols], x.subarray(0, cols)));
-          expectWithinDotBound(out.data, { value: exact.value.subarray(0, rows), absSum: exact.absSum.subarray(0, rows) }, cols);
-        }),
-        { numRuns: 40 },
-      );
-    }, dtype);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype} weights: within the f32 dot bound of the exact product (random shapes)`,
+      () => {
+        fc.assert(
+          fc.property(shapes(rowUnit(dtype)), ({ rows, blocks, n, seed }) => {
+            const cols = Math.max(32, rowUnit(dtype)) * blocks;
+            const random = seeded(seed);
+            const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
+            const x = uniform(random, n * cols);
+            const exact = f64Product(decoded(engine, w), x, rows, cols, n);
+            expectWithinDotBound(matmulOf(engine, w, x, n), exact, cols);
+            // matvec on each row of x gives the same bound.
+            const out = Tensor.zeros('f32', [rows]);
+            engine.matvec(out, w, Tensor.f32([cols], x.subarray(0, cols)));
+            expectWithinDotBound(
+              out.data,
+              { value: exact.value.subarray(0, rows), absSum: exact.absSum.subarray(0, rows) },
+              cols,
+            );
+          }),
+          { numRuns: 40 },
+        );
+      },
+      dtype,
+    );
   }
 
   for (const dtype of BLOCK_DTYPES) {
-    opIt(engine, 'matvec', `${dtype} block matvec vs dequantize then f32 matvec: within twice the f32 dot bound`, () => {
-      // Both products dot the same decoded weights with x; they may only sum in different orders.
-      const random = seeded(17);
-      const [rows, cols] = [5, 2 * Math.max(32, rowUnit(dtype))];
-      const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
-      const x = uniform(random, cols);
-      const onBlocks = Tensor.zeros('f32', [rows]);
-      engine.matvec(onBlocks, w, Tensor.f32([cols], x));
-      const dense = Tensor.zeros('f32', [rows]);
-      engine.matvec(dense, Tensor.f32([rows, cols], decoded(engine, w)), Tensor.f32([cols], x));
-      const { absSum } = f64Product(decoded(engine, w), x, rows, cols, 1);
-      for (let r = 0; r < rows; r++) expect(Math.abs(onBlocks.data[r] - dense.data[r])).toBeLessThanOrEqual(nativeVsReferenceBound(cols, absSum[r]));
-    }, dtype);
+    opIt(
+      engine,
+      'matvec',
+      `${dtype} block matvec vs dequantize then f32 matvec: within twice the f32 dot bound`,
+      () => {
+        // Both products dot the same decoded weights with x; they may only sum in different orders.
+        const random = seeded(17);
+        const [rows, cols] = [5, 2 * Math.max(32, rowUnit(dtype))];
+        const w = weights(engine, dtype, uniform(random, rows * cols), rows, cols);
+        const x = uniform(random, cols);
+        const onBlocks = Tensor.zeros('f32', [rows]);
+        engine.matvec(onBlocks, w, Tensor.f32([cols], x));
+        const dense = Tensor.zeros('f32', [rows]);
+        engine.matvec(dense, Tensor.f32([rows, cols], decoded(engine, w)), Tensor.f32([cols], x));
+        const { absSum } = f64Product(decoded(engine, w), x, rows, cols, 1);
+        for (let r = 0; r < rows; r++)
+          expect(Math.abs(onBlocks.data[r] - dense.data[r])).toBeLessThanOrEqual(
+            nativeVsReferenceBound(cols, absSum[r]),
+          );
+      },
+      dtype,
+    );
 
-    opIt(engine, 'matvec', `${dtype} vs f32 matvec: NMSE <= ${nmseBound(dtype).toPrecision(3)} (its round-trip bound; uniform data)`, () => {
-      // Uniform weights and x: the output error sum_c e_c x_c has variance cols * var(e) * E[x^2]
-      // against cols * var(w) * E[x^2], so the output NMSE is the weights' round-trip NMSE.
-      const random = seeded(11);
-      const [rows, cols] = [64, 512];
-      const values = uniform(random, rows * cols);
-      const x = uniform(random, cols);
-      const exact = matmulOf(engine, weights(engine, 'f32', values, rows, cols), x, 1);
-      expect(nmse(exact, matmulOf(engine, weights(engine, dtype, values, rows, cols), x, 1))).toBeLessThanOrEqual(nmseBound(dtype));
-    }, dtype);
+    opIt(
+      engine,
+      'matvec',
+      `${dtype} vs f32 matvec: NMSE <= ${nmseBound(dtype).toPrecision(3)} (its round-trip bound; uniform data)`,
+      () => {
+        // Uniform weights and x: the output error sum_c e_c x_c has variance cols * var(e) * E[x^2]
+        // against cols * var(w) * E[x^2], so the output NMSE is the weights' round-trip NMSE.
+        const random = seeded(11);
+        const [rows, cols] = [64, 512];
+        const values = uniform(random, rows * cols);
+        const x = uniform(random, cols);
+        const exact = matmulOf(engine, weights(engine, 'f32', values, rows, cols), x, 1);
+        expect(nmse(exact, matmulOf(engine, weights(engine, dtype, values, rows, cols), x, 1))).toBeLessThanOrEqual(
+          nmseBound(dtype),
+        );
+      },
+      dtype,
+    );
   }
 
   opIt(engine, 'matvec', 'honours tensor offsets (views into larger buffers)', () => {
@@ -167,26 +213,43 @@ forEachBackend('matvec / matmul', (engine) => {
     const x = uniform(random, cols);
     const exact = matmulOf(engine, weights(engine, 'f32', values, rows, cols), x, 1);
     for (const dtype of ['q4_0', 'q4_1', 'q8_0'] as const) {
-      expect(nmse(exact, matmulOf(engine, weights(engine, dtype, values, rows, cols), x, 1))).toBeLessThanOrEqual(NMSE_QUANTIZED);
+      expect(nmse(exact, matmulOf(engine, weights(engine, dtype, values, rows, cols), x, 1))).toBeLessThanOrEqual(
+        NMSE_QUANTIZED,
+      );
     }
   });
 
   for (const dtype of MATRIX_DTYPES) {
-    opIt(engine, 'matmul', `${dtype}: agrees with the reference backend on the same quantized weights: NMSE <= ${NMSE_VS_REFERENCE}`, () => {
-      const random = seeded(13);
-      const [rows, cols, n] = [7, 3 * Math.max(32, rowUnit(dtype)), 3];
-      const values = uniform(random, rows * cols);
-      const x = uniform(random, n * cols);
-      const w = weights(referenceEngine, dtype, values, rows, cols);
-      expect(nmse(matmulOf(referenceEngine, w, x, n), matmulOf(engine, w, x, n))).toBeLessThanOrEqual(NMSE_VS_REFERENCE);
-    }, dtype);
+    opIt(
+      engine,
+      'matmul',
+      `${dtype}: agrees with the reference backend on the same quantized weights: NMSE <= ${NMSE_VS_REFERENCE}`,
+      () => {
+        const random = seeded(13);
+        const [rows, cols, n] = [7, 3 * Math.max(32, rowUnit(dtype)), 3];
+        const values = uniform(random, rows * cols);
+        const x = uniform(random, n * cols);
+        const w = weights(referenceEngine, dtype, values, rows, cols);
+        expect(nmse(matmulOf(referenceEngine, w, x, n), matmulOf(engine, w, x, n))).toBeLessThanOrEqual(
+          NMSE_VS_REFERENCE,
+        );
+      },
+      dtype,
+    );
   }
 });
 
 // ---------------------------------------------------------------------------------------------
 // Group-wise INT4.
 
-function int4(engine: Engine, values: Float32Array, rows: number, cols: number, groupSize: Int4GroupSize, symmetric: boolean): Int4Matrix {
+function int4(
+  engine: Engine,
+  values: Float32Array,
+  rows: number,
+  cols: number,
+  groupSize: Int4GroupSize,
+  symmetric: boolean,
+): Int4Matrix {
   const w = new Int4Matrix(rows, cols, { groupSize, symmetric });
   engine.quantizeInt4(w, Tensor.f32([rows, cols], values));
   return w;
@@ -200,7 +263,14 @@ function nibble(w: Int4Matrix, e: number): number {
 }
 
 /** Integers in [lo, hi] as f32, each group of `group` holding lo and hi at least once (so the scales are exact). */
-function integerRows(random: () => number, rows: number, cols: number, group: number, lo: number, hi: number): Float32Array {
+function integerRows(
+  random: () => number,
+  rows: number,
+  cols: number,
+  group: number,
+  lo: number,
+  hi: number,
+): Float32Array {
   const out = new Float32Array(rows * cols);
   for (let i = 0; i < out.length; i++) out[i] = lo + Math.floor(random() * (hi - lo + 1));
   for (let g = 0; g < out.length; g += group) {
@@ -213,7 +283,14 @@ function integerRows(random: () => number, rows: number, cols: number, group: nu
 const groupSizes: readonly Int4GroupSize[] = [32, 64, 128, 'row'];
 
 /** Per output (t, r): sum_c |w[r, c]| * s_x * (1/2 + 2^-16), s_x the int8 step of c's group in row t of x. */
-function activationError(w: Float32Array, x: Float32Array, rows: number, cols: number, n: number, group: number): Float64Array {
+function activationError(
+  w: Float32Array,
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  n: number,
+  group: number,
+): Float64Array {
   const out = new Float64Array(n * rows);
   for (let t = 0; t < n; t++) {
     for (let g = 0; g < cols; g += group) {
@@ -230,128 +307,190 @@ function activationError(w: Float32Array, x: Float32Array, rows: number, cols: n
 
 forEachBackend('matvecInt4 / matmulInt4', (engine) => {
   for (const path of PATHS) {
-    opIt(engine, 'matmulInt4', `${path} path: within the f32 dot bound of the exact product of the decoded weights`, () => {
-      fc.assert(
-        fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, n, seed }, groupSize, symmetric) => {
-          const cols = 128 * blocks;
-          const random = seeded(seed);
-          const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);
-          const x = uniform(random, n * cols);
-          const back = Tensor.zeros('f32', [rows, cols]);
-          engine.dequantizeInt4(back, w);
-          const exact = f64Product(back.data, x, rows, cols, n);
-          const got = int4Product(engine, w, x, n, path);
-          if (path === 'int8') {
-            // The int8 path also rounds each activation to its group's step s_x = amax_x / 127 (plus
-            // f32 rounding of x / s_x: 127 U steps), moving each product by at most |w| * s_x * (1/2 + 2^-16).
-            const moved = activationError(back.data, x, rows, cols, n, w.groupSize);
-            for (let i = 0; i < exact.value.length; i++) {
-              exact.absSum[i] += moved[i];
-              expect(Math.abs(got[i] - exact.value[i])).toBeLessThanOrEqual(moved[i] + dotBound(cols, exact.absSum[i]));
-            }
-          } else {
-            expectWithinDotBound(got, exact, cols);
-          }
-        }),
-        { numRuns: 30 },
-      );
-    });
+    opIt(
+      engine,
+      'matmulInt4',
+      `${path} path: within the f32 dot bound of the exact product of the decoded weights`,
+      () => {
+        fc.assert(
+          fc.property(
+            shapes(32),
+            fc.constantFrom(...groupSizes),
+            fc.boolean(),
+            ({ rows, blocks, n, seed }, groupSize, symmetric) => {
+              const cols = 128 * blocks;
+              const random = seeded(seed);
+              const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);
+              const x = uniform(random, n * cols);
+              const back = Tensor.zeros('f32', [rows, cols]);
+              engine.dequantizeInt4(back, w);
+              const exact = f64Product(back.data, x, rows, cols, n);
+              const got = int4Product(engine, w, x, n, path);
+              if (path === 'int8') {
+                // The int8 path also rounds each activation to its group's step s_x = amax_x / 127 (plus
+                // f32 rounding of x / s_x: 127 U steps), moving each product by at most |w| * s_x * (1/2 + 2^-16).
+                const moved = activationError(back.data, x, rows, cols, n, w.groupSize);
+                for (let i = 0; i < exact.value.length; i++) {
+                  exact.absSum[i] += moved[i];
+                  expect(Math.abs(got[i] - exact.value[i])).toBeLessThanOrEqual(
+                    moved[i] + dotBound(cols, exact.absSum[i]),
+                  );
+                }
+              } else {
+                expectWithinDotBound(got, exact, cols);
+              }
+            },
+          ),
+          { numRuns: 30 },
+        );
+      },
+    );
 
     for (const symmetric of [true, false]) {
-      opIt(engine, 'matvecInt4', `${path} path, ${symmetric ? 'sym' : 'asym'} group 32 vs f32 matvec: NMSE <= ${NMSE_QUANTIZED} (uniform data)`, () => {
-        // Uniform weights in [-1, 1): step amax/7 (sym) gives error variance (1/7)^2 / 12 ~ 0.0017
-        // against the weights' variance 1/3, an NMSE near 0.005; asym (step ~2/15) about 0.004.
-        const random = seeded(17);
-        const [rows, cols] = [64, 256];
-        const values = uniform(random, rows * cols);
-        const x = uniform(random, cols);
-        const exact = matmulOf(engine, Tensor.f32([rows, cols], values), x, 1);
-        const out = Tensor.zeros('f32', [rows]);
-        engine.matvecInt4(out, int4(engine, values, rows, cols, 32, symmetric), Tensor.f32([cols], x), path);
-        expect(nmse(exact, out.data)).toBeLessThanOrEqual(NMSE_QUANTIZED);
-      });
+      opIt(
+        engine,
+        'matvecInt4',
+        `${path} path, ${symmetric ? 'sym' : 'asym'} group 32 vs f32 matvec: NMSE <= ${NMSE_QUANTIZED} (uniform data)`,
+        () => {
+          // Uniform weights in [-1, 1): step amax/7 (sym) gives error variance (1/7)^2 / 12 ~ 0.0017
+          // against the weights' variance 1/3, an NMSE near 0.005; asym (step ~2/15) about 0.004.
+          const random = seeded(17);
+          const [rows, cols] = [64, 256];
+          const values = uniform(random, rows * cols);
+          const x = uniform(random, cols);
+          const exact = matmulOf(engine, Tensor.f32([rows, cols], values), x, 1);
+          const out = Tensor.zeros('f32', [rows]);
+          engine.matvecInt4(out, int4(engine, values, rows, cols, 32, symmetric), Tensor.f32([cols], x), path);
+          expect(nmse(exact, out.data)).toBeLessThanOrEqual(NMSE_QUANTIZED);
+        },
+      );
     }
 
-    opIt(engine, 'matmulInt4', `${path} path agrees with the reference backend on the same INT4 weights: NMSE <= ${NMSE_VS_REFERENCE}`, () => {
-      const random = seeded(19);
-      const [rows, cols, n] = [7, 384, 3];
-      const values = uniform(random, rows * cols);
-      const x = uniform(random, n * cols);
-      for (const groupSize of groupSizes) {
-        const w = int4(referenceEngine, values, rows, cols, groupSize, false);
-        expect(nmse(int4Product(referenceEngine, w, x, n, path), int4Product(engine, w, x, n, path))).toBeLessThanOrEqual(NMSE_VS_REFERENCE);
-      }
-    });
+    opIt(
+      engine,
+      'matmulInt4',
+      `${path} path agrees with the reference backend on the same INT4 weights: NMSE <= ${NMSE_VS_REFERENCE}`,
+      () => {
+        const random = seeded(19);
+        const [rows, cols, n] = [7, 384, 3];
+        const values = uniform(random, rows * cols);
+        const x = uniform(random, n * cols);
+        for (const groupSize of groupSizes) {
+          const w = int4(referenceEngine, values, rows, cols, groupSize, false);
+          expect(
+            nmse(int4Product(referenceEngine, w, x, n, path), int4Product(engine, w, x, n, path)),
+          ).toBeLessThanOrEqual(NMSE_VS_REFERENCE);
+        }
+      },
+    );
   }
 
-  opIt(engine, 'matmulInt4', 'int8 path: the int32 group sums are bit-exact (BigInt check, power-of-two scales)', () => {
-    // Integer weights whose every group holds its extremes get exact power-of-two scales, and integer
-    // activations with a +-127 in every group get scale_x = 2^f, so the codes are the integers
-    // themselves and each output is 2^(e+f) * sum_g isum_g exactly (all sums < 2^24).
-    fc.assert(
-      fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), fc.integer({ min: -20, max: 20 }), fc.integer({ min: -20, max: 20 }), ({ rows, blocks, n, seed }, groupSize, symmetric, e, f) => {
-        const cols = 32 * blocks * (groupSize === 'row' || groupSize === 32 ? 1 : groupSize / 32);
-        const group = groupSize === 'row' ? cols : groupSize;
-        const random = seeded(seed);
-        // sym: [-7, 7] (scale = 7/7); asym: [-4, 11] (hi - lo = 15, scale 1, zero = -8 - (-4) = -4).
-        const wInt = symmetric ? integerRows(random, rows, cols, group, -7, 7) : integerRows(random, rows, cols, group, -4, 11);
-        const xInt = integerRows(random, n, cols, group, -127, 127);
-        const w = int4(engine, wInt.map((v) => v * 2 ** e), rows, cols, groupSize, symmetric);
-        const got = int4Product(engine, w, xInt.map((v) => v * 2 ** f), n, 'int8');
-        for (let t = 0; t < n; t++) {
-          for (let r = 0; r < rows; r++) {
-            let total = 0n;
-            for (let g = 0; g < cols / group; g++) {
-              // isum = sum (q_w - zero) * q_x, with q_w read from the packed nibbles.
-              const zero = BigInt(w.zeros[r * (cols / group) + g]);
-              let isum = 0n;
-              for (let i = g * group; i < (g + 1) * group; i++) isum += (BigInt(nibble(w, r * cols + i)) - zero) * BigInt(xInt[t * cols + i]);
-              total += isum;
+  opIt(
+    engine,
+    'matmulInt4',
+    'int8 path: the int32 group sums are bit-exact (BigInt check, power-of-two scales)',
+    () => {
+      // Integer weights whose every group holds its extremes get exact power-of-two scales, and integer
+      // activations with a +-127 in every group get scale_x = 2^f, so the codes are the integers
+      // themselves and each output is 2^(e+f) * sum_g isum_g exactly (all sums < 2^24).
+      fc.assert(
+        fc.property(
+          shapes(32),
+          fc.constantFrom(...groupSizes),
+          fc.boolean(),
+          fc.integer({ min: -20, max: 20 }),
+          fc.integer({ min: -20, max: 20 }),
+          ({ rows, blocks, n, seed }, groupSize, symmetric, e, f) => {
+            const cols = 32 * blocks * (groupSize === 'row' || groupSize === 32 ? 1 : groupSize / 32);
+            const group = groupSize === 'row' ? cols : groupSize;
+            const random = seeded(seed);
+            // sym: [-7, 7] (scale = 7/7); asym: [-4, 11] (hi - lo = 15, scale 1, zero = -8 - (-4) = -4).
+            const wInt = symmetric
+              ? integerRows(random, rows, cols, group, -7, 7)
+              : integerRows(random, rows, cols, group, -4, 11);
+            const xInt = integerRows(random, n, cols, group, -127, 127);
+            const w = int4(
+              engine,
+              wInt.map((v) => v * 2 ** e),
+              rows,
+              cols,
+              groupSize,
+              symmetric,
+            );
+            const got = int4Product(
+              engine,
+              w,
+              xInt.map((v) => v * 2 ** f),
+              n,
+              'int8',
+            );
+            for (let t = 0; t < n; t++) {
+              for (let r = 0; r < rows; r++) {
+                let total = 0n;
+                for (let g = 0; g < cols / group; g++) {
+                  // isum = sum (q_w - zero) * q_x, with q_w read from the packed nibbles.
+                  const zero = BigInt(w.zeros[r * (cols / group) + g]);
+                  let isum = 0n;
+                  for (let i = g * group; i < (g + 1) * group; i++)
+                    isum += (BigInt(nibble(w, r * cols + i)) - zero) * BigInt(xInt[t * cols + i]);
+                  total += isum;
+                }
+                expect(got[t * rows + r]).toBe(Number(total) * 2 ** (e + f));
+              }
             }
-            expect(got[t * rows + r]).toBe(Number(total) * 2 ** (e + f));
-          }
-        }
-      }),
-      { numRuns: 60 },
-    );
-  });
+          },
+        ),
+        { numRuns: 60 },
+      );
+    },
+  );
 
-  opIt(engine, 'matvecInt4', 'int8 path on random data: matches sum_c (q_w - zero) * q_x * scale_w * scale_x computed here', () => {
-    // Activations quantized here independently (scale = max(amax/127 in f32, 2^-126), codes rounded
-    // half away from zero); the integer products are exact. A backend may split a group's integer sum
-    // into partial sums (SIMD lanes) before scaling, so the bound is order-free, like dotBound: at most
-    // cols partial terms, each scaled with two roundings, summed with at most cols - 1 more, so
-    // (cols + 2) * U * sum_c |(q_w - zero) * q_x * scale_w * scale_x|.
-    fc.assert(
-      fc.property(shapes(32), fc.constantFrom(...groupSizes), fc.boolean(), ({ rows, blocks, seed }, groupSize, symmetric) => {
-        const cols = 128 * blocks;
-        const random = seeded(seed);
-        const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);
-        const x = uniform(random, cols);
-        const out = Tensor.zeros('f32', [rows]);
-        engine.matvecInt4(out, w, Tensor.f32([cols], x), 'int8');
-        const G = w.groupsPerRow;
-        for (let r = 0; r < rows; r++) {
-          let value = 0;
-          let absSum = 0;
-          for (let g = 0; g < G; g++) {
-            const first = g * w.groupSize;
-            let amax = 0;
-            for (let i = 0; i < w.groupSize; i++) amax = Math.max(amax, Math.abs(x[first + i]));
-            const sx = Math.max(f32(amax / 127), 2 ** -126);
-            const scale = w.scales[r * G + g] * sx;
-            for (let i = 0; i < w.groupSize; i++) {
-              const v = f32(x[first + i] / sx);
-              const qx = Math.sign(v) * Math.floor(Math.abs(v) + 0.5);
-              const product = (nibble(w, r * cols + first + i) - w.zeros[r * G + g]) * qx;
-              value += product * scale;
-              absSum += Math.abs(product * scale);
+  opIt(
+    engine,
+    'matvecInt4',
+    'int8 path on random data: matches sum_c (q_w - zero) * q_x * scale_w * scale_x computed here',
+    () => {
+      // Activations quantized here independently (scale = max(amax/127 in f32, 2^-126), codes rounded
+      // half away from zero); the integer products are exact. A backend may split a group's integer sum
+      // into partial sums (SIMD lanes) before scaling, so the bound is order-free, like dotBound: at most
+      // cols partial terms, each scaled with two roundings, summed with at most cols - 1 more, so
+      // (cols + 2) * U * sum_c |(q_w - zero) * q_x * scale_w * scale_x|.
+      fc.assert(
+        fc.property(
+          shapes(32),
+          fc.constantFrom(...groupSizes),
+          fc.boolean(),
+          ({ rows, blocks, seed }, groupSize, symmetric) => {
+            const cols = 128 * blocks;
+            const random = seeded(seed);
+            const w = int4(engine, uniform(random, rows * cols), rows, cols, groupSize, symmetric);
+            const x = uniform(random, cols);
+            const out = Tensor.zeros('f32', [rows]);
+            engine.matvecInt4(out, w, Tensor.f32([cols], x), 'int8');
+            const G = w.groupsPerRow;
+            for (let r = 0; r < rows; r++) {
+              let value = 0;
+              let absSum = 0;
+              for (let g = 0; g < G; g++) {
+                const first = g * w.groupSize;
+                let amax = 0;
+                for (let i = 0; i < w.groupSize; i++) amax = Math.max(amax, Math.abs(x[first + i]));
+                const sx = Math.max(f32(amax / 127), 2 ** -126);
+                const scale = w.scales[r * G + g] * sx;
+                for (let i = 0; i < w.groupSize; i++) {
+                  const v = f32(x[first + i] / sx);
+                  const qx = Math.sign(v) * Math.floor(Math.abs(v) + 0.5);
+                  const product = (nibble(w, r * cols + first + i) - w.zeros[r * G + g]) * qx;
+                  value += product * scale;
+                  absSum += Math.abs(product * scale);
+                }
+              }
+              expect(Math.abs(out.data[r] - value)).toBeLessThanOrEqual((cols + 2) * U * absSum);
             }
-          }
-          expect(Math.abs(out.data[r] - value)).toBeLessThanOrEqual((cols + 2) * U * absSum);
-        }
-      }),
-      { numRuns: 40 },
-    );
-  });
+          },
+        ),
+        { numRuns: 40 },
+      );
+    },
+  );
 });

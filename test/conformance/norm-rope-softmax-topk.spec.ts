@@ -63,7 +63,11 @@ function topkOf(engine: Engine, rows: number, len: number, k: number, values: Ar
   return Array.from(out.data);
 }
 
-const shapes = fc.record({ n: fc.integer({ min: 1, max: 4 }), len: fc.integer({ min: 1, max: 97 }), seed: fc.integer() });
+const shapes = fc.record({
+  n: fc.integer({ min: 1, max: 4 }),
+  len: fc.integer({ min: 1, max: 97 }),
+  seed: fc.integer(),
+});
 
 forEachBackend('rmsnorm', (engine) => {
   opIt(engine, 'rmsnorm', 'hand-worked row, and in place (out = x) gives the same values', () => {
@@ -73,7 +77,9 @@ forEachBackend('rmsnorm', (engine) => {
     const out = Tensor.zeros('f32', [1, 4]);
     engine.rmsnorm(out, x, weight, 1e-5);
     const s = Math.sqrt(7.5 + 1e-5);
-    [1 / s, 1 / s, 6 / s, -4 / s].forEach((want, j) => expect(Math.abs(out.data[j] - want)).toBeLessThanOrEqual(rmsnormRel(4) * Math.abs(want)));
+    [1 / s, 1 / s, 6 / s, -4 / s].forEach((want, j) =>
+      expect(Math.abs(out.data[j] - want)).toBeLessThanOrEqual(rmsnormRel(4) * Math.abs(want)),
+    );
     engine.rmsnorm(x, x, weight, 1e-5);
     expect(Array.from(x.data)).toEqual(Array.from(out.data));
   });
@@ -86,7 +92,9 @@ forEachBackend('rmsnorm', (engine) => {
         const weight = uniform(random, len);
         const out = Tensor.zeros('f32', [n, len]);
         engine.rmsnorm(out, Tensor.f32([n, len], x), Tensor.f32([len], weight), 1e-5);
-        rmsnormExpected(x, weight, len, 1e-5).forEach((want, i) => expect(Math.abs(out.data[i] - want)).toBeLessThanOrEqual(rmsnormRel(len) * Math.abs(want)));
+        rmsnormExpected(x, weight, len, 1e-5).forEach((want, i) =>
+          expect(Math.abs(out.data[i] - want)).toBeLessThanOrEqual(rmsnormRel(len) * Math.abs(want)),
+        );
       }),
       { numRuns: 50 },
     );
@@ -117,19 +125,35 @@ forEachBackend('rope', (engine) => {
   opIt(engine, 'rope', 'position 0 is the identity; every position keeps pair norms (random shapes)', () => {
     fc.assert(
       fc.property(
-        fc.record({ n: fc.integer({ min: 1, max: 3 }), nHeads: fc.integer({ min: 1, max: 5 }), half: fc.integer({ min: 1, max: 9 }), seed: fc.integer(), pos: fc.integer({ min: 0, max: 4096 }) }),
+        fc.record({
+          n: fc.integer({ min: 1, max: 3 }),
+          nHeads: fc.integer({ min: 1, max: 5 }),
+          half: fc.integer({ min: 1, max: 9 }),
+          seed: fc.integer(),
+          pos: fc.integer({ min: 0, max: 4096 }),
+        }),
         ({ n, nHeads, half, seed, pos }) => {
           const headDim = 2 * half;
           const values = uniform(seeded(seed), n * nHeads * headDim);
           const x = Tensor.f32([n, nHeads, headDim], values);
           // Token 0 at position 0, the others at `pos`.
-          engine.rope(x, Tensor.wrap('i32', Int32Array.from({ length: n }, (_, t) => (t === 0 ? 0 : pos)), [n]), 10000);
+          engine.rope(
+            x,
+            Tensor.wrap(
+              'i32',
+              Int32Array.from({ length: n }, (_, t) => (t === 0 ? 0 : pos)),
+              [n],
+            ),
+            10000,
+          );
           for (let i = 0; i < values.length; i += 2) {
             if (i < nHeads * headDim) {
               expect(x.data[i] === values[i] && x.data[i + 1] === values[i + 1]).toBe(true);
             } else {
               const before = Math.hypot(values[i], values[i + 1]);
-              expect(Math.abs(Math.hypot(x.data[i], x.data[i + 1]) - before)).toBeLessThanOrEqual(ROPE_NORM_REL * before);
+              expect(Math.abs(Math.hypot(x.data[i], x.data[i + 1]) - before)).toBeLessThanOrEqual(
+                ROPE_NORM_REL * before,
+              );
             }
           }
         },
@@ -143,51 +167,67 @@ forEachBackend('rope with frequencies, scale and pair layout', (engine) => {
   opIt(engine, 'rope', "hand-worked 'halves' pairs: headDim 4 pairs (0, 2) and (1, 3)", () => {
     // freqs [1, 0.5], position 2: pair 0 turns by 2 rad, pair 1 by 1 rad; scale 2 doubles the result.
     const x = Tensor.f32([1, 1, 4], [1, 0, 0, 1]);
-    engine.rope(x, Tensor.wrap('i32', Int32Array.from([2]), [1]), 10000, { freqs: Tensor.f32([2], [1, 0.5]), scale: 2, pairs: 'halves' });
+    engine.rope(x, Tensor.wrap('i32', Int32Array.from([2]), [1]), 10000, {
+      freqs: Tensor.f32([2], [1, 0.5]),
+      scale: 2,
+      pairs: 'halves',
+    });
     // (x0, x2) = (1, 0) -> 2 (cos 2, sin 2); (x1, x3) = (0, 1) -> 2 (-sin 1, cos 1).
     const want = [2 * Math.cos(2), -2 * Math.sin(1), 2 * Math.sin(2), 2 * Math.cos(1)];
     want.forEach((w, i) => expect(Math.abs(x.data[i] - w)).toBeLessThanOrEqual(ropeFreqsAbs(1, 2, 2)));
   });
 
-  opIt(engine, 'rope', 'random shapes, frequencies, scales and layouts: within the f32 bound of the f64 rotation', () => {
-    fc.assert(
-      fc.property(
-        fc.record({
-          n: fc.integer({ min: 1, max: 3 }),
-          nHeads: fc.integer({ min: 1, max: 4 }),
-          half: fc.integer({ min: 1, max: 9 }),
-          seed: fc.integer(),
-          pos: fc.integer({ min: 0, max: 4096 }),
-          scale: fc.double({ min: 0.5, max: 2, noNaN: true }),
-          pairs: fc.constantFrom('adjacent' as const, 'halves' as const),
-        }),
-        ({ n, nHeads, half, seed, pos, scale, pairs }) => {
-          const headDim = 2 * half;
-          const random = seeded(seed);
-          const values = uniform(random, n * nHeads * headDim);
-          // Frequencies as context-extension schemes make them: from 1 down to 1e-4, some 0.
-          const freqs = Tensor.f32([half], Array.from({ length: half }, (_, i) => (i === half - 1 && half > 2 ? 0 : 10 ** (-4 * random()))));
-          const x = Tensor.f32([n, nHeads, headDim], values);
-          const positions = Int32Array.from({ length: n }, (_, t) => pos + t);
-          engine.rope(x, Tensor.wrap('i32', positions, [n]), 10000, { freqs, scale, pairs });
-          for (let t = 0; t < n; t++) {
-            for (let h = 0; h < nHeads; h++) {
-              for (let i = 0; i < half; i++) {
-                const base = (t * nHeads + h) * headDim;
-                const [a, b] = pairs === 'halves' ? [base + i, base + i + half] : [base + 2 * i, base + 2 * i + 1];
-                const angle = positions[t] * freqs.data[i];
-                const s = Math.fround(scale);
-                const bound = ropeFreqsAbs(Math.hypot(values[a], values[b]), angle, s);
-                expect(Math.abs(x.data[a] - s * (values[a] * Math.cos(angle) - values[b] * Math.sin(angle)))).toBeLessThanOrEqual(bound);
-                expect(Math.abs(x.data[b] - s * (values[a] * Math.sin(angle) + values[b] * Math.cos(angle)))).toBeLessThanOrEqual(bound);
+  opIt(
+    engine,
+    'rope',
+    'random shapes, frequencies, scales and layouts: within the f32 bound of the f64 rotation',
+    () => {
+      fc.assert(
+        fc.property(
+          fc.record({
+            n: fc.integer({ min: 1, max: 3 }),
+            nHeads: fc.integer({ min: 1, max: 4 }),
+            half: fc.integer({ min: 1, max: 9 }),
+            seed: fc.integer(),
+            pos: fc.integer({ min: 0, max: 4096 }),
+            scale: fc.double({ min: 0.5, max: 2, noNaN: true }),
+            pairs: fc.constantFrom('adjacent' as const, 'halves' as const),
+          }),
+          ({ n, nHeads, half, seed, pos, scale, pairs }) => {
+            const headDim = 2 * half;
+            const random = seeded(seed);
+            const values = uniform(random, n * nHeads * headDim);
+            // Frequencies as context-extension schemes make them: from 1 down to 1e-4, some 0.
+            const freqs = Tensor.f32(
+              [half],
+              Array.from({ length: half }, (_, i) => (i === half - 1 && half > 2 ? 0 : 10 ** (-4 * random()))),
+            );
+            const x = Tensor.f32([n, nHeads, headDim], values);
+            const positions = Int32Array.from({ length: n }, (_, t) => pos + t);
+            engine.rope(x, Tensor.wrap('i32', positions, [n]), 10000, { freqs, scale, pairs });
+            for (let t = 0; t < n; t++) {
+              for (let h = 0; h < nHeads; h++) {
+                for (let i = 0; i < half; i++) {
+                  const base = (t * nHeads + h) * headDim;
+                  const [a, b] = pairs === 'halves' ? [base + i, base + i + half] : [base + 2 * i, base + 2 * i + 1];
+                  const angle = positions[t] * freqs.data[i];
+                  const s = Math.fround(scale);
+                  const bound = ropeFreqsAbs(Math.hypot(values[a], values[b]), angle, s);
+                  expect(
+                    Math.abs(x.data[a] - s * (values[a] * Math.cos(angle) - values[b] * Math.sin(angle))),
+                  ).toBeLessThanOrEqual(bound);
+                  expect(
+                    Math.abs(x.data[b] - s * (values[a] * Math.sin(angle) + values[b] * Math.cos(angle))),
+                  ).toBeLessThanOrEqual(bound);
+                }
               }
             }
-          }
-        },
-      ),
-      { numRuns: 50 },
-    );
-  });
+          },
+        ),
+        { numRuns: 50 },
+      );
+    },
+  );
 });
 
 forEachBackend('softmax', (engine) => {
@@ -214,7 +254,11 @@ forEachBackend('softmax', (engine) => {
           const max = Math.max(...row);
           const sum = row.reduce((s, v) => s + Math.exp(v - max), 0);
           const rel = softmaxRel(len, max - Math.min(...row));
-          row.forEach((v, j) => expect(Math.abs(got[t * len + j] - Math.exp(v - max) / sum)).toBeLessThanOrEqual(rel * (Math.exp(v - max) / sum)));
+          row.forEach((v, j) =>
+            expect(Math.abs(got[t * len + j] - Math.exp(v - max) / sum)).toBeLessThanOrEqual(
+              rel * (Math.exp(v - max) / sum),
+            ),
+          );
         }
       }),
       { numRuns: 50 },
@@ -245,7 +289,9 @@ forEachBackend('topk', (engine) => {
         const values = Float32Array.from({ length: n * len }, () => Math.floor(random() * 6) - 3);
         const got = topkOf(engine, n, len, k, values);
         for (let t = 0; t < n; t++) {
-          const order = Array.from({ length: len }, (_, j) => j).sort((a, b) => values[t * len + b] - values[t * len + a] || a - b);
+          const order = Array.from({ length: len }, (_, j) => j).sort(
+            (a, b) => values[t * len + b] - values[t * len + a] || a - b,
+          );
           expect(got.slice(t * k, (t + 1) * k)).toEqual(order.slice(0, k));
         }
       }),

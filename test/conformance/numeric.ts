@@ -65,7 +65,13 @@ export function uniform(random: () => number, count: number): Float32Array {
 }
 
 /** Exact-ish (f64) products: out[t, r] = sum_c w[r, c] * x[t, c], and the sums of |terms| for the bounds. */
-export function f64Product(w: ArrayLike<number>, x: ArrayLike<number>, rows: number, cols: number, n: number): { value: Float64Array; absSum: Float64Array } {
+export function f64Product(
+  w: ArrayLike<number>,
+  x: ArrayLike<number>,
+  rows: number,
+  cols: number,
+  n: number,
+): { value: Float64Array; absSum: Float64Array } {
   const value = new Float64Array(n * rows);
   const absSum = new Float64Array(n * rows);
   for (let t = 0; t < n; t++) {

@@ -4,7 +4,18 @@
  * written independently of the reference backend (no shared code). Data come
  * from the demo's seeded PRNG, so fast-check shrinks a seed, not thousands of floats.
  */
-import { Engine, KT_DTYPES, KVCache, Tensor, f16ToF32, f32ToF16, roundToF16, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import {
+  Engine,
+  KT_DTYPES,
+  KVCache,
+  Tensor,
+  f16ToF32,
+  f32ToF16,
+  roundToF16,
+  type KTDType,
+  type KVDType,
+  type KVLayout,
+} from '@sparq/core';
 import fc from 'fast-check';
 import { prng } from '../../packages/cli/src/commands/demo.ts';
 import { referenceEngine } from '../support/backends.ts';
@@ -57,10 +68,18 @@ export const shapeArb: fc.Arbitrary<Shape> = fc
       seed: fc.integer({ min: 0, max: 2 ** 31 }),
     }),
   )
-  .map(({ valid, pads, ...rest }) => ({ ...rest, lens: valid.slice(0, rest.batch).map((v, b) => v + pads[b]), pads: pads.slice(0, rest.batch) }));
+  .map(({ valid, pads, ...rest }) => ({
+    ...rest,
+    lens: valid.slice(0, rest.batch).map((v, b) => v + pads[b]),
+    pads: pads.slice(0, rest.batch),
+  }));
 
 /** Shapes whose K transposed holds exactly the rows' values (f32 / f16 rows, kT of the same type), so both layouts agree. */
-export const exactKTShapeArb: fc.Arbitrary<Shape> = shapeArb.map((s) => (s.dtype === 'f32' || s.dtype === 'f16' ? { ...s, kT: s.dtype } : { ...s, dtype: 'f16', kT: 'f16', d: 1 + (s.seed % 9) }));
+export const exactKTShapeArb: fc.Arbitrary<Shape> = shapeArb.map((s) =>
+  s.dtype === 'f32' || s.dtype === 'f16'
+    ? { ...s, kT: s.dtype }
+    : { ...s, dtype: 'f16', kT: 'f16', d: 1 + (s.seed % 9) },
+);
 
 export interface Built {
   cache: KVCache;
@@ -137,7 +156,15 @@ function fillKT(cache: KVCache, K: Float64Array, KT: Float64Array, b: number): v
  */
 export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number): Built {
   const capacity = Math.max(...s.lens);
-  const cache = new KVCache({ batch: s.batch, nKvHeads: s.nKv, headDim: s.d, capacity, dtype: s.dtype, kTDType: s.kT, layout: s.layout });
+  const cache = new KVCache({
+    batch: s.batch,
+    nKvHeads: s.nKv,
+    headDim: s.d,
+    capacity,
+    dtype: s.dtype,
+    kTDType: s.kT,
+    layout: s.layout,
+  });
   const rand = prng(s.seed);
   const gauss = () => Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
   const Kin = new Float32Array(s.batch * s.nKv * capacity * s.d);
@@ -150,7 +177,7 @@ export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number)
   // Each sequence: reset with its padding, then append its tokens in chunks.
   for (let b = 0; b < s.batch; b++) {
     cache.reset(b, s.pads[b]);
-    for (let pos = 0; pos < s.lens[b]; ) {
+    for (let pos = 0; pos < s.lens[b];) {
       const n = Math.min(s.lens[b] - pos, chunk ?? 1 + Math.floor(chunkRand() * 8));
       const k = Tensor.zeros('f32', [n, s.nKv, s.d]);
       const v = Tensor.zeros('f32', [n, s.nKv, s.d]);
@@ -175,12 +202,16 @@ export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number)
   const KT = K.slice();
   if (cache.kT) for (let b = 0; b < s.batch; b++) fillKT(cache, K, KT, b);
   const H = s.nKv * s.g;
-  const q = Tensor.f32([s.batch, H, s.d], Array.from({ length: s.batch * H * s.d }, () => qScale * gauss()));
+  const q = Tensor.f32(
+    [s.batch, H, s.d],
+    Array.from({ length: s.batch * H * s.d }, () => qScale * gauss()),
+  );
   return { cache, K, V, KT, Kin, Vin, q };
 }
 
 /** Row offset of (b, h, pos) in Built.K / Built.V. */
-export const at = (c: KVCache, b: number, h: number, pos: number) => ((b * c.nKvHeads + h) * c.capacity + pos) * c.headDim;
+export const at = (c: KVCache, b: number, h: number, pos: number) =>
+  ((b * c.nKvHeads + h) * c.capacity + pos) * c.headDim;
 
 /** f64 softmax(q · K[pos]^T / sqrt(d)) · V[pos] over `positions` for query head `head` of sequence b. */
 export function oracleAttend(built: Built, b: number, head: number, positions: number[]): Float64Array {
@@ -214,4 +245,5 @@ export function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>, bOffset = 0)
 }
 
 /** Output rows of query head `head` of sequence b. */
-export const rowOf = (t: Tensor<'f32'>, b: number, head: number) => t.data.subarray((b * t.shape[1] + head) * t.shape[2], (b * t.shape[1] + head + 1) * t.shape[2]);
+export const rowOf = (t: Tensor<'f32'>, b: number, head: number) =>
+  t.data.subarray((b * t.shape[1] + head) * t.shape[2], (b * t.shape[1] + head + 1) * t.shape[2]);

@@ -9,7 +9,18 @@ import { AttentionStats, KVCache, SparqTrace, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
-import { TOL_ATTENTION, at, buildCache, exactKTShapeArb, maxDiff, oracleAttend, rowOf, shapeArb, validOf, type Shape } from './oracle.ts';
+import {
+  TOL_ATTENTION,
+  at,
+  buildCache,
+  exactKTShapeArb,
+  maxDiff,
+  oracleAttend,
+  rowOf,
+  shapeArb,
+  validOf,
+  type Shape,
+} from './oracle.ts';
 
 /** Hand-computed values below are given to 6 decimals. */
 const TOL_HAND = 2e-6;
@@ -29,14 +40,19 @@ const paramsArb = (s: Shape) =>
     reallocate: fc.boolean(),
   });
 
-function run(engine: Parameters<Parameters<typeof forEachBackend>[1]>[0], s: Shape, p: { r: number; k: number; l: number; reallocate: boolean }) {
+function run(
+  engine: Parameters<Parameters<typeof forEachBackend>[1]>[0],
+  s: Shape,
+  p: { r: number; k: number; l: number; reallocate: boolean },
+) {
   const built = buildCache(engine, s, 2);
   const H = s.nKv * s.g;
   const out = Tensor.zeros('f32', built.q.shape);
   const trace = new SparqTrace(s.batch, H, s.nKv, p.r, p.k);
   const stats = new AttentionStats();
   engine.sparqDecode(out, built.q, built.cache, p, { trace, stats });
-  const i2 = (b: number, h: number) => Array.from(trace.i2.subarray((b * s.nKv + h) * p.k, (b * s.nKv + h) * p.k + trace.i2Count[b * s.nKv + h]));
+  const i2 = (b: number, h: number) =>
+    Array.from(trace.i2.subarray((b * s.nKv + h) * p.k, (b * s.nKv + h) * p.k + trace.i2Count[b * s.nKv + h]));
   return { built, out, trace, stats, i2 };
 }
 
@@ -44,7 +60,12 @@ forEachBackend('sparqDecode', (engine) => {
   opIt(engine, 'sparqDecode', 'hand-worked: S 4, d 2, r 1, k 2', () => {
     // K rows [0,0] [1,0] [0,2] [2,1]; V rows [1,0] [0,1] [1,1] [2,0]; q = [1, 1].
     const cache = new KVCache({ nKvHeads: 1, headDim: 2, capacity: 4 });
-    engine.kvAppend(cache, 0, Tensor.f32([4, 1, 2], [0, 0, 1, 0, 0, 2, 2, 1]), Tensor.f32([4, 1, 2], [1, 0, 0, 1, 1, 1, 2, 0]));
+    engine.kvAppend(
+      cache,
+      0,
+      Tensor.f32([4, 1, 2], [0, 0, 1, 0, 0, 2, 2, 1]),
+      Tensor.f32([4, 1, 2], [1, 0, 0, 1, 1, 1, 2, 0]),
+    );
     const q = Tensor.f32([1, 1, 2], [1, 1]);
     const out = Tensor.zeros('f32', [1, 1, 2]);
     const trace = new SparqTrace(1, 1, 1, 1, 2);
@@ -89,127 +110,163 @@ forEachBackend('sparqDecode', (engine) => {
 
   opIt(engine, 'sparqDecode', 'i2 holds min(k, nValid) distinct valid positions; l >= k keeps only the window', () => {
     fc.assert(
-      fc.property(shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
-        const { built, i2 } = run(engine, s, p);
-        for (let b = 0; b < s.batch; b++) {
-          const { nPad, nPast } = { nPad: built.cache.nPad[b], nPast: built.cache.nPast[b] };
-          for (let h = 0; h < s.nKv; h++) {
-            const set = i2(b, h);
-            expect(set.length).toBe(Math.min(p.k, nPast - nPad));
-            expect(new Set(set).size).toBe(set.length);
-            for (const j of set) expect(j >= nPad && j < nPast).toBe(true);
-            // The window j >= S - l ranks first: with l >= k every choice lies in it.
-            if (p.l >= p.k) for (const j of set) expect(j).toBeGreaterThanOrEqual(nPast - p.l);
+      fc.property(
+        shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))),
+        ([s, p]) => {
+          const { built, i2 } = run(engine, s, p);
+          for (let b = 0; b < s.batch; b++) {
+            const { nPad, nPast } = { nPad: built.cache.nPad[b], nPast: built.cache.nPast[b] };
+            for (let h = 0; h < s.nKv; h++) {
+              const set = i2(b, h);
+              expect(set.length).toBe(Math.min(p.k, nPast - nPad));
+              expect(new Set(set).size).toBe(set.length);
+              for (const j of set) expect(j >= nPad && j < nPast).toBe(true);
+              // The window j >= S - l ranks first: with l >= k every choice lies in it.
+              if (p.l >= p.k) for (const j of set) expect(j).toBeGreaterThanOrEqual(nPast - p.l);
+            }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 100 },
     );
   });
 
   opIt(engine, 'sparqDecode', 'i1, tau follow step 1 and y follows step 3 given the chosen sets (f64 oracle)', () => {
     fc.assert(
-      fc.property(shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
-        const { built, out, trace, i2 } = run(engine, s, p);
-        const { cache, q, V } = built;
-        const H = s.nKv * s.g;
-        for (let b = 0; b < s.batch; b++) {
-          for (let h = 0; h < s.nKv; h++) {
-            // i1: top-r of |q| summed over the group, ties to the lowest index.
-            const abs = Array.from({ length: s.d }, (_, i) => {
-              let sum = 0;
-              for (let t = 0; t < s.g; t++) sum += Math.abs(q.data[(b * H + h * s.g + t) * s.d + i]);
-              return sum;
-            });
-            const order = abs.map((_, i) => i).sort((x, y) => abs[y] - abs[x] || x - y);
-            const i1 = Array.from(trace.i1.subarray((b * s.nKv + h) * p.r, (b * s.nKv + h + 1) * p.r)).sort((x, y) => x - y);
-            expect(i1).toEqual(order.slice(0, p.r).sort((x, y) => x - y));
-            // Step 3 on the chosen i2, interpolated with the mean of valid V rows.
-            const mean = new Float64Array(s.d);
-            for (const j of validOf(cache, b)) for (let i = 0; i < s.d; i++) mean[i] += V[((b * s.nKv + h) * cache.capacity + j) * s.d + i] / cache.nValid(b);
-            for (let t = 0; t < s.g; t++) {
-              const head = h * s.g + t;
-              const qRow = q.data.subarray((b * H + head) * s.d, (b * H + head + 1) * s.d);
-              const l1 = qRow.reduce((acc, x) => acc + Math.abs(x), 0);
-              const part = i1.reduce((acc, i) => acc + Math.abs(qRow[i]), 0);
-              expect(Math.abs(trace.tau[b * H + head] - Math.sqrt((s.d * part) / l1))).toBeLessThanOrEqual(1e-6 * Math.sqrt(s.d));
-              const alpha = p.reallocate ? trace.alpha[b * H + head] : 1;
-              const yk = oracleAttend(built, b, head, i2(b, h));
-              const want = yk.map((y, i) => alpha * y + (1 - alpha) * mean[i]);
-              expect(maxDiff(rowOf(out, b, head), want)).toBeLessThanOrEqual(TOL_ATTENTION);
+      fc.property(
+        shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))),
+        ([s, p]) => {
+          const { built, out, trace, i2 } = run(engine, s, p);
+          const { cache, q, V } = built;
+          const H = s.nKv * s.g;
+          for (let b = 0; b < s.batch; b++) {
+            for (let h = 0; h < s.nKv; h++) {
+              // i1: top-r of |q| summed over the group, ties to the lowest index.
+              const abs = Array.from({ length: s.d }, (_, i) => {
+                let sum = 0;
+                for (let t = 0; t < s.g; t++) sum += Math.abs(q.data[(b * H + h * s.g + t) * s.d + i]);
+                return sum;
+              });
+              const order = abs.map((_, i) => i).sort((x, y) => abs[y] - abs[x] || x - y);
+              const i1 = Array.from(trace.i1.subarray((b * s.nKv + h) * p.r, (b * s.nKv + h + 1) * p.r)).sort(
+                (x, y) => x - y,
+              );
+              expect(i1).toEqual(order.slice(0, p.r).sort((x, y) => x - y));
+              // Step 3 on the chosen i2, interpolated with the mean of valid V rows.
+              const mean = new Float64Array(s.d);
+              for (const j of validOf(cache, b))
+                for (let i = 0; i < s.d; i++)
+                  mean[i] += V[((b * s.nKv + h) * cache.capacity + j) * s.d + i] / cache.nValid(b);
+              for (let t = 0; t < s.g; t++) {
+                const head = h * s.g + t;
+                const qRow = q.data.subarray((b * H + head) * s.d, (b * H + head + 1) * s.d);
+                const l1 = qRow.reduce((acc, x) => acc + Math.abs(x), 0);
+                const part = i1.reduce((acc, i) => acc + Math.abs(qRow[i]), 0);
+                expect(Math.abs(trace.tau[b * H + head] - Math.sqrt((s.d * part) / l1))).toBeLessThanOrEqual(
+                  1e-6 * Math.sqrt(s.d),
+                );
+                const alpha = p.reallocate ? trace.alpha[b * H + head] : 1;
+                const yk = oracleAttend(built, b, head, i2(b, h));
+                const want = yk.map((y, i) => alpha * y + (1 - alpha) * mean[i]);
+                expect(maxDiff(rowOf(out, b, head), want)).toBeLessThanOrEqual(TOL_ATTENTION);
+              }
             }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 80 },
     );
   });
 
-  opIt(engine, 'sparqDecode', 'step 1 ranks with K transposed as stored (f32, f16 or integer codes): alpha and i2 against the f64 oracle', () => {
-    fc.assert(
-      fc.property(shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
-        const { built, trace, i2 } = run(engine, s, p);
-        const { cache, q, KT } = built;
-        const H = s.nKv * s.g;
-        for (let b = 0; b < s.batch; b++) {
-          const valid = validOf(cache, b);
-          for (let h = 0; h < s.nKv; h++) {
-            const i1 = Array.from(trace.i1.subarray((b * s.nKv + h) * p.r, (b * s.nKv + h + 1) * p.r));
-            // s_hat_t over valid positions from KT (what K transposed holds), with the backend's tau.
-            const score = new Map<number, number>(valid.map((j) => [j, 0]));
-            const chosen = i2(b, h);
-            for (let t = 0; t < s.g; t++) {
-              const head = b * H + h * s.g + t;
-              const logits = valid.map((j) => i1.reduce((acc, i) => acc + q.data[head * s.d + i] * KT[at(cache, b, h, j) + i], 0) / trace.tau[head]);
-              const max = Math.max(...logits);
-              const total = logits.reduce((acc, x) => acc + Math.exp(x - max), 0);
-              const sHat = logits.map((x) => Math.exp(x - max) / total);
-              valid.forEach((j, n) => score.set(j, score.get(j)! + sHat[n]));
-              const alpha = chosen.reduce((acc, j) => acc + sHat[j - valid[0]], 0);
-              expect(Math.abs(trace.alpha[head] - alpha)).toBeLessThanOrEqual(TOL_STEP1);
+  opIt(
+    engine,
+    'sparqDecode',
+    'step 1 ranks with K transposed as stored (f32, f16 or integer codes): alpha and i2 against the f64 oracle',
+    () => {
+      fc.assert(
+        fc.property(
+          shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))),
+          ([s, p]) => {
+            const { built, trace, i2 } = run(engine, s, p);
+            const { cache, q, KT } = built;
+            const H = s.nKv * s.g;
+            for (let b = 0; b < s.batch; b++) {
+              const valid = validOf(cache, b);
+              for (let h = 0; h < s.nKv; h++) {
+                const i1 = Array.from(trace.i1.subarray((b * s.nKv + h) * p.r, (b * s.nKv + h + 1) * p.r));
+                // s_hat_t over valid positions from KT (what K transposed holds), with the backend's tau.
+                const score = new Map<number, number>(valid.map((j) => [j, 0]));
+                const chosen = i2(b, h);
+                for (let t = 0; t < s.g; t++) {
+                  const head = b * H + h * s.g + t;
+                  const logits = valid.map(
+                    (j) =>
+                      i1.reduce((acc, i) => acc + q.data[head * s.d + i] * KT[at(cache, b, h, j) + i], 0) /
+                      trace.tau[head],
+                  );
+                  const max = Math.max(...logits);
+                  const total = logits.reduce((acc, x) => acc + Math.exp(x - max), 0);
+                  const sHat = logits.map((x) => Math.exp(x - max) / total);
+                  valid.forEach((j, n) => score.set(j, score.get(j)! + sHat[n]));
+                  const alpha = chosen.reduce((acc, j) => acc + sHat[j - valid[0]], 0);
+                  expect(Math.abs(trace.alpha[head] - alpha)).toBeLessThanOrEqual(TOL_STEP1);
+                }
+                // Outside the local window, every chosen position scores at least every one left out.
+                const windowStart = cache.nPast[b] - p.l;
+                const left = valid.filter((j) => j < windowStart && !chosen.includes(j)).map((j) => score.get(j)!);
+                const taken = chosen.filter((j) => j < windowStart).map((j) => score.get(j)!);
+                if (left.length > 0 && taken.length > 0)
+                  expect(Math.min(...taken)).toBeGreaterThanOrEqual(Math.max(...left) - s.g * TOL_STEP1);
+              }
             }
-            // Outside the local window, every chosen position scores at least every one left out.
-            const windowStart = cache.nPast[b] - p.l;
-            const left = valid.filter((j) => j < windowStart && !chosen.includes(j)).map((j) => score.get(j)!);
-            const taken = chosen.filter((j) => j < windowStart).map((j) => score.get(j)!);
-            if (left.length > 0 && taken.length > 0) expect(Math.min(...taken)).toBeGreaterThanOrEqual(Math.max(...left) - s.g * TOL_STEP1);
-          }
-        }
-      }),
-      { numRuns: 80 },
-    );
-  });
+          },
+        ),
+        { numRuns: 80 },
+      );
+    },
+  );
 
   opIt(engine, 'sparqDecode', "gives the same output with K stored twice or once ('k-twice' / 'single-k')", () => {
     fc.assert(
-      fc.property(exactKTShapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
-        const a = run(engine, { ...s, layout: 'k-twice' }, p);
-        const b = run(engine, { ...s, layout: 'single-k' }, p);
-        expect(maxDiff(a.out.data, b.out.data)).toBeLessThanOrEqual(TOL_ATTENTION);
-        expect(Array.from(a.trace.i2)).toEqual(Array.from(b.trace.i2));
-      }),
+      fc.property(
+        exactKTShapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))),
+        ([s, p]) => {
+          const a = run(engine, { ...s, layout: 'k-twice' }, p);
+          const b = run(engine, { ...s, layout: 'single-k' }, p);
+          expect(maxDiff(a.out.data, b.out.data)).toBeLessThanOrEqual(TOL_ATTENTION);
+          expect(Array.from(a.trace.i2)).toEqual(Array.from(b.trace.i2));
+        },
+      ),
       { numRuns: 40 },
     );
   });
 
-  opIt(engine, 'sparqDecode', 'counts S*r + 2*k\'*d + 4*d per head (2*d less without reallocation); with GQA K, V, vMean once per KV head', () => {
-    fc.assert(
-      fc.property(shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))), ([s, p]) => {
-        const { built, stats } = run(engine, s, p);
-        let want = 0;
-        for (let b = 0; b < s.batch; b++) {
-          const S = built.cache.nValid(b);
-          const kp = Math.min(p.k, S);
-          want += s.nKv * (S * p.r + 2 * kp * s.d + (p.reallocate ? 2 * s.d : 0) + 2 * s.g * s.d);
-        }
-        expect(stats.total).toBe(want);
-        // The SPEC 3 row itself, for batch 1, g 1, no padding:
-        if (s.batch === 1 && s.g === 1 && s.nKv === 1 && s.pads[0] === 0) {
-          const S = s.lens[0];
-          expect(stats.total).toBe(S * p.r + 2 * Math.min(p.k, S) * s.d + (p.reallocate ? 4 : 2) * s.d);
-        }
-      }),
-      { numRuns: 60 },
-    );
-  });
+  opIt(
+    engine,
+    'sparqDecode',
+    "counts S*r + 2*k'*d + 4*d per head (2*d less without reallocation); with GQA K, V, vMean once per KV head",
+    () => {
+      fc.assert(
+        fc.property(
+          shapeArb.chain((s) => fc.tuple(fc.constant(s), paramsArb(s))),
+          ([s, p]) => {
+            const { built, stats } = run(engine, s, p);
+            let want = 0;
+            for (let b = 0; b < s.batch; b++) {
+              const S = built.cache.nValid(b);
+              const kp = Math.min(p.k, S);
+              want += s.nKv * (S * p.r + 2 * kp * s.d + (p.reallocate ? 2 * s.d : 0) + 2 * s.g * s.d);
+            }
+            expect(stats.total).toBe(want);
+            // The SPEC 3 row itself, for batch 1, g 1, no padding:
+            if (s.batch === 1 && s.g === 1 && s.nKv === 1 && s.pads[0] === 0) {
+              const S = s.lens[0];
+              expect(stats.total).toBe(S * p.r + 2 * Math.min(p.k, S) * s.d + (p.reallocate ? 4 : 2) * s.d);
+            }
+          },
+        ),
+        { numRuns: 60 },
+      );
+    },
+  );
 });

@@ -60,7 +60,11 @@ const cases = fc.record({
 
 forEachBackend('swiglu', (engine) => {
   opIt(engine, 'swiglu', 'hand-worked values: silu(0) = 0, silu(v) - silu(-v) = v, large |v|', () => {
-    const got = swigluOf(engine, new Float32Array([0, 2, -2, 30, -30, -100, 100]), new Float32Array([5, 1, 1, 0.5, 1, 3, -1]));
+    const got = swigluOf(
+      engine,
+      new Float32Array([0, 2, -2, 30, -30, -100, 100]),
+      new Float32Array([5, 1, 1, 0.5, 1, 3, -1]),
+    );
     expect(got[0]).toBe(0);
     expect(Math.abs(got[1] - got[2] - 2)).toBeLessThanOrEqual(2 * SWIGLU_REL * 2); // silu(v) - silu(-v) = v
     expect(Math.abs(got[3] - 15)).toBeLessThanOrEqual(SWIGLU_REL * 15); // sigmoid(30) rounds to 1 in f32
@@ -69,7 +73,7 @@ forEachBackend('swiglu', (engine) => {
     expect(got[6]).toBe(-100);
   });
 
-  opIt(engine, 'swiglu', 'random lengths (SIMD tails, several threads\' chunks) against f64', () => {
+  opIt(engine, 'swiglu', "random lengths (SIMD tails, several threads' chunks) against f64", () => {
     fc.assert(
       fc.property(cases, ({ n, spread, seed }) => {
         const gate = gates(seed, n, spread);
@@ -94,11 +98,17 @@ forEachBackend('swiglu', (engine) => {
 
   opIt(engine, 'swiglu', 'bad input: both shapes named, partial overlap, non-finite gate; out untouched', () => {
     const out = Tensor.f32([2, 3], [9, 9, 9, 9, 9, 9]);
-    expect(() => engine.swiglu(out, Tensor.zeros('f32', [2, 3]), Tensor.zeros('f32', [3, 2]))).toThrow("up has shape [3, 2], expected [2, 3]");
+    expect(() => engine.swiglu(out, Tensor.zeros('f32', [2, 3]), Tensor.zeros('f32', [3, 2]))).toThrow(
+      'up has shape [3, 2], expected [2, 3]',
+    );
     const storage = new Float32Array(8);
     const shifted = new Tensor('f32', storage, [6], undefined, 1);
-    expect(() => engine.swiglu(shifted, new Tensor('f32', storage, [6]), Tensor.zeros('f32', [6]))).toThrow(/overlaps gate/);
-    expect(() => engine.swiglu(out, Tensor.f32([2, 3], [0, 1, NaN, 0, 0, 0]), Tensor.zeros('f32', [2, 3]))).toThrow(/gate element 2 is NaN/);
+    expect(() => engine.swiglu(shifted, new Tensor('f32', storage, [6]), Tensor.zeros('f32', [6]))).toThrow(
+      /overlaps gate/,
+    );
+    expect(() => engine.swiglu(out, Tensor.f32([2, 3], [0, 1, NaN, 0, 0, 0]), Tensor.zeros('f32', [2, 3]))).toThrow(
+      /gate element 2 is NaN/,
+    );
     expect(Array.from(out.data)).toEqual([9, 9, 9, 9, 9, 9]);
   });
 });

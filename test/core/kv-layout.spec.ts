@@ -3,7 +3,16 @@
  * type, bytes per position against the formula written out here, views and option round trips,
  * and the validation messages.
  */
-import { KT_DTYPES, KV_DTYPES, KVCache, SparqRangeError, kvBytesPerPosition, kvCacheBytes, type KTDType, type KVDType } from '@sparq/core';
+import {
+  KT_DTYPES,
+  KV_DTYPES,
+  KVCache,
+  SparqRangeError,
+  kvBytesPerPosition,
+  kvCacheBytes,
+  type KTDType,
+  type KVDType,
+} from '@sparq/core';
 import { describe, expect, it } from 'vitest';
 
 /** ggml's bytes per 32-value block, written out independently of core's table. */
@@ -12,7 +21,9 @@ const ROW_BYTES_PER_32: Record<KVDType, number> = { f32: 128, f16: 64, q8_0: 34,
 const KT_BITS: Record<KTDType, number> = { f32: 32, f16: 16, i8: 8, i4: 4, i2: 2 };
 
 /** Every (row dtype, kT) pair the layout allows: f32 kT only over f32 rows. */
-const PAIRS = KV_DTYPES.flatMap((dtype) => KT_DTYPES.filter((kT) => kT !== 'f32' || dtype === 'f32').map((kT) => [dtype, kT] as const));
+const PAIRS = KV_DTYPES.flatMap((dtype) =>
+  KT_DTYPES.filter((kT) => kT !== 'f32' || dtype === 'f32').map((kT) => [dtype, kT] as const),
+);
 
 describe('KVCache layout', () => {
   it('gives Llama 3 8B (8 KV heads, headDim 128) the bytes per position of the design', () => {
@@ -28,7 +39,11 @@ describe('KVCache layout', () => {
 
   it('allocates buffers of the documented kinds and sizes for every dtype and kT', () => {
     for (const [dtype, kTDType] of PAIRS) {
-      for (const [batch, nKvHeads, headDim, capacity] of [[1, 1, 32, 1], [2, 3, 64, 65], [1, 2, 96, 130]] as const) {
+      for (const [batch, nKvHeads, headDim, capacity] of [
+        [1, 1, 32, 1],
+        [2, 3, 64, 65],
+        [1, 2, 96, 130],
+      ] as const) {
         const cache = new KVCache({ batch, nKvHeads, headDim, capacity, dtype, kTDType });
         const heads = batch * nKvHeads;
         expect(cache.k.byteLength).toBe((heads * capacity * headDim * ROW_BYTES_PER_32[dtype]) / 32);
@@ -40,11 +55,16 @@ describe('KVCache layout', () => {
         const columnBytes = integer ? (blocks * 64 * KT_BITS[kTDType]) / 8 : (capacity * KT_BITS[kTDType]) / 8;
         expect(cache.kT!.byteLength).toBe(heads * headDim * columnBytes);
         expect(cache.kTScale?.length ?? 0).toBe(integer ? heads * headDim * blocks : 0);
-        expect(cache.kT).toBeInstanceOf({ f32: Float32Array, f16: Uint16Array, i8: Int8Array, i4: Uint8Array, i2: Uint8Array }[kTDType]);
+        expect(cache.kT).toBeInstanceOf(
+          { f32: Float32Array, f16: Uint16Array, i8: Int8Array, i4: Uint8Array, i2: Uint8Array }[kTDType],
+        );
         const extra = heads * headDim * 8 + batch * 8; // vSum f64, nPast and nPad i32
         expect(kvCacheBytes(cache.options)).toBe(cache.byteLength + extra);
         // Per position, without padding: the formula of the design.
-        const perHead = (2 * headDim * ROW_BYTES_PER_32[dtype]) / 32 + (headDim * KT_BITS[kTDType]) / 8 + (integer ? (headDim * 2) / 64 : 0);
+        const perHead =
+          (2 * headDim * ROW_BYTES_PER_32[dtype]) / 32 +
+          (headDim * KT_BITS[kTDType]) / 8 +
+          (integer ? (headDim * 2) / 64 : 0);
         expect(kvBytesPerPosition(cache.options)).toBe(nKvHeads * perHead);
       }
     }
@@ -52,7 +72,9 @@ describe('KVCache layout', () => {
 
   it('defaults kT per row dtype, and has none for single-k', () => {
     const shape = { nKvHeads: 1, headDim: 32, capacity: 4 };
-    expect(['f32', 'f16', 'q8_0', 'q4_0'].map((dtype) => new KVCache({ ...shape, dtype: dtype as KVDType }).kTDType)).toEqual(['f32', 'f16', 'i4', 'i2']);
+    expect(
+      ['f32', 'f16', 'q8_0', 'q4_0'].map((dtype) => new KVCache({ ...shape, dtype: dtype as KVDType }).kTDType),
+    ).toEqual(['f32', 'f16', 'i4', 'i2']);
     const single = new KVCache({ ...shape, dtype: 'q8_0', kTDType: 'i8', layout: 'single-k' });
     expect([single.kTDType, single.kT, single.kTScale]).toEqual([null, null, null]);
     expect(kvBytesPerPosition(single.options)).toBe(2 * 34);
@@ -77,12 +99,22 @@ describe('KVCache layout', () => {
   it('rejects bad dtypes, kT types and head dimensions, naming the field and the valid values', () => {
     const shape = { nKvHeads: 1, headDim: 48, capacity: 4 };
     expect(() => new KVCache({ ...shape, dtype: 'q8_0' })).toThrow(SparqRangeError);
-    expect(() => new KVCache({ ...shape, dtype: 'q4_0' })).toThrow("KVCache: headDim 48 with dtype 'q4_0', expected a multiple of 32");
+    expect(() => new KVCache({ ...shape, dtype: 'q4_0' })).toThrow(
+      "KVCache: headDim 48 with dtype 'q4_0', expected a multiple of 32",
+    );
     expect(() => kvBytesPerPosition({ ...shape, dtype: 'q8_0' })).toThrow(/headDim 48/);
-    expect(() => new KVCache({ ...shape, dtype: 'q5_0' as KVDType })).toThrow("KVCache: dtype q5_0, expected 'f32' | 'f16' | 'q8_0' | 'q4_0'");
-    expect(() => new KVCache({ ...shape, kTDType: 'i3' as KTDType })).toThrow("KVCache: kTDType i3, expected 'f32' | 'f16' | 'i8' | 'i4' | 'i2'");
-    expect(() => new KVCache({ ...shape, dtype: 'f16', kTDType: 'f32' })).toThrow("KVCache: kTDType 'f32' with dtype 'f16'");
+    expect(() => new KVCache({ ...shape, dtype: 'q5_0' as KVDType })).toThrow(
+      "KVCache: dtype q5_0, expected 'f32' | 'f16' | 'q8_0' | 'q4_0'",
+    );
+    expect(() => new KVCache({ ...shape, kTDType: 'i3' as KTDType })).toThrow(
+      "KVCache: kTDType i3, expected 'f32' | 'f16' | 'i8' | 'i4' | 'i2'",
+    );
+    expect(() => new KVCache({ ...shape, dtype: 'f16', kTDType: 'f32' })).toThrow(
+      "KVCache: kTDType 'f32' with dtype 'f16'",
+    );
     const cache = new KVCache({ nKvHeads: 1, headDim: 32, capacity: 4, dtype: 'q8_0', kTDType: 'i4' });
-    expect(() => new KVCache(cache.options, { ...cache.buffers, kTScale: null })).toThrow('KVCache: buffer kTScale must be a Uint16Array of 32 elements');
+    expect(() => new KVCache(cache.options, { ...cache.buffers, kTScale: null })).toThrow(
+      'KVCache: buffer kTScale must be a Uint16Array of 32 elements',
+    );
   });
 });

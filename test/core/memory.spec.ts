@@ -3,7 +3,17 @@
  * registered memory advisor (the native addon's huge-page request) before
  * anything touches it, and leaves small ones alone.
  */
-import { ADVISE_MIN_BYTES, CACHE_LINE, Int4Matrix, KVCache, SparqRangeError, Tensor, allocAligned, allocBuffer, setMemoryAdvisor } from '@sparq/core';
+import {
+  ADVISE_MIN_BYTES,
+  CACHE_LINE,
+  Int4Matrix,
+  KVCache,
+  SparqRangeError,
+  Tensor,
+  allocAligned,
+  allocBuffer,
+  setMemoryAdvisor,
+} from '@sparq/core';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
 describe('allocBuffer and the memory advisor', () => {
@@ -46,12 +56,22 @@ describe('allocBuffer and the memory advisor', () => {
 
   it('names what could not be allocated', () => {
     expect(() => allocBuffer(2 ** 52, false, 'KVCache')).toThrow(SparqRangeError);
-    expect(() => allocBuffer(2 ** 52, false, 'KVCache')).toThrow(/^KVCache: 4503599627370496 bytes cannot be allocated/);
+    expect(() => allocBuffer(2 ** 52, false, 'KVCache')).toThrow(
+      /^KVCache: 4503599627370496 bytes cannot be allocated/,
+    );
     expect(advised).toEqual([]);
   });
 
   it("allocAligned: the advisor's cache-line offset, CACHE_LINE bytes of room; 0 when it tells none or an unusable one", () => {
-    for (const [told, offset] of [[48, 48], [0, 0], [undefined, 0], [12, 0], [CACHE_LINE, 0], [-16, 0], [8.5, 0]] as const) {
+    for (const [told, offset] of [
+      [48, 48],
+      [0, 0],
+      [undefined, 0],
+      [12, 0],
+      [CACHE_LINE, 0],
+      [-16, 0],
+      [8.5, 0],
+    ] as const) {
       setMemoryAdvisor(() => told);
       const got = allocAligned(ADVISE_MIN_BYTES, false, 'test');
       expect(got.offset).toBe(offset);

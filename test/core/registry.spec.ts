@@ -1,4 +1,12 @@
-import { BackendRegistry, BackendUnavailableError, Engine, Tensor, UnsupportedOpError, formatBackendReport, type Backend } from '@sparq/core';
+import {
+  BackendRegistry,
+  BackendUnavailableError,
+  Engine,
+  Tensor,
+  UnsupportedOpError,
+  formatBackendReport,
+  type Backend,
+} from '@sparq/core';
 import { afterEach, describe, expect, it } from 'vitest';
 
 const fake = (name: string): Backend => ({ name, info: () => ({ name, kernel: `${name}-kernel`, threads: 1 }) });
@@ -29,7 +37,9 @@ describe('BackendRegistry', () => {
       { name: 'mid', priority: 50, status: 'active', kernel: 'mid-kernel', threads: 1 },
       { name: 'slow', priority: 0, status: 'untried' },
     ]);
-    expect(formatBackendReport(report)).toBe('fast: unavailable (no compiler)\nmid: active (kernel mid-kernel, 1 thread)\nslow: not tried');
+    expect(formatBackendReport(report)).toBe(
+      'fast: unavailable (no compiler)\nmid: active (kernel mid-kernel, 1 thread)\nslow: not tried',
+    );
   });
 
   it('honours SPARQ_BACKEND and fails loudly when the forced backend is unavailable', async () => {
@@ -40,9 +50,13 @@ describe('BackendRegistry', () => {
     expect((await registry.select()).name).toBe('reference');
     process.env.SPARQ_BACKEND = 'native';
     await expect(registry.select()).rejects.toThrow(BackendUnavailableError);
-    await expect(registry.select()).rejects.toThrow("backend 'native' was requested but is unavailable: addon not built: g++ missing");
+    await expect(registry.select()).rejects.toThrow(
+      "backend 'native' was requested but is unavailable: addon not built: g++ missing",
+    );
     process.env.SPARQ_BACKEND = 'cuda';
-    await expect(registry.select()).rejects.toThrow("backend 'cuda' (forced by SPARQ_BACKEND) is not registered; registered: native, reference");
+    await expect(registry.select()).rejects.toThrow(
+      "backend 'cuda' (forced by SPARQ_BACKEND) is not registered; registered: native, reference",
+    );
     await expect(registry.select({ backend: 'cuda' })).rejects.toThrow("backend 'cuda' (requested)");
   });
 
@@ -80,7 +94,12 @@ describe('BackendRegistry', () => {
 
   it('throws UnsupportedOpError for a block dtype the backend does not list, before calling it', () => {
     const calls: string[] = [];
-    const engine = new Engine({ ...fake('q8only'), blockDTypes: ['q8_0'], matvec: () => calls.push('matvec'), quantize: () => calls.push('quantize') });
+    const engine = new Engine({
+      ...fake('q8only'),
+      blockDTypes: ['q8_0'],
+      matvec: () => calls.push('matvec'),
+      quantize: () => calls.push('quantize'),
+    });
     expect(engine.has('matvec')).toBe(true);
     expect(engine.has('matvec', 'q8_0')).toBe(true);
     expect(engine.has('matvec', 'q4_k')).toBe(false);
@@ -89,7 +108,9 @@ describe('BackendRegistry', () => {
     expect(() => engine.matvec(Tensor.zeros('f32', [2]), w, Tensor.zeros('f32', [256]))).toThrow(
       new UnsupportedOpError('matvec', 'q8only', 'q4_k', ['q8_0']),
     );
-    expect(() => engine.quantize(w, Tensor.zeros('f32', [2, 256]))).toThrow("quantize: dtype q4_k is not implemented by backend 'q8only' (it has q8_0)");
+    expect(() => engine.quantize(w, Tensor.zeros('f32', [2, 256]))).toThrow(
+      "quantize: dtype q4_k is not implemented by backend 'q8only' (it has q8_0)",
+    );
     engine.matvec(Tensor.zeros('f32', [2]), Tensor.zeros('q8_0', [2, 32]), Tensor.zeros('f32', [32]));
     expect(calls).toEqual(['matvec']);
   });

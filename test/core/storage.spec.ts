@@ -28,30 +28,54 @@ forEachBackend('detached and mismatched storage', (engine) => {
     const out = Tensor.zeros('f32', [4]);
     detach(x.data);
     expect(() => engine.rmsnorm(out, x, Tensor.f32([4], [1, 1, 1, 1]))).toThrow(SparqRangeError);
-    expect(() => engine.rmsnorm(out, x, Tensor.f32([4], [1, 1, 1, 1]))).toThrow(/rmsnorm: x \[4\] needs elements \[0, 4\) of its storage, which holds 0 \(a detached/);
+    expect(() => engine.rmsnorm(out, x, Tensor.f32([4], [1, 1, 1, 1]))).toThrow(
+      /rmsnorm: x \[4\] needs elements \[0, 4\) of its storage, which holds 0 \(a detached/,
+    );
     expect([...out.data]).toEqual([0, 0, 0, 0]);
   });
 
   it('a detached cache buffer, before append and decode', () => {
     const cache = cacheWithToken(engine);
     detach(cache.v);
-    expect(() => engine.kvAppend(cache, 0, Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]))).toThrow(/kvAppend: cache\.v holds 0 elements, expected 16/);
-    expect(() => engine.attentionDecode(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]), cache)).toThrow(SparqRangeError);
+    expect(() => engine.kvAppend(cache, 0, Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]))).toThrow(
+      /kvAppend: cache\.v holds 0 elements, expected 16/,
+    );
+    expect(() => engine.attentionDecode(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]), cache)).toThrow(
+      SparqRangeError,
+    );
   });
 
   it('detached INT4 scales', () => {
     const w = new Int4Matrix(2, 32);
     detach(w.scales);
-    expect(() => engine.matvecInt4(Tensor.zeros('f32', [2]), w, Tensor.zeros('f32', [32]))).toThrow(/matvecInt4: w\.scales holds 0 elements, expected 2/);
+    expect(() => engine.matvecInt4(Tensor.zeros('f32', [2]), w, Tensor.zeros('f32', [32]))).toThrow(
+      /matvecInt4: w\.scales holds 0 elements, expected 2/,
+    );
   });
 
   it('a SparqTrace whose arrays do not match its fields', () => {
     const cache = cacheWithToken(engine);
     const trace = new SparqTrace(1, 1, 1, 2, 2);
     const short = Object.assign(Object.create(SparqTrace.prototype) as SparqTrace, { ...trace, i2: new Int32Array(1) });
-    expect(() => engine.sparqDecode(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]), cache, { r: 2, k: 2 }, { trace: short })).toThrow(/sparqDecode: trace\.i2 holds 1 elements?, expected 2/);
+    expect(() =>
+      engine.sparqDecode(
+        Tensor.zeros('f32', [1, 1, 4]),
+        Tensor.zeros('f32', [1, 1, 4]),
+        cache,
+        { r: 2, k: 2 },
+        { trace: short },
+      ),
+    ).toThrow(/sparqDecode: trace\.i2 holds 1 elements?, expected 2/);
     detach(trace.alpha);
-    expect(() => engine.sparqDecode(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('f32', [1, 1, 4]), cache, { r: 2, k: 2 }, { trace })).toThrow(detachedMessage);
+    expect(() =>
+      engine.sparqDecode(
+        Tensor.zeros('f32', [1, 1, 4]),
+        Tensor.zeros('f32', [1, 1, 4]),
+        cache,
+        { r: 2, k: 2 },
+        { trace },
+      ),
+    ).toThrow(detachedMessage);
   });
 });
 

@@ -1,4 +1,12 @@
-import { BLOCK_LAYOUT, DTypeError, ShapeError, SparqRangeError, Tensor, isBlockDType, type BlockDType } from '@sparq/core';
+import {
+  BLOCK_LAYOUT,
+  DTypeError,
+  ShapeError,
+  SparqRangeError,
+  Tensor,
+  isBlockDType,
+  type BlockDType,
+} from '@sparq/core';
 import { describe, expect, it } from 'vitest';
 
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);

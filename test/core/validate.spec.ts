@@ -23,7 +23,11 @@ import { beforeEach, describe, expect, it } from 'vitest';
 
 const calls: string[] = [];
 const spy = Object.fromEntries(OP_NAMES.map((op) => [op, () => calls.push(op)]));
-const engine = new Engine({ name: 'spy', info: () => ({ name: 'spy', kernel: 'none', threads: 1 }), ...spy } as Backend);
+const engine = new Engine({
+  name: 'spy',
+  info: () => ({ name: 'spy', kernel: 'none', threads: 1 }),
+  ...spy,
+} as Backend);
 
 function cacheWith(tokens: number, options: Partial<ConstructorParameters<typeof KVCache>[0]> = {}): KVCache {
   const cache = new KVCache({ nKvHeads: 2, headDim: 8, capacity: 16, ...options });
@@ -45,13 +49,15 @@ describe('validation before dispatch', () => {
   });
 
   it('names both shapes on a mismatch', () => {
-    expect(() => engine.matvec(Tensor.zeros('f32', [3]), Tensor.zeros('f32', [3, 5]), Tensor.zeros('f32', [4]))).toThrow(
-      new ShapeError('matvec: x has shape [4], expected [5]'),
+    expect(() =>
+      engine.matvec(Tensor.zeros('f32', [3]), Tensor.zeros('f32', [3, 5]), Tensor.zeros('f32', [4])),
+    ).toThrow(new ShapeError('matvec: x has shape [4], expected [5]'));
+    expect(() =>
+      engine.matmul(Tensor.zeros('f32', [2, 3]), Tensor.zeros('f32', [3, 5]), Tensor.zeros('f32', [2, 4])),
+    ).toThrow('matmul: x [2, 4] does not fit w [3, 5]: x needs 5 columns');
+    expect(() => engine.attentionDecode(q(1, 4, 6), q(1, 4, 6), cacheWith(3))).toThrow(
+      'attentionDecode: q [1, 4, 6] does not fit the cache (batch 1, headDim 8)',
     );
-    expect(() => engine.matmul(Tensor.zeros('f32', [2, 3]), Tensor.zeros('f32', [3, 5]), Tensor.zeros('f32', [2, 4]))).toThrow(
-      'matmul: x [2, 4] does not fit w [3, 5]: x needs 5 columns',
-    );
-    expect(() => engine.attentionDecode(q(1, 4, 6), q(1, 4, 6), cacheWith(3))).toThrow('attentionDecode: q [1, 4, 6] does not fit the cache (batch 1, headDim 8)');
     expect(calls).toEqual([]);
   });
 
@@ -69,43 +75,75 @@ describe('validation before dispatch', () => {
       expect(() => engine.sparqDecode(q(1, 4), q(1, 4), cache, params as never)).toThrow(SparqRangeError);
       expect(() => engine.sparqDecode(q(1, 4), q(1, 4), cache, params as never)).toThrow(message);
     }
-    expect(() => engine.attentionDecode(q(1, 3), q(1, 3), cache)).toThrow('q has 3 heads, expected a positive multiple of the cache\'s 2 KV heads');
-    expect(() => engine.topkDecode(q(1, 2), q(1, 2), cache, { k: 0 })).toThrow('topkDecode: k 0, expected an integer >= 1');
-    expect(() => engine.sparqDecode(q(1, 2), q(1, 2), cache, { r: 2, k: 3 }, { trace: new SparqTrace(1, 2, 2, 2, 4) })).toThrow(/trace is sized for/);
+    expect(() => engine.attentionDecode(q(1, 3), q(1, 3), cache)).toThrow(
+      "q has 3 heads, expected a positive multiple of the cache's 2 KV heads",
+    );
+    expect(() => engine.topkDecode(q(1, 2), q(1, 2), cache, { k: 0 })).toThrow(
+      'topkDecode: k 0, expected an integer >= 1',
+    );
+    expect(() =>
+      engine.sparqDecode(q(1, 2), q(1, 2), cache, { r: 2, k: 3 }, { trace: new SparqTrace(1, 2, 2, 2, 4) }),
+    ).toThrow(/trace is sized for/);
     expect(calls).toEqual([]);
   });
 
   it('refuses decode on a sequence with no valid positions, and prefill longer than the cache', () => {
     const cache = cacheWith(2, { batch: 2 });
     cache.nPad[1] = 2;
-    expect(() => engine.attentionDecode(q(2, 2), q(2, 2), cache)).toThrow(/sequence 1 has no valid positions \(nPast 2, nPad 2\)/);
-    expect(() => engine.attentionPrefill(q(3, 2), q(3, 2), cache, 0)).toThrow('attentionPrefill: N (new tokens) 3, expected an integer in [1, 2]');
-    expect(() => engine.attentionPrefill(q(1, 2), q(1, 2), cache, 2)).toThrow('attentionPrefill: sequence 2, expected an integer in [0, 1]');
+    expect(() => engine.attentionDecode(q(2, 2), q(2, 2), cache)).toThrow(
+      /sequence 1 has no valid positions \(nPast 2, nPad 2\)/,
+    );
+    expect(() => engine.attentionPrefill(q(3, 2), q(3, 2), cache, 0)).toThrow(
+      'attentionPrefill: N (new tokens) 3, expected an integer in [1, 2]',
+    );
+    expect(() => engine.attentionPrefill(q(1, 2), q(1, 2), cache, 2)).toThrow(
+      'attentionPrefill: sequence 2, expected an integer in [0, 1]',
+    );
   });
 
   it('refuses an append past capacity before the backend runs, naming both numbers', () => {
     const cache = cacheWith(14);
     const kv = Tensor.zeros('f32', [3, 2, 8]);
     expect(() => engine.kvAppend(cache, 0, kv, kv)).toThrow(CapacityError);
-    expect(() => engine.kvAppend(cache, 0, kv, kv)).toThrow('kvAppend: appending 3 tokens at position 14 of sequence 0 needs 17 positions, capacity is 16');
-    expect(() => engine.kvAppend(cache, 0, kv, Tensor.zeros('f32', [3, 2, 4]))).toThrow('kvAppend: v has shape [3, 2, 4], expected [3, 2, 8]');
+    expect(() => engine.kvAppend(cache, 0, kv, kv)).toThrow(
+      'kvAppend: appending 3 tokens at position 14 of sequence 0 needs 17 positions, capacity is 16',
+    );
+    expect(() => engine.kvAppend(cache, 0, kv, Tensor.zeros('f32', [3, 2, 4]))).toThrow(
+      'kvAppend: v has shape [3, 2, 4], expected [3, 2, 8]',
+    );
     expect(cache.nPast[0]).toBe(14);
     expect(calls).toEqual([]);
   });
 
   it('rejects NaN in quantization input, naming the first bad element', () => {
-    const x = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i === 7 ? NaN : i)));
-    expect(() => engine.quantize(Tensor.zeros('q4_0', [1, 32]), x)).toThrow(new NonFiniteError('quantize: x element 7 is NaN, expected a finite number'));
-    // Scales that would round to f16 infinity (the NaN-block bug): refused, naming the limit and why.
-    const big = Tensor.f32([1, 32], Array.from({ length: 32 }, (_, i) => (i === 3 ? 70000 : 1)));
-    expect(() => engine.quantize(Tensor.zeros('q4_1', [1, 32]), big)).toThrow(
-      new SparqRangeError('quantize: x element 3 is 70000, expected |x| <= 65504 for q4_1 (it stores the block minimum as f16, at most 65504)'),
+    const x = Tensor.f32(
+      [1, 32],
+      Array.from({ length: 32 }, (_, i) => (i === 7 ? NaN : i)),
     );
-    expect(() => engine.quantize(Tensor.zeros('q4_0', [1, 32]), Tensor.f32([1, 32], new Array<number>(32).fill(-524033)))).toThrow(
+    expect(() => engine.quantize(Tensor.zeros('q4_0', [1, 32]), x)).toThrow(
+      new NonFiniteError('quantize: x element 7 is NaN, expected a finite number'),
+    );
+    // Scales that would round to f16 infinity (the NaN-block bug): refused, naming the limit and why.
+    const big = Tensor.f32(
+      [1, 32],
+      Array.from({ length: 32 }, (_, i) => (i === 3 ? 70000 : 1)),
+    );
+    expect(() => engine.quantize(Tensor.zeros('q4_1', [1, 32]), big)).toThrow(
+      new SparqRangeError(
+        'quantize: x element 3 is 70000, expected |x| <= 65504 for q4_1 (it stores the block minimum as f16, at most 65504)',
+      ),
+    );
+    expect(() =>
+      engine.quantize(Tensor.zeros('q4_0', [1, 32]), Tensor.f32([1, 32], new Array<number>(32).fill(-524033))),
+    ).toThrow(
       'quantize: x element 0 is -524033, expected |x| <= 524032 for q4_0 (its f16 scale is max|x| / 8, at most 65504)',
     );
-    expect(() => engine.quantize(Tensor.zeros('q4_k', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(1e5)))).toThrow(/expected \|x\| <= 65504 for q4_k/);
-    expect(() => engine.quantize(Tensor.zeros('iq4_xs', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(-Infinity)))).toThrow(NonFiniteError);
+    expect(() =>
+      engine.quantize(Tensor.zeros('q4_k', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(1e5))),
+    ).toThrow(/expected \|x\| <= 65504 for q4_k/);
+    expect(() =>
+      engine.quantize(Tensor.zeros('iq4_xs', [1, 256]), Tensor.f32([1, 256], new Array<number>(256).fill(-Infinity))),
+    ).toThrow(NonFiniteError);
     x.data[7] = Infinity;
     expect(() => engine.quantizeInt4(new Int4Matrix(1, 32), x)).toThrow('quantizeInt4: x element 7 is Infinity');
     expect(calls).toEqual([]);
@@ -117,9 +155,14 @@ describe('validation before dispatch', () => {
     const w = Tensor.zeros('f32', [2, cols]);
     for (let at = 0; at < cols; at++) {
       for (const bad of [NaN, Infinity, -Infinity]) {
-        const x = Tensor.f32([1, cols], Array.from({ length: cols }, (_, i) => (i === at ? bad : i === cols - 1 ? NaN : i - 9)));
+        const x = Tensor.f32(
+          [1, cols],
+          Array.from({ length: cols }, (_, i) => (i === at ? bad : i === cols - 1 ? NaN : i - 9)),
+        );
         if (at === cols - 1) x.data[at] = bad;
-        expect(() => engine.matmul(Tensor.zeros('f32', [1, 2]), w, x)).toThrow(new NonFiniteError(`matmul: x element ${at} is ${bad}, expected a finite number`));
+        expect(() => engine.matmul(Tensor.zeros('f32', [1, 2]), w, x)).toThrow(
+          new NonFiniteError(`matmul: x element ${at} is ${bad}, expected a finite number`),
+        );
       }
     }
     // Attention inputs: |x| <= 2^56 each. Eight elements of 2^55 sum past the limit and still pass; one of 2^57 is named.
@@ -130,32 +173,62 @@ describe('validation before dispatch', () => {
       const k = kv();
       k.data[at] = -(2 ** 57);
       k.data[47] = at === 47 ? k.data[47] : NaN;
-      expect(() => engine.kvAppend(cacheWith(0), 0, k, kv())).toThrow(new SparqRangeError(`kvAppend: k element ${at} is ${-(2 ** 57)}, expected |x| <= ${2 ** 56} (2^56: then no q·k overflows f32)`));
+      expect(() => engine.kvAppend(cacheWith(0), 0, k, kv())).toThrow(
+        new SparqRangeError(
+          `kvAppend: k element ${at} is ${-(2 ** 57)}, expected |x| <= ${2 ** 56} (2^56: then no q·k overflows f32)`,
+        ),
+      );
     }
   });
 
   it('checks dtypes, contiguity, rope positions and topk k', () => {
-    expect(() => engine.quantize(Tensor.zeros('f16', [1, 32]) as never, Tensor.zeros('f32', [1, 32]))).toThrow(DTypeError);
-    expect(() => engine.softmax(Tensor.zeros('f32', [3, 4]).transpose())).toThrow('softmax: x [4, 3] is a strided view; pass x.contiguous()');
+    expect(() => engine.quantize(Tensor.zeros('f16', [1, 32]) as never, Tensor.zeros('f32', [1, 32]))).toThrow(
+      DTypeError,
+    );
+    expect(() => engine.softmax(Tensor.zeros('f32', [3, 4]).transpose())).toThrow(
+      'softmax: x [4, 3] is a strided view; pass x.contiguous()',
+    );
     const positions = Tensor.zeros('i32', [2]);
     positions.data[1] = -1;
-    expect(() => engine.rope(Tensor.zeros('f32', [2, 1, 4]), positions)).toThrow('rope: positions[1] -1, expected an integer >= 0');
+    expect(() => engine.rope(Tensor.zeros('f32', [2, 1, 4]), positions)).toThrow(
+      'rope: positions[1] -1, expected an integer >= 0',
+    );
     expect(() => engine.rope(Tensor.zeros('f32', [2, 1, 3]), Tensor.zeros('i32', [2]))).toThrow(/must be even/);
-    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { freqs: Tensor.zeros('f32', [3]) })).toThrow(/freqs/);
-    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { freqs: Tensor.f32([2], [1, NaN]) })).toThrow('rope: freqs[1] NaN, expected a finite number >= 0');
-    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { scale: 0 })).toThrow(/scale 0/);
-    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { pairs: 'odd' as never })).toThrow(/pairs odd/);
-    expect(() => engine.topk(Tensor.zeros('i32', [1, 5]), Tensor.zeros('f32', [1, 4]))).toThrow('topk: k (out.shape[1]) 5, expected an integer in [1, 4]');
-    expect(() => engine.rmsnorm(Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [4]), 0)).toThrow('rmsnorm: eps 0, expected a finite number > 0');
-    expect(() => engine.matvecInt4(Tensor.zeros('f32', [1]), new Int4Matrix(1, 32), Tensor.zeros('f32', [32]), 'fp8' as never)).toThrow("matvecInt4: path fp8, expected 'dequant' | 'int8'");
+    expect(() =>
+      engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { freqs: Tensor.zeros('f32', [3]) }),
+    ).toThrow(/freqs/);
+    expect(() =>
+      engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, {
+        freqs: Tensor.f32([2], [1, NaN]),
+      }),
+    ).toThrow('rope: freqs[1] NaN, expected a finite number >= 0');
+    expect(() => engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { scale: 0 })).toThrow(
+      /scale 0/,
+    );
+    expect(() =>
+      engine.rope(Tensor.zeros('f32', [1, 1, 4]), Tensor.zeros('i32', [1]), 10000, { pairs: 'odd' as never }),
+    ).toThrow(/pairs odd/);
+    expect(() => engine.topk(Tensor.zeros('i32', [1, 5]), Tensor.zeros('f32', [1, 4]))).toThrow(
+      'topk: k (out.shape[1]) 5, expected an integer in [1, 4]',
+    );
+    expect(() =>
+      engine.rmsnorm(Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [2, 4]), Tensor.zeros('f32', [4]), 0),
+    ).toThrow('rmsnorm: eps 0, expected a finite number > 0');
+    expect(() =>
+      engine.matvecInt4(Tensor.zeros('f32', [1]), new Int4Matrix(1, 32), Tensor.zeros('f32', [32]), 'fp8' as never),
+    ).toThrow("matvecInt4: path fp8, expected 'dequant' | 'int8'");
     expect(calls).toEqual([]);
   });
 
   it('checks that H2O state matches the cache', () => {
     const cache = cacheWith(4);
     const other = new H2OState(new KVCache({ nKvHeads: 2, headDim: 8, capacity: 8 }));
-    expect(() => engine.h2oDecode(q(1, 2), q(1, 2), cache, other, { k: 2 })).toThrow('h2oDecode: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]');
-    expect(() => engine.h2oSeed(other, q(1, 2), cache, 0)).toThrow('h2oSeed: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]');
+    expect(() => engine.h2oDecode(q(1, 2), q(1, 2), cache, other, { k: 2 })).toThrow(
+      'h2oDecode: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]',
+    );
+    expect(() => engine.h2oSeed(other, q(1, 2), cache, 0)).toThrow(
+      'h2oSeed: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]',
+    );
     expect(() => engine.h2oSeed(new H2OState(cache), q(5, 2), cache, 0)).toThrow('h2oSeed: N (new tokens)');
     expect(calls).toEqual([]);
   });
@@ -172,7 +245,9 @@ describe('KVCache layout', () => {
     const single = new KVCache({ nKvHeads: 1, headDim: 4, capacity: 10, layout: 'single-k', shared: true });
     expect(single.kT).toBeNull();
     expect(single.k.buffer).toBeInstanceOf(SharedArrayBuffer);
-    expect(() => new KVCache({ nKvHeads: 1, headDim: 4, capacity: 0 })).toThrow('KVCache: capacity 0, expected an integer >= 1');
+    expect(() => new KVCache({ nKvHeads: 1, headDim: 4, capacity: 0 })).toThrow(
+      'KVCache: capacity 0, expected an integer >= 1',
+    );
   });
 
   it('resets one sequence with its padding and keeps the mean of valid rows', () => {

@@ -7,7 +7,19 @@
  * never a RangeError, TypeError or any other crash of a parser.
  */
 import { FormatError, SparqError } from '@sparq/core';
-import { bytesSource, randomLlama, expectedTensors, joinGGUFParts, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, readLlama2cTokenizer, tokenizerFromGGUF, writeGGUF } from '@sparq/llm';
+import {
+  bytesSource,
+  randomLlama,
+  expectedTensors,
+  joinGGUFParts,
+  llamaFromGGUF,
+  llamaMetadata,
+  readGGUF,
+  readLlama2c,
+  readLlama2cTokenizer,
+  tokenizerFromGGUF,
+  writeGGUF,
+} from '@sparq/llm';
 import type { Engine } from '@sparq/core';
 import { llama2cCheckpoint } from '../llm/random-model.ts';
 import { seeded } from '../conformance/numeric.ts';
@@ -15,7 +27,16 @@ import { seeded } from '../conformance/numeric.ts';
 const U32 = [0, 1, 2, 9, 13, 16, 30, 99, 0x7fffffff, 0xffffffff, 1 << 24];
 const U64 = [0n, 1n, 2n ** 31n, 2n ** 32n, 2n ** 40n, 2n ** 63n, 2n ** 64n - 1n];
 
-const m = randomLlama({ dim: 32, hiddenDim: 64, nLayers: 1, nHeads: 2, nKvHeads: 1, seqLen: 16, extraTokens: 1, seed: 7 });
+const m = randomLlama({
+  dim: 32,
+  hiddenDim: 64,
+  nLayers: 1,
+  nHeads: 2,
+  nKvHeads: 1,
+  seqLen: 16,
+  extraTokens: 1,
+  seed: 7,
+});
 const entries = expectedTensors(m.loaded.config).map(({ name }) => ({ name, tensor: m.loaded.tensors.get(name)! }));
 
 /** `good` with 1-4 overwrites, most in the first `headerBytes`, and one case in ten cut short. */
@@ -40,7 +61,14 @@ export interface FileFuzzReport {
 }
 
 /** Runs `parse` on `cases` mutations of `good`; any error but a FormatError throws at once, naming the case. */
-function run(name: string, good: Uint8Array, headerBytes: number, cases: number, seed: number, parse: (bytes: Uint8Array) => void): FileFuzzReport {
+function run(
+  name: string,
+  good: Uint8Array,
+  headerBytes: number,
+  cases: number,
+  seed: number,
+  parse: (bytes: Uint8Array) => void,
+): FileFuzzReport {
   const random = seeded(seed);
   const report = { cases, formatErrors: 0, loaded: 0 };
   for (let i = 0; i < cases; i++) {
@@ -49,7 +77,10 @@ function run(name: string, good: Uint8Array, headerBytes: number, cases: number,
       parse(bytes);
       report.loaded++;
     } catch (error) {
-      if (!(error instanceof FormatError)) throw new Error(`${name} case ${i} (seed ${seed}): ${(error as Error).name}: ${(error as Error).message}`, { cause: error });
+      if (!(error instanceof FormatError))
+        throw new Error(`${name} case ${i} (seed ${seed}): ${(error as Error).name}: ${(error as Error).message}`, {
+          cause: error,
+        });
       report.formatErrors++;
     }
   }
@@ -68,12 +99,20 @@ export function fuzzGGUF(engine: Engine, cases: number, seed: number): FileFuzzR
 
 /** Mutated llama2.c checkpoints. */
 export function fuzzLlama2c(cases: number, seed: number): FileFuzzReport {
-  return run('llama2.c', llama2cCheckpoint(m.loaded), 28, cases, seed, (bytes) => readLlama2c(bytesSource(bytes, 'm.bin')));
+  return run('llama2.c', llama2cCheckpoint(m.loaded), 28, cases, seed, (bytes) =>
+    readLlama2c(bytesSource(bytes, 'm.bin')),
+  );
 }
 
 /** A llama2.c tokenizer file (max length, then score f32, length i32 and bytes per token) of the tiny model's pieces. */
 function llama2cTokenizerFile(): Uint8Array {
-  const texts = ['<unk>', '<s>', '</s>', ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`), 'a'];
+  const texts = [
+    '<unk>',
+    '<s>',
+    '</s>',
+    ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`),
+    'a',
+  ];
   const pieces = texts.map((t) => new TextEncoder().encode(t));
   const out = new Uint8Array(4 + pieces.reduce((n, p) => n + 8 + p.length, 0));
   const dv = new DataView(out.buffer);
@@ -91,12 +130,21 @@ function llama2cTokenizerFile(): Uint8Array {
 /** Mutated llama2.c tokenizer files. */
 export function fuzzTokenizerFile(cases: number, seed: number): FileFuzzReport {
   const good = llama2cTokenizerFile();
-  return run('tokenizer file', good, 64, cases, seed, (bytes) => readLlama2cTokenizer(bytes, 'tok.bin', m.tokenizer.vocabSize));
+  return run('tokenizer file', good, 64, cases, seed, (bytes) =>
+    readLlama2cTokenizer(bytes, 'tok.bin', m.tokenizer.vocabSize),
+  );
 }
 
 /** Code points drawn from ASCII, controls, Latin, CJK, emoji, lone surrogates and specials (<s>, </s>). */
 function randomText(random: () => number): string {
-  const pools = [[0x20, 0x7e], [0, 0x1f], [0xc0, 0x24f], [0x4e00, 0x4fff], [0x1f600, 0x1f64f], [0xd800, 0xdfff]];
+  const pools = [
+    [0x20, 0x7e],
+    [0, 0x1f],
+    [0xc0, 0x24f],
+    [0x4e00, 0x4fff],
+    [0x1f600, 0x1f64f],
+    [0xd800, 0xdfff],
+  ];
   let s = '';
   for (let n = Math.floor(random() * 24); n > 0; n--) {
     if (random() < 0.05) s += random() < 0.5 ? '<s>' : '</s>';
@@ -114,10 +162,15 @@ export function fuzzTokenizerText(cases: number, seed: number): number {
     const text = randomText(random);
     try {
       const ids = t.encode(text, { addSpecial: random() < 0.5, parseSpecial: random() < 0.5 });
-      if (ids.some((id) => !Number.isInteger(id) || id < 0 || id >= t.vocabSize)) throw new Error(`ids out of range: ${ids.join(' ')}`);
+      if (ids.some((id) => !Number.isInteger(id) || id < 0 || id >= t.vocabSize))
+        throw new Error(`ids out of range: ${ids.join(' ')}`);
       t.decode(ids);
     } catch (error) {
-      if (!(error instanceof SparqError)) throw new Error(`tokenizer text case ${i} (seed ${seed}) ${JSON.stringify(text)}: ${(error as Error).message}`, { cause: error });
+      if (!(error instanceof SparqError))
+        throw new Error(
+          `tokenizer text case ${i} (seed ${seed}) ${JSON.stringify(text)}: ${(error as Error).message}`,
+          { cause: error },
+        );
     }
   }
   return cases;

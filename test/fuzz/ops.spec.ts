@@ -14,7 +14,9 @@ const CASES = 8000;
 describe(`op fuzzer (${CASES} cases, ${engines.map((e) => e.name).join(' + ')}, seeded)`, () => {
   it('every case a project error or a result, and the backends agree', () => {
     const r = fuzzOps(engines, CASES, 1);
-    console.log(`op fuzzer: ${r.cases} cases: ${r.errors} project errors, ${r.results} results, ${r.unsupported} declared unsupported on a backend`);
+    console.log(
+      `op fuzzer: ${r.cases} cases: ${r.errors} project errors, ${r.results} results, ${r.unsupported} declared unsupported on a backend`,
+    );
     expect(r.problems).toEqual([]);
     // The draws must reach both ends: real results and every kind of refusal.
     expect(r.results).toBeGreaterThan(CASES / 3);

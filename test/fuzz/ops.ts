@@ -9,7 +9,19 @@
  * backends must agree: the same error class, or outputs within AGREE of each
  * other with NaN and infinities in the same places (docs/edge-cases.md).
  */
-import { H2OState, Int4Matrix, KVCache, SparqError, SparqTrace, Tensor, UnsupportedOpError, f32ToBf16, f32ToF16, type BlockDType, type Engine } from '@sparq/core';
+import {
+  H2OState,
+  Int4Matrix,
+  KVCache,
+  SparqError,
+  SparqTrace,
+  Tensor,
+  UnsupportedOpError,
+  f32ToBf16,
+  f32ToF16,
+  type BlockDType,
+  type Engine,
+} from '@sparq/core';
 import { seeded } from '../conformance/numeric.ts';
 
 /** Relative agreement of two backends' finite outputs: a consistency check, far looser than the conformance bounds. */
@@ -18,14 +30,14 @@ export const AGREE = 2e-3;
 const AGREE_FLOOR = 1e-4;
 
 /** A result, flagged `unspecified` when its inputs may overflow f32 (only the absence of errors is compared). */
-export type Outcome = { error: string; message: string } | { outputs: (Float32Array | Int32Array)[]; unspecified: boolean };
+export type Outcome =
+  { error: string; message: string } | { outputs: (Float32Array | Int32Array)[]; unspecified: boolean };
 
 export interface FuzzCase {
   /** What the case calls, for reports: op name and the drawn shapes and parameters. */
   label: string;
   run(engine: Engine): Outcome;
 }
-
 
 type ValueMode = 'dyadic' | 'random' | 'special';
 const SPECIALS = [NaN, Infinity, -Infinity, 1e30, -1e30, 3e38, 0, -0, 70000];
@@ -73,7 +85,8 @@ class Draw {
     const t = Tensor.zeros('f32', shape, { shared });
     for (let i = 0; i < t.size; i++) t.data[i] = this.value();
     if (fresh) return t;
-    if (shape.length >= 2 && this.chance(0.03)) return t.permute(...shape.map((_, i) => shape.length - 1 - i)) as Tensor<'f32'>;
+    if (shape.length >= 2 && this.chance(0.03))
+      return t.permute(...shape.map((_, i) => shape.length - 1 - i)) as Tensor<'f32'>;
     if (!shared && this.chance(0.02)) structuredClone(t.data.buffer, { transfer: [t.data.buffer as ArrayBuffer] });
     return t;
   }
@@ -92,14 +105,34 @@ function outcome(d: Draw, call: (d: Draw) => (Float32Array | Int32Array)[]): Out
     return { outputs, unspecified: d.huge };
   } catch (error) {
     const e = error as Error;
-    const kind = e instanceof UnsupportedOpError ? UNSUPPORTED : e instanceof SparqError ? e.constructor.name : `crash ${e?.constructor?.name}`;
+    const kind =
+      e instanceof UnsupportedOpError
+        ? UNSUPPORTED
+        : e instanceof SparqError
+          ? e.constructor.name
+          : `crash ${e?.constructor?.name}`;
     return { error: kind, message: String(e?.message) };
   }
 }
 
 /** A cache of `nValid` tokens (after `nPad` masked ones) appended by `engine` from the draw's values. */
-function filledCache(engine: Engine, d: Draw, shape: { batch: number; nKv: number; headDim: number; capacity: number }, nValid: number, nPad: number, layout: 'k-twice' | 'single-k', dtype: 'f32' | 'f16'): KVCache {
-  const cache = new KVCache({ batch: shape.batch, nKvHeads: shape.nKv, headDim: shape.headDim, capacity: shape.capacity, layout, dtype });
+function filledCache(
+  engine: Engine,
+  d: Draw,
+  shape: { batch: number; nKv: number; headDim: number; capacity: number },
+  nValid: number,
+  nPad: number,
+  layout: 'k-twice' | 'single-k',
+  dtype: 'f32' | 'f16',
+): KVCache {
+  const cache = new KVCache({
+    batch: shape.batch,
+    nKvHeads: shape.nKv,
+    headDim: shape.headDim,
+    capacity: shape.capacity,
+    layout,
+    dtype,
+  });
   for (let b = 0; b < shape.batch; b++) {
     cache.reset(b, Math.min(nPad, shape.capacity));
     const n = Math.min(nValid + nPad, shape.capacity);
@@ -115,7 +148,10 @@ function filledCache(engine: Engine, d: Draw, shape: { batch: number; nKv: numbe
 /** One fuzz case from `seed`: an op and its inputs, replayable on any engine. */
 export function fuzzCase(seed: number, preparer: Engine): FuzzCase {
   const op = new Draw(seed).pick(OPS);
-  return { label: `${op} (seed ${seed})`, run: (engine) => outcome(new Draw(seed), (d) => CASES[op](engine, d, preparer)) };
+  return {
+    label: `${op} (seed ${seed})`,
+    run: (engine) => outcome(new Draw(seed), (d) => CASES[op](engine, d, preparer)),
+  };
 }
 
 const CASES = {
@@ -212,7 +248,15 @@ const CASES = {
     // and the tie rule decides.
     if (method !== 'dense' && method !== 'prefill' && d.mode === 'random') d.mode = 'dyadic';
     const layout = method === 'sparq' || d.chance(0.5) ? 'k-twice' : 'single-k';
-    const cache = filledCache(engine, d, { batch, nKv, headDim, capacity }, nValid, nPad, layout, d.chance(0.2) ? 'f16' : 'f32');
+    const cache = filledCache(
+      engine,
+      d,
+      { batch, nKv, headDim, capacity },
+      nValid,
+      nPad,
+      layout,
+      d.chance(0.2) ? 'f16' : 'f32',
+    );
     if (method === 'prefill') {
       const n = d.param(1, Math.max(1, nValid));
       const q = d.f32([Math.max(1, Number.isInteger(n) ? n : 1), nKv * g, headDim]);
@@ -228,9 +272,24 @@ const CASES = {
     else if (method === 'lminf') engine.lmInfiniteDecode(out, q, cache, { k });
     else if (method === 'sparq') {
       const r = d.param(1, headDim);
-      const trace = Number.isInteger(r) && r >= 1 && Number.isInteger(k) && k >= 1 && r <= 64 && k <= 64 ? new SparqTrace(batch, nKv * g, nKv, r, k) : undefined;
-      engine.sparqDecode(out, q, cache, { r, k, l: d.chance(0.3) ? undefined : d.param(0, capacity + 2), reallocate: d.chance(0.5) }, { trace });
-      return trace ? [out.data, Float32Array.from(trace.alpha), sortedCounted(trace.i2, trace.i2Count, Number.isInteger(k) ? k : 0)] : [out.data];
+      const trace =
+        Number.isInteger(r) && r >= 1 && Number.isInteger(k) && k >= 1 && r <= 64 && k <= 64
+          ? new SparqTrace(batch, nKv * g, nKv, r, k)
+          : undefined;
+      engine.sparqDecode(
+        out,
+        q,
+        cache,
+        { r, k, l: d.chance(0.3) ? undefined : d.param(0, capacity + 2), reallocate: d.chance(0.5) },
+        { trace },
+      );
+      return trace
+        ? [
+            out.data,
+            Float32Array.from(trace.alpha),
+            sortedCounted(trace.i2, trace.i2Count, Number.isInteger(k) ? k : 0),
+          ]
+        : [out.data];
     } else {
       // H2O: up to three decode steps, a new token appended before each after the first.
       const state = new H2OState(cache);
@@ -238,7 +297,9 @@ const CASES = {
       for (let step = d.int(1, 3); step > 0; step--) {
         engine.h2oDecode(out, q, cache, state, { k });
         outs.push(out.data.slice());
-        if (step > 1) for (let b = 0; b < batch; b++) engine.kvAppend(cache, b, d.f32([1, nKv, headDim], true), d.f32([1, nKv, headDim], true));
+        if (step > 1)
+          for (let b = 0; b < batch; b++)
+            engine.kvAppend(cache, b, d.f32([1, nKv, headDim], true), d.f32([1, nKv, headDim], true));
       }
       return [...outs, Float32Array.from(state.evicted)];
     }
@@ -280,7 +341,10 @@ export function disagreement(a: Outcome, b: Outcome): string | null {
       const [u, v] = [x[i], y[i]];
       if (Object.is(u, v) || u === v) continue;
       const bothNaN = Number.isNaN(u) && Number.isNaN(v);
-      const close = Number.isFinite(u) && Number.isFinite(v) && Math.abs(u - v) <= AGREE_FLOOR + AGREE * Math.max(Math.abs(u), Math.abs(v));
+      const close =
+        Number.isFinite(u) &&
+        Number.isFinite(v) &&
+        Math.abs(u - v) <= AGREE_FLOOR + AGREE * Math.max(Math.abs(u), Math.abs(v));
       if (!bothNaN && !close) return `output ${o} element ${i}: ${u} vs ${v}`;
     }
   }

@@ -4,7 +4,19 @@
  * cache exactly as one prefill of the whole conversation would, and
  * `sparq chat` on piped stdin.
  */
-import { Chat, ChatTemplate, Session, argmax, createChat, openModel, stops, buildModel, defaultAttention, findTokenizer, readModelFile } from '@sparq/llm';
+import {
+  Chat,
+  ChatTemplate,
+  Session,
+  argmax,
+  createChat,
+  openModel,
+  stops,
+  buildModel,
+  defaultAttention,
+  findTokenizer,
+  readModelFile,
+} from '@sparq/llm';
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -18,7 +30,22 @@ const CHATML =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-const spec: FamilySpec = { name: 'chat', arch: 'qwen2', dim: 128, nHeads: 4, nKvHeads: 2, hiddenDim: 256, nLayers: 2, seqLen: 256, ropeTheta: 1e6, attnBias: true, tied: true, type: 'f32', seed: 7, chatTemplate: CHATML };
+const spec: FamilySpec = {
+  name: 'chat',
+  arch: 'qwen2',
+  dim: 128,
+  nHeads: 4,
+  nKvHeads: 2,
+  hiddenDim: 256,
+  nLayers: 2,
+  seqLen: 256,
+  ropeTheta: 1e6,
+  attnBias: true,
+  tied: true,
+  type: 'f32',
+  seed: 7,
+  chatTemplate: CHATML,
+};
 const engine = engines.find((e) => e.name === 'native') ?? engines[0];
 const path = writeFamilyModel(engine, spec);
 afterAll(() => rmSync(dirname(path), { recursive: true, force: true }));
@@ -37,8 +64,12 @@ describe('chat template', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'Hi' },
     ] as const;
-    expect(template.render(messages, true)).toBe('<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
-    expect(template.render(messages, false)).toBe('<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n');
+    expect(template.render(messages, true)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(template.render(messages, false)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n',
+    );
   });
 });
 
@@ -46,10 +77,20 @@ describe('Chat', () => {
   it('prefills only each new turn, and its cache is one prefill of the whole conversation', () => {
     const { model, tokenizer, template } = open();
     const attention = defaultAttention('dense', model.config.headDim, 256);
-    const chat = new Chat(engine, model, tokenizer, template, { attention, temperature: 0, topp: 0.9, seed: 1, system: 'Be brief.', maxReplyTokens: 6 });
+    const chat = new Chat(engine, model, tokenizer, template, {
+      attention,
+      temperature: 0,
+      topp: 0.9,
+      seed: 1,
+      system: 'Be brief.',
+      maxReplyTokens: 6,
+    });
     const first = chat.send('Hello there');
     // Turn 1: BOS (the vocab adds it; ChatML does not write it), then the rendered conversation.
-    const turn1 = [tokenizer.bosId, ...tokenizer.encode(template.render(chat.messages.slice(0, 2), true), { addSpecial: false, parseSpecial: true })];
+    const turn1 = [
+      tokenizer.bosId,
+      ...tokenizer.encode(template.render(chat.messages.slice(0, 2), true), { addSpecial: false, parseSpecial: true }),
+    ];
     expect(turn1).toContain(IM_START);
     expect(first.prefilled).toBe(turn1.length);
     const afterFirst = chat.session.pos;
@@ -82,8 +123,20 @@ describe('Chat', () => {
   it('a template that rewrites earlier turns prefills the whole conversation again', () => {
     const { model, tokenizer } = open();
     // Drops every assistant message but the last: earlier replies vanish from the rendering.
-    const forgetful = new ChatTemplate(CHATML.replace("{% for message in messages %}", "{% for message in messages %}{% if message['role'] != 'assistant' %}").replace("{% endfor %}", '{% endif %}{% endfor %}'), tokenizer);
-    const chat = new Chat(engine, model, tokenizer, forgetful, { attention: defaultAttention('dense', model.config.headDim, 256), temperature: 0, topp: 0.9, seed: 1, maxReplyTokens: 3 });
+    const forgetful = new ChatTemplate(
+      CHATML.replace(
+        '{% for message in messages %}',
+        "{% for message in messages %}{% if message['role'] != 'assistant' %}",
+      ).replace('{% endfor %}', '{% endif %}{% endfor %}'),
+      tokenizer,
+    );
+    const chat = new Chat(engine, model, tokenizer, forgetful, {
+      attention: defaultAttention('dense', model.config.headDim, 256),
+      temperature: 0,
+      topp: 0.9,
+      seed: 1,
+      maxReplyTokens: 3,
+    });
     chat.send('one');
     const second = chat.send('two');
     expect(second.reprefilled).toBe(true);
@@ -92,10 +145,25 @@ describe('Chat', () => {
 
   it('a turn longer than the context left is a clear error, and the conversation is unchanged', () => {
     const { model, tokenizer, template } = open();
-    const chat = new Chat(engine, model, tokenizer, template, { attention: defaultAttention('dense', model.config.headDim, 32), context: 32, temperature: 0, topp: 0.9, seed: 1 });
+    const chat = new Chat(engine, model, tokenizer, template, {
+      attention: defaultAttention('dense', model.config.headDim, 32),
+      context: 32,
+      temperature: 0,
+      topp: 0.9,
+      seed: 1,
+    });
     expect(() => chat.send('x'.repeat(200))).toThrow(/context has 32 positions left \(of 32\)/);
     expect(chat.messages).toEqual([]);
-    expect(() => new Chat(engine, model, tokenizer, template, { attention: defaultAttention('dense', model.config.headDim, 32), context: 257, temperature: 0, topp: 0.9, seed: 1 })).toThrow(/context 257, expected an integer in \[1, 256\] \(the model's trained context\)/);
+    expect(
+      () =>
+        new Chat(engine, model, tokenizer, template, {
+          attention: defaultAttention('dense', model.config.headDim, 32),
+          context: 257,
+          temperature: 0,
+          topp: 0.9,
+          seed: 1,
+        }),
+    ).toThrow(/context 257, expected an integer in \[1, 256\] \(the model's trained context\)/);
   });
 });
 
@@ -126,12 +194,31 @@ describe('stop rules', () => {
 describe('sparq chat', () => {
   it('reads turns from piped stdin, prints one reply line each, prefills only the new turn', () => {
     const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'packages/cli/src/main.ts'), 'chat', '--model', path, '--system', 'Be brief.', '--temperature', '0', '--max-tokens', '4', '--attention', 'sparq'], {
-      cwd: root,
-      input: 'Hello\n\nAnd again\n',
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(root, 'packages/cli/src/main.ts'),
+        'chat',
+        '--model',
+        path,
+        '--system',
+        'Be brief.',
+        '--temperature',
+        '0',
+        '--max-tokens',
+        '4',
+        '--attention',
+        'sparq',
+      ],
+      {
+        cwd: root,
+        input: 'Hello\n\nAnd again\n',
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.split('\n')).toHaveLength(3); // two replies, each ended by a newline
     const prefills = [...r.stderr.matchAll(/\[turn (\d): prefill (\d+) tokens, /g)].map((m) => Number(m[2]));
@@ -142,7 +229,11 @@ describe('sparq chat', () => {
 
   it('refuses a context past the trained one, naming it', () => {
     const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'packages/cli/src/main.ts'), 'chat', '--model', path, '--ctx', '100000'], { cwd: root, input: '', encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', join(root, 'packages/cli/src/main.ts'), 'chat', '--model', path, '--ctx', '100000'],
+      { cwd: root, input: '', encoding: 'utf8', timeout: 60_000 },
+    );
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("--ctx 100000, expected an integer in [1, 256] (the model's trained context)");
   });

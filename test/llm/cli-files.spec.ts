@@ -47,7 +47,9 @@ describe('sparq convert --type and sparq inspect', () => {
     expect(readdirSync(dir).filter((f) => f.includes('partial'))).toEqual([]);
     const bad = sparq('convert', '--model', source, '--out', join(dir, 'y.gguf'), '--type', 'q9_9');
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('--type q9_9, expected one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs');
+    expect(bad.stderr).toContain(
+      '--type q9_9, expected one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs',
+    );
     expect(sparq('inspect').code).toBe(2);
     const notModel = sparq('inspect', source.replace('f32.gguf', 'nothing.gguf'));
     expect(notModel.code).toBe(1);

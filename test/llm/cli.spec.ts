@@ -30,7 +30,19 @@ const describeStories = storiesMissing ? describe.skip : describe;
 
 describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
   it('generate prints the greedy 200 text byte for byte, the summary on stderr', () => {
-    const r = sparq('generate', '--model', files.model.path, '--tokenizer', files.tok512.path, '-n', '200', '--temperature', '0', '--attention', 'dense');
+    const r = sparq(
+      'generate',
+      '--model',
+      files.model.path,
+      '--tokenizer',
+      files.tok512.path,
+      '-n',
+      '200',
+      '--temperature',
+      '0',
+      '--attention',
+      'dense',
+    );
     expect(r.stderr).toContain('tok/s');
     expect(r.code).toBe(0);
     expect(r.stdout.toString('utf8')).toBe(expectedText());
@@ -42,7 +54,17 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
 
   it('convert writes a GGUF that generate runs with its embedded tokenizer (SparQ, q4_0)', () => {
     const out = join(dir, 'stories.gguf');
-    const c = sparq('convert', '--model', files.model.path, '--tokenizer', files.tok512.path, '--out', out, '--type', 'q4_0');
+    const c = sparq(
+      'convert',
+      '--model',
+      files.model.path,
+      '--tokenizer',
+      files.tok512.path,
+      '--out',
+      out,
+      '--type',
+      'q4_0',
+    );
     expect(c.stderr).toContain('wrote');
     expect(c.code).toBe(0);
     expect(c.stderr).toContain('blk.4.ffn_down.weight kept F32');
@@ -52,7 +74,19 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     expect(g.stderr).toMatch(/attention sparq r=2 k=16 l=4/);
     expect(g.stdout.toString('utf8')).toMatch(/^Once upon a time/);
     // The same file with the weights decoded to f32 instead of the default integer product.
-    const f = sparq('generate', '--model', out, '-n', '48', '--temperature', '0', '--attention', 'sparq', '--product', 'dequant');
+    const f = sparq(
+      'generate',
+      '--model',
+      out,
+      '-n',
+      '48',
+      '--temperature',
+      '0',
+      '--attention',
+      'sparq',
+      '--product',
+      'dequant',
+    );
     expect(f.code).toBe(0);
     expect(f.stdout.toString('utf8')).toMatch(/^Once upon a time/);
   });
@@ -61,8 +95,12 @@ describeStories(`sparq generate / convert${storiesMissing ? ` skipped: ${stories
     const flag = sparq('generate', '--model', files.model.path, '--attention', 'fast');
     expect(flag.code).toBe(2);
     expect(flag.stderr).toContain('--attention fast, expected one of dense, sparq, h2o, lminf, oracle');
-    expect(sparq('generate', '--model', files.model.path, '--attention', 'sparq', '--r', '9').stderr).toContain('--r 9, expected an integer in [1, 8]');
-    expect(sparq('generate', '--model', files.model.path, '--product', 'int4').stderr).toContain('--product int4, expected one of dequant, int8');
+    expect(sparq('generate', '--model', files.model.path, '--attention', 'sparq', '--r', '9').stderr).toContain(
+      '--r 9, expected an integer in [1, 8]',
+    );
+    expect(sparq('generate', '--model', files.model.path, '--product', 'int4').stderr).toContain(
+      '--product int4, expected one of dequant, int8',
+    );
     expect(sparq('generate').stderr).toContain('--model FILE is required');
     const bad = join(dir, 'bad.gguf');
     writeFileSync(bad, Buffer.from('GGUF\x01\x00\x00\x00'));
@@ -118,7 +156,12 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     const summary = JSON.parse(lines[lines.length - 1]);
     // stories260K: 5 layers x 4 KV heads of 8; per head and position 2 f16 rows (32 bytes) plus
     // 8 i8 codes and 8 / 64 f16 scales (8.25 bytes); 40 positions.
-    expect(summary).toMatchObject({ kv: 'f16', kt: 'i8', kvLayout: 'k-twice', kvBytesPerPosition: 5 * 4 * (32 + 8.25) });
+    expect(summary).toMatchObject({
+      kv: 'f16',
+      kt: 'i8',
+      kvLayout: 'k-twice',
+      kvBytesPerPosition: 5 * 4 * (32 + 8.25),
+    });
     // The cache holds whole 64-position scale blocks: 40 positions of rows, 64 of codes and one scale per component.
     expect(summary.kvBytes).toBe(5 * 4 * (40 * 32 + 64 * 8 + 8 * 2));
     const badKv = sparq(...base, '--kv', 'q5_0');
@@ -140,15 +183,41 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     const lines = r.stderr.trim().split('\n');
     const summary = JSON.parse(lines[lines.length - 1]);
     // -n's limit is a token limit: 'length', as maxTokens gives in the library.
-    expect(summary).toMatchObject({ finishReason: 'length', promptTokens: 1, generatedTokens: 40, decodeSteps: 39, interrupted: false, backend: { name: 'reference' }, attention: { method: 'dense', compressionRatio: 1 }, kv: 'f16', kvLayout: 'single-k' });
+    expect(summary).toMatchObject({
+      finishReason: 'length',
+      promptTokens: 1,
+      generatedTokens: 40,
+      decodeSteps: 39,
+      interrupted: false,
+      backend: { name: 'reference' },
+      attention: { method: 'dense', compressionRatio: 1 },
+      kv: 'f16',
+      kvLayout: 'single-k',
+    });
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(summary);
   });
 
   it('Ctrl-C stops generation, prints the partial summary and exits 130', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), ...base, '-n', '0', '--temperature', '1', '--seed', '7', '--json'], {
-      cwd: ROOT,
-      env: { ...process.env, SPARQ_BACKEND: 'reference' },
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'packages/cli/src/main.ts'),
+        ...base,
+        '-n',
+        '0',
+        '--temperature',
+        '1',
+        '--seed',
+        '7',
+        '--json',
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, SPARQ_BACKEND: 'reference' },
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));

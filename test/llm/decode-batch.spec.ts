@@ -5,7 +5,18 @@
  * rolls every session back; Session.truncate keeps a prefix as if the rest had never been appended.
  */
 import { KVCache, type Engine } from '@sparq/core';
-import { BatchState, RunState, Session, argmax, buildModel, defaultAttention, defaultKVLayout, randomLlama, type AttentionConfig, type Model } from '@sparq/llm';
+import {
+  BatchState,
+  RunState,
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  defaultKVLayout,
+  randomLlama,
+  type AttentionConfig,
+  type Model,
+} from '@sparq/llm';
 import { describe, expect, it } from 'vitest';
 import { forEachBackend } from '../support/backends.ts';
 import { lacking, stories, storiesMissing, GENERATE_OPS } from './support.ts';
@@ -15,7 +26,10 @@ const STEPS = 40;
 
 /** Prompts of different lengths (token ids), one per sequence. */
 function prompts(vocab: number, count: number): number[][] {
-  return Array.from({ length: count }, (_, s) => [1, ...Array.from({ length: 3 + 2 * s }, (_, i) => 3 + ((s * 37 + i * 11) % (vocab - 3)))]);
+  return Array.from({ length: count }, (_, s) => [
+    1,
+    ...Array.from({ length: 3 + 2 * s }, (_, i) => 3 + ((s * 37 + i * 11) % (vocab - 3))),
+  ]);
 }
 
 /** Greedy tokens of one session decoding alone. */
@@ -39,8 +53,28 @@ function batched(engine: Engine, model: Model, all: number[][], attention: Atten
   const n = all.length;
   const state = new RunState(c, 16);
   const batch = new BatchState(state);
-  const big = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: CAPACITY, batch: n, dtype: 'f16', layout: defaultKVLayout(attention.method) }));
-  const sessions = all.map((_, s) => new Session(engine, model, { capacity: CAPACITY, maxPrefill: 16, attention, state, caches: big.map((cache) => cache.view(s, 0, c.nKvHeads)) }));
+  const big = Array.from(
+    { length: c.nLayers },
+    () =>
+      new KVCache({
+        nKvHeads: c.nKvHeads,
+        headDim: c.headDim,
+        capacity: CAPACITY,
+        batch: n,
+        dtype: 'f16',
+        layout: defaultKVLayout(attention.method),
+      }),
+  );
+  const sessions = all.map(
+    (_, s) =>
+      new Session(engine, model, {
+        capacity: CAPACITY,
+        maxPrefill: 16,
+        attention,
+        state,
+        caches: big.map((cache) => cache.view(s, 0, c.nKvHeads)),
+      }),
+  );
   const out: number[][] = all.map(() => []);
   const logits: (Float32Array | null)[] = all.map(() => null);
   const start = (s: number) => (s * 3) % 7;
@@ -53,7 +87,11 @@ function batched(engine: Engine, model: Model, all: number[][], attention: Atten
     for (const s of live) out[s].push(argmax(logits[s]!));
     const next = live.filter((s) => out[s].length < STEPS);
     if (next.length === 0) continue;
-    const rows = Session.decodeBatch(next.map((s) => sessions[s]), next.map((s) => out[s][out[s].length - 1]), batch);
+    const rows = Session.decodeBatch(
+      next.map((s) => sessions[s]),
+      next.map((s) => out[s][out[s].length - 1]),
+      batch,
+    );
     next.forEach((s, i) => (logits[s] = rows[i].slice()));
   }
   return out;
@@ -71,7 +109,17 @@ forEachBackend('Session.decodeBatch', (engine) => {
   const skip = lacking(engine, [...GENERATE_OPS, 'sparqDecode']);
   const test = skip ? describe.skip : describe;
   test(`random GQA model${skip ? ` (skipped: ${skip})` : ''}`, () => {
-    const { loaded } = randomLlama({ dim: 64, hiddenDim: 128, nHeads: 4, nKvHeads: 2, nLayers: 2, seqLen: CAPACITY, extraTokens: 61, margin: 2, seed: 5 });
+    const { loaded } = randomLlama({
+      dim: 64,
+      hiddenDim: 128,
+      nHeads: 4,
+      nKvHeads: 2,
+      nLayers: 2,
+      seqLen: CAPACITY,
+      extraTokens: 61,
+      margin: 2,
+      seed: 5,
+    });
     const f32 = buildModel(engine, loaded);
     checks(engine, f32, 'f32 weights, dense', defaultAttention('dense', f32.config.headDim, CAPACITY));
     checks(engine, f32, 'f32 weights, SparQ', { method: 'sparq', r: 4, k: 8, l: 2, reallocate: true });
@@ -82,26 +130,54 @@ forEachBackend('Session.decodeBatch', (engine) => {
       const c = f32.config;
       const state = new RunState(c, 4);
       const batch = new BatchState(state);
-      const sessions = [0, 1, 2].map(() => new Session(engine, f32, { capacity: CAPACITY, maxPrefill: 4, attention: defaultAttention('dense', c.headDim, CAPACITY), state }));
+      const sessions = [0, 1, 2].map(
+        () =>
+          new Session(engine, f32, {
+            capacity: CAPACITY,
+            maxPrefill: 4,
+            attention: defaultAttention('dense', c.headDim, CAPACITY),
+            state,
+          }),
+      );
       sessions.forEach((s, i) => s.prefill([1, 5 + i, 9]));
-      const before = sessions.map((s) => ({ pos: s.pos, nPast: s.caches.map((cache) => cache.nPast[0]), vSum: s.caches[1].vSum.slice() }));
-      expect(() => Session.decodeBatch(sessions, [4, c.vocabSize + 3, 6], batch)).toThrow(/token .* expected an integer in \[0, /);
+      const before = sessions.map((s) => ({
+        pos: s.pos,
+        nPast: s.caches.map((cache) => cache.nPast[0]),
+        vSum: s.caches[1].vSum.slice(),
+      }));
+      expect(() => Session.decodeBatch(sessions, [4, c.vocabSize + 3, 6], batch)).toThrow(
+        /token .* expected an integer in \[0, /,
+      );
       sessions.forEach((s, i) => {
         expect(s.pos).toBe(before[i].pos);
         expect(s.caches.map((cache) => cache.nPast[0])).toEqual(before[i].nPast);
         expect(s.caches[1].vSum).toEqual(before[i].vSum);
       });
       const rows = Session.decodeBatch(sessions, [4, 5, 6], batch).map((r) => r.slice());
-      const fresh = new Session(engine, f32, { capacity: CAPACITY, maxPrefill: 4, attention: defaultAttention('dense', c.headDim, CAPACITY) });
+      const fresh = new Session(engine, f32, {
+        capacity: CAPACITY,
+        maxPrefill: 4,
+        attention: defaultAttention('dense', c.headDim, CAPACITY),
+      });
       fresh.prefill([1, 6, 9]);
       expect(rows[1]).toEqual(fresh.decode(5).slice());
     });
 
     it('rejects mismatched arguments with the numbers', () => {
       const state = new RunState(f32.config, 2);
-      const s = [0, 1, 2].map(() => new Session(engine, f32, { capacity: 8, maxPrefill: 2, attention: defaultAttention('dense', f32.config.headDim, 8), state }));
+      const s = [0, 1, 2].map(
+        () =>
+          new Session(engine, f32, {
+            capacity: 8,
+            maxPrefill: 2,
+            attention: defaultAttention('dense', f32.config.headDim, 8),
+            state,
+          }),
+      );
       s.forEach((x) => x.prefill([1]));
-      expect(() => Session.decodeBatch(s, [3, 4, 5], new BatchState(state))).toThrow('3 sessions, the batch state holds at most 2');
+      expect(() => Session.decodeBatch(s, [3, 4, 5], new BatchState(state))).toThrow(
+        '3 sessions, the batch state holds at most 2',
+      );
       expect(() => Session.decodeBatch(s.slice(0, 2), [3], new BatchState(state))).toThrow('2 sessions and 1 tokens');
       expect(() => Session.decodeBatch([s[0], s[0]], [3, 3], new BatchState(state))).toThrow('a session appears twice');
     });
@@ -123,10 +199,25 @@ forEachBackend('Session.decodeBatch', (engine) => {
 
     it('truncate over q8_0 and q4_0 rows (decoded by the engine): the V sums and next logits of the prefix alone', () => {
       // Head dim 32: one ggml block per row.
-      const { loaded: wide } = randomLlama({ dim: 128, hiddenDim: 128, nHeads: 4, nKvHeads: 2, nLayers: 2, seqLen: CAPACITY, extraTokens: 61, margin: 2, seed: 6 });
+      const { loaded: wide } = randomLlama({
+        dim: 128,
+        hiddenDim: 128,
+        nHeads: 4,
+        nKvHeads: 2,
+        nLayers: 2,
+        seqLen: CAPACITY,
+        extraTokens: 61,
+        margin: 2,
+        seed: 6,
+      });
       const model = buildModel(engine, wide);
       for (const kv of ['q8_0', 'q4_0'] as const) {
-        const s = new Session(engine, model, { capacity: CAPACITY, maxPrefill: 8, attention: defaultAttention('dense', model.config.headDim, CAPACITY), kv });
+        const s = new Session(engine, model, {
+          capacity: CAPACITY,
+          maxPrefill: 8,
+          attention: defaultAttention('dense', model.config.headDim, CAPACITY),
+          kv,
+        });
         s.prefill([1, 7, 8, 9, 10]);
         const vSums = s.caches.map((cache) => cache.vSum.slice());
         const first = s.decode(11).slice();

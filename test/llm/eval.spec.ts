@@ -7,8 +7,27 @@
  */
 import type { Engine } from '@sparq/core';
 import {
-  Session, agreementSummary, attentionStatistics, buildModel, configForTarget, defaultAttention, denseNll, encodePieces, greedySteps, greedyTokens, meanCompression,
-  methodNll, padHeads, readModelFile, scoredSteps, storyPrompts, summarize, textPieces, PERPLEXITY_PROTOCOL, type AttentionConfig, type EvalModel,
+  Session,
+  agreementSummary,
+  attentionStatistics,
+  buildModel,
+  configForTarget,
+  defaultAttention,
+  denseNll,
+  encodePieces,
+  greedySteps,
+  greedyTokens,
+  meanCompression,
+  methodNll,
+  padHeads,
+  readModelFile,
+  scoredSteps,
+  storyPrompts,
+  summarize,
+  textPieces,
+  PERPLEXITY_PROTOCOL,
+  type AttentionConfig,
+  type EvalModel,
 } from '@sparq/llm';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -41,7 +60,12 @@ const fast: Engine = engines.find((e) => e.name === 'native') ?? referenceEngine
 const ONE_WINDOW = { ...PERPLEXITY_PROTOCOL, windows: 1 };
 
 describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
-  const load = (engine: Engine): EvalModel => ({ engine, model: stories(engine).model, kvDType: 'f32', productPath: 'dequant' });
+  const load = (engine: Engine): EvalModel => ({
+    engine,
+    model: stories(engine).model,
+    kvDType: 'f32',
+    productPath: 'dequant',
+  });
   const { tokenizer } = missing ? ({} as never) : stories(referenceEngine);
   const pieces = missing ? [] : textPieces(readFileSync(text.path, 'utf8'));
   const tokens = missing ? [] : encodePieces(tokenizer, pieces);
@@ -61,7 +85,8 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
       return summarize(nll, nll);
     });
     expect(results[0].targets).toBe(512);
-    for (const r of results) expect(Math.abs(r.ppl - results[0].ppl) / results[0].ppl).toBeLessThanOrEqual(CROSS_BACKEND_REL);
+    for (const r of results)
+      expect(Math.abs(r.ppl - results[0].ppl) / results[0].ppl).toBeLessThanOrEqual(CROSS_BACKEND_REL);
     // A sane model on its own kind of text: far below the uniform 512-way guess.
     expect(results[0].ppl).toBeLessThan(6);
   });
@@ -81,7 +106,8 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
         const s = summarize(run.nll, dense);
         expect(s.targets).toBe(512 - 64);
         let worst = 0;
-        for (let i = 0; i < run.nll.length; i++) if (!Number.isNaN(run.nll[i])) worst = Math.max(worst, Math.abs(run.nll[i] - dense[i]));
+        for (let i = 0; i < run.nll.length; i++)
+          if (!Number.isNaN(run.nll[i])) worst = Math.max(worst, Math.abs(run.nll[i] - dense[i]));
         expect(worst).toBeLessThanOrEqual(SAME_MATH_NLL);
       });
     }
@@ -89,7 +115,13 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
       const run = methodNll(m, tokens, { method: 'sparq', r: 1, k: 4, l: 1, reallocate: true }, ONE_WINDOW);
       const s = summarize(run.nll, dense);
       expect(s.nll - s.denseNll).toBeGreaterThan(0.05);
-      expect(meanCompression({ method: 'sparq', r: 1, k: 4, l: 1, reallocate: true }, scoredSteps(tokens.length, ONE_WINDOW), d)).toBeLessThan(0.1);
+      expect(
+        meanCompression(
+          { method: 'sparq', r: 1, k: 4, l: 1, reallocate: true },
+          scoredSteps(tokens.length, ONE_WINDOW),
+          d,
+        ),
+      ).toBeLessThan(0.1);
     });
   });
 
@@ -120,22 +152,33 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     for (const row of s.kurtosis) for (const k of row) expect(k >= 1 && k < d).toBe(true);
   });
 
-  it.each(['q8_0', 'q4_0'] as const)('attention statistics over %s rows (heads padded to 32): the exact limit attends all mass with dense output', (kv) => {
-    const padded: EvalModel = { ...m, model: buildModel(fast, padHeads(readModelFile(files.model.path, fast).loaded, 32)), kvDType: kv };
-    const exact = { label: 'exact sparq', config: { method: 'sparq', r: 32, k: 128, l: 0, reallocate: true } as AttentionConfig };
-    const s = attentionStatistics(padded, tokens, { ...ONE_WINDOW, window: 128 }, [exact], { r: [], k: [] });
-    expect(s.steps).toBe(128 - 64);
-    // The mirror holds the session's own bytes and the dense probabilities come from its decoded keys.
-    expect(s.methods[0].topkAgreement).toBe(1);
-    expect(s.methods[0].mass).toBeCloseTo(1, 6);
-    expect(s.methods[0].outputError).toBeLessThanOrEqual(SAME_MATH_OUTPUT);
-  });
+  it.each(['q8_0', 'q4_0'] as const)(
+    'attention statistics over %s rows (heads padded to 32): the exact limit attends all mass with dense output',
+    (kv) => {
+      const padded: EvalModel = {
+        ...m,
+        model: buildModel(fast, padHeads(readModelFile(files.model.path, fast).loaded, 32)),
+        kvDType: kv,
+      };
+      const exact = {
+        label: 'exact sparq',
+        config: { method: 'sparq', r: 32, k: 128, l: 0, reallocate: true } as AttentionConfig,
+      };
+      const s = attentionStatistics(padded, tokens, { ...ONE_WINDOW, window: 128 }, [exact], { r: [], k: [] });
+      expect(s.steps).toBe(128 - 64);
+      // The mirror holds the session's own bytes and the dense probabilities come from its decoded keys.
+      expect(s.methods[0].topkAgreement).toBe(1);
+      expect(s.methods[0].mass).toBeCloseTo(1, 6);
+      expect(s.methods[0].outputError).toBeLessThanOrEqual(SAME_MATH_OUTPUT);
+    },
+  );
 
   it('greedy agreement: a method at its exact limit follows dense for every token', () => {
     const prompts = storyPrompts(tokenizer, pieces, 2, 16);
     expect(prompts.map((p) => p.length)).toEqual([16, 16]);
     const capacity = 16 + 40 - 1;
-    const session = (a: AttentionConfig) => new Session(m.engine, m.model, { capacity, maxPrefill: capacity, attention: a });
+    const session = (a: AttentionConfig) =>
+      new Session(m.engine, m.model, { capacity, maxPrefill: capacity, attention: a });
     const dense = session(defaultAttention('dense', d, capacity));
     const exact = session({ method: 'sparq', r: d, k: capacity, l: 0, reallocate: true });
     const small = session({ method: 'lminf', r: d, k: 2, l: 0, reallocate: true });
@@ -149,7 +192,7 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     expect(greedySteps(16, 4)).toEqual([17, 18, 19]);
   });
 
-  it('parameter rule: each k is the nearest to the target ratio; SparQ spends half on r; oracle takes SparQ\'s k', () => {
+  it("parameter rule: each k is the nearest to the target ratio; SparQ spends half on r; oracle takes SparQ's k", () => {
     const steps = scoredSteps(PROTOCOL_TOKENS, PERPLEXITY_PROTOCOL);
     expect(steps).toHaveLength(91 * 448 + (PROTOCOL_TOKENS - 91 * 512 - 64 - 1));
     for (const target of [1 / 2, 1 / 4, 1 / 8]) {
@@ -168,17 +211,38 @@ describeData(`sparq eval${missing ? ` skipped: ${missing}` : ''}`, () => {
   });
 
   it('CLI: one configuration prints one JSON object on stdout; bad flags exit 2', () => {
-    const r = runSparq('eval', '--task', 'ppl', '--attention', 'sparq', '--r', '2', '--k', '16', '--windows', '1', '--json');
+    const r = runSparq(
+      'eval',
+      '--task',
+      'ppl',
+      '--attention',
+      'sparq',
+      '--r',
+      '2',
+      '--k',
+      '16',
+      '--windows',
+      '1',
+      '--json',
+    );
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.code).toBe(0);
     const lines = r.stdout.trim().split('\n');
     expect(lines).toHaveLength(1);
     const record = JSON.parse(lines[0]);
     expect(record).toMatchObject({ task: 'ppl', method: 'sparq', r: 2, k: 16, l: 4, targets: 448 });
-    for (const key of ['ppl', 'nll', 'dense_ppl', 'dense_nll', 'compression', 'counted_ratio']) expect(typeof record[key]).toBe('number');
+    for (const key of ['ppl', 'nll', 'dense_ppl', 'dense_nll', 'compression', 'counted_ratio'])
+      expect(typeof record[key]).toBe('number');
     expect(record.ppl).toBeCloseTo(Math.exp(record.nll), 10);
     expect(record.ppl).toBeGreaterThan(record.dense_ppl);
-    expect(record.compression).toBeCloseTo(meanCompression({ method: 'sparq', r: 2, k: 16, l: 4, reallocate: true }, scoredSteps(tokens.length, ONE_WINDOW), d), 12);
+    expect(record.compression).toBeCloseTo(
+      meanCompression(
+        { method: 'sparq', r: 2, k: 16, l: 4, reallocate: true },
+        scoredSteps(tokens.length, ONE_WINDOW),
+        d,
+      ),
+      12,
+    );
     const bad = runSparq('eval', '--task', 'perplexity', '--attention', 'sparq');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--task perplexity, expected one of ppl, greedy, stats');

@@ -21,11 +21,39 @@ const STEPS = 24;
  */
 const FULL_BUDGET_REL = 1e-4;
 
-const base: FamilySpec = { name: 'llama', arch: 'llama', dim: 256, nHeads: 4, nKvHeads: 2, hiddenDim: 512, nLayers: 2, seqLen: 256, ropeTheta: 10000, tied: true, type: 'f32', seed: 1 };
+const base: FamilySpec = {
+  name: 'llama',
+  arch: 'llama',
+  dim: 256,
+  nHeads: 4,
+  nKvHeads: 2,
+  hiddenDim: 512,
+  nLayers: 2,
+  seqLen: 256,
+  ropeTheta: 10000,
+  tied: true,
+  type: 'f32',
+  seed: 1,
+};
 const FAMILIES: FamilySpec[] = [
   base,
-  { ...base, name: 'llama 3 (head dim 128, rope_freqs)', nHeads: 2, nKvHeads: 1, ropeTheta: 500000, llama3: { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 64 }, tied: false },
-  { ...base, name: 'qwen2 (biases, yarn)', arch: 'qwen2', attnBias: true, ropeTheta: 1e6, ropeScaling: { type: 'yarn', factor: 4, originalContext: 64, attnFactor: 1 } },
+  {
+    ...base,
+    name: 'llama 3 (head dim 128, rope_freqs)',
+    nHeads: 2,
+    nKvHeads: 1,
+    ropeTheta: 500000,
+    llama3: { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 64 },
+    tied: false,
+  },
+  {
+    ...base,
+    name: 'qwen2 (biases, yarn)',
+    arch: 'qwen2',
+    attnBias: true,
+    ropeTheta: 1e6,
+    ropeScaling: { type: 'yarn', factor: 4, originalContext: 64, attnFactor: 1 },
+  },
   { ...base, name: 'qwen3 (head dim 128, q/k norms)', arch: 'qwen3', headDim: 128, ropeTheta: 1e6 },
 ];
 
@@ -62,7 +90,10 @@ forEachBackend('SparQ and baselines on each family', (engine) => {
       }
       for (const method of ['sparq', 'oracle', 'h2o', 'lminf'] as const) {
         const small = run(engine, model, { ...defaultAttention(method, d, context), k: 8, l: 2 });
-        expect(small.logits.every((row) => row.every(Number.isFinite)), method).toBe(true);
+        expect(
+          small.logits.every((row) => row.every(Number.isFinite)),
+          method,
+        ).toBe(true);
         if (method !== 'oracle') expect(small.session.methodCost, method).toBeLessThan(dense.session.methodCost);
       }
     });

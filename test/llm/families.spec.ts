@@ -31,7 +31,15 @@
  *   3e-7 where no code flips.
  */
 import { type Engine } from '@sparq/core';
-import { Session, argmax, buildModel, defaultAttention, readModelFile, type GGUFFileType, type Model } from '@sparq/llm';
+import {
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  readModelFile,
+  type GGUFFileType,
+  type Model,
+} from '@sparq/llm';
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,17 +58,54 @@ export const LOGIT_TOLERANCE: Partial<Record<GGUFFileType, number>> = {
   q4_0: DEPTH / 127,
 };
 
-const llama: FamilySpec = { name: 'llama', arch: 'llama', dim: 256, nHeads: 4, nKvHeads: 2, hiddenDim: 512, nLayers: 2, seqLen: 256, ropeTheta: 10000, tied: true, type: 'f32', seed: 1 };
-const qwen2: FamilySpec = { ...llama, name: 'qwen2', arch: 'qwen2', attnBias: true, ropeTheta: 1e6, tied: false, seed: 4 };
+const llama: FamilySpec = {
+  name: 'llama',
+  arch: 'llama',
+  dim: 256,
+  nHeads: 4,
+  nKvHeads: 2,
+  hiddenDim: 512,
+  nLayers: 2,
+  seqLen: 256,
+  ropeTheta: 10000,
+  tied: true,
+  type: 'f32',
+  seed: 1,
+};
+const qwen2: FamilySpec = {
+  ...llama,
+  name: 'qwen2',
+  arch: 'qwen2',
+  attnBias: true,
+  ropeTheta: 1e6,
+  tied: false,
+  seed: 4,
+};
 const qwen3: FamilySpec = { ...llama, name: 'qwen3', arch: 'qwen3', headDim: 128, ropeTheta: 1e6, seed: 3 };
 export const CASES: FamilySpec[] = [
   llama,
   { ...llama, name: 'llama f16', type: 'f16' },
   { ...llama, name: 'llama q8_0', type: 'q8_0' },
   { ...llama, name: 'llama q4_0', type: 'q4_0' },
-  { ...llama, name: 'llama rope linear x4', ropeScaling: { type: 'linear', factor: 4, originalContext: 256, attnFactor: 1 } },
-  { ...llama, name: 'llama rope yarn x4', ropeScaling: { type: 'yarn', factor: 4, originalContext: 64, attnFactor: 1 } },
-  { ...llama, name: 'llama 3 rope_freqs, head dim 128', nHeads: 2, nKvHeads: 1, ropeTheta: 500000, llama3: { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 64 }, tied: false },
+  {
+    ...llama,
+    name: 'llama rope linear x4',
+    ropeScaling: { type: 'linear', factor: 4, originalContext: 256, attnFactor: 1 },
+  },
+  {
+    ...llama,
+    name: 'llama rope yarn x4',
+    ropeScaling: { type: 'yarn', factor: 4, originalContext: 64, attnFactor: 1 },
+  },
+  {
+    ...llama,
+    name: 'llama 3 rope_freqs, head dim 128',
+    nHeads: 2,
+    nKvHeads: 1,
+    ropeTheta: 500000,
+    llama3: { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 64 },
+    tied: false,
+  },
   qwen2,
   { ...qwen2, name: 'qwen2 q8_0', type: 'q8_0' },
   qwen3,
@@ -93,7 +138,13 @@ async function llamaCppGreedy(path: string): Promise<Reference> {
   // f32 KV cache and no flash attention: the comparison is then about the model, not cache rounding.
   // One thread: ggml's workers spin at every op's barrier, and on a loaded 2-core machine two threads
   // made a step of these tiny models take 300 ms instead of 1 ms (measured); the results are the same.
-  const context = await model.createContext({ contextSize: 256, threads: 1, flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' });
+  const context = await model.createContext({
+    contextSize: 256,
+    threads: 1,
+    flashAttention: false,
+    experimentalKvCacheKeyType: 'F32',
+    experimentalKvCacheValueType: 'F32',
+  });
   try {
     const sequence = context.getSequence();
     const ref: Reference = { tokens: [], logits: [] };
@@ -129,7 +180,12 @@ export interface Agreement {
 
 /** sparq fed llama.cpp's tokens: logits and greedy choices compared step by step. */
 export function compare(engine: Engine, model: Model, ref: Reference, tolerance: number): Agreement {
-  const session = new Session(engine, model, { capacity: PROMPT.length + STEPS, maxPrefill: PROMPT.length, attention: defaultAttention('dense', model.config.headDim, 256), kvDType: 'f32' });
+  const session = new Session(engine, model, {
+    capacity: PROMPT.length + STEPS,
+    maxPrefill: PROMPT.length,
+    attention: defaultAttention('dense', model.config.headDim, 256),
+    kvDType: 'f32',
+  });
   let logits = session.prefill(PROMPT);
   const result: Agreement = { greedyEqual: -1, maxDelta: 0, maxRel: 0, decisiveMismatches: 0 };
   for (let step = 0; step < STEPS; step++) {
@@ -167,24 +223,39 @@ describe('model families vs llama.cpp (random weights, greedy, f32 KV)', () => {
       const ref = await llamaCppGreedy(path);
       // Both backends on f32 models; quantized ones on native alone (the reference's products are
       // checked against native's by the conformance suite), to keep the test's time down.
-      const chosen = spec.type === 'f32' || engines.length === 1 ? engines : engines.filter((e) => e.name !== 'reference');
+      const chosen =
+        spec.type === 'f32' || engines.length === 1 ? engines : engines.filter((e) => e.name !== 'reference');
       const models = chosen.map((engine) => buildModel(engine, readModelFile(path, engine).loaded));
       rmSync(dirname(path), { recursive: true });
       for (const [e, engine] of chosen.entries()) {
         const model = models[e];
         const got = compare(engine, model, ref, tolerance);
-        rows.push(`| ${spec.name} | ${spec.type} | ${engine.name} | ${got.greedyEqual}/${STEPS} | ${got.maxDelta.toExponential(2)} | ${got.maxRel.toExponential(2)} |`);
+        rows.push(
+          `| ${spec.name} | ${spec.type} | ${engine.name} | ${got.greedyEqual}/${STEPS} | ${got.maxDelta.toExponential(2)} | ${got.maxRel.toExponential(2)} |`,
+        );
         expect(got.maxRel, `${engine.name}: max |Δlogit| / max |logit|`).toBeLessThanOrEqual(tolerance);
-        expect(got.decisiveMismatches, `${engine.name}: greedy tokens differing where llama.cpp's margin exceeds 2 x tolerance`).toBe(0);
+        expect(
+          got.decisiveMismatches,
+          `${engine.name}: greedy tokens differing where llama.cpp's margin exceeds 2 x tolerance`,
+        ).toBe(0);
         // The test can tell: with RoPE scaling or rope_freqs ignored, the logits leave llama.cpp's.
         if ((spec.ropeScaling || spec.llama3) && e === 0) {
           const plain = { ...model, weights: { ...model.weights, rope: { pairs: model.weights.rope.pairs } } };
-          expect(compare(engine, plain, ref, tolerance).maxRel, `${engine.name}: without RoPE scaling`).toBeGreaterThan(10 * tolerance);
+          expect(compare(engine, plain, ref, tolerance).maxRel, `${engine.name}: without RoPE scaling`).toBeGreaterThan(
+            10 * tolerance,
+          );
         }
       }
     });
   }
   afterAll(() => {
-    if (rows.length) console.log(['| model | weights | backend | greedy steps equal | max abs Δlogit | max rel |', '|---|---|---|---|---|---|', ...rows].join('\n'));
+    if (rows.length)
+      console.log(
+        [
+          '| model | weights | backend | greedy steps equal | max abs Δlogit | max rel |',
+          '|---|---|---|---|---|---|',
+          ...rows,
+        ].join('\n'),
+      );
   });
 });

@@ -13,7 +13,19 @@
  * that spreads logits over a few units, so the greedy choice is rarely a near tie.
  */
 import { Tensor, type Engine } from '@sparq/core';
-import { convertTensor, expectedTensors, gguf, llamaMetadata, makeConfig, writeGGUFFile, type Architecture, type GGUFFileType, type GGUFValue, type ModelConfig, type RopeScaling } from '@sparq/llm';
+import {
+  convertTensor,
+  expectedTensors,
+  gguf,
+  llamaMetadata,
+  makeConfig,
+  writeGGUFFile,
+  type Architecture,
+  type GGUFFileType,
+  type GGUFValue,
+  type ModelConfig,
+  type RopeScaling,
+} from '@sparq/llm';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,8 +102,25 @@ export function llama3FreqFactors(headDim: number, theta: number, p: NonNullable
 
 export function specConfig(s: FamilySpec): ModelConfig {
   return makeConfig(
-    { dim: s.dim, hiddenDim: s.hiddenDim, nLayers: s.nLayers, nHeads: s.nHeads, nKvHeads: s.nKvHeads, vocabSize: VOCAB, seqLen: s.seqLen },
-    { arch: s.arch, normEps: Math.fround(1e-5), ropeTheta: s.ropeTheta, ropeScaling: s.ropeScaling, sharedClassifier: s.tied, attnBias: s.attnBias ?? false, ropeFreqs: s.llama3 !== undefined, headDim: s.headDim },
+    {
+      dim: s.dim,
+      hiddenDim: s.hiddenDim,
+      nLayers: s.nLayers,
+      nHeads: s.nHeads,
+      nKvHeads: s.nKvHeads,
+      vocabSize: VOCAB,
+      seqLen: s.seqLen,
+    },
+    {
+      arch: s.arch,
+      normEps: Math.fround(1e-5),
+      ropeTheta: s.ropeTheta,
+      ropeScaling: s.ropeScaling,
+      sharedClassifier: s.tied,
+      attnBias: s.attnBias ?? false,
+      ropeFreqs: s.llama3 !== undefined,
+      headDim: s.headDim,
+    },
     (field, what) => {
       throw new Error(`fixture ${s.name}: ${field} ${what}`);
     },
@@ -99,7 +128,11 @@ export function specConfig(s: FamilySpec): ModelConfig {
 }
 
 /** Writes the model to a fresh temp dir (the caller removes it); returns its path. */
-export function writeFamilyModel(engine: Engine, s: FamilySpec, dir = mkdtempSync(join(tmpdir(), 'sparq-family-'))): string {
+export function writeFamilyModel(
+  engine: Engine,
+  s: FamilySpec,
+  dir = mkdtempSync(join(tmpdir(), 'sparq-family-')),
+): string {
   const c = specConfig(s);
   const random = seeded(s.seed);
   // Uniform with variance v: half-width sqrt(3 v).
@@ -123,7 +156,12 @@ export function writeFamilyModel(engine: Engine, s: FamilySpec, dir = mkdtempSyn
     return { name, tensor: shape.length === 1 ? t : convertTensor(engine, t, s.type) };
   });
   const path = join(dir, 'model.gguf');
-  const template: [string, GGUFValue][] = s.chatTemplate === undefined ? [] : [['tokenizer.chat_template', gguf.string(s.chatTemplate)]];
-  writeGGUFFile(path, [...llamaMetadata(c, null, { name: s.name, fileType: s.type }), ...vocabulary(), ...template], tensors);
+  const template: [string, GGUFValue][] =
+    s.chatTemplate === undefined ? [] : [['tokenizer.chat_template', gguf.string(s.chatTemplate)]];
+  writeGGUFFile(
+    path,
+    [...llamaMetadata(c, null, { name: s.name, fileType: s.type }), ...vocabulary(), ...template],
+    tensors,
+  );
   return path;
 }

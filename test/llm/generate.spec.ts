@@ -31,7 +31,13 @@ describeStories(`stories260K generation${storiesMissing ? ` skipped: ${storiesMi
     test(`continues a batched-prefill prompt exactly as greedy decoding did${suffix}`, () => {
       const { model, tokenizer } = setup();
       const prompt = 'Once upon a time, there was a little girl named Lily.';
-      const r = generate(engine, model, tokenizer, prompt, { steps: 200, temperature: 0, topp: 0.9, seed: 1, attention: defaultAttention('dense', 8, 200) });
+      const r = generate(engine, model, tokenizer, prompt, {
+        steps: 200,
+        temperature: 0,
+        topp: 0.9,
+        seed: 1,
+        attention: defaultAttention('dense', 8, 200),
+      });
       expect(r.promptTokens).toBeGreaterThan(10);
       expect(Buffer.from(r.text).toString('utf8')).toBe(expectedText());
     });
@@ -52,7 +58,14 @@ describeStories(`stories260K generation${storiesMissing ? ` skipped: ${storiesMi
     test(`KV defaults to f16 in the method's layout (SparQ k-twice, else single-k); f32 and single-k on request${suffix}`, () => {
       const { model, tokenizer } = setup();
       const run = (method: 'dense' | 'sparq', extra: { kvDType?: 'f32'; kvLayout?: 'single-k' } = {}) =>
-        generate(engine, model, tokenizer, '', { steps: 24, temperature: 0, topp: 0.9, seed: 1, attention: defaultAttention(method, 8, 24), ...extra }).session;
+        generate(engine, model, tokenizer, '', {
+          steps: 24,
+          temperature: 0,
+          topp: 0.9,
+          seed: 1,
+          attention: defaultAttention(method, 8, 24),
+          ...extra,
+        }).session;
       const cache = (s: ReturnType<typeof run>) => [s.caches[0].dtype, s.caches[0].layout, s.caches[0].kT === null];
       expect(cache(run('dense'))).toEqual(['f16', 'single-k', true]);
       expect(cache(run('sparq'))).toEqual(['f16', 'k-twice', false]);
@@ -71,7 +84,14 @@ describeStories(`stories260K generation${storiesMissing ? ` skipped: ${storiesMi
 
     test(`samples reproducibly from a seed${suffix}`, () => {
       const { model, tokenizer } = setup();
-      const run = (seed: number) => generate(engine, model, tokenizer, 'Lily', { steps: 64, temperature: 1, topp: 0.9, seed, attention: defaultAttention('dense', 8, 64) }).tokens;
+      const run = (seed: number) =>
+        generate(engine, model, tokenizer, 'Lily', {
+          steps: 64,
+          temperature: 1,
+          topp: 0.9,
+          seed,
+          attention: defaultAttention('dense', 8, 64),
+        }).tokens;
       expect(run(42)).toEqual(run(42));
       expect(run(42)).not.toEqual(run(43));
     });

@@ -38,8 +38,20 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A tiny random llama (dim 32, 1 layer, vocab 260) as metadata and F32 tensors. */
 function tiny(extra: [string, GGUFValue][] = []) {
-  const m = randomLlama({ dim: 32, hiddenDim: 64, nLayers: 1, nHeads: 2, nKvHeads: 1, seqLen: 16, extraTokens: 1, seed: 7 });
-  const tensors: GGUFTensorEntry[] = expectedTensors(m.loaded.config).map(({ name }) => ({ name, tensor: m.loaded.tensors.get(name)! }));
+  const m = randomLlama({
+    dim: 32,
+    hiddenDim: 64,
+    nLayers: 1,
+    nHeads: 2,
+    nKvHeads: 1,
+    seqLen: 16,
+    extraTokens: 1,
+    seed: 7,
+  });
+  const tensors: GGUFTensorEntry[] = expectedTensors(m.loaded.config).map(({ name }) => ({
+    name,
+    tensor: m.loaded.tensors.get(name)!,
+  }));
   const base = llamaMetadata(m.loaded.config, m.tokenizer);
   const keys = new Set(extra.map(([k]) => k));
   return { ...m, tensors, metadata: [...base.filter(([k]) => !keys.has(k)), ...extra] };
@@ -65,7 +77,11 @@ function formatError(fn: () => unknown): FormatError {
 /** Greedy tokens and logits of `steps` decode steps from BOS. */
 function decode(path: string, steps: number) {
   const model = buildModel(referenceEngine, readModelFile(path, referenceEngine).loaded);
-  const session = new Session(referenceEngine, model, { capacity: steps, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, steps) });
+  const session = new Session(referenceEngine, model, {
+    capacity: steps,
+    maxPrefill: 1,
+    attention: defaultAttention('dense', model.config.headDim, steps),
+  });
   const logits: number[][] = [];
   let out = session.prefill([1]);
   for (let i = 0; i < steps; i++) {
@@ -104,14 +120,19 @@ describe('reading model files', () => {
       ['a.scores', { type: 'array', value: { itemType: 'f32', values: scores } }],
       ['a.after', { type: 'u64', value: 0x0123456789abcdefn }],
     ];
-    const x = Tensor.f32([3, 32], Array.from({ length: 96 }, (_, i) => i - 40));
+    const x = Tensor.f32(
+      [3, 32],
+      Array.from({ length: 96 }, (_, i) => i - 40),
+    );
     const path = join(dir, 'big-header.gguf');
     writeGGUFFile(path, metadata, [{ name: 'x', tensor: x }]);
     expect(statSync(path).size).toBeGreaterThan(6 << 20);
     withGGUF(path, (f) => {
       expect(f.metadata.get('a.words')!.value).toEqual({ itemType: 'string', values: words });
       expect(f.metadata.get('a.long')!.value).toBe(long);
-      expect(Array.from((f.metadata.get('a.scores')!.value as { values: Float32Array }).values)).toEqual(Array.from(scores));
+      expect(Array.from((f.metadata.get('a.scores')!.value as { values: Float32Array }).values)).toEqual(
+        Array.from(scores),
+      );
       expect(f.metadata.get('a.after')!.value).toBe(0x0123456789abcdefn);
       expect(Array.from(ggufTensor(f.tensors[0]).data as Float32Array)).toEqual(Array.from(x.data));
     });
@@ -126,20 +147,28 @@ describe('reading model files', () => {
     const b = readModelFile(file('v2.gguf', v2), referenceEngine);
     expect(b.gguf!.version).toBe(2);
     expect(b.loaded.config).toEqual(a.loaded.config);
-    for (const [name, x] of a.loaded.tensors) expect(Buffer.from(tensorBytes(b.loaded.tensors.get(name)!)).equals(Buffer.from(tensorBytes(x))), name).toBe(true);
+    for (const [name, x] of a.loaded.tensors)
+      expect(Buffer.from(tensorBytes(b.loaded.tensors.get(name)!)).equals(Buffer.from(tensorBytes(x))), name).toBe(
+        true,
+      );
   });
 
   it('knows the format from the bytes: GGUF magic, else a llama2.c header matching the file size, else a FormatError saying so', () => {
-    const notAModel = /not a model file: expected GGUF \(magic "GGUF" at byte offset 0; .*\) or a llama2\.c checkpoint \(.+\)/;
+    const notAModel =
+      /not a model file: expected GGUF \(magic "GGUF" at byte offset 0; .*\) or a llama2\.c checkpoint \(.+\)/;
     expect(formatError(() => readModelFile(file('empty.bin', new Uint8Array(0)))).message).toMatch(notAModel);
-    expect(formatError(() => readModelFile(file('empty.bin', new Uint8Array(0)))).message).toContain('the file has 0 bytes');
+    expect(formatError(() => readModelFile(file('empty.bin', new Uint8Array(0)))).message).toContain(
+      'the file has 0 bytes',
+    );
     expect(formatError(() => readModelFile(file('ggu.bin', Buffer.from('GGU')))).message).toMatch(notAModel);
     const noise = Uint8Array.from({ length: 4096 }, (_, i) => (i * 97 + 13) & 255);
     expect(formatError(() => readModelFile(file('noise.bin', noise))).message).toMatch(notAModel);
     // A GGUF cut short is a GGUF error (never read as llama2.c).
     const gguf = writeGGUF(tiny().metadata, tiny().tensors);
     for (const cut of [4, 7, 20, 100, gguf.length - 1]) {
-      expect(formatError(() => readModelFile(file('cut.gguf', gguf.subarray(0, cut)))).message).toMatch(/cut\.gguf: (version|tensor_count|metadata|"|tensor).* at byte offset \d+/);
+      expect(formatError(() => readModelFile(file('cut.gguf', gguf.subarray(0, cut)))).message).toMatch(
+        /cut\.gguf: (version|tensor_count|metadata|"|tensor).* at byte offset \d+/,
+      );
     }
     // A llama2.c checkpoint loads; with one byte more its header no longer fits and neither format does.
     const { loaded } = tiny();
@@ -154,7 +183,9 @@ describe('reading model files', () => {
       ['attn_q', [1, c.dim, c.dim], 28 + (c.vocabSize + 1) * c.dim * 4],
     ]);
     expect('gguf' in readModelHeader(file('whole.gguf', gguf))).toBe(true);
-    const long = formatError(() => readModelFile(file('long.bin', Buffer.concat([checkpoint, Buffer.alloc(1)])))).message;
+    const long = formatError(() =>
+      readModelFile(file('long.bin', Buffer.concat([checkpoint, Buffer.alloc(1)]))),
+    ).message;
     expect(long).toMatch(notAModel);
     expect(long).toContain('end of weights');
   });
@@ -172,7 +203,9 @@ describe('limits from the file', () => {
     const message = formatError(() => readModelFile(path)).message;
     expect(performance.now() - t0).toBeLessThan(500);
     expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(16 << 20);
-    expect(message).toMatch(/llama\.block_count at byte offset \d+: 16777216 layers need 150994944 tensors, the file holds 13/);
+    expect(message).toMatch(
+      /llama\.block_count at byte offset \d+: 16777216 layers need 150994944 tensors, the file holds 13/,
+    );
   });
 
   it(`refuses metadata arrays nested 10,000 deep with a FormatError (no stack overflow); ${GGUF_MAX_NESTING} levels read`, () => {
@@ -192,19 +225,30 @@ describe('limits from the file', () => {
       level.writeBigUInt64LE(1n, 4);
       const inner = Buffer.alloc(12);
       inner.writeUInt32LE(0, 0);
-      return { bytes: new Uint8Array(Buffer.concat([head, ...Array.from({ length: depth - 1 }, () => level), inner])), valueAt: head.length };
+      return {
+        bytes: new Uint8Array(Buffer.concat([head, ...Array.from({ length: depth - 1 }, () => level), inner])),
+        valueAt: head.length,
+      };
     };
     const ok = readGGUF(nested(GGUF_MAX_NESTING).bytes, 'ok.gguf');
     expect(ok.metadata.get('deep')!.type).toBe('array');
     const { bytes, valueAt } = nested(10_000);
     const message = formatError(() => readGGUF(bytes, 'deep.gguf')).message;
     // Level GGUF_MAX_NESTING + 1 starts after GGUF_MAX_NESTING array headers of 12 bytes.
-    expect(message).toBe(`deep.gguf: "${'deep' + '[0]'.repeat(GGUF_MAX_NESTING)}" array at byte offset ${valueAt + 12 * GGUF_MAX_NESTING}: nested ${GGUF_MAX_NESTING + 1} deep, at most ${GGUF_MAX_NESTING} levels of arrays in arrays are accepted`);
+    expect(message).toBe(
+      `deep.gguf: "${'deep' + '[0]'.repeat(GGUF_MAX_NESTING)}" array at byte offset ${valueAt + 12 * GGUF_MAX_NESTING}: nested ${GGUF_MAX_NESTING + 1} deep, at most ${GGUF_MAX_NESTING} levels of arrays in arrays are accepted`,
+    );
   });
 
   /** Two f32 tensors a (2 x 32) and b (32); returns the bytes and the offset of b's offset field. */
   function twoTensors() {
-    const bytes = writeGGUF([], [{ name: 'a', tensor: Tensor.zeros('f32', [2, 32]) }, { name: 'b', tensor: Tensor.zeros('f32', [32]) }]);
+    const bytes = writeGGUF(
+      [],
+      [
+        { name: 'a', tensor: Tensor.zeros('f32', [2, 32]) },
+        { name: 'b', tensor: Tensor.zeros('f32', [32]) },
+      ],
+    );
     // Header 24; a: name 8 + 1, n_dims 4, ne 16, type 4, offset 8 -> b starts at 24 + 41 = 65; b: name 9, n_dims 4, ne 8, type 4.
     return { bytes, bOffsetAt: 65 + 9 + 4 + 8 + 4, bInfoAt: 65 };
   }
@@ -215,11 +259,17 @@ describe('limits from the file', () => {
     const overlap = new Uint8Array(bytes);
     new DataView(overlap.buffer).setBigUint64(bOffsetAt, 224n, true); // a spans [0, 256)
     expect(formatError(() => readGGUF(overlap, 't.gguf')).message).toMatch(
-      new RegExp(`tensor "b" offset at byte offset ${bInfoAt}: its data \\[\\d+, \\d+\\) overlaps tensor "a" \\[\\d+, \\d+\\)`),
+      new RegExp(
+        `tensor "b" offset at byte offset ${bInfoAt}: its data \\[\\d+, \\d+\\) overlaps tensor "a" \\[\\d+, \\d+\\)`,
+      ),
     );
     const past = new Uint8Array(bytes);
     new DataView(past.buffer).setBigUint64(bOffsetAt, 1n << 40n, true);
-    expect(formatError(() => readGGUF(past, 't.gguf')).message).toMatch(new RegExp(`tensor "b" data \\(offset field at byte ${bOffsetAt}\\) at byte offset \\d+: needs 128 bytes, the file has 0 left`));
+    expect(formatError(() => readGGUF(past, 't.gguf')).message).toMatch(
+      new RegExp(
+        `tensor "b" data \\(offset field at byte ${bOffsetAt}\\) at byte offset \\d+: needs 128 bytes, the file has 0 left`,
+      ),
+    );
   });
 
   it('names the tensor, its type and the supported types for a type it cannot compute on', () => {
@@ -263,7 +313,10 @@ describe('split models', () => {
       expect(m.gguf!.parts.map((p) => p.name)).toEqual(paths);
       expect(new Set(m.gguf!.tensors.map((x) => x.part))).toEqual(new Set([0, 1, 2]));
       expect(m.loaded.config).toEqual(whole.loaded.config);
-      for (const [name, x] of whole.loaded.tensors) expect(Buffer.from(tensorBytes(m.loaded.tensors.get(name)!)).equals(Buffer.from(tensorBytes(x))), name).toBe(true);
+      for (const [name, x] of whole.loaded.tensors)
+        expect(Buffer.from(tensorBytes(m.loaded.tensors.get(name)!)).equals(Buffer.from(tensorBytes(x))), name).toBe(
+          true,
+        );
     }
     expect(withGGUF(paths[1], (f) => f.tensors.length)).toBe(t.tensors.length);
   });
@@ -273,13 +326,19 @@ describe('split models', () => {
     const [b, c] = [readFileSync(paths[1]), readFileSync(paths[2])];
     writeFileSync(paths[1], c);
     writeFileSync(paths[2], b);
-    expect(formatError(() => readModelFile(paths[0])).message).toMatch(/swap-00002-of-00003\.gguf: split\.no at byte offset \d+: 2, expected 1/);
+    expect(formatError(() => readModelFile(paths[0])).message).toMatch(
+      /swap-00002-of-00003\.gguf: split\.no at byte offset \d+: 2, expected 1/,
+    );
     const { paths: lone } = writeSplit('lone');
     const single = join(dir, 'renamed.gguf');
     writeFileSync(single, readFileSync(lone[0]));
-    expect(formatError(() => readModelFile(single)).message).toMatch(/renamed\.gguf: split\.count at byte offset \d+: 3, but 1 part was given/);
+    expect(formatError(() => readModelFile(single)).message).toMatch(
+      /renamed\.gguf: split\.count at byte offset \d+: 3, but 1 part was given/,
+    );
     rmSync(lone[1]);
-    expect(formatError(() => readModelFile(lone[0])).message).toMatch(/lone-00001-of-00003\.gguf: split model of 3 parts \(by its name\): missing \S*lone-00002-of-00003\.gguf$/);
+    expect(formatError(() => readModelFile(lone[0])).message).toMatch(
+      /lone-00001-of-00003\.gguf: split model of 3 parts \(by its name\): missing \S*lone-00002-of-00003\.gguf$/,
+    );
   });
 });
 
@@ -291,7 +350,9 @@ describe('writing GGUF files', () => {
     const out = join(sub, 'model.gguf');
     writeFileSync(out, 'previous');
     // A tensor GGUF cannot store fails the write before anything is written.
-    expect(() => writeGGUFFile(out, t.metadata, [...t.tensors, { name: 'bad', tensor: Tensor.zeros('i32', [4]) }])).toThrow(/i32 has no GGUF tensor type/);
+    expect(() =>
+      writeGGUFFile(out, t.metadata, [...t.tensors, { name: 'bad', tensor: Tensor.zeros('i32', [4]) }]),
+    ).toThrow(/i32 has no GGUF tensor type/);
     expect(readFileSync(out, 'utf8')).toBe('previous');
     // A failure at the file system (the temporary name is taken by a directory).
     mkdirSync(join(sub, `.model.gguf.${process.pid}.partial`));
@@ -311,7 +372,14 @@ describe('a file over 4 GiB', () => {
     const packed = join(dir, 'packed.gguf');
     writeGGUFFile(packed, t.metadata, t.tensors);
     const huge = join(dir, 'huge.gguf');
-    const size = writeGGUFFile(huge, [...t.metadata.filter(([k]) => k !== 'general.alignment'), ['general.alignment', { type: 'u32', value: 2 ** 31 }]], t.tensors);
+    const size = writeGGUFFile(
+      huge,
+      [
+        ...t.metadata.filter(([k]) => k !== 'general.alignment'),
+        ['general.alignment', { type: 'u32', value: 2 ** 31 }],
+      ],
+      t.tensors,
+    );
     // 13 tensors, each at its own multiple of 2 GiB: offsets need 64 bits.
     expect(size).toBeGreaterThan(2 ** 32 * 6);
     const st = statSync(huge);

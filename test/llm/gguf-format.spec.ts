@@ -36,7 +36,16 @@ const ALL_TYPES: [string, GGUFValue][] = [
   ['a.empty', { type: 'array', value: { itemType: 'f32', values: new Float32Array(0) } }],
   [
     'a.nested',
-    { type: 'array', value: { itemType: 'array', values: [{ itemType: 'string', values: ['x'] }, { itemType: 'i16', values: Int16Array.of(1, -1) }] } },
+    {
+      type: 'array',
+      value: {
+        itemType: 'array',
+        values: [
+          { itemType: 'string', values: ['x'] },
+          { itemType: 'i16', values: Int16Array.of(1, -1) },
+        ],
+      },
+    },
   ],
 ];
 
@@ -94,17 +103,35 @@ describe('GGUF writer and reader', () => {
   });
 
   it('writes a file that follows the published v3 layout (independent parser)', () => {
-    const a = Tensor.f32([3, 32], Array.from({ length: 96 }, (_, i) => i * 0.5));
+    const a = Tensor.f32(
+      [3, 32],
+      Array.from({ length: 96 }, (_, i) => i * 0.5),
+    );
     const b = Tensor.f32([5], [1, 2, 3, 4, 5]);
-    const c = new Tensor('f16', Uint16Array.from({ length: 64 }, (_, i) => 0x3c00 + i), [2, 32]);
-    const meta: [string, GGUFValue][] = [['general.architecture', { type: 'string', value: 'llama' }], ['general.alignment', { type: 'u32', value: 64 }]];
-    const bytes = writeGGUF(meta, [{ name: 'a', tensor: a }, { name: 'b', tensor: b }, { name: 'c', tensor: c }]);
+    const c = new Tensor(
+      'f16',
+      Uint16Array.from({ length: 64 }, (_, i) => 0x3c00 + i),
+      [2, 32],
+    );
+    const meta: [string, GGUFValue][] = [
+      ['general.architecture', { type: 'string', value: 'llama' }],
+      ['general.alignment', { type: 'u32', value: 64 }],
+    ];
+    const bytes = writeGGUF(meta, [
+      { name: 'a', tensor: a },
+      { name: 'b', tensor: b },
+      { name: 'c', tensor: c },
+    ]);
     const L = parseLayout(bytes);
     expect(L.magic).toBe('GGUF');
     expect(L.version).toBe(3);
     expect([L.nTensors, L.nKv, L.alignment]).toEqual([3, 2, 64]);
     // ne[0] is the innermost dimension: row-major (3, 32) is ne [32, 3].
-    expect(L.tensors.map((t) => [t.name, t.ne, t.type])).toEqual([['a', [32, 3], 0], ['b', [5], 0], ['c', [32, 2], 1]]);
+    expect(L.tensors.map((t) => [t.name, t.ne, t.type])).toEqual([
+      ['a', [32, 3], 0],
+      ['b', [5], 0],
+      ['c', [32, 2], 1],
+    ]);
     // Offsets: aligned, packed in order, each tensor's bytes where its offset says.
     expect(L.tensors.map((t) => t.offset)).toEqual([0, 384, 448]);
     for (const t of L.tensors) expect(t.offset % 64).toBe(0);
@@ -123,7 +150,13 @@ describe('GGUF writer and reader', () => {
   });
 
   it('uses the default alignment of 32 when general.alignment is absent', () => {
-    const bytes = writeGGUF([], [{ name: 'x', tensor: Tensor.f32([3], [1, 2, 3]) }, { name: 'y', tensor: Tensor.f32([1], [4]) }]);
+    const bytes = writeGGUF(
+      [],
+      [
+        { name: 'x', tensor: Tensor.f32([3], [1, 2, 3]) },
+        { name: 'y', tensor: Tensor.f32([1], [4]) },
+      ],
+    );
     const L = parseLayout(bytes);
     expect(L.alignment).toBe(32);
     expect(L.dataStart % 32).toBe(0);
@@ -133,8 +166,14 @@ describe('GGUF writer and reader', () => {
 
 describe('GGUF alignment below 4', () => {
   it('reads f32 tensors whose offsets are not 4-aligned (general.alignment 1)', () => {
-    const meta: [string, GGUFValue][] = [['general.alignment', { type: 'u32', value: 1 }], ['pad', { type: 'u8', value: 7 }]];
-    const bytes = writeGGUF(meta, [{ name: 'b', tensor: new Tensor('f16', Uint16Array.of(1, 2, 3), [3]) }, { name: 'a', tensor: Tensor.f32([2], [1.5, -2]) }]);
+    const meta: [string, GGUFValue][] = [
+      ['general.alignment', { type: 'u32', value: 1 }],
+      ['pad', { type: 'u8', value: 7 }],
+    ];
+    const bytes = writeGGUF(meta, [
+      { name: 'b', tensor: new Tensor('f16', Uint16Array.of(1, 2, 3), [3]) },
+      { name: 'a', tensor: Tensor.f32([2], [1.5, -2]) },
+    ]);
     const file = readGGUF(bytes, 'mem.gguf');
     expect(file.tensors[1].fileOffset % 4).not.toBe(0);
     expect(Array.from(ggufTensor(file.tensors[1]).data as Float32Array)).toEqual([1.5, -2]);

@@ -9,7 +9,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Tensor } from '@sparq/core';
-import { buildModel, findTokenizer, ggufTensors, llamaMetadata, readModelFile, readTokenizerFile, tensorBytes, writeGGUFFile, type GGUFFileType } from '@sparq/llm';
+import {
+  buildModel,
+  findTokenizer,
+  ggufTensors,
+  llamaMetadata,
+  readModelFile,
+  readTokenizerFile,
+  tensorBytes,
+  writeGGUFFile,
+  type GGUFFileType,
+} from '@sparq/llm';
 import { forEachBackend } from '../support/backends.ts';
 import { expectedText, files, greedy, lacking, storiesMissing, teacherForced, GENERATE_OPS } from './support.ts';
 
@@ -25,7 +35,12 @@ describeStories(`stories260K as GGUF${storiesMissing ? ` skipped: ${storiesMissi
     const source = () => readModelFile(files.model.path, engine);
     // The f32 greedy tokens, computed once per backend.
     let f32Tokens: number[] | null = null;
-    const f32Greedy = () => (f32Tokens ??= greedy(engine, buildModel(engine, source().loaded), readTokenizerFile(files.tok512.path, 512)).tokens);
+    const f32Greedy = () =>
+      (f32Tokens ??= greedy(
+        engine,
+        buildModel(engine, source().loaded),
+        readTokenizerFile(files.tok512.path, 512),
+      ).tokens);
     /** Converts to `type`, writes the file, reads it back. */
     const roundTrip = (type: GGUFFileType) => {
       const src = source();

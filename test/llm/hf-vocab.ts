@@ -37,7 +37,12 @@ export interface TokenizerJSON {
 export type Family = 'llama2' | 'llama3' | 'qwen3';
 
 function looksSpecial(text: string): boolean {
-  return ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(text) || (text.startsWith('<|') && text.endsWith('|>')) || (text.startsWith('<｜') && text.endsWith('｜>')) || (text.startsWith('<unused') && text.endsWith('>'));
+  return (
+    ['<pad>', '<mask>', '<2mass>', '[@BOS@]'].includes(text) ||
+    (text.startsWith('<|') && text.endsWith('|>')) ||
+    (text.startsWith('<｜') && text.endsWith('｜>')) ||
+    (text.startsWith('<unused') && text.endsWith('>'))
+  );
 }
 
 /** The Vocab llama.cpp's converter would write for this tokenizer.json (`pre` overrides the family's pre-tokenizer). */
@@ -64,28 +69,51 @@ export function vocabFromHF(family: Family, json: TokenizerJSON, pre?: string): 
       if (!rank.has(piece)) rank.set(piece, r);
     });
     const scores = Float32Array.from(tokens, (text) => -(rank.get(text) ?? 0));
-    return { model: 'llama', pre: '', tokens, types, scores, merges: [], ...vocabDefaults('llama'), bos: id('<s>'), eos: id('</s>'), unk: id('<unk>') };
+    return {
+      model: 'llama',
+      pre: '',
+      tokens,
+      types,
+      scores,
+      merges: [],
+      ...vocabDefaults('llama'),
+      bos: id('<s>'),
+      eos: id('</s>'),
+      unk: id('<unk>'),
+    };
   }
   const base = { model: 'gpt2' as const, tokens, types, scores: new Float32Array(n), merges, ...vocabDefaults('gpt2') };
-  if (family === 'llama3') return { ...base, pre: pre ?? 'llama-bpe', bos: id('<|begin_of_text|>'), eos: id('<|end_of_text|>'), addBos: true };
+  if (family === 'llama3')
+    return { ...base, pre: pre ?? 'llama-bpe', bos: id('<|begin_of_text|>'), eos: id('<|end_of_text|>'), addBos: true };
   // Qwen: no BOS in use (add_bos_token false); the converter stores <|endoftext|> as BOS and pad, <|im_end|> as EOS.
-  return { ...base, pre: pre ?? 'qwen2', bos: id('<|endoftext|>'), eos: id('<|im_end|>'), pad: id('<|endoftext|>'), addBos: false };
+  return {
+    ...base,
+    pre: pre ?? 'qwen2',
+    bos: id('<|endoftext|>'),
+    eos: id('<|im_end|>'),
+    pad: id('<|endoftext|>'),
+    addBos: false,
+  };
 }
 
 /** Writes `t`'s vocab as a vocab-only GGUF (no tensors) in a new temp dir; returns its path. */
 export function vocabOnlyGGUF(t: Tokenizer, name: string): string {
   const path = join(mkdtempSync(join(tmpdir(), 'sparq-vocab-')), `${name}.gguf`);
-  writeGGUFFile(path, [
-    ['general.architecture', gguf.string('llama')],
-    ['general.name', gguf.string(name)],
-    ['llama.context_length', gguf.u32(4096)],
-    ['llama.embedding_length', gguf.u32(64)],
-    ['llama.block_count', gguf.u32(1)],
-    ['llama.feed_forward_length', gguf.u32(128)],
-    ['llama.attention.head_count', gguf.u32(1)],
-    ['llama.attention.layer_norm_rms_epsilon', gguf.f32(1e-5)],
-    ['llama.vocab_size', gguf.u32(t.vocabSize)],
-    ...tokenizerMetadata(t),
-  ], []);
+  writeGGUFFile(
+    path,
+    [
+      ['general.architecture', gguf.string('llama')],
+      ['general.name', gguf.string(name)],
+      ['llama.context_length', gguf.u32(4096)],
+      ['llama.embedding_length', gguf.u32(64)],
+      ['llama.block_count', gguf.u32(1)],
+      ['llama.feed_forward_length', gguf.u32(128)],
+      ['llama.attention.head_count', gguf.u32(1)],
+      ['llama.attention.layer_norm_rms_epsilon', gguf.f32(1e-5)],
+      ['llama.vocab_size', gguf.u32(t.vocabSize)],
+      ...tokenizerMetadata(t),
+    ],
+    [],
+  );
   return path;
 }

@@ -19,21 +19,27 @@ const KT_BYTES = { f32: 512, f16: 256, i8: 128 + 4, i4: 64 + 4, i2: 32 + 4 } as 
 
 describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV type [%s]', (_, engine) => {
   const model = buildModel(engine, loaded);
-  it.each(['f32', 'f16', 'q8_0', 'q4_0'] as const)('%s: default kT, finite SparQ decode past one 64-position block, KV bytes', (kv) => {
-    const session = new Session(engine, model, { capacity: 72, maxPrefill: 32, attention: SPARQ, kvDType: kv });
-    session.prefill(prompt);
-    const logits = session.decode(5);
-    expect(logits.every(Number.isFinite)).toBe(true);
-    const kT = DEFAULT_SESSION_KT[kv];
-    expect(session.caches.map((c) => [c.dtype, c.kTDType])).toEqual([[kv, kT], [kv, kT]]);
-    // 2 layers x 1 KV head: two rows and K transposed per position.
-    expect(session.kvBytesPerPosition).toBe(2 * (2 * ROW_BYTES[kv] + KT_BYTES[kT]));
-    // The cache holds 72 positions of rows; integer K transposed spans two whole 64-position blocks.
-    const bits = { i8: 8, i4: 4, i2: 2 }[kT as 'i8' | 'i4' | 'i2'];
-    // Per component: 128 positions of codes and 2 f16 scales.
-    const kTHeld = bits ? 128 * ((128 * bits) / 8 + 2 * 2) : 72 * KT_BYTES[kT];
-    expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
-  });
+  it.each(['f32', 'f16', 'q8_0', 'q4_0'] as const)(
+    '%s: default kT, finite SparQ decode past one 64-position block, KV bytes',
+    (kv) => {
+      const session = new Session(engine, model, { capacity: 72, maxPrefill: 32, attention: SPARQ, kvDType: kv });
+      session.prefill(prompt);
+      const logits = session.decode(5);
+      expect(logits.every(Number.isFinite)).toBe(true);
+      const kT = DEFAULT_SESSION_KT[kv];
+      expect(session.caches.map((c) => [c.dtype, c.kTDType])).toEqual([
+        [kv, kT],
+        [kv, kT],
+      ]);
+      // 2 layers x 1 KV head: two rows and K transposed per position.
+      expect(session.kvBytesPerPosition).toBe(2 * (2 * ROW_BYTES[kv] + KT_BYTES[kT]));
+      // The cache holds 72 positions of rows; integer K transposed spans two whole 64-position blocks.
+      const bits = { i8: 8, i4: 4, i2: 2 }[kT as 'i8' | 'i4' | 'i2'];
+      // Per component: 128 positions of codes and 2 f16 scales.
+      const kTHeld = bits ? 128 * ((128 * bits) / 8 + 2 * 2) : 72 * KT_BYTES[kT];
+      expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
+    },
+  );
 });
 
 describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in bytes [%s]', (_, engine) => {
@@ -52,19 +58,26 @@ describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in by
 });
 
 describe.each(engines.map((e) => [e.name, e] as const))('syncMirror [%s]', (_, engine) => {
-  it.each(['f16', 'q8_0', 'q4_0'] as const)('%s: a mirror of the same type holds the same bytes (rows decoded and stored again)', (kv) => {
-    const options = { nKvHeads: 2, headDim: 64, capacity: 80, dtype: kv, kTDType: DEFAULT_SESSION_KT[kv] };
-    const cache = new KVCache(options);
-    const mirror = new KVCache(options);
-    const rows = (n: number, salt: number) => Tensor.f32([n, 2, 64], Array.from({ length: n * 128 }, (_, e) => 3 * Math.sin(e * 0.7 + salt) * (e % 64 === 5 ? 9 : 1)));
-    engine.kvAppend(cache, 0, rows(50, 1), rows(50, 2));
-    syncMirror(engine, cache, mirror, () => {});
-    engine.kvAppend(cache, 0, rows(17, 3), rows(17, 4)); // a second sync appends only the new rows
-    syncMirror(engine, cache, mirror, () => {});
-    expect(mirror.nPast[0]).toBe(67);
-    expect(mirror.k).toEqual(cache.k);
-    expect(mirror.v).toEqual(cache.v);
-    expect(mirror.kT).toEqual(cache.kT);
-    expect(mirror.vSum).toEqual(cache.vSum);
-  });
+  it.each(['f16', 'q8_0', 'q4_0'] as const)(
+    '%s: a mirror of the same type holds the same bytes (rows decoded and stored again)',
+    (kv) => {
+      const options = { nKvHeads: 2, headDim: 64, capacity: 80, dtype: kv, kTDType: DEFAULT_SESSION_KT[kv] };
+      const cache = new KVCache(options);
+      const mirror = new KVCache(options);
+      const rows = (n: number, salt: number) =>
+        Tensor.f32(
+          [n, 2, 64],
+          Array.from({ length: n * 128 }, (_, e) => 3 * Math.sin(e * 0.7 + salt) * (e % 64 === 5 ? 9 : 1)),
+        );
+      engine.kvAppend(cache, 0, rows(50, 1), rows(50, 2));
+      syncMirror(engine, cache, mirror, () => {});
+      engine.kvAppend(cache, 0, rows(17, 3), rows(17, 4)); // a second sync appends only the new rows
+      syncMirror(engine, cache, mirror, () => {});
+      expect(mirror.nPast[0]).toBe(67);
+      expect(mirror.k).toEqual(cache.k);
+      expect(mirror.v).toEqual(cache.v);
+      expect(mirror.kT).toEqual(cache.kT);
+      expect(mirror.vSum).toEqual(cache.vSum);
+    },
+  );
 });

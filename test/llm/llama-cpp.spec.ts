@@ -22,10 +22,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, Session, argmax, buildModel, defaultAttention, expectedTensors, llamaMetadata, randomLlama, q4kmLike, readModelFile, withGGUF, writeGGUFFile, writeRandomGGUF, type GGUFFileType } from '@sparq/llm';
+import {
+  GGUF_FILE_TYPES,
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  expectedTensors,
+  llamaMetadata,
+  randomLlama,
+  q4kmLike,
+  readModelFile,
+  withGGUF,
+  writeGGUFFile,
+  writeRandomGGUF,
+  type GGUFFileType,
+} from '@sparq/llm';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { llamaCppGreedy, llamaCppMissing } from '../support/llama-cpp.ts';
-
 
 const STEPS = 64;
 const BOS = 1;
@@ -55,7 +69,8 @@ const F32_ORDER = 9 * 512 * 2 ** -24 * 6;
 const F16_DOT = 0.01;
 const BF16_DOT = 0.04;
 const Q8_DOT = 0.2;
-const tolerance = (type: GGUFFileType | 'mixed') => (type === 'f32' ? F32_ORDER : type === 'f16' ? F16_DOT : type === 'bf16' ? BF16_DOT : Q8_DOT);
+const tolerance = (type: GGUFFileType | 'mixed') =>
+  type === 'f32' ? F32_ORDER : type === 'f16' ? F16_DOT : type === 'bf16' ? BF16_DOT : Q8_DOT;
 
 const missing = await llamaCppMissing();
 const requireOracle = process.env.CI === 'true';
@@ -64,7 +79,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The fastest backend that computes on every matrix type of the file: native when it has them, else the reference. */
 function engineFor(types: Set<string>): Engine {
-  return engines.find((e) => e.name === 'native' && [...types].every((t) => e.has('matvec', t as GGUFFileType))) ?? referenceEngine;
+  return (
+    engines.find((e) => e.name === 'native' && [...types].every((t) => e.has('matvec', t as GGUFFileType))) ??
+    referenceEngine
+  );
 }
 
 /** sparq's greedy decode from BOS: tokens and each step's logits. */
@@ -73,7 +91,12 @@ function sparqGreedy(path: string) {
   const types = new Set([...probe.loaded.tensors.values()].filter((t) => t.rank === 2).map((t) => t.dtype));
   const engine = engineFor(types);
   const model = buildModel(engine, engine === referenceEngine ? probe.loaded : readModelFile(path, engine).loaded);
-  const session = new Session(engine, model, { capacity: STEPS, maxPrefill: 1, attention: defaultAttention('dense', model.config.headDim, STEPS), kvDType: 'f32' });
+  const session = new Session(engine, model, {
+    capacity: STEPS,
+    maxPrefill: 1,
+    attention: defaultAttention('dense', model.config.headDim, STEPS),
+    kvDType: 'f32',
+  });
   const tokens: number[] = [];
   const logits: Float32Array[] = [];
   let out = session.prefill([BOS]);
@@ -103,7 +126,10 @@ describe(`GGUF files in llama.cpp and sparq${missing && !requireOracle ? ` skipp
     const packed = writeRandomGGUF(referenceEngine, model, 'f32', join(dir, 'packed.gguf'));
     const huge = join(dir, 'huge.gguf');
     const metadata = llamaMetadata(model.loaded.config, model.tokenizer).filter(([k]) => k !== 'general.alignment');
-    const tensors = expectedTensors(model.loaded.config).map(({ name }) => ({ name, tensor: model.loaded.tensors.get(name)! }));
+    const tensors = expectedTensors(model.loaded.config).map(({ name }) => ({
+      name,
+      tensor: model.loaded.tensors.get(name)!,
+    }));
     writeGGUFFile(huge, [...metadata, ['general.alignment', { type: 'u32', value: 2 ** 31 }]], tensors);
     expect(Math.max(...withGGUF(huge, (f) => f.tensors.map((t) => t.fileOffset)))).toBeGreaterThan(2 ** 35);
     const expected = (await llamaCppGreedy(packed, BOS, 16, vocab)).tokens;
@@ -117,15 +143,19 @@ describe(`GGUF files in llama.cpp and sparq${missing && !requireOracle ? ` skipp
       // The file holds the types asked for (the writer did not fall back to F32).
       const want = typeof type === 'string' ? () => type : type;
       withGGUF(path, (f) => {
-        for (const t of f.tensors) expect(t.type.name, t.name).toBe((t.ne.length === 1 ? 'f32' : want(t.name)).toUpperCase());
+        for (const t of f.tensors)
+          expect(t.type.name, t.name).toBe((t.ne.length === 1 ? 'f32' : want(t.name)).toUpperCase());
       });
       const theirs = await llamaCppGreedy(path, BOS, STEPS, vocab, { f32Kv: true });
       const ours = sparqGreedy(path);
       let worst = 0;
       for (let step = 0; step < STEPS; step++) {
-        for (let j = 0; j < vocab; j++) worst = Math.max(worst, Math.abs(ours.logits[step][j] - theirs.logits[step][j]));
+        for (let j = 0; j < vocab; j++)
+          worst = Math.max(worst, Math.abs(ours.logits[step][j] - theirs.logits[step][j]));
       }
-      console.log(`[llama.cpp vs sparq ${ours.engine}] ${label}: ${ours.tokens.filter((t, i) => t === theirs.tokens[i]).length}/${STEPS} greedy tokens equal, max |Δlogit| ${worst.toExponential(2)}`);
+      console.log(
+        `[llama.cpp vs sparq ${ours.engine}] ${label}: ${ours.tokens.filter((t, i) => t === theirs.tokens[i]).length}/${STEPS} greedy tokens equal, max |Δlogit| ${worst.toExponential(2)}`,
+      );
       expect(ours.tokens).toEqual(theirs.tokens);
       expect(worst).toBeLessThanOrEqual(tolerance(label));
     });

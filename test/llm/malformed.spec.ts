@@ -5,13 +5,27 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FormatError, Tensor } from '@sparq/core';
-import { expectedTensors, llamaFromGGUF, llamaMetadata, readGGUF, readLlama2c, readLlama2cTokenizer, writeGGUF, type GGUFValue } from '@sparq/llm';
+import {
+  expectedTensors,
+  llamaFromGGUF,
+  llamaMetadata,
+  readGGUF,
+  readLlama2c,
+  readLlama2cTokenizer,
+  writeGGUF,
+  type GGUFValue,
+} from '@sparq/llm';
 
 /** A tiny valid llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 KV head, vocab 4, seq_len 4. */
 function llama2cFile(header = [8, 16, 1, 2, 1, 4, 4], extraFloats = 0): Uint8Array {
   const [dim, hidden, L, , kvHeads, vocab, seq] = header;
   const headDim = dim / header[3];
-  const floats = vocab * dim + L * (dim * 2 + dim * dim * 2 + 2 * kvHeads * headDim * dim + 3 * dim * hidden) + dim + seq * headDim + extraFloats;
+  const floats =
+    vocab * dim +
+    L * (dim * 2 + dim * dim * 2 + 2 * kvHeads * headDim * dim + 3 * dim * hidden) +
+    dim +
+    seq * headDim +
+    extraFloats;
   const bytes = new Uint8Array(28 + Math.max(0, floats) * 4);
   const dv = new DataView(bytes.buffer);
   header.forEach((v, i) => dv.setInt32(i * 4, v, true));
@@ -39,7 +53,19 @@ function ggufFile(): Uint8Array {
 // Layout of ggufFile(): magic 0, version 4, tensor_count 8, kv_count 16, key length 24, key 32,
 // value type 33, string length 37, string 45; tensor name length 46, name 54, n_dims 55,
 // ne[0] 59, ne[1] 67, type 75, offset 79; data at 96.
-const AT = { tensorCount: 8, kvCount: 16, keyLen: 24, valueType: 33, nameLen: 46, nDims: 55, ne0: 59, ne1: 67, type: 75, offset: 79, data: 96 };
+const AT = {
+  tensorCount: 8,
+  kvCount: 16,
+  keyLen: 24,
+  valueType: 33,
+  nameLen: 46,
+  nDims: 55,
+  ne0: 59,
+  ne1: 67,
+  type: 75,
+  offset: 79,
+  data: 96,
+};
 
 function patch(bytes: Uint8Array, at: number, write: (dv: DataView) => void): Uint8Array {
   const copy = new Uint8Array(bytes);
@@ -81,7 +107,10 @@ describe('llama2.c checkpoints', () => {
   it('rejects a file truncated at any of several offsets', () => {
     const full = llama2cFile();
     for (const cut of [0, 3, 27, 28, 100, 500, full.length - 4, full.length - 1]) {
-      expectFormatError(() => readLlama2c(full.subarray(0, cut), 'cut.bin'), /header|token_embedding|attn_|ffn_|rms_final|freq_cis|needs|implies/);
+      expectFormatError(
+        () => readLlama2c(full.subarray(0, cut), 'cut.bin'),
+        /header|token_embedding|attn_|ffn_|rms_final|freq_cis|needs|implies/,
+      );
     }
     expectFormatError(() => readLlama2c(full.subarray(0, 2), 'cut.bin'), 'header dim', 0);
     expectFormatError(() => readLlama2c(full.subarray(0, 20), 'cut.bin'), 'header vocab_size', 20);
@@ -95,11 +124,17 @@ describe('llama2.c checkpoints', () => {
 
   it('rejects inconsistent or absurd header fields before allocating', () => {
     expectFormatError(() => readLlama2c(llama2cFile([8, 16, 1, 3, 1, 4, 4], -1000), 'h.bin'), 'header n_heads', 12);
-    expectFormatError(() => readLlama2c(llama2cFile([8, 16, 1, 2, 1, 4, 4]).fill(0, 16, 20), 'h.bin'), 'header n_kv_heads', 16);
+    expectFormatError(
+      () => readLlama2c(llama2cFile([8, 16, 1, 2, 1, 4, 4]).fill(0, 16, 20), 'h.bin'),
+      'header n_kv_heads',
+      16,
+    );
     const huge = patch(llama2cFile(), 0, (dv) => dv.setInt32(0, 1 << 30, true));
     expectCheap(() => expectFormatError(() => readLlama2c(huge, 'h.bin'), 'header dim', 0));
     // Within the per-field limit, but the weights cannot fit in the file.
-    const big = patch(llama2cFile(), 0, (dv) => [1 << 14, 1 << 14, 64, 128, 128, 1 << 16, 1 << 12].forEach((v, i) => dv.setInt32(i * 4, v, true)));
+    const big = patch(llama2cFile(), 0, (dv) =>
+      [1 << 14, 1 << 14, 64, 128, 128, 1 << 16, 1 << 12].forEach((v, i) => dv.setInt32(i * 4, v, true)),
+    );
     expectCheap(() => expectFormatError(() => readLlama2c(big, 'h.bin'), 'token_embedding', 28));
   });
 });
@@ -112,7 +147,11 @@ describe('llama2.c tokenizer files', () => {
   });
 
   it('rejects truncation at several offsets and extra tokens', () => {
-    for (const cut of [0, 2, 4, 7, 12, good.length - 1]) expectFormatError(() => readLlama2cTokenizer(good.subarray(0, cut), 't.bin', 5), /max_token_length|token \d|tokens/);
+    for (const cut of [0, 2, 4, 7, 12, good.length - 1])
+      expectFormatError(
+        () => readLlama2cTokenizer(good.subarray(0, cut), 't.bin', 5),
+        /max_token_length|token \d|tokens/,
+      );
     expectFormatError(() => readLlama2cTokenizer(good, 't.bin', 4), 'end of tokens');
   });
 
@@ -134,9 +173,34 @@ describe('GGUF files', () => {
   });
 
   it('rejects a wrong magic and an unsupported version', () => {
-    expectFormatError(() => readGGUF(patch(good, 0, (dv) => dv.setUint32(0, 0x46554746, true)), 'g.gguf'), 'magic', 0);
-    for (const v of [0, 1, 4]) expectFormatError(() => readGGUF(patch(good, 4, (dv) => dv.setUint32(0, v, true)), 'g.gguf'), `version at byte offset 4: ${v}, expected GGUF version 2 or 3`, 4);
-    expectFormatError(() => readGGUF(patch(good, 4, (dv) => dv.setUint32(0, 3, false)), 'g.gguf'), 'big-endian GGUF files are not supported', 4);
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, 0, (dv) => dv.setUint32(0, 0x46554746, true)),
+          'g.gguf',
+        ),
+      'magic',
+      0,
+    );
+    for (const v of [0, 1, 4])
+      expectFormatError(
+        () =>
+          readGGUF(
+            patch(good, 4, (dv) => dv.setUint32(0, v, true)),
+            'g.gguf',
+          ),
+        `version at byte offset 4: ${v}, expected GGUF version 2 or 3`,
+        4,
+      );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, 4, (dv) => dv.setUint32(0, 3, false)),
+          'g.gguf',
+        ),
+      'big-endian GGUF files are not supported',
+      4,
+    );
   });
 
   it('rejects absurd counts and lengths at once, without allocating', () => {
@@ -157,24 +221,95 @@ describe('GGUF files', () => {
   });
 
   it('rejects bad dims, unknown tensor and value types, misaligned offsets', () => {
-    expectFormatError(() => readGGUF(patch(good, AT.nDims, (dv) => dv.setUint32(0, 5, true)), 'g.gguf'), 'n_dims', AT.nDims);
-    expectFormatError(() => readGGUF(patch(good, AT.ne0, (dv) => dv.setBigUint64(0, 0n, true)), 'g.gguf'), 'ne[0]', AT.ne0);
-    expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 62n, true)), 'g.gguf'), 'ne[1]', AT.ne1);
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.nDims, (dv) => dv.setUint32(0, 5, true)),
+          'g.gguf',
+        ),
+      'n_dims',
+      AT.nDims,
+    );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.ne0, (dv) => dv.setBigUint64(0, 0n, true)),
+          'g.gguf',
+        ),
+      'ne[0]',
+      AT.ne0,
+    );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 62n, true)),
+          'g.gguf',
+        ),
+      'ne[1]',
+      AT.ne1,
+    );
     // Huge but representable dims: the data cannot be in the file.
-    expectCheap(() => expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 40n, true)), 'g.gguf'), 'more than a 352-byte file can hold', AT.ne1));
+    expectCheap(() =>
+      expectFormatError(
+        () =>
+          readGGUF(
+            patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 1n << 40n, true)),
+            'g.gguf',
+          ),
+        'more than a 352-byte file can hold',
+        AT.ne1,
+      ),
+    );
     // Few enough elements for the file's size, but not in the bytes after the data offset.
-    expectFormatError(() => readGGUF(patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 3n, true)), 'g.gguf'), 'tensor "x" data', AT.data);
-    expectFormatError(() => readGGUF(patch(good, AT.type, (dv) => dv.setUint32(0, 99, true)), 'g.gguf'), /tensor "x" type.*ggml type 99 is unknown; supported: F32, F16, Q4_0/, AT.type);
-    expectFormatError(() => readGGUF(patch(good, AT.valueType, (dv) => dv.setUint32(0, 13, true)), 'g.gguf'), '"k" value type', AT.valueType);
-    expectFormatError(() => readGGUF(patch(good, AT.offset, (dv) => dv.setBigUint64(0, 4n, true)), 'g.gguf'), 'offset', AT.offset);
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.ne1, (dv) => dv.setBigUint64(0, 3n, true)),
+          'g.gguf',
+        ),
+      'tensor "x" data',
+      AT.data,
+    );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.type, (dv) => dv.setUint32(0, 99, true)),
+          'g.gguf',
+        ),
+      /tensor "x" type.*ggml type 99 is unknown; supported: F32, F16, Q4_0/,
+      AT.type,
+    );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.valueType, (dv) => dv.setUint32(0, 13, true)),
+          'g.gguf',
+        ),
+      '"k" value type',
+      AT.valueType,
+    );
+    expectFormatError(
+      () =>
+        readGGUF(
+          patch(good, AT.offset, (dv) => dv.setBigUint64(0, 4n, true)),
+          'g.gguf',
+        ),
+      'offset',
+      AT.offset,
+    );
     // Q4_0 needs ne[0] in whole blocks of 32.
-    const q = patch(patch(good, AT.type, (dv) => dv.setUint32(0, 2, true)), AT.ne0, (dv) => dv.setBigUint64(0, 20n, true));
+    const q = patch(
+      patch(good, AT.type, (dv) => dv.setUint32(0, 2, true)),
+      AT.ne0,
+      (dv) => dv.setBigUint64(0, 20n, true),
+    );
     expectFormatError(() => readGGUF(q, 'g.gguf'), 'ne[0]');
   });
 
   it('rejects tensor data past the end and truncation at several offsets', () => {
     expectFormatError(() => readGGUF(good.subarray(0, good.length - 1), 'g.gguf'), 'tensor "x" data', AT.data);
-    for (const cut of [0, 3, 6, 12, 20, 30, 40, 50, 60, 70, 80, 90]) expectFormatError(() => readGGUF(good.subarray(0, cut), 'g.gguf'), /./);
+    for (const cut of [0, 3, 6, 12, 20, 30, 40, 50, 60, 70, 80, 90])
+      expectFormatError(() => readGGUF(good.subarray(0, cut), 'g.gguf'), /./);
   });
 
   it('rejects llama metadata that is missing or inconsistent with the tensors', () => {
@@ -184,11 +319,27 @@ describe('GGUF files', () => {
     // The valid file loads with the same config.
     expect(llamaFromGGUF(readGGUF(writeGGUF(meta, tensors), 'm.gguf'), 'm.gguf').config).toEqual(tiny.config);
     const without = (key: string) => meta.filter(([k]) => k !== key);
-    expectFormatError(() => llamaFromGGUF(readGGUF(writeGGUF(without('llama.embedding_length'), tensors), 'm.gguf'), 'm.gguf'), /llama\.embedding_length at byte offset \d+: missing/);
-    const wrong = meta.map(([k, v]): [string, GGUFValue] => (k === 'llama.feed_forward_length' ? [k, { type: 'u32', value: 32 }] : [k, v]));
-    expectFormatError(() => llamaFromGGUF(readGGUF(writeGGUF(wrong, tensors), 'm.gguf'), 'm.gguf'), 'tensor "blk.0.ffn_gate.weight" ne');
-    const layout = meta.map(([k, v]): [string, GGUFValue] => (k === 'sparq.rope_layout' ? [k, { type: 'string', value: 'neox' }] : [k, v]));
-    expectFormatError(() => llamaFromGGUF(readGGUF(writeGGUF(layout, tensors), 'm.gguf'), 'm.gguf'), 'sparq.rope_layout');
-    expectFormatError(() => llamaFromGGUF(readGGUF(writeGGUF(meta, tensors.slice(1)), 'm.gguf'), 'm.gguf'), 'tensor "token_embd.weight"');
+    expectFormatError(
+      () => llamaFromGGUF(readGGUF(writeGGUF(without('llama.embedding_length'), tensors), 'm.gguf'), 'm.gguf'),
+      /llama\.embedding_length at byte offset \d+: missing/,
+    );
+    const wrong = meta.map(([k, v]): [string, GGUFValue] =>
+      k === 'llama.feed_forward_length' ? [k, { type: 'u32', value: 32 }] : [k, v],
+    );
+    expectFormatError(
+      () => llamaFromGGUF(readGGUF(writeGGUF(wrong, tensors), 'm.gguf'), 'm.gguf'),
+      'tensor "blk.0.ffn_gate.weight" ne',
+    );
+    const layout = meta.map(([k, v]): [string, GGUFValue] =>
+      k === 'sparq.rope_layout' ? [k, { type: 'string', value: 'neox' }] : [k, v],
+    );
+    expectFormatError(
+      () => llamaFromGGUF(readGGUF(writeGGUF(layout, tensors), 'm.gguf'), 'm.gguf'),
+      'sparq.rope_layout',
+    );
+    expectFormatError(
+      () => llamaFromGGUF(readGGUF(writeGGUF(meta, tensors.slice(1)), 'm.gguf'), 'm.gguf'),
+      'tensor "token_embd.weight"',
+    );
   });
 });

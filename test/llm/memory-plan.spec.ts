@@ -9,7 +9,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SparqRangeError } from '@sparq/core';
-import { MAX_DIM, Session, checkModelMemory, defaultAttention, generate, memoryAvailable, openModel, readModelFile, readModelPlan, tensorByteSize, writeShapeGGUF, type ModelShape, type PrefillProgress } from '@sparq/llm';
+import {
+  MAX_DIM,
+  Session,
+  checkModelMemory,
+  defaultAttention,
+  generate,
+  memoryAvailable,
+  openModel,
+  readModelFile,
+  readModelPlan,
+  tensorByteSize,
+  writeShapeGGUF,
+  type ModelShape,
+  type PrefillProgress,
+} from '@sparq/llm';
 import { referenceEngine } from '../support/backends.ts';
 import { runSparq } from './support.ts';
 
@@ -17,7 +31,19 @@ const dir = mkdtempSync(join(tmpdir(), 'sparq-memory-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** 1 layer, 32 KV heads of 128 (MHA), Q8_0: 16 KiB of f16 K and V per position, a 71 MB file. */
-const WIDE: ModelShape = { arch: 'llama', dim: 4096, nLayers: 1, nHeads: 32, nKvHeads: 32, hiddenDim: 256, vocabSize: 300, ropeTheta: 10000, normEps: 1e-5, context: 512, source: 'test' };
+const WIDE: ModelShape = {
+  arch: 'llama',
+  dim: 4096,
+  nLayers: 1,
+  nHeads: 32,
+  nKvHeads: 32,
+  hiddenDim: 256,
+  vocabSize: 300,
+  ropeTheta: 10000,
+  normEps: 1e-5,
+  context: 512,
+  source: 'test',
+};
 const KV_BYTES_PER_POSITION = 2 * 4096 * 2; // K and V rows, f16, single-k (dense)
 /** Positions whose KV cache alone is twice the memory this process has (the file allows them). */
 const tooMany = 2 ** Math.ceil(Math.log2((2 * memoryAvailable().bytes) / KV_BYTES_PER_POSITION));
@@ -42,40 +68,66 @@ describe('memory before loading', () => {
     expect(plan.total).toBe(plan.weights + plan.kv + plan.scratch);
     expect(plan.kv).toBeGreaterThanOrEqual(2 * 4096 * 2 * 256 * 2); // 2 layers, K and V rows of 256 f16 per position
     expect(checkModelMemory(referenceEngine, tiny, options, { bytes: plan.total, source: 'test' })).toEqual(plan);
-    const refuse = () => checkModelMemory(referenceEngine, tiny, options, { bytes: plan.total - 1, source: 'a test limit' });
+    const refuse = () =>
+      checkModelMemory(referenceEngine, tiny, options, { bytes: plan.total - 1, source: 'a test limit' });
     expect(refuse).toThrow(SparqRangeError);
     expect(refuse).toThrow(`a context of 4096 positions (KV f16 single-k) needs ${plan.total} bytes`);
     expect(refuse).toThrow(`more than the ${plan.total - 1} bytes`);
     expect(refuse).toThrow('(a test limit)');
   });
 
-  (tooMany <= MAX_DIM ? it : it.skip)('openModel and sparq generate refuse a context past this machine\'s memory before reading the weights', () => {
-    expect(() => openModel(referenceEngine, wide, { contextSize: tooMany })).toThrow(/needs \d+ bytes .* more than the \d+ bytes .* this process has \((cgroup limit|os\.totalmem)/);
-    const r = runSparq('generate', '--model', wide, '-n', String(tooMany), '--prompt', 'a');
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`a context of ${tooMany} positions \\(KV f16 single-k\\) needs \\d+ bytes`));
-  });
+  (tooMany <= MAX_DIM ? it : it.skip)(
+    "openModel and sparq generate refuse a context past this machine's memory before reading the weights",
+    () => {
+      expect(() => openModel(referenceEngine, wide, { contextSize: tooMany })).toThrow(
+        /needs \d+ bytes .* more than the \d+ bytes .* this process has \((cgroup limit|os\.totalmem)/,
+      );
+      const r = runSparq('generate', '--model', wide, '-n', String(tooMany), '--prompt', 'a');
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`a context of ${tooMany} positions \\(KV f16 single-k\\) needs \\d+ bytes`));
+    },
+  );
 });
 
 describe('prefill progress', () => {
   it('Session.prefill reports each chunk with the rate so far', () => {
     const lm = openModel(referenceEngine, tiny);
-    const session = new Session(lm.engine, lm.model, { capacity: 16, maxPrefill: 4, attention: defaultAttention('dense', 128, 16) });
+    const session = new Session(lm.engine, lm.model, {
+      capacity: 16,
+      maxPrefill: 4,
+      attention: defaultAttention('dense', 128, 16),
+    });
     const seen: PrefillProgress[] = [];
     session.prefill([1, 40, 41, 42, 43, 44, 45, 46, 47, 48], { onProgress: (p) => seen.push(p) });
-    expect(seen.map((p) => [p.done, p.total])).toEqual([[4, 10], [8, 10], [10, 10]]);
+    expect(seen.map((p) => [p.done, p.total])).toEqual([
+      [4, 10],
+      [8, 10],
+      [10, 10],
+    ]);
     for (const p of seen) expect(p.tokensPerSecond).toBeGreaterThan(0);
   });
 
   it('TextSession.generate and generate() pass the rate to onProgress', async () => {
     const lm = openModel(referenceEngine, tiny);
     const seen: PrefillProgress[] = [];
-    const run = lm.createSession({ contextSize: 16, prefillChunk: 4 }).generate([1, 40, 41, 42, 43, 44], { maxTokens: 1, temperature: 0, onProgress: (p) => seen.push(p) });
+    const run = lm
+      .createSession({ contextSize: 16, prefillChunk: 4 })
+      .generate([1, 40, 41, 42, 43, 44], { maxTokens: 1, temperature: 0, onProgress: (p) => seen.push(p) });
     for await (const piece of run) void piece;
-    expect(seen.map((p) => [p.done, p.total])).toEqual([[4, 6], [6, 6]]);
+    expect(seen.map((p) => [p.done, p.total])).toEqual([
+      [4, 6],
+      [6, 6],
+    ]);
     expect(seen.every((p) => p.tokensPerSecond > 0)).toBe(true);
     const fromGenerate: PrefillProgress[] = [];
-    generate(lm.engine, lm.model, lm.tokenizer, 'abc', { steps: 8, temperature: 0, topp: 1, seed: 1, attention: defaultAttention('dense', 128, 8), onProgress: (p) => fromGenerate.push(p) });
+    generate(lm.engine, lm.model, lm.tokenizer, 'abc', {
+      steps: 8,
+      temperature: 0,
+      topp: 1,
+      seed: 1,
+      attention: defaultAttention('dense', 128, 8),
+      onProgress: (p) => fromGenerate.push(p),
+    });
     expect(fromGenerate.at(-1)).toMatchObject({ done: fromGenerate.at(-1)!.total });
     expect(fromGenerate.at(-1)!.tokensPerSecond).toBeGreaterThan(0);
   });

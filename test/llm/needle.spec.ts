@@ -13,7 +13,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@sparq/core';
-import { RETRIEVAL_HEAD_DIM, buildModel, fillerTokens, needleCase, needleConfigs, readTokenizerFile, retrievalModel, runNeedleCase, type NeedleConfig, type NeedleRecord } from '@sparq/llm';
+import {
+  RETRIEVAL_HEAD_DIM,
+  buildModel,
+  fillerTokens,
+  needleCase,
+  needleConfigs,
+  readTokenizerFile,
+  retrievalModel,
+  runNeedleCase,
+  type NeedleConfig,
+  type NeedleRecord,
+} from '@sparq/llm';
 import { writeNeedleReport, type NeedleReport } from '../../packages/cli/src/report/needle-report.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { sharedFile } from '../support/shared.ts';
@@ -44,7 +55,8 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
         expect(c.answerPositions.at(-1)!).toBeLessThan(c.needle[1]);
         // Depth 0 right after BOS, depth 1 right before the question.
         if (depth === 0 && task === 'passkey') expect(c.needle[0]).toBe(1);
-        if (depth === 1 && task === 'passkey') expect(tokenizer.decode(c.prompt.slice(c.needle[1])).trim()).toBe('What is the pass key? The pass key is');
+        if (depth === 1 && task === 'passkey')
+          expect(tokenizer.decode(c.prompt.slice(c.needle[1])).trim()).toBe('What is the pass key? The pass key is');
       }
     }
   });
@@ -77,40 +89,99 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     const wq = retrievalModel({ ngram: 4, ctx: 4096 }).loaded.tensors.get('blk.0.attn_q.weight')!;
     const [rows, cols] = wq.shape;
     const nonzero = new Set<number>(); // head components (row mod d) any query head of layer 1 reads
-    for (let row = 0; row < rows; row++) for (let j = 0; j < cols; j++) if ((wq.data as Float32Array)[row * cols + j] !== 0) nonzero.add(row % RETRIEVAL_HEAD_DIM);
+    for (let row = 0; row < rows; row++)
+      for (let j = 0; j < cols; j++)
+        if ((wq.data as Float32Array)[row * cols + j] !== 0) nonzero.add(row % RETRIEVAL_HEAD_DIM);
     expect(nonzero.size).toBe(8);
     for (const depth of [0.1, 0.2, 0.3, 0.4]) {
       const c = needleCase(tokenizer, filler, 'multikey', 2048, depth, 1 + depth * 10, 4);
       const k = 62; // budget.ts's k for 1/16 at 2k
-      const [sparq] = runNeedleCase(m, tokenizer, c, [{ label: 'sparq 1/16', target: 1 / 16, config: { method: 'sparq', r: 8, k, l: Math.floor(k / 4), reallocate: true } }]);
+      const [sparq] = runNeedleCase(m, tokenizer, c, [
+        {
+          label: 'sparq 1/16',
+          target: 1 / 16,
+          config: { method: 'sparq', r: 8, k, l: Math.floor(k / 4), reallocate: true },
+        },
+      ]);
       expect(sparq.exact, `depth ${depth}: ${sparq.output}, answer ${c.answer}`).toBe(true);
       expect(sparq.recall[1][0]).toBe(1);
     }
   });
 
   it('the CLI prints one JSON record per task for one configuration', () => {
-    const r = runSparq('eval', '--task', 'needle', '--attention', 'dense', '--length', '1024', '--depth', '0.5', '--json');
+    const r = runSparq(
+      'eval',
+      '--task',
+      'needle',
+      '--attention',
+      'dense',
+      '--length',
+      '1024',
+      '--depth',
+      '0.5',
+      '--json',
+    );
     expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { task: string; exact: boolean; method: string; recall: number[][] });
-    expect(lines.map((l) => [l.task, l.method, l.exact])).toEqual([['passkey', 'dense', true], ['multikey', 'dense', true]]);
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { task: string; exact: boolean; method: string; recall: number[][] });
+    expect(lines.map((l) => [l.task, l.method, l.exact])).toEqual([
+      ['passkey', 'dense', true],
+      ['multikey', 'dense', true],
+    ]);
     expect(lines[0].recall.length).toBe(2);
   }, 60_000);
 });
 
 describe('needle report', () => {
   const record = (label: string, length: number, depth: number, exact: boolean): NeedleRecord => ({
-    task: 'passkey', length, depth, method: label === 'dense' ? 'dense' : 'sparq', target: 1, r: 8, k: 16, answer: '1', distractors: [], label, exact, output: exact ? '1' : '2',
-    recall: [[1, 1], [exact ? 1 : 0, 0]], compression: label === 'dense' ? 1 : 0.125,
+    task: 'passkey',
+    length,
+    depth,
+    method: label === 'dense' ? 'dense' : 'sparq',
+    target: 1,
+    r: 8,
+    k: 16,
+    answer: '1',
+    distractors: [],
+    label,
+    exact,
+    output: exact ? '1' : '2',
+    recall: [
+      [1, 1],
+      [exact ? 1 : 0, 0],
+    ],
+    compression: label === 'dense' ? 1 : 0.125,
   });
   const records = [
-    record('dense', 4096, 0, true), record('dense', 4096, 1, true), record('dense', 8192, 0, true), record('dense', 8192, 1, true),
-    record('sparq 1/8', 4096, 0, true), record('sparq 1/8', 4096, 1, false), record('sparq 1/8', 8192, 0, false), record('sparq 1/8', 8192, 1, false),
+    record('dense', 4096, 0, true),
+    record('dense', 4096, 1, true),
+    record('dense', 8192, 0, true),
+    record('dense', 8192, 1, true),
+    record('sparq 1/8', 4096, 0, true),
+    record('sparq 1/8', 4096, 1, false),
+    record('sparq 1/8', 8192, 0, false),
+    record('sparq 1/8', 8192, 1, false),
   ];
-  const report: NeedleReport = { command: 'test', model: 'm', data: 'd', backend: 'b', ngram: 4, tasks: ['passkey'], lengths: [4096, 8192], depths: [0, 1], results: [{ kv: 'f16', seconds: 1, records }] };
+  const report: NeedleReport = {
+    command: 'test',
+    model: 'm',
+    data: 'd',
+    backend: 'b',
+    ngram: 4,
+    tasks: ['passkey'],
+    lengths: [4096, 8192],
+    depths: [0, 1],
+    results: [{ kv: 'f16', seconds: 1, records }],
+  };
 
-  it('writes the tables and one heatmap per configuration with the records\' accuracy', () => {
+  it("writes the tables and one heatmap per configuration with the records' accuracy", () => {
     const written = writeNeedleReport(report, dir);
-    expect(written.filter((f) => f.endsWith('.svg')).sort()).toEqual(['needle-f16-dense.svg', 'needle-f16-sparq-1-8.svg']);
+    expect(written.filter((f) => f.endsWith('.svg')).sort()).toEqual([
+      'needle-f16-dense.svg',
+      'needle-f16-sparq-1-8.svg',
+    ]);
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(written));
     const md = readFileSync(join(dir, 'needle.md'), 'utf8');
     // sparq 1/8: 1 of 2 at 4k, 0 of 2 at 8k; recall on layer 2 head 0: 1 of 4 records.

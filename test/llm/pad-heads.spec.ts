@@ -23,7 +23,12 @@ const PADDED_LOGIT_TOLERANCE = 1e-5;
 
 function logits(engine: (typeof engines)[number], padded: boolean): Float32Array[] {
   const model = buildModel(engine, padded ? padHeads(loaded, 32) : loaded);
-  const session = new Session(engine, model, { capacity: 32, maxPrefill: 32, attention: defaultAttention('dense', model.config.headDim, 32), kvDType: 'f32' });
+  const session = new Session(engine, model, {
+    capacity: 32,
+    maxPrefill: 32,
+    attention: defaultAttention('dense', model.config.headDim, 32),
+    kvDType: 'f32',
+  });
   const out = [session.prefill(prompt).slice()];
   for (const token of [4, 9, 17, 2]) out.push(session.decode(token).slice());
   return out;
@@ -35,10 +40,12 @@ describe.each(engines.map((e) => [e.name, e] as const))('padHeads [%s]', (_, eng
     const b = logits(engine, true);
     let range = 0;
     let diff = 0;
-    a.forEach((row, step) => row.forEach((x, i) => {
-      range = Math.max(range, Math.abs(x));
-      diff = Math.max(diff, Math.abs(x - b[step][i]));
-    }));
+    a.forEach((row, step) =>
+      row.forEach((x, i) => {
+        range = Math.max(range, Math.abs(x));
+        diff = Math.max(diff, Math.abs(x - b[step][i]));
+      }),
+    );
     expect(range).toBeGreaterThan(1);
     expect(diff / range).toBeLessThanOrEqual(PADDED_LOGIT_TOLERANCE);
   });

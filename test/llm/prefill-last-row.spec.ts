@@ -5,7 +5,15 @@
  * either way. The returned logits come from the same math on one row; they agree with the all-rows
  * logits within the product paths' rounding, and the residual stream's other rows are not computed.
  */
-import { Session, buildModel, randomLlama, readModelFile, writeRandomGGUF, type AttentionConfig, type Model } from '@sparq/llm';
+import {
+  Session,
+  buildModel,
+  randomLlama,
+  readModelFile,
+  writeRandomGGUF,
+  type AttentionConfig,
+  type Model,
+} from '@sparq/llm';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +59,8 @@ forEachBackend('prefill: the last layer forwards the last row alone', (engine) =
       const all = session(true);
       expect(cacheRows(one.s)).toEqual(cacheRows(all.s));
       const scale = Math.max(...all.logits.map(Math.abs));
-      for (let i = 0; i < all.logits.length; i++) expect(Math.abs(one.logits[i] - all.logits[i])).toBeLessThanOrEqual(ROUNDING * scale);
+      for (let i = 0; i < all.logits.length; i++)
+        expect(Math.abs(one.logits[i] - all.logits[i])).toBeLessThanOrEqual(ROUNDING * scale);
       for (const token of [7, 60]) expect(one.s.decode(token)).toEqual(all.s.decode(token));
     });
   }

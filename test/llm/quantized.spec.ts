@@ -43,17 +43,20 @@ describeStories(`stories260K with quantized weights${storiesMissing ? ` skipped:
     ] as const;
     for (const c of cases) {
       const skip = lacking(engine, [...GENERATE_OPS, ...c.ops]);
-      (skip ? it.skip : it)(`${c.weights} (${c.path}): at least ${FLOOR}/200 greedy tokens agree with f32, teacher-forced${skip ? ` (skipped: ${skip})` : ''}`, () => {
-        const reference = f32Greedy();
-        const { model, tokenizer } = stories(engine, c.weights);
-        expect(model.notes).toEqual(['blk.*.ffn_down.weight kept f32: 172 columns are not whole 32-element groups']);
-        const same = teacherForced(engine, model, reference, c.path);
-        console.log(`[${engine.name}] ${c.weights}/${c.path}: ${same}/200 teacher-forced tokens agree with f32`);
-        expect(same).toBeGreaterThanOrEqual(FLOOR);
-        // Free-running, the opening sentence survives quantization, on either path.
-        const text = Buffer.from(greedy(engine, model, tokenizer, {}, 40, c.path).text).toString();
-        expect(text.startsWith('Once upon a time, there was a little girl named Lily.')).toBe(true);
-      });
+      (skip ? it.skip : it)(
+        `${c.weights} (${c.path}): at least ${FLOOR}/200 greedy tokens agree with f32, teacher-forced${skip ? ` (skipped: ${skip})` : ''}`,
+        () => {
+          const reference = f32Greedy();
+          const { model, tokenizer } = stories(engine, c.weights);
+          expect(model.notes).toEqual(['blk.*.ffn_down.weight kept f32: 172 columns are not whole 32-element groups']);
+          const same = teacherForced(engine, model, reference, c.path);
+          console.log(`[${engine.name}] ${c.weights}/${c.path}: ${same}/200 teacher-forced tokens agree with f32`);
+          expect(same).toBeGreaterThanOrEqual(FLOOR);
+          // Free-running, the opening sentence survives quantization, on either path.
+          const text = Buffer.from(greedy(engine, model, tokenizer, {}, 40, c.path).text).toString();
+          expect(text.startsWith('Once upon a time, there was a little girl named Lily.')).toBe(true);
+        },
+      );
     }
   });
 });

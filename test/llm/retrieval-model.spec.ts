@@ -13,8 +13,24 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Tensor, type Engine } from '@sparq/core';
 import {
-  MATCH_MARGIN, PREV_MARGIN, RETRIEVAL_HEAD_DIM, RETRIEVAL_NORM_EPS, Session, argmax, buildModel, defaultAttention, fillerTokens, ggufTensors, llamaMetadata, needleCase,
-  readModelFile, readTokenizerFile, retrievalModel, writeGGUFFile, type NeedleTask, type Tokenizer,
+  MATCH_MARGIN,
+  PREV_MARGIN,
+  RETRIEVAL_HEAD_DIM,
+  RETRIEVAL_NORM_EPS,
+  Session,
+  argmax,
+  buildModel,
+  defaultAttention,
+  fillerTokens,
+  ggufTensors,
+  llamaMetadata,
+  needleCase,
+  readModelFile,
+  readTokenizerFile,
+  retrievalModel,
+  writeGGUFFile,
+  type NeedleTask,
+  type Tokenizer,
 } from '@sparq/llm';
 import { engines, referenceEngine } from '../support/backends.ts';
 import { llamaCppGreedy, llamaCppMissing } from '../support/llama-cpp.ts';
@@ -33,7 +49,11 @@ const c = built.loaded.config;
 /** Greedy tokens of sparq's dense decode after `prompt`. */
 function sparqGreedy(engine: Engine, prompt: readonly number[], steps: number, loaded = built.loaded): number[] {
   const model = buildModel(engine, loaded);
-  const session = new Session(engine, model, { capacity: prompt.length + steps, maxPrefill: 256, attention: defaultAttention('dense', d, prompt.length) });
+  const session = new Session(engine, model, {
+    capacity: prompt.length + steps,
+    maxPrefill: 256,
+    attention: defaultAttention('dense', d, prompt.length),
+  });
   let logits = session.prefill([...prompt]);
   const out: number[] = [];
   for (let i = 0; i < steps; i++) {
@@ -77,7 +97,10 @@ describe('retrieval model circuit at 128k positions', () => {
       const q = projectAt(fast, wq, o - 1, x, T);
       const peak = score(q, projectAt(fast, wk, 0, x, T - o));
       const others = [0, 1, 2, 3, 5, 6, 7, 8, 12, 100, 1000, 65536, 131000, T].filter((back) => back !== o);
-      for (const back of others) expect(peak - score(q, projectAt(fast, wk, 0, x, T - back)), `o ${o}, ${back} back`).toBeGreaterThan(0.9 * PREV_MARGIN);
+      for (const back of others)
+        expect(peak - score(q, projectAt(fast, wk, 0, x, T - back)), `o ${o}, ${back} back`).toBeGreaterThan(
+          0.9 * PREV_MARGIN,
+        );
     }
   });
 
@@ -89,7 +112,11 @@ describe('retrieval model circuit at 128k positions', () => {
     const residual = (tokens: number[]) => {
       const x = new Float64Array(c.dim);
       x[0] = 1;
-      tokens.forEach((v, o) => row(v).subarray(1, 1 + m).forEach((value, j) => (x[1 + o * m + j] = value)));
+      tokens.forEach((v, o) =>
+        row(v)
+          .subarray(1, 1 + m)
+          .forEach((value, j) => (x[1 + o * m + j] = value)),
+      );
       return x;
     };
     const gram = [301, 302, 303, 304];
@@ -100,7 +127,10 @@ describe('retrieval model circuit at 128k positions', () => {
       for (const v of [10, 200, 305, 480]) {
         const partial = [...gram].reverse();
         partial[wrong] = v;
-        expect(full - score(q, projectAt(fast, wk, 0, residual([7, ...partial]), T - 1)), `token ${wrong} back replaced by ${v}`).toBeGreaterThan(0.9 * MATCH_MARGIN);
+        expect(
+          full - score(q, projectAt(fast, wk, 0, residual([7, ...partial]), T - 1)),
+          `token ${wrong} back replaced by ${v}`,
+        ).toBeGreaterThan(0.9 * MATCH_MARGIN);
       }
     }
   });
@@ -110,7 +140,9 @@ describeData(`retrieval model answers needle prompts${missing ? ` skipped: ${mis
   const tokenizer: Tokenizer = missing ? (null as never) : readTokenizerFile(tok512.path, 512);
   const filler = missing ? [] : fillerTokens(tokenizer, readFileSync(text.path, 'utf8'), 4000);
   const cases = (length: number, depths: number[]) =>
-    (['passkey', 'multikey'] as NeedleTask[]).flatMap((task) => depths.map((depth, i) => needleCase(tokenizer, filler, task, length, depth, 11 + i, 4)));
+    (['passkey', 'multikey'] as NeedleTask[]).flatMap((task) =>
+      depths.map((depth, i) => needleCase(tokenizer, filler, task, length, depth, 11 + i, 4)),
+    );
 
   it.each(engines.map((e) => [e.name, e] as const))('sparq dense greedy continues with the key (%s)', (_, engine) => {
     for (const x of engine === referenceEngine ? cases(300, [0.5]) : cases(1500, [0, 0.5, 1])) {
@@ -136,10 +168,17 @@ describeLlama(`retrieval model in llama.cpp${llamaMissing ? ` skipped: ${llamaMi
   it('gives the same greedy tokens as sparq dense on the same GGUF file', async () => {
     const tokenizer = readTokenizerFile(tok512.path, 512);
     const path = join(dir, 'retrieval.gguf');
-    writeGGUFFile(path, llamaMetadata(c, tokenizer, { name: 'retrieval' }), ggufTensors(referenceEngine, built.loaded, 'f32').tensors);
+    writeGGUFFile(
+      path,
+      llamaMetadata(c, tokenizer, { name: 'retrieval' }),
+      ggufTensors(referenceEngine, built.loaded, 'f32').tensors,
+    );
     const loaded = readModelFile(path, fast).loaded;
     const filler = fillerTokens(tokenizer, readFileSync(text.path, 'utf8'), 2000);
-    for (const [task, depth] of [['passkey', 0.2], ['multikey', 0.8]] as const) {
+    for (const [task, depth] of [
+      ['passkey', 0.2],
+      ['multikey', 0.8],
+    ] as const) {
       const x = needleCase(tokenizer, filler, task, 1200, depth, 5, 4);
       const steps = x.answerTokens.length + 2;
       const ours = sparqGreedy(fast, x.prompt, steps, loaded);
@@ -156,7 +195,9 @@ describeData(`sparq retrieval-model${missing ? ` skipped: ${missing}` : ''}`, ()
     const ok = runSparq('retrieval-model', '--out', path, '--ngram', '3', '--ctx', '4096');
     expect(ok.code, ok.stderr).toBe(0);
     const { config } = readModelFile(path).loaded;
-    expect([config.seqLen, config.nLayers, config.headDim, config.nKvHeads, config.vocabSize]).toEqual([4096, 2, 128, 2, 512]);
+    expect([config.seqLen, config.nLayers, config.headDim, config.nKvHeads, config.vocabSize]).toEqual([
+      4096, 2, 128, 2, 512,
+    ]);
     const bad = runSparq('retrieval-model', '--out', path, '--ngram', '9');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--ngram 9, expected an integer in [2, 5]');

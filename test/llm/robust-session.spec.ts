@@ -6,7 +6,16 @@
  * first bad layer, and bad weights are named at load or conversion.
  */
 import { NonFiniteError, SparqError, SparqRangeError, Tensor, f32ToF16, type Engine } from '@sparq/core';
-import { Session, TextSession, buildModel, checkTensors, ggufTensors, randomLlama, type AttentionConfig, type LoadedModel } from '@sparq/llm';
+import {
+  Session,
+  TextSession,
+  buildModel,
+  checkTensors,
+  ggufTensors,
+  randomLlama,
+  type AttentionConfig,
+  type LoadedModel,
+} from '@sparq/llm';
 import { describe, expect, it } from 'vitest';
 import { referenceEngine } from '../support/backends.ts';
 
@@ -103,7 +112,9 @@ describe('forward calls are all or nothing', () => {
   it('TextSession.generate that fails in a later prefill chunk keeps no chunk, and the next call gives what a fresh session gives', async () => {
     const { tokenizer } = randomLlama({ ...SMALL, seed: 7 });
     const options = { contextSize: 32, attention: DENSE, prefillChunk: 3 };
-    const fresh = await new TextSession(referenceEngine, model, tokenizer, options).generate(PROMPT, { maxTokens: 4, temperature: 0 }).collect();
+    const fresh = await new TextSession(referenceEngine, model, tokenizer, options)
+      .generate(PROMPT, { maxTokens: 4, temperature: 0 })
+      .collect();
     const session = new TextSession(referenceEngine, model, tokenizer, options);
     // Fail deep in the third chunk (each chunk's forward makes well over 20 op calls).
     Object.assign(session.forward, { engine: faulty(referenceEngine, 2 * 25 + 10).engine });
@@ -143,25 +154,41 @@ describe('non-finite values', () => {
 
   it('checkTensors names the tensor and element of a NaN f32 weight, an infinite f16 weight and a NaN Q4_0 scale', () => {
     expect(() => checkTensors(referenceEngine, loaded)).not.toThrow();
-    expect(() => checkTensors(referenceEngine, withValue(loaded, 'blk.0.attn_k.weight', 64 * 2 + 5, NaN))).toThrow(new NonFiniteError('tensor "blk.0.attn_k.weight" (f32, shape [32, 64]): element [2, 5] is NaN, expected finite weights'));
+    expect(() => checkTensors(referenceEngine, withValue(loaded, 'blk.0.attn_k.weight', 64 * 2 + 5, NaN))).toThrow(
+      new NonFiniteError(
+        'tensor "blk.0.attn_k.weight" (f32, shape [32, 64]): element [2, 5] is NaN, expected finite weights',
+      ),
+    );
     const half = Tensor.zeros('f16', [4, 64]);
     half.data[64 + 7] = f32ToF16(Infinity);
     const f16 = { ...loaded, tensors: new Map([['h', half]]) };
-    expect(() => checkTensors(referenceEngine, f16)).toThrow(/tensor "h" \(f16, shape \[4, 64\]\): element \[1, 7\] is Infinity/);
+    expect(() => checkTensors(referenceEngine, f16)).toThrow(
+      /tensor "h" \(f16, shape \[4, 64\]\): element \[1, 7\] is Infinity/,
+    );
     const q = Tensor.zeros('q4_0', [2, 64]);
     // Q4_0 block: f16 scale d then 16 bytes of nibbles (18 bytes). Block 3 = row 1, columns 32..63.
     new DataView(q.data.buffer, q.data.byteOffset).setUint16(3 * 18, 0x7e00, true); // f16 NaN
     const q40 = { ...loaded, tensors: new Map([['q', q]]) };
-    expect(() => checkTensors(referenceEngine, q40)).toThrow(/tensor "q" \(q4_0, shape \[2, 64\]\): element \[1, 32\] is NaN \(in the block of columns 32\.\., its scale or values\)/);
+    expect(() => checkTensors(referenceEngine, q40)).toThrow(
+      /tensor "q" \(q4_0, shape \[2, 64\]\): element \[1, 32\] is NaN \(in the block of columns 32\.\., its scale or values\)/,
+    );
   });
 
   it('quantizing on load or convert refuses a value its scale cannot hold, naming the tensor', () => {
     const huge = withValue(loaded, 'blk.0.attn_v.weight', 9, 1e6);
     expect(() => buildModel(referenceEngine, huge, 'q4_0')).toThrow(SparqRangeError);
-    expect(() => buildModel(referenceEngine, huge, 'q4_0')).toThrow(/^tensor "blk\.0\.attn_v\.weight": quantize: x element 9 is 1000000/);
-    expect(() => ggufTensors(referenceEngine, huge, 'q4_1')).toThrow(/^tensor "blk\.0\.attn_v\.weight": quantize: x element 9 is 1000000, expected \|x\| <= 65504 for q4_1/);
-    expect(() => ggufTensors(referenceEngine, huge, 'f16')).toThrow(/^tensor "blk\.0\.attn_v\.weight": convert: element 9 is 1000000, expected a finite \|x\| < 65520 to fit f16/);
+    expect(() => buildModel(referenceEngine, huge, 'q4_0')).toThrow(
+      /^tensor "blk\.0\.attn_v\.weight": quantize: x element 9 is 1000000/,
+    );
+    expect(() => ggufTensors(referenceEngine, huge, 'q4_1')).toThrow(
+      /^tensor "blk\.0\.attn_v\.weight": quantize: x element 9 is 1000000, expected \|x\| <= 65504 for q4_1/,
+    );
+    expect(() => ggufTensors(referenceEngine, huge, 'f16')).toThrow(
+      /^tensor "blk\.0\.attn_v\.weight": convert: element 9 is 1000000, expected a finite \|x\| < 65520 to fit f16/,
+    );
     const nan = withValue(loaded, 'blk.1.attn_q.weight', 0, NaN);
-    expect(() => buildModel(referenceEngine, nan, 'int4')).toThrow(/^tensor "blk\.1\.attn_q\.weight": quantizeInt4: x element 0 is NaN/);
+    expect(() => buildModel(referenceEngine, nan, 'int4')).toThrow(
+      /^tensor "blk\.1\.attn_q\.weight": quantizeInt4: x element 0 is NaN/,
+    );
   });
 });

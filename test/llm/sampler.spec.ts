@@ -11,7 +11,9 @@ describe('XorShiftRng (run.c random_u32 / random_f32)', () => {
     const a = new XorShiftRng(42);
     expect([a.u32(), a.u32(), a.u32(), a.u32()]).toEqual([1456360119, 3359763283, 3393612768, 4054632243]);
     const b = new XorShiftRng(1234567n);
-    expect([b.f32(), b.f32(), b.f32()].map((x) => Math.fround(x))).toEqual([0.824366093, 0.640456557, 0.940166175].map(Math.fround));
+    expect([b.f32(), b.f32(), b.f32()].map((x) => Math.fround(x))).toEqual(
+      [0.824366093, 0.640456557, 0.940166175].map(Math.fround),
+    );
   });
 });
 

@@ -18,12 +18,19 @@ describe(`session state files on stories260K${storiesMissing ? ` skipped: ${stor
   if (storiesMissing) return void it.skip('needs stories260K', () => {});
   const dir = mkdtempSync(join(tmpdir(), 'sparq-state-'));
   let lm: LanguageModel;
-  const load = async () => (lm ??= await loadModel(files.model.path, { backend: 'reference', tokenizer: files.tok512.path }));
+  const load = async () =>
+    (lm ??= await loadModel(files.model.path, { backend: 'reference', tokenizer: files.tok512.path }));
 
-  for (const layout of [{ attention: { method: 'dense' as const } }, { attention: { method: 'sparq' as const, r: 4, k: 16 } }]) {
+  for (const layout of [
+    { attention: { method: 'dense' as const } },
+    { attention: { method: 'sparq' as const, r: 4, k: 16 } },
+  ]) {
     it(`${layout.attention.method}: N tokens, save, load elsewhere, M more = N + M at once`, async () => {
       const model = await load();
-      const whole = await model.createSession({ contextSize: 128, ...layout }).generate(PROMPT, { ...GREEDY, maxTokens: 40 }).collect();
+      const whole = await model
+        .createSession({ contextSize: 128, ...layout })
+        .generate(PROMPT, { ...GREEDY, maxTokens: 40 })
+        .collect();
       const first = model.createSession({ contextSize: 128, ...layout });
       const a = await first.generate(PROMPT, { ...GREEDY, maxTokens: 15 }).collect();
       const path = join(dir, `${layout.attention.method}.state`);
@@ -55,7 +62,17 @@ describe(`session state files on stories260K${storiesMissing ? ` skipped: ${stor
 
   it('sparq generate --save-state then --load-state continues the text', () => {
     const path = join(dir, 'cli.state');
-    const common = ['generate', '--model', files.model.path, '--tokenizer', files.tok512.path, '--temperature', '0', '--ctx', '128'];
+    const common = [
+      'generate',
+      '--model',
+      files.model.path,
+      '--tokenizer',
+      files.tok512.path,
+      '--temperature',
+      '0',
+      '--ctx',
+      '128',
+    ];
     const whole = runSparq(...common, '--prompt', PROMPT, '-n', '60');
     const first = runSparq(...common, '--prompt', PROMPT, '-n', '30', '--save-state', path);
     const rest = runSparq(...common, '--load-state', path, '-n', '60');

@@ -23,7 +23,13 @@ const model = buildModel(referenceEngine, loaded);
 const prompt = Array.from({ length: S }, (_, i) => 3 + ((i * 37) % 250));
 
 function decodeAfterPrefill(created: AttentionConfig, switchTo: AttentionConfig | null): Float32Array {
-  const session = new Session(referenceEngine, model, { capacity: S + 1, maxPrefill: S, attention: created, kvDType: 'f16', kt: 'f16' });
+  const session = new Session(referenceEngine, model, {
+    capacity: S + 1,
+    maxPrefill: S,
+    attention: created,
+    kvDType: 'f16',
+    kt: 'f16',
+  });
   session.prefill(prompt);
   if (switchTo) session.setAttention(switchTo);
   return session.decode(5).slice();
@@ -42,6 +48,8 @@ describe('Session.setAttention', () => {
   });
   it('refuses H2O on a session created without its score state', () => {
     const session = new Session(referenceEngine, model, { capacity: 8, maxPrefill: 8, attention: DENSE });
-    expect(() => session.setAttention({ method: 'h2o', r: 0, k: 4, l: 0, reallocate: false })).toThrow("h2o needs its score state; create the session with method 'h2o'");
+    expect(() => session.setAttention({ method: 'h2o', r: 0, k: 4, l: 0, reallocate: false })).toThrow(
+      "h2o needs its score state; create the session with method 'h2o'",
+    );
   });
 });

@@ -16,11 +16,17 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const describeStories = storiesMissing ? describe.skip : describe;
 const GREEDY = { temperature: 0 } as const;
 /** A prompt of about 150 tokens: several prefill chunks of 16. */
-const LONG_PROMPT = 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her mom and her dog. '.repeat(4);
+const LONG_PROMPT =
+  'Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her mom and her dog. '.repeat(
+    4,
+  );
 const CHUNK = 16;
 
 /** Runs a generation to the end, calling `each(piece, index)` per piece; returns the pieces. */
-async function pieces(iterable: AsyncIterable<string>, each?: (piece: string, index: number) => void): Promise<string[]> {
+async function pieces(
+  iterable: AsyncIterable<string>,
+  each?: (piece: string, index: number) => void,
+): Promise<string[]> {
   const out: string[] = [];
   for await (const piece of iterable) {
     each?.(piece, out.length);
@@ -32,29 +38,61 @@ async function pieces(iterable: AsyncIterable<string>, each?: (piece: string, in
 describeStories(`async text API on stories260K${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
   // The reference backend, as the CLI test forces it: the two runs share every number.
   let model: LanguageModel;
-  const load = async () => (model ??= await loadModel(files.model.path, { backend: 'reference', tokenizer: files.tok512.path }));
-  const session = async (options: { contextSize?: number; prefillChunk?: number } = {}): Promise<TextSession> => (await load()).createSession({ contextSize: 200, prefillChunk: CHUNK, ...options });
+  const load = async () =>
+    (model ??= await loadModel(files.model.path, { backend: 'reference', tokenizer: files.tok512.path }));
+  const session = async (options: { contextSize?: number; prefillChunk?: number } = {}): Promise<TextSession> =>
+    (await load()).createSession({ contextSize: 200, prefillChunk: CHUNK, ...options });
 
   it("streams llama2.c's greedy 200 text from an empty prompt", async () => {
     const s = await session();
     const g = s.generate('', GREEDY);
     const text = (await pieces(g)).join('');
     expect(text).toBe(expectedText());
-    expect(g.result).toMatchObject({ finishReason: 'context', promptTokens: 1, generatedTokens: 200, decodeSteps: 199, text });
+    expect(g.result).toMatchObject({
+      finishReason: 'context',
+      promptTokens: 1,
+      generatedTokens: 200,
+      decodeSteps: 199,
+      text,
+    });
     expect(g.result!.attention.elementsRead).toBeGreaterThan(0);
-    expect(s.stats).toMatchObject({ position: 200, contextSize: 200, generatedTokens: 200, attention: { decodeSteps: 199, method: 'dense', compressionRatio: 1 } });
+    expect(s.stats).toMatchObject({
+      position: 200,
+      contextSize: 200,
+      generatedTokens: 200,
+      attention: { decodeSteps: 199, method: 'dense', compressionRatio: 1 },
+    });
     expect(s.stats.decodeTokensPerSecond).toBeGreaterThan(0);
     expect(s.stats.prefillTokensPerSecond).toBeGreaterThan(0);
   });
 
   it('gives the text `sparq generate` prints after the echoed prompt', async () => {
     const prompt = 'Once upon a time, there was a dog';
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', files.model.path, '--tokenizer', files.tok512.path, '--prompt', prompt, '-n', '200', '--temperature', '0'], {
-      cwd: ROOT,
-      env: { ...process.env, SPARQ_BACKEND: 'reference' },
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
+    const cli = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'packages/cli/src/main.ts'),
+        'generate',
+        '--model',
+        files.model.path,
+        '--tokenizer',
+        files.tok512.path,
+        '--prompt',
+        prompt,
+        '-n',
+        '200',
+        '--temperature',
+        '0',
+      ],
+      {
+        cwd: ROOT,
+        env: { ...process.env, SPARQ_BACKEND: 'reference' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
     expect(cli.stderr).toContain('tok/s');
     const m = await load();
     const text = (await (await session()).generate(prompt, GREEDY).collect()).text;
@@ -167,11 +205,17 @@ describeStories(`async text API on stories260K${storiesMissing ? ` skipped: ${st
   it('rejects bad options and an oversized prompt with the valid range', async () => {
     const m = await load();
     const seqLen = m.config.seqLen;
-    expect(() => m.createSession({ contextSize: seqLen + 1 })).toThrow(`contextSize ${seqLen + 1}, expected an integer in [1, ${seqLen}]`);
-    expect(() => m.createSession({ attention: { method: 'sparq', r: 9 } })).toThrow('attention.r 9, expected an integer in [1, 8]');
+    expect(() => m.createSession({ contextSize: seqLen + 1 })).toThrow(
+      `contextSize ${seqLen + 1}, expected an integer in [1, ${seqLen}]`,
+    );
+    expect(() => m.createSession({ attention: { method: 'sparq', r: 9 } })).toThrow(
+      'attention.r 9, expected an integer in [1, 8]',
+    );
     const s = await session({ contextSize: 8 });
     expect(() => s.generate('', { temperature: -1 })).toThrow('temperature -1, expected a finite number >= 0');
-    await expect(s.generate(LONG_PROMPT).collect()).rejects.toThrow(/prompt tokens at position 0 need \d+ positions, the context holds 8/);
+    await expect(s.generate(LONG_PROMPT).collect()).rejects.toThrow(
+      /prompt tokens at position 0 need \d+ positions, the context holds 8/,
+    );
     expect((await s.generate('', { ...GREEDY, maxTokens: 2 }).collect()).generatedTokens).toBe(2);
   });
 });

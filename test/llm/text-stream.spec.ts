@@ -9,7 +9,13 @@ import { describe, expect, it } from 'vitest';
 /** <unk>, <s>, </s>, the 256 byte tokens, then a few words. */
 function tokenizer(): Tokenizer {
   const words = [' hello', 'world', '!'];
-  const pieces = ['<unk>', '\n<s>\n', '\n</s>\n', ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`), ...words];
+  const pieces = [
+    '<unk>',
+    '\n<s>\n',
+    '\n</s>\n',
+    ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`),
+    ...words,
+  ];
   return new Tokenizer(sentencePieceVocab(pieces, new Float32Array(pieces.length)));
 }
 const byte = (b: number) => 3 + b;

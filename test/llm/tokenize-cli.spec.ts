@@ -31,7 +31,16 @@ describe('sparq tokenize on a vocab-only GGUF', () => {
     expect(plain.code).toBe(0);
     expect(plain.stdout).toBe(`${[128000, ...hf.encode(text, { add_special_tokens: false })].join(' ')}\n`);
 
-    const special = sparq('tokenize', '--model', path, '--text', 'Hi<|eot_id|>', '--json', '--no-special', '--parse-special');
+    const special = sparq(
+      'tokenize',
+      '--model',
+      path,
+      '--text',
+      'Hi<|eot_id|>',
+      '--json',
+      '--no-special',
+      '--parse-special',
+    );
     expect(JSON.parse(special.stdout)).toEqual(hf.encode('Hi<|eot_id|>', { add_special_tokens: false }));
     expect(JSON.parse(special.stdout).at(-1)).toBe(128009);
   });

@@ -41,7 +41,10 @@ const BLOCK_LINES = 8;
 /** `count` lines spread evenly over the file, and `blocks` runs of consecutive lines joined by newlines. */
 function sample(path: string): string[] {
   const lines = readFileSync(path, 'utf8').split('\n');
-  const picked = Array.from({ length: LINES_PER_FILE }, (_, i) => lines[Math.floor((i * lines.length) / LINES_PER_FILE)]);
+  const picked = Array.from(
+    { length: LINES_PER_FILE },
+    (_, i) => lines[Math.floor((i * lines.length) / LINES_PER_FILE)],
+  );
   const blocks = Array.from({ length: BLOCKS_PER_FILE }, (_, i) => {
     const at = Math.floor((i * (lines.length - BLOCK_LINES)) / BLOCKS_PER_FILE);
     return lines.slice(at, at + BLOCK_LINES).join('\n');
@@ -51,23 +54,104 @@ function sample(path: string): string[] {
 
 /** Hand-written edge cases, the same for every vocab (specials of all families included). */
 const EDGE_CASES = [
-  '', ' ', '  ', '   ', '\n', '\n\n', '\n\n\n\n', ' \n', '\n ', ' \n \n ', '\t', '\t\t', 'a\tb', '\ta\n\tb', 'a\r\nb', '\r\n\r\n',
-  '   leading', 'trailing   ', 'multiple   spaces    here', 'a \n\n b', 'end.\n\nStart', 'x' + ' '.repeat(40) + 'y', ' '.repeat(100),
-  '0', '12', '123', '1234', '1234567890', '3.14159', '1,000,000', 'x1y22z333w4444', '2024-01-01T12:00:00Z', '½ ² ٣ ⅷ',
-  'café naïve résumé Ångström', 'Ünïcödé façade', 'Straße', 'ΑΒΓ αβγ', 'Привет мир', 'مرحبا', 'שלום',
-  '日本語のテキスト', '中文测试，标点。', '한국어 텍스트', 'ไทย', 'हिन्दी',
-  '🙂', '👍🏽', '👨‍👩‍👧', '🇫🇷', 'a🙂b 🙂 🙂🙂',
-  "I'm you're he'll they'd it's I've WE'LL DON'T", 'don’t “quoted”', 'a--b...c!!!???', '<html><body>x</body></html>', '{"k": [1, 2]}',
-  'snake_case camelCase kebab-case', 'https://example.com/a?b=c&d=e', 'x = y + z * (w / 2);\n  return x;',
-  'a\u2581b', '\u2581\u2581', '\u2581', 'a\u00a0b', 'a\u200bb', 'a\u2009b', 'a\u3000b', '\uFEFFhello', 'a \uFEFF b', 'a\u0085b', 'a \u0085\u0085 b', 'p \uFEFF\u2469x',
-  '\u0000', 'a\u0001b\u007f', '\uFFFD', 'x\uFFFDy',
+  '',
+  ' ',
+  '  ',
+  '   ',
+  '\n',
+  '\n\n',
+  '\n\n\n\n',
+  ' \n',
+  '\n ',
+  ' \n \n ',
+  '\t',
+  '\t\t',
+  'a\tb',
+  '\ta\n\tb',
+  'a\r\nb',
+  '\r\n\r\n',
+  '   leading',
+  'trailing   ',
+  'multiple   spaces    here',
+  'a \n\n b',
+  'end.\n\nStart',
+  'x' + ' '.repeat(40) + 'y',
+  ' '.repeat(100),
+  '0',
+  '12',
+  '123',
+  '1234',
+  '1234567890',
+  '3.14159',
+  '1,000,000',
+  'x1y22z333w4444',
+  '2024-01-01T12:00:00Z',
+  '½ ² ٣ ⅷ',
+  'café naïve résumé Ångström',
+  'Ünïcödé façade',
+  'Straße',
+  'ΑΒΓ αβγ',
+  'Привет мир',
+  'مرحبا',
+  'שלום',
+  '日本語のテキスト',
+  '中文测试，标点。',
+  '한국어 텍스트',
+  'ไทย',
+  'हिन्दी',
+  '🙂',
+  '👍🏽',
+  '👨‍👩‍👧',
+  '🇫🇷',
+  'a🙂b 🙂 🙂🙂',
+  "I'm you're he'll they'd it's I've WE'LL DON'T",
+  'don’t “quoted”',
+  'a--b...c!!!???',
+  '<html><body>x</body></html>',
+  '{"k": [1, 2]}',
+  'snake_case camelCase kebab-case',
+  'https://example.com/a?b=c&d=e',
+  'x = y + z * (w / 2);\n  return x;',
+  'a\u2581b',
+  '\u2581\u2581',
+  '\u2581',
+  'a\u00a0b',
+  'a\u200bb',
+  'a\u2009b',
+  'a\u3000b',
+  '\uFEFFhello',
+  'a \uFEFF b',
+  'a\u0085b',
+  'a \u0085\u0085 b',
+  'p \uFEFF\u2469x',
+  '\u0000',
+  'a\u0001b\u007f',
+  '\uFFFD',
+  'x\uFFFDy',
   // Not valid Unicode: lone surrogates (what invalid UTF-8 becomes in a JavaScript string's nearest form); all three sides read them as U+FFFD.
-  '\uD800', 'a\uDC00b', '\uD83D',
-  'word'.repeat(60), 'a'.repeat(300), '!'.repeat(50),
+  '\uD800',
+  'a\uDC00b',
+  '\uD83D',
+  'word'.repeat(60),
+  'a'.repeat(300),
+  '!'.repeat(50),
   // Special tokens written in the text.
-  '<s>hi</s>', '<unk>', ' <s> x', '<|begin_of_text|>Hello<|eot_id|>', '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
-  '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', '<think>\nx\n</think>\n\ny', '<tool_call>{}</tool_call>', 'x<|endoftext|>y', '<|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>',
-  '<|im_start|><|im_start|>', '<s><s>', 'a<s>', '< s >', '<|im_start', 'im_start|>',
+  '<s>hi</s>',
+  '<unk>',
+  ' <s> x',
+  '<|begin_of_text|>Hello<|eot_id|>',
+  '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>',
+  '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+  '<think>\nx\n</think>\n\ny',
+  '<tool_call>{}</tool_call>',
+  'x<|endoftext|>y',
+  '<|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>',
+  '<|im_start|><|im_start|>',
+  '<s><s>',
+  'a<s>',
+  '< s >',
+  '<|im_start',
+  'im_start|>',
 ];
 
 /**
@@ -104,7 +188,8 @@ const EXCEPTIONS: Exception[] = [
     name: 'eog-text-is-control',
     why: 'llama.cpp makes every token with an end-of-generation text (its list, e.g. "</s>") a control token, so with special tokens parsed "</s>" in the text becomes that token even in Qwen\'s vocab, where tokenizer.json has it as ordinary text. We follow llama.cpp.',
     oracle: 'hf',
-    applies: (_, text, ours) => [...ours.eogIds].some((id) => ours.vocab.types[id] === TOKEN_TYPE.normal && text.includes(ours.vocab.tokens[id])),
+    applies: (_, text, ours) =>
+      [...ours.eogIds].some((id) => ours.vocab.types[id] === TOKEN_TYPE.normal && text.includes(ours.vocab.tokens[id])),
   },
   {
     name: 'js-digits',
@@ -129,11 +214,22 @@ const VARIANTS: Variant[] = [
   { family: 'llama3', name: 'llama3 (llama-bpe)', json: llama3JSON as unknown as TokenizerJSON, hf: () => hfLlama3() },
   { family: 'qwen3', name: 'qwen3 (qwen2)', json: qwen3JSON as unknown as TokenizerJSON, hf: () => hfQwen3() },
   {
-    family: 'qwen3', name: 'smollm (qwen3 vocab)', pre: 'smollm', json: qwen3JSON as unknown as TokenizerJSON,
-    hf: () => hfQwen3({ tokenizerJSON: { pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel] } } as never }),
+    family: 'qwen3',
+    name: 'smollm (qwen3 vocab)',
+    pre: 'smollm',
+    json: qwen3JSON as unknown as TokenizerJSON,
+    hf: () =>
+      hfQwen3({
+        tokenizerJSON: {
+          pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel] },
+        } as never,
+      }),
   },
   {
-    family: 'qwen3', name: 'gpt-2 (qwen3 vocab)', pre: 'gpt-2', json: qwen3JSON as unknown as TokenizerJSON,
+    family: 'qwen3',
+    name: 'gpt-2 (qwen3 vocab)',
+    pre: 'gpt-2',
+    json: qwen3JSON as unknown as TokenizerJSON,
     hf: () => hfQwen3({ tokenizerJSON: { pre_tokenizer: byteLevel } as never }),
   },
 ];
@@ -173,14 +269,20 @@ describe.skipIf(missing)(`tokenizers vs Hugging Face and llama.cpp${missing ? ` 
         const unexplained: string[] = [];
         for (const text of texts) {
           const mine = ours.encode(text, { addSpecial: false, parseSpecial });
-          const theirs = oracle === 'hf' ? hf.encode(text, { add_special_tokens: false }) : Array.from(model.tokenize(text, parseSpecial));
+          const theirs =
+            oracle === 'hf'
+              ? hf.encode(text, { add_special_tokens: false })
+              : Array.from(model.tokenize(text, parseSpecial));
           if (mine.length === theirs.length && mine.every((id, i) => id === theirs[i])) {
             same++;
             continue;
           }
           const e = EXCEPTIONS.find((x) => x.oracle === oracle && x.applies(v.name, text, ours));
           if (e) explained.set(e.name, (explained.get(e.name) ?? 0) + 1);
-          else unexplained.push(`${JSON.stringify(text)}\n  ours ${JSON.stringify(mine)}\n  ${oracle} ${JSON.stringify(theirs)}`);
+          else
+            unexplained.push(
+              `${JSON.stringify(text)}\n  ours ${JSON.stringify(mine)}\n  ${oracle} ${JSON.stringify(theirs)}`,
+            );
         }
         return { same, explained, unexplained };
       };
@@ -188,11 +290,16 @@ describe.skipIf(missing)(`tokenizers vs Hugging Face and llama.cpp${missing ? ` 
       const row = (what: string, texts: string[], r: ReturnType<typeof compare>) => {
         const pct = ((100 * r.same) / texts.length).toFixed(2);
         const ex = [...r.explained].map(([k, n]) => `${k} ${n}`).join(', ');
-        table.push(`  ${v.name.padEnd(22)} ${what.padEnd(36)} ${String(r.same).padStart(5)}/${texts.length} = ${pct.padStart(6)}%${ex ? `  (explained: ${ex})` : ''}`);
+        table.push(
+          `  ${v.name.padEnd(22)} ${what.padEnd(36)} ${String(r.same).padStart(5)}/${texts.length} = ${pct.padStart(6)}%${ex ? `  (explained: ${ex})` : ''}`,
+        );
       };
 
       it(`${corpus.length} corpus texts: the same ids as Hugging Face and llama.cpp`, () => {
-        for (const [oracle, parse] of [['hf', true], ['llama.cpp', false]] as const) {
+        for (const [oracle, parse] of [
+          ['hf', true],
+          ['llama.cpp', false],
+        ] as const) {
           const r = compare(corpus, oracle, parse);
           row(`corpus vs ${oracle}`, corpus, r);
           expect(r.unexplained, r.unexplained.slice(0, 5).join('\n')).toEqual([]);
@@ -200,7 +307,11 @@ describe.skipIf(missing)(`tokenizers vs Hugging Face and llama.cpp${missing ? ` 
       });
 
       it(`${EDGE_CASES.length} edge cases: the same ids as Hugging Face and llama.cpp (special tokens parsed and not)`, () => {
-        for (const [oracle, parse] of [['hf', true], ['llama.cpp', false], ['llama.cpp', true]] as const) {
+        for (const [oracle, parse] of [
+          ['hf', true],
+          ['llama.cpp', false],
+          ['llama.cpp', true],
+        ] as const) {
           const r = compare(EDGE_CASES, oracle, parse);
           row(`edge cases vs ${oracle}${oracle === 'llama.cpp' ? ` parse_special=${parse}` : ''}`, EDGE_CASES, r);
           expect(r.unexplained, r.unexplained.slice(0, 5).join('\n')).toEqual([]);

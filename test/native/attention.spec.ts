@@ -17,7 +17,17 @@
  * Everything else must be exact: i1 (f64 sums in the reference's order), tau, the cache
  * contents after kvAppend (incl. the f64 vSum), H2O's evictions, and AttentionStats.
  */
-import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, type Engine, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import {
+  AttentionStats,
+  H2OState,
+  KVCache,
+  SparqTrace,
+  Tensor,
+  type Engine,
+  type KTDType,
+  type KVDType,
+  type KVLayout,
+} from '@sparq/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
@@ -92,7 +102,16 @@ function values(rand: () => number, n: number, scale = 1): Float32Array {
 /** The same cache built by the reference and by native (appended in up to 3 chunks per sequence). */
 function buildPair(c: Config, extra = 0): { ref: KVCache; nat: KVCache; rand: () => number } {
   const rand = seeded(c.seed);
-  const make = () => new KVCache({ nKvHeads: c.nKv, headDim: c.d, capacity: Math.max(...c.lens) + extra + 1, batch: c.batch, dtype: c.dtype, kTDType: c.layout === 'k-twice' ? c.kT : null, layout: c.layout });
+  const make = () =>
+    new KVCache({
+      nKvHeads: c.nKv,
+      headDim: c.d,
+      capacity: Math.max(...c.lens) + extra + 1,
+      batch: c.batch,
+      dtype: c.dtype,
+      kTDType: c.layout === 'k-twice' ? c.kT : null,
+      layout: c.layout,
+    });
   const ref = make();
   const nat = make();
   for (let b = 0; b < c.batch; b++) {
@@ -142,7 +161,13 @@ function decodeQ(c: Config, rand: () => number, scale = 1): Tensor<'f32'> {
  * other must score within EPS_SCORE of the boundary (the k'-th best score among the positions
  * competing for the non-window slots). Returns the number of swapped positions.
  */
-export function checkNearTies(score: (j: number) => number, refSet: readonly number[], natSet: readonly number[], competing: readonly number[], slots: number): number {
+export function checkNearTies(
+  score: (j: number) => number,
+  refSet: readonly number[],
+  natSet: readonly number[],
+  competing: readonly number[],
+  slots: number,
+): number {
   const a = new Set(refSet);
   const b = new Set(natSet);
   const swapped = [...refSet.filter((j) => !b.has(j)), ...natSet.filter((j) => !a.has(j))];
@@ -151,7 +176,8 @@ export function checkNearTies(score: (j: number) => number, refSet: readonly num
   const kth = sorted[slots - 1];
   for (const j of swapped) {
     const gap = Math.abs(score(j) - kth);
-    if (gap > EPS_SCORE * Math.abs(kth) + 1e-12) throw new Error(`position ${j} differs but scores ${score(j)}, k'-th score ${kth}: gap ${gap} beyond EPS_SCORE`);
+    if (gap > EPS_SCORE * Math.abs(kth) + 1e-12)
+      throw new Error(`position ${j} differs but scores ${score(j)}, k'-th score ${kth}: gap ${gap} beyond EPS_SCORE`);
   }
   return swapped.length;
 }
@@ -181,7 +207,12 @@ function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: num
   return score;
 }
 
-function runSparq(engine: Engine, cache: KVCache, q: Tensor<'f32'>, params: { r: number; k: number; l: number; reallocate: boolean }) {
+function runSparq(
+  engine: Engine,
+  cache: KVCache,
+  q: Tensor<'f32'>,
+  params: { r: number; k: number; l: number; reallocate: boolean },
+) {
   const out = Tensor.zeros('f32', q.shape);
   const stats = new AttentionStats();
   const trace = new SparqTrace(cache.batch, q.shape[1], cache.nKvHeads, params.r, params.k);
@@ -190,7 +221,12 @@ function runSparq(engine: Engine, cache: KVCache, q: Tensor<'f32'>, params: { r:
 }
 
 /** Compares one SparQ call: exact i1 / tau / stats, i2 up to near ties, y and alpha within tolerance when i2 agrees. */
-function compareSparq(ref: KVCache, nat: KVCache, q: Tensor<'f32'>, params: { r: number; k: number; l: number; reallocate: boolean }): number {
+function compareSparq(
+  ref: KVCache,
+  nat: KVCache,
+  q: Tensor<'f32'>,
+  params: { r: number; k: number; l: number; reallocate: boolean },
+): number {
   const a = runSparq(referenceEngine, ref, q, params);
   const b = runSparq(native!, nat, q, params);
   expect(Array.from(b.trace.i1)).toEqual(Array.from(a.trace.i1));
@@ -270,36 +306,48 @@ if (!native || !addon) {
         ['', configArb(), RUNS],
         [' (long prompts, several tiles, GQA groups up to 8)', configArb(200, true), Math.ceil(RUNS / 4)],
       ] as const;
-      for (const [what, arb, runs] of denseCases) it(`attentionDecode and attentionPrefill match the reference, stats equal${what}`, () => {
-        fc.assert(
-          fc.property(arb, fc.integer({ min: 0, max: 1000 }), (c, pick) => {
-            const { ref, nat, rand } = buildPair(c);
-            const q = decodeQ(c, rand, 2);
-            for (const op of ['decode', 'prefill'] as const) {
-              const seq = pick % c.batch;
-              const rows = op === 'decode' ? c.batch : 1 + (pick % ref.nValid(seq));
-              const qq = op === 'decode' ? q : Tensor.f32([rows, c.nKv * c.g, c.d], values(rand, rows * c.nKv * c.g * c.d, 2));
-              const [outA, outB] = [Tensor.zeros('f32', qq.shape), Tensor.zeros('f32', qq.shape)];
-              const [sa, sb] = [new AttentionStats(), new AttentionStats()];
-              if (op === 'decode') {
-                referenceEngine.attentionDecode(outA, qq, ref, { stats: sa });
-                native.attentionDecode(outB, qq, nat, { stats: sb });
-              } else {
-                referenceEngine.attentionPrefill(outA, qq, ref, seq, { stats: sa });
-                native.attentionPrefill(outB, qq, nat, seq, { stats: sb });
+      for (const [what, arb, runs] of denseCases)
+        it(`attentionDecode and attentionPrefill match the reference, stats equal${what}`, () => {
+          fc.assert(
+            fc.property(arb, fc.integer({ min: 0, max: 1000 }), (c, pick) => {
+              const { ref, nat, rand } = buildPair(c);
+              const q = decodeQ(c, rand, 2);
+              for (const op of ['decode', 'prefill'] as const) {
+                const seq = pick % c.batch;
+                const rows = op === 'decode' ? c.batch : 1 + (pick % ref.nValid(seq));
+                const qq =
+                  op === 'decode' ? q : Tensor.f32([rows, c.nKv * c.g, c.d], values(rand, rows * c.nKv * c.g * c.d, 2));
+                const [outA, outB] = [Tensor.zeros('f32', qq.shape), Tensor.zeros('f32', qq.shape)];
+                const [sa, sb] = [new AttentionStats(), new AttentionStats()];
+                if (op === 'decode') {
+                  referenceEngine.attentionDecode(outA, qq, ref, { stats: sa });
+                  native.attentionDecode(outB, qq, nat, { stats: sb });
+                } else {
+                  referenceEngine.attentionPrefill(outA, qq, ref, seq, { stats: sa });
+                  native.attentionPrefill(outB, qq, nat, seq, { stats: sb });
+                }
+                expectClose(outA, outB, ref, op);
+                expectStats(sa, sb);
               }
-              expectClose(outA, outB, ref, op);
-              expectStats(sa, sb);
-            }
-          }),
-          { numRuns: runs },
-        );
-      });
+            }),
+            { numRuns: runs },
+          );
+        });
 
       it('attentionPrefill: a token never weighs a later position (an infinite V there leaves its row finite)', () => {
         // f16 KV turns 1e5 into infinity. Only the last token sees the last position; native
         // scores a block of tokens together, so a zero weight times infinity would give NaN.
-        const c: Config = { nKv: 1, g: 2, d: 16, batch: 1, lens: [40], pads: [0], dtype: 'f16', layout: 'single-k', seed: 7 };
+        const c: Config = {
+          nKv: 1,
+          g: 2,
+          d: 16,
+          batch: 1,
+          lens: [40],
+          pads: [0],
+          dtype: 'f16',
+          layout: 'single-k',
+          seed: 7,
+        };
         const { ref, nat, rand } = buildPair(c);
         const k = Tensor.f32([1, 1, c.d], values(rand, c.d));
         const v = Tensor.f32([1, 1, c.d], values(rand, c.d).fill(1e5, 0, 1));
@@ -319,10 +367,19 @@ if (!native || !addon) {
       it('sparqDecode: i1, tau, stats exact; i2 equal except near ties; y, alpha within tolerance', () => {
         let swapped = 0;
         fc.assert(
-          fc.property(configArb(), fc.record({ r: fc.integer({ min: 1, max: 64 }), k: fc.integer({ min: 1, max: 50 }), l: fc.integer({ min: 0, max: 12 }), reallocate: fc.boolean() }), (c, p) => {
-            const { ref, nat, rand } = buildPair(c);
-            swapped += compareSparq(ref, nat, decodeQ(c, rand, 2), { ...p, r: Math.min(p.r, c.d) });
-          }),
+          fc.property(
+            configArb(),
+            fc.record({
+              r: fc.integer({ min: 1, max: 64 }),
+              k: fc.integer({ min: 1, max: 50 }),
+              l: fc.integer({ min: 0, max: 12 }),
+              reallocate: fc.boolean(),
+            }),
+            (c, p) => {
+              const { ref, nat, rand } = buildPair(c);
+              swapped += compareSparq(ref, nat, decodeQ(c, rand, 2), { ...p, r: Math.min(p.r, c.d) });
+            },
+          ),
           { numRuns: RUNS },
         );
         expect(swapped).toBeLessThanOrEqual(RUNS); // near ties are rare in random data
@@ -391,13 +448,30 @@ if (!native || !addon) {
       it('exact ties go to the lowest index: duplicated keys give the reference i2 exactly', () => {
         // Keys repeat with period 3, so every score appears (at least) S/3 times: the k-th is always tied.
         // g = 1 ranks the logits themselves (negative ones too), g = 2 the summed probabilities.
-        const cases = [[30, 7, 0], [30, 8, 2], [3000, 100, 5], [5000, 64, 0], [6000, 750, 0], [8200, 1025, 3]];
+        const cases = [
+          [30, 7, 0],
+          [30, 8, 2],
+          [3000, 100, 5],
+          [5000, 64, 0],
+          [6000, 750, 0],
+          [8200, 1025, 3],
+        ];
         for (const [g, [S, k, l]] of [1, 2].flatMap((g) => cases.map((x) => [g, x] as const))) {
-          const c: Config = { nKv: 1, g, d: 9, batch: 1, lens: [S, S], pads: [0, 0], dtype: 'f32', layout: 'k-twice', seed: 7 };
+          const c: Config = {
+            nKv: 1,
+            g,
+            d: 9,
+            batch: 1,
+            lens: [S, S],
+            pads: [0, 0],
+            dtype: 'f32',
+            layout: 'k-twice',
+            seed: 7,
+          };
           const rand = seeded(11);
           const base = values(rand, 3 * c.d);
           const kData = new Float32Array(S * c.d);
-          for (let j = 0; j < S; j++) kData.set(base.subarray((j % 3) * c.d, (j % 3 + 1) * c.d), j * c.d);
+          for (let j = 0; j < S; j++) kData.set(base.subarray((j % 3) * c.d, ((j % 3) + 1) * c.d), j * c.d);
           const vData = values(rand, S * c.d);
           const caches = [referenceEngine, native].map((e) => {
             const cache = new KVCache({ nKvHeads: 1, headDim: c.d, capacity: S });
@@ -415,14 +489,33 @@ if (!native || !addon) {
 
       it('long rows take the sampled-threshold selection: i2 equals the reference up to near ties', () => {
         // Rows over 4096 scores are sampled (topk_select.cc); k small or a realistic share (S/16 .. S/2).
-        const kArb = fc.oneof(fc.integer({ min: 1, max: 200 }), fc.constantFrom(16, 8, 4, 2).map((div) => -div));
+        const kArb = fc.oneof(
+          fc.integer({ min: 1, max: 200 }),
+          fc.constantFrom(16, 8, 4, 2).map((div) => -div),
+        );
         fc.assert(
-          fc.property(fc.integer({ min: 4100, max: 9000 }), kArb, fc.integer({ min: 0, max: 40 }), fc.integer({ min: 1, max: 1e6 }), (S, kOrDiv, l, seed) => {
-            const k = kOrDiv > 0 ? kOrDiv : Math.floor(S / -kOrDiv);
-            const c: Config = { nKv: 1, g: 1, d: 16, batch: 1, lens: [S, S], pads: [0, 0], dtype: 'f32', layout: 'k-twice', seed };
-            const { ref, nat, rand } = buildPair(c);
-            compareSparq(ref, nat, decodeQ(c, rand, 4), { r: 4, k, l, reallocate: true });
-          }),
+          fc.property(
+            fc.integer({ min: 4100, max: 9000 }),
+            kArb,
+            fc.integer({ min: 0, max: 40 }),
+            fc.integer({ min: 1, max: 1e6 }),
+            (S, kOrDiv, l, seed) => {
+              const k = kOrDiv > 0 ? kOrDiv : Math.floor(S / -kOrDiv);
+              const c: Config = {
+                nKv: 1,
+                g: 1,
+                d: 16,
+                batch: 1,
+                lens: [S, S],
+                pads: [0, 0],
+                dtype: 'f32',
+                layout: 'k-twice',
+                seed,
+              };
+              const { ref, nat, rand } = buildPair(c);
+              compareSparq(ref, nat, decodeQ(c, rand, 4), { r: 4, k, l, reallocate: true });
+            },
+          ),
           { numRuns: 8 },
         );
       });
@@ -433,7 +526,17 @@ if (!native || !addon) {
     it('1 and 2 threads give identical results (work split by sequence and KV head)', () => {
       // Large enough to use the pool: calls under 2^16 K/V elements run on the calling thread
       // (attention_ops.cc); here 2 * (2 sequences * 2 KV heads) * 1197 positions * 24 = 229,824.
-      const c: Config = { nKv: 2, g: 2, d: 24, batch: 2, lens: [1200, 800], pads: [3, 0], dtype: 'f16', layout: 'k-twice', seed: 5 };
+      const c: Config = {
+        nKv: 2,
+        g: 2,
+        d: 24,
+        batch: 2,
+        lens: [1200, 800],
+        pads: [3, 0],
+        dtype: 'f16',
+        layout: 'k-twice',
+        seed: 5,
+      };
       const { nat, rand } = buildPair(c);
       const q = decodeQ(c, rand);
       const before = addon.attnThreads();
@@ -441,7 +544,10 @@ if (!native || !addon) {
         addon.attnSetThreads(threads);
         const dense = Tensor.zeros('f32', q.shape);
         native.attentionDecode(dense, q, nat);
-        return [Array.from(dense.data), Array.from(runSparq(native, nat, q, { r: 8, k: 32, l: 4, reallocate: true }).out.data)];
+        return [
+          Array.from(dense.data),
+          Array.from(runSparq(native, nat, q, { r: 8, k: 32, l: 4, reallocate: true }).out.data),
+        ];
       };
       expect(run(2)).toEqual(run(1));
       addon.attnSetThreads(before);
@@ -460,21 +566,39 @@ if (!native || !addon) {
       expect(() => addon.attnPrefill(cache, 0, q, out, 2, 4)).toThrow(RangeError);
     });
     it('cache buffers shorter than their dims, or of the wrong type', () => {
-      expect(() => addon.attnDecode({ ...cache, k: new Float32Array(3) } as unknown as KVCache, q, out, 4)).toThrow(RangeError);
-      expect(() => addon.attnDecode({ ...cache, v: new Uint16Array(cache.v.length) } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
-      expect(() => addon.attnDecode({ ...cache, kT: new Float32Array(5) } as unknown as KVCache, q, out, 4)).toThrow(RangeError);
-      expect(() => addon.attnDecode({ ...cache, vSum: new Float64Array(1) } as unknown as KVCache, q, out, 4)).toThrow(RangeError);
-      expect(() => addon.attnDecode({ ...cache, nPast: new Int32Array([99]) } as unknown as KVCache, q, out, 4)).toThrow(RangeError);
+      expect(() => addon.attnDecode({ ...cache, k: new Float32Array(3) } as unknown as KVCache, q, out, 4)).toThrow(
+        RangeError,
+      );
+      expect(() =>
+        addon.attnDecode({ ...cache, v: new Uint16Array(cache.v.length) } as unknown as KVCache, q, out, 4),
+      ).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, kT: new Float32Array(5) } as unknown as KVCache, q, out, 4)).toThrow(
+        RangeError,
+      );
+      expect(() => addon.attnDecode({ ...cache, vSum: new Float64Array(1) } as unknown as KVCache, q, out, 4)).toThrow(
+        RangeError,
+      );
+      expect(() =>
+        addon.attnDecode({ ...cache, nPast: new Int32Array([99]) } as unknown as KVCache, q, out, 4),
+      ).toThrow(RangeError);
       expect(() => addon.attnDecode({ ...cache, dtype: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
       expect(() => addon.attnDecode(null as unknown as KVCache, q, out, 4)).toThrow(TypeError);
     });
     it('trace, H2O state, stats and appended rows too short; bad counts', () => {
-      const trace = { i1: new Int32Array(1), i2: new Int32Array(64), i2Count: new Int32Array(2), alpha: new Float32Array(4), tau: new Float32Array(4) };
+      const trace = {
+        i1: new Int32Array(1),
+        i2: new Int32Array(64),
+        i2Count: new Int32Array(2),
+        alpha: new Float32Array(4),
+        tau: new Float32Array(4),
+      };
       expect(() => addon.attnSparq(cache, q, out, 4, 4, 8, 0, true, null, trace)).toThrow(RangeError);
       expect(() => addon.attnH2O(cache, q, out, 4, 4, new Float32Array(3), new Uint8Array(32))).toThrow(RangeError);
       expect(() => addon.attnTopk(cache, q, out, 4, 2, new Float64Array(2))).toThrow(RangeError);
       expect(() => addon.attnKvAppend(cache, 0, new Float32Array(8), new Float32Array(16), 1)).toThrow(RangeError);
-      expect(() => addon.attnKvAppend(cache, 0, new Float32Array(16 * 13), new Float32Array(16 * 13), 13)).toThrow(RangeError);
+      expect(() => addon.attnKvAppend(cache, 0, new Float32Array(16 * 13), new Float32Array(16 * 13), 13)).toThrow(
+        RangeError,
+      );
       expect(() => addon.attnDecode(cache, q, out, 3)).toThrow(RangeError);
       expect(() => addon.attnLmInfinite(cache, q, out, 4, -1)).toThrow(RangeError);
       expect(cache.nPast[0]).toBe(4);

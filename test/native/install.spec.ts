@@ -48,7 +48,11 @@ describe('native install without a compiler', () => {
       if (forced !== undefined) process.env.SPARQ_BACKEND = forced;
     });
     expect(engine.name).toBe('reference');
-    expect(registry.report()[0]).toMatchObject({ name: 'native', status: 'unavailable', reason: expect.stringContaining('no C++ compiler found') });
+    expect(registry.report()[0]).toMatchObject({
+      name: 'native',
+      status: 'unavailable',
+      reason: expect.stringContaining('no C++ compiler found'),
+    });
   });
 
   it('a prebuilt binary that does not load here: install tries the source build, and the error gives both reasons', () => {
@@ -60,12 +64,16 @@ describe('native install without a compiler', () => {
     expect(run.status, run.stderr).toBe(0);
     expect(run.stderr).toContain('the prebuilt addon does not load here');
     expect(readFileSync(join(root, 'build', 'UNAVAILABLE.txt'), 'utf8')).toMatch(/no C\+\+ compiler found/);
-    expect(() => loadAddon(join(root, 'build'))).toThrow(/native addon not built: no C\+\+ compiler found.*; native addon failed to load from .*node\.napi\.glibc\.node; to build it for this machine: npx sparq build-native/);
+    expect(() => loadAddon(join(root, 'build'))).toThrow(
+      /native addon not built: no C\+\+ compiler found.*; native addon failed to load from .*node\.napi\.glibc\.node; to build it for this machine: npx sparq build-native/,
+    );
     rmSync(join(root, 'prebuilds'), { recursive: true });
   });
 
   it('with REQUIRE_NATIVE=1 the same build exits non-zero, so CI cannot hide it', () => {
     const env = { PATH: join(root, 'bin'), HOME: root, REQUIRE_NATIVE: '1' };
-    expect(() => execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { env, stdio: 'pipe' })).toThrow();
+    expect(() =>
+      execFileSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { env, stdio: 'pipe' }),
+    ).toThrow();
   });
 });

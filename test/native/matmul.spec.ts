@@ -20,14 +20,37 @@
  * f32, f16 and bf16 weights have no integer codes: 'int8' gives the f32 product of the activations
  * rounded to the weights' type (f16, bf16) as ggml does, bit for bit the 'dequant' product of those.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, Int4Matrix, Tensor, bf16ToF32, f16ToF32, f32ToBf16, roundToF16, type BlockDType, type Engine, type Int4GroupSize, type MatrixDType, type ProductPath } from '@sparq/core';
+import {
+  BLOCK_DTYPES,
+  BLOCK_LAYOUT,
+  Int4Matrix,
+  Tensor,
+  bf16ToF32,
+  f16ToF32,
+  f32ToBf16,
+  roundToF16,
+  type BlockDType,
+  type Engine,
+  type Int4GroupSize,
+  type MatrixDType,
+  type ProductPath,
+} from '@sparq/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon } from '../../packages/native/lib/attention-ops.ts';
 import { activationError, activationKind, ggmlActivations, q8_1SumError } from '../support/ggml-activations.ts';
 import { F16_FIELDS } from '../support/ggml-layout.ts';
-import { TOL_NATIVE_NMSE, U, dotBound, nativeNmseGuaranteed, nativeVsReferenceBound, nmse, seeded, uniform } from '../conformance/numeric.ts';
+import {
+  TOL_NATIVE_NMSE,
+  U,
+  dotBound,
+  nativeNmseGuaranteed,
+  nativeVsReferenceBound,
+  nmse,
+  seeded,
+  uniform,
+} from '../conformance/numeric.ts';
 import { DTYPE_CODE, basicAddon } from '../../packages/native/lib/basic-ops.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
@@ -39,11 +62,17 @@ const GEMM_MIN_N = 8;
 const DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];
 
 /** Columns per block (32 for the plain dtypes, which take any). */
-const blockElements = (dtype: MatrixDType): number => (dtype === 'f32' || dtype === 'f16' || dtype === 'bf16' ? 32 : BLOCK_LAYOUT[dtype].elements);
+const blockElements = (dtype: MatrixDType): number =>
+  dtype === 'f32' || dtype === 'f16' || dtype === 'bf16' ? 32 : BLOCK_LAYOUT[dtype].elements;
 const GROUPS: readonly Int4GroupSize[] = [32, 64, 128, 'row'];
 
 /** A (rows, cols) weight of `dtype` from uniform values (halves from their bits, blocks quantized by the reference). */
-function weight(dtype: MatrixDType, values: Float32Array, rows: number, cols: number): { w: Tensor; decoded: Float32Array } {
+function weight(
+  dtype: MatrixDType,
+  values: Float32Array,
+  rows: number,
+  cols: number,
+): { w: Tensor; decoded: Float32Array } {
   if (dtype === 'f32') return { w: Tensor.f32([rows, cols], values), decoded: values };
   const w = Tensor.zeros(dtype, [rows, cols]);
   const out = Tensor.zeros('f32', [rows, cols]);
@@ -63,7 +92,9 @@ function weight(dtype: MatrixDType, values: Float32Array, rows: number, cols: nu
 /** sum_c |w[r, c] x[t, c]| for every output (t, r): what the tolerance scales with. */
 function absSums(w: Float32Array, x: Float32Array, rows: number, cols: number, n: number): Float64Array {
   const s = new Float64Array(n * rows);
-  for (let t = 0; t < n; t++) for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) s[t * rows + r] += Math.abs(w[r * cols + c] * x[t * cols + c]);
+  for (let t = 0; t < n; t++)
+    for (let r = 0; r < rows; r++)
+      for (let c = 0; c < cols; c++) s[t * rows + r] += Math.abs(w[r * cols + c] * x[t * cols + c]);
   return s;
 }
 
@@ -73,7 +104,8 @@ function expectProduct(path: string, ref: Float32Array, got: Float32Array, abs: 
     return;
   }
   if (nativeNmseGuaranteed(ref, cols, abs)) expect(nmse(ref, got)).toBeLessThanOrEqual(TOL_NATIVE_NMSE);
-  for (let i = 0; i < ref.length; i++) expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
+  for (let i = 0; i < ref.length; i++)
+    expect(Math.abs(ref[i] - got[i]), `element ${i}`).toBeLessThanOrEqual(nativeVsReferenceBound(cols, abs[i]));
 }
 
 /** The types the blocked 'int8' products (VNNI and AVX2) handle (gemm_q8.h): every block type. */
@@ -110,7 +142,8 @@ function halfBlockMinimums(dtype: MatrixDType, w: Tensor, rows: number, cols: nu
         const high = (bytes[sc(8 + (h % 4))] >> (2 * (h >> 2))) & 3;
         half(h, 4 * f16(108) * Math.abs((low | (high << 4)) - 32));
       }
-    } else if (dtype === 'q6_k') for (let h = 0; h < 16; h++) half(h, 32 * f16(208) * Math.abs((bytes[at + 192 + h] << 24) >> 24));
+    } else if (dtype === 'q6_k')
+      for (let h = 0; h < 16; h++) half(h, 32 * f16(208) * Math.abs((bytes[at + 192 + h] << 24) >> 24));
   }
   return out;
 }
@@ -135,7 +168,15 @@ const int8Roundings = (cols: number): number => cols / 8 + 8;
  *   <= sum_j (|w_j| + 2 |m_h|) (|x_j| + 2 activationError_j), since |dx q_j| <= |x_j| + activationError_j;
  *   the f32 roundings move the result by at most int8Roundings(cols) U times it.
  */
-function int8Parts(dtype: BlockDType, w: Float32Array, mins: Float64Array, x: Float32Array, rows: number, cols: number, n: number): { rounding: Float64Array; magnitude: Float64Array; absSum: Float64Array } {
+function int8Parts(
+  dtype: BlockDType,
+  w: Float32Array,
+  mins: Float64Array,
+  x: Float32Array,
+  rows: number,
+  cols: number,
+  n: number,
+): { rounding: Float64Array; magnitude: Float64Array; absSum: Float64Array } {
   const rounding = new Float64Array(n * rows);
   const magnitude = new Float64Array(n * rows);
   const absSum = new Float64Array(n * rows);
@@ -167,7 +208,9 @@ function int8Parts(dtype: BlockDType, w: Float32Array, mins: Float64Array, x: Fl
  * (int8Parts).
  */
 function int8ProductBound(parts: ReturnType<typeof int8Parts>, cols: number): Float64Array {
-  return parts.rounding.map((r, i) => r + int8Roundings(cols) * U * parts.magnitude[i] + dotBound(cols, parts.absSum[i]));
+  return parts.rounding.map(
+    (r, i) => r + int8Roundings(cols) * U * parts.magnitude[i] + dotBound(cols, parts.absSum[i]),
+  );
 }
 
 /**
@@ -179,7 +222,8 @@ function int8ProductBound(parts: ReturnType<typeof int8Parts>, cols: number): Fl
  * compares the sums themselves.
  */
 const TWIN_ROUNDINGS = 2;
-const twinBound = (parts: ReturnType<typeof int8Parts>, cols: number): Float64Array => parts.magnitude.map((m) => TWIN_ROUNDINGS * int8Roundings(cols) * U * m);
+const twinBound = (parts: ReturnType<typeof int8Parts>, cols: number): Float64Array =>
+  parts.magnitude.map((m) => TWIN_ROUNDINGS * int8Roundings(cols) * U * m);
 
 /** Small products: n from 1 (per-row kernels) to 30 (blocked kernel), rows and cols around the panel and tile sizes. */
 const gemmShapes = fc.record({
@@ -204,7 +248,8 @@ if (!native || !raw) {
 }
 
 /** Elements per sub-block of the 'int8' product's integer sums (src/block_codes.h). */
-const subBlockElements = (dtype: BlockDType): number => (dtype === 'q2_k' || dtype === 'q3_k' || dtype === 'q6_k' ? 16 : 32);
+const subBlockElements = (dtype: BlockDType): number =>
+  dtype === 'q2_k' || dtype === 'q3_k' || dtype === 'q6_k' ? 16 : 32;
 const isBlock = (dtype: MatrixDType): dtype is BlockDType => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
 const vnni = raw ? raw.info().features.avx512vnni : false;
 
@@ -245,21 +290,40 @@ for (const path of paths) {
           for (const n of [from - 1, from]) {
             const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
             const x = uniform(seeded(n), n * cols);
-            expect(addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols), `${dtype} n ${n}`).toBe(int8Kernel(dtype, n, from));
+            expect(
+              addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols),
+              `${dtype} n ${n}`,
+            ).toBe(int8Kernel(dtype, n, from));
           }
         }
       } finally {
         addon!.forceQ8GemmMinN(GEMM_MIN_N);
       }
     });
-    const product = (engine: Engine, w: Tensor, x: Float32Array, n: number, rows: number, cols: number, p: ProductPath) => {
+    const product = (
+      engine: Engine,
+      w: Tensor,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+      p: ProductPath,
+    ) => {
       const out = Tensor.zeros('f32', [n, rows]);
       out.data.fill(NaN); // an output element a kernel skips stays NaN and fails every comparison
       engine.matmul(out, w, Tensor.f32([n, cols], x), p);
       return out.data;
     };
     /** The int32 sub-block sums of the 'int8' product on kernel path `on`, (n, rows, cols / sub-block), and the kernel's name. */
-    const blockSums = (on: string, dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
+    const blockSums = (
+      on: string,
+      dtype: BlockDType,
+      w: Tensor,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+    ) => {
       raw!.forceKernelPath(on);
       try {
         const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
@@ -270,27 +334,41 @@ for (const path of paths) {
       }
     };
     /** Both product paths of native against the reference, and 'int8' against the scalar twin. */
-    const check = (dtype: MatrixDType, w: Tensor, decoded: Float32Array, x: Float32Array, n: number, rows: number, cols: number) => {
+    const check = (
+      dtype: MatrixDType,
+      w: Tensor,
+      decoded: Float32Array,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+    ) => {
       const want = product(ref, w, x, n, rows, cols, 'dequant');
       expectProduct(path, want, product(nat, w, x, n, rows, cols, 'dequant'), absSums(decoded, x, rows, cols, n), cols);
       const got = product(nat, w, x, n, rows, cols, 'int8');
       if (!isBlock(dtype)) {
         // ggml's activations for f16 and bf16 weights: each element rounded to the weights' type, ties to even.
-        const rounded = x.map((v) => (dtype === 'f16' ? roundToF16(v) : dtype === 'bf16' ? bf16ToF32(f32ToBf16(v)) : v));
+        const rounded = x.map((v) =>
+          dtype === 'f16' ? roundToF16(v) : dtype === 'bf16' ? bf16ToF32(f32ToBf16(v)) : v,
+        );
         return expect(got).toEqual(product(nat, w, rounded, n, rows, cols, 'dequant'));
       }
       const parts = int8Parts(dtype, decoded, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n);
       const bound = int8ProductBound(parts, cols);
-      for (let i = 0; i < want.length; i++) expect(Math.abs(want[i] - got[i]), `${dtype} int8 vs reference, element ${i}`).toBeLessThanOrEqual(bound[i]);
+      for (let i = 0; i < want.length; i++)
+        expect(Math.abs(want[i] - got[i]), `${dtype} int8 vs reference, element ${i}`).toBeLessThanOrEqual(bound[i]);
       const mine = blockSums(path, dtype, w, x, n, rows, cols);
       expect(mine.kernel).toBe(int8Kernel(dtype, n));
       if (path === 'scalar') return;
-      expect(mine.sums, `${dtype} integer sums vs the scalar twin`).toEqual(blockSums('scalar', dtype, w, x, n, rows, cols).sums);
+      expect(mine.sums, `${dtype} integer sums vs the scalar twin`).toEqual(
+        blockSums('scalar', dtype, w, x, n, rows, cols).sums,
+      );
       raw!.forceKernelPath('scalar');
       const twin = product(nat, w, x, n, rows, cols, 'int8');
       raw!.forceKernelPath(path);
       const tb = twinBound(parts, cols);
-      for (let i = 0; i < got.length; i++) expect(Math.abs(twin[i] - got[i]), `${dtype} int8 vs the scalar twin, element ${i}`).toBeLessThanOrEqual(tb[i]);
+      for (let i = 0; i < got.length; i++)
+        expect(Math.abs(twin[i] - got[i]), `${dtype} int8 vs the scalar twin, element ${i}`).toBeLessThanOrEqual(tb[i]);
     };
 
     for (const dtype of DTYPES) {
@@ -310,14 +388,19 @@ for (const path of paths) {
 
     it("matmul 'dequant' and 'int8' on 1, 2 and 3 threads: every dtype, rows not a multiple of the split", () => {
       fc.assert(
-        fc.property(threadShapes, fc.constantFrom(...DTYPES), fc.constantFrom(1, 2, 3), ({ rows, blocks, n, seed }, dtype, count) => {
-          threads.attnSetThreads(count);
-          const cols = 32 * blocks;
-          const random = seeded(seed);
-          const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
-          const x = uniform(random, n * cols);
-          check(dtype, w, decoded, x, n, rows, cols);
-        }),
+        fc.property(
+          threadShapes,
+          fc.constantFrom(...DTYPES),
+          fc.constantFrom(1, 2, 3),
+          ({ rows, blocks, n, seed }, dtype, count) => {
+            threads.attnSetThreads(count);
+            const cols = 32 * blocks;
+            const random = seeded(seed);
+            const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
+            const x = uniform(random, n * cols);
+            check(dtype, w, decoded, x, n, rows, cols);
+          },
+        ),
         { numRuns: 8 },
       );
     });
@@ -348,7 +431,9 @@ for (const path of paths) {
             for (let t = 0; t < n; t++) x[t * cols + c0 + t] = 1;
             const out = product(nat, w, x, n, rows, cols, 'dequant'); // (n, rows)
             for (let t = 0; t < n; t++)
-              for (let r = 0; r < rows; r++) if (out[t * rows + r] !== decoded.data[r * cols + c0 + t]) wrong.push(`w[${r}, ${c0 + t}]: ${out[t * rows + r]} vs ${decoded.data[r * cols + c0 + t]}`);
+              for (let r = 0; r < rows; r++)
+                if (out[t * rows + r] !== decoded.data[r * cols + c0 + t])
+                  wrong.push(`w[${r}, ${c0 + t}]: ${out[t * rows + r]} vs ${decoded.data[r * cols + c0 + t]}`);
           }
           expect(wrong, `${dtype} n ${n}`).toEqual([]);
         }
@@ -361,33 +446,44 @@ for (const path of paths) {
           const random = seeded(7);
           const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
           const x = uniform(random, n * cols);
-          expect(product(nat, w, x, n, rows, cols, 'int8'), `${dtype} n ${n}`).not.toEqual(product(nat, w, x, n, rows, cols, 'dequant'));
+          expect(product(nat, w, x, n, rows, cols, 'int8'), `${dtype} n ${n}`).not.toEqual(
+            product(nat, w, x, n, rows, cols, 'dequant'),
+          );
         }
       }
     });
     it("matmulInt4 'dequant' and 'int8': blocked (n >= 8) and threaded, every group size", () => {
-      const shapes = fc.oneof(gemmShapes.map((s) => ({ ...s, blocks: 2 * s.blocks, n: Math.max(8, s.n) })), threadShapes);
+      const shapes = fc.oneof(
+        gemmShapes.map((s) => ({ ...s, blocks: 2 * s.blocks, n: Math.max(8, s.n) })),
+        threadShapes,
+      );
       fc.assert(
-        fc.property(shapes, fc.constantFrom(...GROUPS), fc.boolean(), fc.constantFrom(1, 2, 3), ({ rows, blocks, n, seed }, groupSize, symmetric, count) => {
-          const cols = 32 * blocks;
-          fc.pre(groupSize === 'row' || cols % groupSize === 0);
-          threads.attnSetThreads(count);
-          const random = seeded(seed);
-          const w = new Int4Matrix(rows, cols, { groupSize, symmetric });
-          ref.quantizeInt4(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
-          const decoded = Tensor.zeros('f32', [rows, cols]);
-          ref.dequantizeInt4(decoded, w);
-          const x = uniform(random, n * cols);
-          const abs = absSums(decoded.data, x, rows, cols, n);
-          for (const p of ['dequant', 'int8'] as const) {
-            const o1 = Tensor.zeros('f32', [n, rows]);
-            const o2 = Tensor.zeros('f32', [n, rows]);
-            ref.matmulInt4(o1, w, Tensor.f32([n, cols], x), p);
-            nat.matmulInt4(o2, w, Tensor.f32([n, cols], x), p);
-            // int8: the sums of |(q - zero) q_x| terms exceed those of |w x| by at most 1 + 1/254 (basic.spec.ts): twice covers it.
-            expectProduct(path, o1.data, o2.data, p === 'int8' ? abs.map((v) => 2 * v) : abs, cols);
-          }
-        }),
+        fc.property(
+          shapes,
+          fc.constantFrom(...GROUPS),
+          fc.boolean(),
+          fc.constantFrom(1, 2, 3),
+          ({ rows, blocks, n, seed }, groupSize, symmetric, count) => {
+            const cols = 32 * blocks;
+            fc.pre(groupSize === 'row' || cols % groupSize === 0);
+            threads.attnSetThreads(count);
+            const random = seeded(seed);
+            const w = new Int4Matrix(rows, cols, { groupSize, symmetric });
+            ref.quantizeInt4(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+            const decoded = Tensor.zeros('f32', [rows, cols]);
+            ref.dequantizeInt4(decoded, w);
+            const x = uniform(random, n * cols);
+            const abs = absSums(decoded.data, x, rows, cols, n);
+            for (const p of ['dequant', 'int8'] as const) {
+              const o1 = Tensor.zeros('f32', [n, rows]);
+              const o2 = Tensor.zeros('f32', [n, rows]);
+              ref.matmulInt4(o1, w, Tensor.f32([n, cols], x), p);
+              nat.matmulInt4(o2, w, Tensor.f32([n, cols], x), p);
+              // int8: the sums of |(q - zero) q_x| terms exceed those of |w x| by at most 1 + 1/254 (basic.spec.ts): twice covers it.
+              expectProduct(path, o1.data, o2.data, p === 'int8' ? abs.map((v) => 2 * v) : abs, cols);
+            }
+          },
+        ),
         { numRuns: 10 },
       );
     });
@@ -410,95 +506,121 @@ function extremeWeight(dtype: BlockDType, rows: number, cols: number, random: ()
     const fill = [0x00, 0x7f, 0x80, 0xff, -1][r % 5];
     for (let i = r * perRow; i < (r + 1) * perRow; i++) bytes[i] = fill >= 0 ? fill : Math.floor(256 * random());
   }
-  for (let at = 0; at < bytes.length; at += size) for (const o of F16_FIELDS[dtype]) [bytes[at + o], bytes[at + o + 1]] = [F16_HUNDREDTH & 0xff, F16_HUNDREDTH >> 8];
+  for (let at = 0; at < bytes.length; at += size)
+    for (const o of F16_FIELDS[dtype]) [bytes[at + o], bytes[at + o + 1]] = [F16_HUNDREDTH & 0xff, F16_HUNDREDTH >> 8];
   return w;
 }
 
-describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)("'int8': the AVX2 blocked product against the VNNI one", () => {
-  const threads = attentionAddon(raw!);
-  const before = threads.attnThreads();
-  const addon = basicAddon(raw!);
-  beforeAll(() => addon.forceQ8GemmMinN(GEMM_MIN_N));
-  afterAll(() => {
-    raw!.forceKernelPath(null);
-    addon.forceQ8GemmMinN(null);
-    threads.attnSetThreads(before);
-  });
-  const onPath = <T>(path: 'avx2' | 'avx512' | 'scalar', fn: () => T): T => {
-    expect(raw!.forceKernelPath(path)).toBe(path);
-    return fn();
-  };
-  const product = (path: 'avx2' | 'avx512', w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
-    onPath(path, () => {
-      const out = Tensor.zeros('f32', [n, rows]);
-      out.data.fill(NaN); // an output element a kernel skips stays NaN and fails every comparison
-      native!.matmul(out, w, Tensor.f32([n, cols], x), 'int8');
-      return out.data;
+describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
+  "'int8': the AVX2 blocked product against the VNNI one",
+  () => {
+    const threads = attentionAddon(raw!);
+    const before = threads.attnThreads();
+    const addon = basicAddon(raw!);
+    beforeAll(() => addon.forceQ8GemmMinN(GEMM_MIN_N));
+    afterAll(() => {
+      raw!.forceKernelPath(null);
+      addon.forceQ8GemmMinN(null);
+      threads.attnSetThreads(before);
     });
-  const blockSums = (path: 'avx2' | 'avx512' | 'scalar', dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
-    onPath(path, () => {
-      const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
-      return { sums, kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols) };
+    const onPath = <T>(path: 'avx2' | 'avx512' | 'scalar', fn: () => T): T => {
+      expect(raw!.forceKernelPath(path)).toBe(path);
+      return fn();
+    };
+    const product = (path: 'avx2' | 'avx512', w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
+      onPath(path, () => {
+        const out = Tensor.zeros('f32', [n, rows]);
+        out.data.fill(NaN); // an output element a kernel skips stays NaN and fails every comparison
+        native!.matmul(out, w, Tensor.f32([n, cols], x), 'int8');
+        return out.data;
+      });
+    const blockSums = (
+      path: 'avx2' | 'avx512' | 'scalar',
+      dtype: BlockDType,
+      w: Tensor,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+    ) =>
+      onPath(path, () => {
+        const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
+        return { sums, kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols) };
+      });
+    /**
+     * AVX2 vs the f32 reference within INT8_PRODUCT_BOUND; its int32 sub-block sums vs VNNI's and the
+     * scalar twin's, and its outputs vs VNNI's, bit for bit: both blocked kernels take the same int32
+     * sums (exact, in any order) and the same f32 operations in the same order per output (per
+     * sub-block f += f32(isum) * (dw * dx), then f += mw * (dx sum q)), so a difference would be a
+     * wrong int32 sum (an int16 saturation in vpmaddubsw, a lost correction) or a changed f32 step.
+     */
+    const check = (dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
+      const decoded = Tensor.zeros('f32', [rows, cols]);
+      referenceEngine.dequantize(decoded, w as Tensor<BlockDType>);
+      const want = Tensor.zeros('f32', [n, rows]);
+      referenceEngine.matmul(want, w, Tensor.f32([n, cols], x));
+      const avx2 = product('avx2', w, x, n, rows, cols);
+      const bound = int8ProductBound(
+        int8Parts(dtype, decoded.data, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n),
+        cols,
+      );
+      for (let i = 0; i < want.data.length; i++)
+        expect(Math.abs(want.data[i] - avx2[i]), `${dtype} element ${i}`).toBeLessThanOrEqual(bound[i]);
+      const mine = blockSums('avx2', dtype, w, x, n, rows, cols);
+      expect(mine.kernel).toBe('avx2-gemm');
+      const theirs = blockSums('avx512', dtype, w, x, n, rows, cols);
+      expect(theirs.kernel).toBe('vnni');
+      expect(mine.sums, `${dtype} sums vs VNNI`).toEqual(theirs.sums);
+      expect(mine.sums, `${dtype} sums vs the scalar twin`).toEqual(
+        blockSums('scalar', dtype, w, x, n, rows, cols).sums,
+      );
+      expect(avx2, `${dtype} outputs vs VNNI`).toEqual(product('avx512', w, x, n, rows, cols));
+    };
+    const types = GEMM_TYPES as readonly BlockDType[];
+
+    it('every type: n 8..37 (tiles of 4 or 6 rows and a tail), rows 1..70 (half panels of 16 and a tail), quantized weights', () => {
+      fc.assert(
+        fc.property(gemmShapes, fc.constantFrom(...types), ({ rows, blocks, n, seed }, dtype) => {
+          threads.attnSetThreads(1);
+          const cols = blockElements(dtype) * Math.ceil((32 * blocks) / blockElements(dtype));
+          const random = seeded(seed);
+          const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+          check(dtype, w, uniform(random, (7 + n) * cols), 7 + n, rows, cols);
+        }),
+        { numRuns: 40 },
+      );
     });
-  /**
-   * AVX2 vs the f32 reference within INT8_PRODUCT_BOUND; its int32 sub-block sums vs VNNI's and the
-   * scalar twin's, and its outputs vs VNNI's, bit for bit: both blocked kernels take the same int32
-   * sums (exact, in any order) and the same f32 operations in the same order per output (per
-   * sub-block f += f32(isum) * (dw * dx), then f += mw * (dx sum q)), so a difference would be a
-   * wrong int32 sum (an int16 saturation in vpmaddubsw, a lost correction) or a changed f32 step.
-   */
-  const check = (dtype: BlockDType, w: Tensor, x: Float32Array, n: number, rows: number, cols: number) => {
-    const decoded = Tensor.zeros('f32', [rows, cols]);
-    referenceEngine.dequantize(decoded, w as Tensor<BlockDType>);
-    const want = Tensor.zeros('f32', [n, rows]);
-    referenceEngine.matmul(want, w, Tensor.f32([n, cols], x));
-    const avx2 = product('avx2', w, x, n, rows, cols);
-    const bound = int8ProductBound(int8Parts(dtype, decoded.data, halfBlockMinimums(dtype, w, rows, cols), x, rows, cols, n), cols);
-    for (let i = 0; i < want.data.length; i++) expect(Math.abs(want.data[i] - avx2[i]), `${dtype} element ${i}`).toBeLessThanOrEqual(bound[i]);
-    const mine = blockSums('avx2', dtype, w, x, n, rows, cols);
-    expect(mine.kernel).toBe('avx2-gemm');
-    const theirs = blockSums('avx512', dtype, w, x, n, rows, cols);
-    expect(theirs.kernel).toBe('vnni');
-    expect(mine.sums, `${dtype} sums vs VNNI`).toEqual(theirs.sums);
-    expect(mine.sums, `${dtype} sums vs the scalar twin`).toEqual(blockSums('scalar', dtype, w, x, n, rows, cols).sums);
-    expect(avx2, `${dtype} outputs vs VNNI`).toEqual(product('avx512', w, x, n, rows, cols));
-  };
-  const types = GEMM_TYPES as readonly BlockDType[];
 
-  it('every type: n 8..37 (tiles of 4 or 6 rows and a tail), rows 1..70 (half panels of 16 and a tail), quantized weights', () => {
-    fc.assert(
-      fc.property(gemmShapes, fc.constantFrom(...types), ({ rows, blocks, n, seed }, dtype) => {
-        threads.attnSetThreads(1);
-        const cols = blockElements(dtype) * Math.ceil((32 * blocks) / blockElements(dtype));
-        const random = seeded(seed);
-        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
-        check(dtype, w, uniform(random, (7 + n) * cols), 7 + n, rows, cols);
-      }),
-      { numRuns: 40 },
-    );
-  });
+    it('every type: extreme codes against activations of 127 steps (the int16 pair sums at their largest)', () => {
+      for (const dtype of types) {
+        const [rows, cols, n] = [45, 512, 11];
+        const random = seeded(5);
+        const w = extremeWeight(dtype, rows, cols, random);
+        // Row 0 all +1, row 1 all -1, the others random signs: every code q = +-127.
+        const x = Float32Array.from({ length: n * cols }, (_, i) =>
+          i < cols ? 1 : i < 2 * cols ? -1 : random() < 0.5 ? -1 : 1,
+        );
+        check(dtype, w, x, n, rows, cols);
+      }
+    });
 
-  it('every type: extreme codes against activations of 127 steps (the int16 pair sums at their largest)', () => {
-    for (const dtype of types) {
-      const [rows, cols, n] = [45, 512, 11];
-      const random = seeded(5);
-      const w = extremeWeight(dtype, rows, cols, random);
-      // Row 0 all +1, row 1 all -1, the others random signs: every code q = +-127.
-      const x = Float32Array.from({ length: n * cols }, (_, i) => (i < cols ? 1 : i < 2 * cols ? -1 : random() < 0.5 ? -1 : 1));
-      check(dtype, w, x, n, rows, cols);
-    }
-  });
-
-  it('on 1, 2 and 3 threads: rows not a multiple of the split', () => {
-    fc.assert(
-      fc.property(threadShapes, fc.constantFrom(...types), fc.constantFrom(1, 2, 3), fc.constantFrom(8, 9, 13), ({ rows, blocks, seed }, dtype, count, n) => {
-        threads.attnSetThreads(count);
-        const cols = 32 * blocks;
-        const random = seeded(seed);
-        const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
-        check(dtype, w, uniform(random, n * cols), n, rows, cols);
-      }),
-      { numRuns: 8 },
-    );
-  });
-});
+    it('on 1, 2 and 3 threads: rows not a multiple of the split', () => {
+      fc.assert(
+        fc.property(
+          threadShapes,
+          fc.constantFrom(...types),
+          fc.constantFrom(1, 2, 3),
+          fc.constantFrom(8, 9, 13),
+          ({ rows, blocks, seed }, dtype, count, n) => {
+            threads.attnSetThreads(count);
+            const cols = 32 * blocks;
+            const random = seeded(seed);
+            const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+            check(dtype, w, uniform(random, n * cols), n, rows, cols);
+          },
+        ),
+        { numRuns: 8 },
+      );
+    });
+  },
+);

@@ -59,10 +59,11 @@ describe.skipIf(!addon)(`adviseHugePages${addon ? '' : ` (skipped: ${missing})`}
 
   it('KV caches start on a cache line once the addon is loaded (core allocAligned)', () => {
     const cache = new KVCache({ nKvHeads: 2, headDim: 128, capacity: 8192, dtype: 'f16' }); // 4 MiB per buffer: advised
-    for (const a of [cache.k, cache.kT!, cache.v]) expect(addon!.lineOffset(new Uint8Array(a.buffer, a.byteOffset, a.byteLength))).toBe(0);
+    for (const a of [cache.k, cache.kT!, cache.v])
+      expect(addon!.lineOffset(new Uint8Array(a.buffer, a.byteOffset, a.byteLength))).toBe(0);
   });
 
-  it('is installed as core\'s advisor when the addon loads', () => {
+  it("is installed as core's advisor when the addon loads", () => {
     const seen: number[] = [];
     const native = setMemoryAdvisor((buffer) => seen.push(buffer.byteLength));
     try {

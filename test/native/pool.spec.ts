@@ -22,7 +22,10 @@ if (!engines.some((e) => e.name === 'native')) {
       ['sleeping at once (SPARQ_SPIN_US=0)', { SPARQ_SPIN_US: '0' }],
     ])('takes every call (after resizes, back to back, after long gaps) and splits it exactly, %s', (_, env) => {
       const child = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'test/support/pool-calls.ts')], {
-        cwd: ROOT, encoding: 'utf8', timeout: 50_000, env: { ...process.env, ...env },
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 50_000,
+        env: { ...process.env, ...env },
       });
       expect(child.error?.message ?? null, 'the calls finished in time (a hang: a lost wake-up)').toBeNull();
       expect(child.stdout + child.stderr).toContain('ok: calls back to back and after gaps');

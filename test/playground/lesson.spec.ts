@@ -12,7 +12,15 @@ import { referenceEngine } from '../support/backends.ts';
 
 describe('playground lesson on an f16 KV cache', () => {
   it('replays a SparQ step; with r = d and k >= S it matches dense', async () => {
-    const { loaded, tokenizer } = randomLlama({ dim: 32, hiddenDim: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, seqLen: 32, seed: 9 });
+    const { loaded, tokenizer } = randomLlama({
+      dim: 32,
+      hiddenDim: 64,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      seqLen: 32,
+      seed: 9,
+    });
     const probe = new ProbeEngine(referenceEngine, loaded.config.nLayers);
     const model = new LanguageModel(probe, buildModel(probe, loaded), tokenizer);
     expect(model.kv).toBe('f16');
@@ -22,7 +30,15 @@ describe('playground lesson on an f16 KV cache', () => {
     await session.generate([tokenizer.bosId, 5, 6], { maxTokens: 8, temperature: 0 }).collect();
     expect(session.forward.caches[0].dtype).toBe('f16');
     const position = session.position - 1;
-    const input = { engine: referenceEngine, caches: session.forward.caches, records: probe.records, nHeads: loaded.config.nHeads, position, layer: 1, head: 1 };
+    const input = {
+      engine: referenceEngine,
+      caches: session.forward.caches,
+      records: probe.records,
+      nHeads: loaded.config.nHeads,
+      position,
+      layer: 1,
+      head: 1,
+    };
     const full = lesson({ ...input, attention: session.attention });
     expect(full.S).toBe(position + 1);
     expect(full.errReallocate).toBeLessThan(1e-6);
@@ -34,7 +50,15 @@ describe('playground lesson on an f16 KV cache', () => {
 
   // A small GQA model on the playground's settings: every prompt row forwarded in every layer.
   const setup = (attention: AttentionSettings) => {
-    const { loaded, tokenizer } = randomLlama({ dim: 32, hiddenDim: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, seqLen: 32, seed: 9 });
+    const { loaded, tokenizer } = randomLlama({
+      dim: 32,
+      hiddenDim: 64,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      seqLen: 32,
+      seed: 9,
+    });
     const probe = new ProbeEngine(referenceEngine, loaded.config.nLayers);
     const model = new LanguageModel(probe, buildModel(probe, loaded), tokenizer);
     const run = async (maxTokens: number) => {
@@ -42,7 +66,13 @@ describe('playground lesson on an f16 KV cache', () => {
       const session = model.createSession({ contextSize: 24, attention });
       session.forward.prefillAllRows = true;
       await session.generate([tokenizer.bosId, 5, 6, 7, 8], { maxTokens, temperature: 0 }).collect();
-      const input = { engine: referenceEngine, caches: session.forward.caches, records: probe.records.map((m) => new Map(m)), nHeads: 4, attention: session.attention };
+      const input = {
+        engine: referenceEngine,
+        caches: session.forward.caches,
+        records: probe.records.map((m) => new Map(m)),
+        nHeads: 4,
+        attention: session.attention,
+      };
       return { session, input };
     };
     return { run, d: loaded.config.headDim };
@@ -65,8 +95,9 @@ describe('playground lesson on an f16 KV cache', () => {
         cache.nPast[0] = nPast;
         for (let i = 0; i < d; i++) {
           let mixed = 0; // sum_j s_j v_j: s is the group's mean weight, so this is the group's mean output
-          for (let j = 0; j <= position; j++) mixed += a.s[j] * f16ToF32(cache.v[cache.rowOffset(0, head, j) + i] as number);
-          const mean = (out.data[(2 * head) * d + i] + out.data[(2 * head + 1) * d + i]) / 2;
+          for (let j = 0; j <= position; j++)
+            mixed += a.s[j] * f16ToF32(cache.v[cache.rowOffset(0, head, j) + i] as number);
+          const mean = (out.data[2 * head * d + i] + out.data[(2 * head + 1) * d + i]) / 2;
           expect(Math.abs(mixed - mean)).toBeLessThan(1e-5);
         }
       }

@@ -35,12 +35,32 @@ function cliText(attention: string, extra: string[] = []): string {
 }
 
 function runCli(attention: string, extra: string[]): string {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', files.model.path, '--prompt', PROMPT, '-n', String(N), '--temperature', '0', '--attention', attention, ...extra], {
-    cwd: ROOT,
-    env: { ...process.env, SPARQ_BACKEND: 'reference' },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
+  const r = spawnSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(ROOT, 'packages/cli/src/main.ts'),
+      'generate',
+      '--model',
+      files.model.path,
+      '--prompt',
+      PROMPT,
+      '-n',
+      String(N),
+      '--temperature',
+      '0',
+      '--attention',
+      attention,
+      ...extra,
+    ],
+    {
+      cwd: ROOT,
+      env: { ...process.env, SPARQ_BACKEND: 'reference' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
   if (r.status !== 0) throw new Error(`sparq generate failed (${r.status}): ${r.stderr}`);
   return r.stdout;
 }
@@ -91,7 +111,9 @@ describeBrowser(`sparq playground in Chromium${missing ? ` skipped: ${missing}` 
   });
 
   it('a model opened through the File API (llama2.c checkpoint and tokenizer) generates the same text', async () => {
-    await page.goto(runUrl(url, { prompt: PROMPT, n: N, temperature: 0, attention: 'dense' }).replace('run=1', 'run=0'));
+    await page.goto(
+      runUrl(url, { prompt: PROMPT, n: N, temperature: 0, attention: 'dense' }).replace('run=1', 'run=0'),
+    );
     await page.waitForSelector('#generate:not([disabled])');
     await page.setInputFiles('#files', [files.tok512.path, files.model.path]);
     await expect.poll(() => page.textContent('#model')).toMatch(/^stories260K\.bin: .*tokenizer tok512\.bin$/);
@@ -106,7 +128,9 @@ describeBrowser(`sparq playground in Chromium${missing ? ` skipped: ${missing}` 
     const text = await generateInPage({ attention: 'sparq', ...SPARQ, step: STEP, layer: 1, head: 2 });
     expect(text).toBe(cliText('sparq', ['--r', String(SPARQ.r), '--k', String(SPARQ.k), '--l', String(SPARQ.l)]));
     await page.waitForSelector('#views[data-ready]');
-    expect(await page.textContent('#where')).toMatch(new RegExp(`^position ${STEP} .*layer 1, KV head 2: S = ${STEP + 1} positions`));
+    expect(await page.textContent('#where')).toMatch(
+      new RegExp(`^position ${STEP} .*layer 1, KV head 2: S = ${STEP + 1} positions`),
+    );
     expect(await page.locator('#view-scores svg.chart rect.chosen').count()).toBe(SPARQ.k);
     // The local window's l positions are always among the chosen.
     const chosen = await page.locator('#view-scores svg.chart rect.chosen title').allTextContents();

@@ -29,21 +29,58 @@ process.stdout.write(texts.join(''));
 `;
 
 function run(command: string[], env: Record<string, string> = {}): string {
-  const r = spawnSync(process.execPath, command, { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  const r = spawnSync(process.execPath, command, {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
   if (r.status !== 0) throw new Error(`${command.join(' ')} failed (${r.status}): ${r.stderr}`);
   return r.stdout;
 }
 
-describe.skipIf(storiesMissing)(`playground worker in Node${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`, () => {
-  beforeAll(() => buildPlayground());
+describe.skipIf(storiesMissing)(
+  `playground worker in Node${storiesMissing ? ` skipped: ${storiesMissing}` : ''}`,
+  () => {
+    beforeAll(() => buildPlayground());
 
-  it('gives sparq generate\'s text for the same settings (SparQ r 1, k 12, l 3; and dense)', () => {
-    for (const [method, flags] of [['sparq', ['--r', '1', '--k', '12', '--l', '3']], ['dense', []]] as const) {
-      const settings = { prompt: 'The little dog found', n: 64, temperature: 0, seed: 42, method, r: 1, k: 12, l: 3 };
-      const page = run(['--input-type=module', '-e', RUN_WORKER, files.model.path, files.tok512.path, JSON.stringify(settings)]);
-      const cli = run(['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'generate', '--model', files.model.path, '--prompt', settings.prompt, '-n', '64', '--temperature', '0', '--attention', method, ...flags], { SPARQ_BACKEND: 'reference' });
-      expect(page.length).toBeGreaterThan(settings.prompt.length);
-      expect(page, method).toBe(cli);
-    }
-  });
-});
+    it("gives sparq generate's text for the same settings (SparQ r 1, k 12, l 3; and dense)", () => {
+      for (const [method, flags] of [
+        ['sparq', ['--r', '1', '--k', '12', '--l', '3']],
+        ['dense', []],
+      ] as const) {
+        const settings = { prompt: 'The little dog found', n: 64, temperature: 0, seed: 42, method, r: 1, k: 12, l: 3 };
+        const page = run([
+          '--input-type=module',
+          '-e',
+          RUN_WORKER,
+          files.model.path,
+          files.tok512.path,
+          JSON.stringify(settings),
+        ]);
+        const cli = run(
+          [
+            '--import',
+            'tsx',
+            join(ROOT, 'packages/cli/src/main.ts'),
+            'generate',
+            '--model',
+            files.model.path,
+            '--prompt',
+            settings.prompt,
+            '-n',
+            '64',
+            '--temperature',
+            '0',
+            '--attention',
+            method,
+            ...flags,
+          ],
+          { SPARQ_BACKEND: 'reference' },
+        );
+        expect(page.length).toBeGreaterThan(settings.prompt.length);
+        expect(page, method).toBe(cli);
+      }
+    });
+  },
+);

@@ -22,7 +22,13 @@ function fill(data: Float32Array, seed: number): void {
 
 describe('planUnits', () => {
   it('covers every (sequence, KV head) exactly once and keeps ranges contiguous', () => {
-    for (const [batch, nKv, tasks] of [[1, 8, 2], [3, 4, 2], [1, 3, 4], [2, 1, 2], [5, 2, 1]]) {
+    for (const [batch, nKv, tasks] of [
+      [1, 8, 2],
+      [3, 4, 2],
+      [1, 3, 4],
+      [2, 1, 2],
+      [5, 2, 1],
+    ]) {
       const plan = planUnits(batch, nKv, tasks);
       expect(plan.length).toBeLessThanOrEqual(tasks);
       const seen = new Set<string>();
@@ -35,12 +41,13 @@ describe('planUnits', () => {
   });
 });
 
-const METHODS: [PooledMethod, 'attentionDecode' | 'sparqDecode' | 'topkDecode' | 'lmInfiniteDecode', object | null][] = [
-  ['dense', 'attentionDecode', null],
-  ['sparq', 'sparqDecode', { r: 3, k: 5, l: 2 }],
-  ['oracle', 'topkDecode', { k: 6 }],
-  ['lminf', 'lmInfiniteDecode', { k: 20 }],
-];
+const METHODS: [PooledMethod, 'attentionDecode' | 'sparqDecode' | 'topkDecode' | 'lmInfiniteDecode', object | null][] =
+  [
+    ['dense', 'attentionDecode', null],
+    ['sparq', 'sparqDecode', { r: 3, k: 5, l: 2 }],
+    ['oracle', 'topkDecode', { k: 6 }],
+    ['lminf', 'lmInfiniteDecode', { k: 20 }],
+  ];
 
 forEachBackend('AttentionPool', (engine: Engine) => {
   const pool = new AttentionPool({ backend: engine.name, threads: 2 });
@@ -55,7 +62,10 @@ forEachBackend('AttentionPool', (engine: Engine) => {
     opIt(engine, op, `${method} equals the single-threaded ${op}`, async () => {
       if (cache.nPast[0] === 0) {
         cache.reset(1, 3);
-        for (const [seq, n] of [[0, 37], [1, 29]]) {
+        for (const [seq, n] of [
+          [0, 37],
+          [1, 29],
+        ]) {
           const k = Tensor.zeros('f32', [n, 4, 7]);
           const v = Tensor.zeros('f32', [n, 4, 7]);
           fill(k.data, 11 + seq);
@@ -83,6 +93,8 @@ forEachBackend('AttentionPool', (engine: Engine) => {
     const t = Tensor.zeros('f32', [1, 1, 4]);
     await expect(pool.decode('dense', t, t, local)).rejects.toThrow(SparqError);
     await expect(pool.decode('dense', t, t, local)).rejects.toThrow(/SharedArrayBuffer/);
-    await expect(pool.decode('sparq', t, t, local, { r: 9, k: 1 })).rejects.toThrow('r 9, expected an integer in [1, 4]');
+    await expect(pool.decode('sparq', t, t, local, { r: 9, k: 1 })).rejects.toThrow(
+      'r 9, expected an integer in [1, 4]',
+    );
   });
 });

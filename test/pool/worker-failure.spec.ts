@@ -20,7 +20,10 @@ forEachBackend('AttentionPool after a worker throws', (engine: Engine) => {
 
   it('rejects that call, then runs the next one as before', async () => {
     const cache = new KVCache({ nKvHeads: 2, headDim: 4, capacity: 8, shared: true });
-    const rows = Tensor.f32([3, 2, 4], Array.from({ length: 24 }, (_, i) => ((i % 7) - 3) / 4));
+    const rows = Tensor.f32(
+      [3, 2, 4],
+      Array.from({ length: 24 }, (_, i) => ((i % 7) - 3) / 4),
+    );
     engine.kvAppend(cache, 0, rows, rows);
     const q = Tensor.f32([1, 2, 4], [1, 0, -1, 0.5, 0.25, 1, 0, -0.5], { shared: true });
     const expected = Tensor.zeros('f32', [1, 2, 4]);
@@ -35,7 +38,10 @@ forEachBackend('AttentionPool after a worker throws', (engine: Engine) => {
     for (let attempt = 0; attempt < MAX_ATTEMPTS && failure === null; attempt++) {
       const call = pool.decode('dense', out, q, cache);
       q.data[5] = NaN;
-      failure = await call.then(() => null, (error: unknown) => error);
+      failure = await call.then(
+        () => null,
+        (error: unknown) => error,
+      );
       q.data[5] = saved;
     }
     expect(failure).toBeInstanceOf(NonFiniteError);

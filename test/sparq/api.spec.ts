@@ -15,7 +15,19 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { referenceEngine } from '../support/backends.ts';
 import { ROOT, runSparq } from '../llm/support.ts';
 
-const { Chat, ChatTemplate, LanguageModel, SparqRangeError, TextSession, buildModel, createChat, defaultAttention, generate, loadModel, openModel } = sparq;
+const {
+  Chat,
+  ChatTemplate,
+  LanguageModel,
+  SparqRangeError,
+  TextSession,
+  buildModel,
+  createChat,
+  defaultAttention,
+  generate,
+  loadModel,
+  openModel,
+} = sparq;
 
 /** The names docs/api.md lists under "The names", in backticks, one group per bold heading. */
 function documentedNames(): string[] {
@@ -40,10 +52,23 @@ describe('the top level is the curated set of docs/api.md', () => {
       expect(name in sparq).toBe(false);
       expect(core).toHaveProperty(name);
     }
-    for (const name of ['randomLlama', 'writeRandomGGUF', 'runSweep', 'checkModelOptions', 'checkKeys', 'findTokenizer']) expect(llm).toHaveProperty(name);
+    for (const name of [
+      'randomLlama',
+      'writeRandomGGUF',
+      'runSweep',
+      'checkModelOptions',
+      'checkKeys',
+      'findTokenizer',
+    ])
+      expect(llm).toHaveProperty(name);
     expect('randomLlama' in sparq).toBe(false);
     await core.loadBackends();
-    expect(core.backendReport().map((b) => b.name).sort()).toEqual(['native', 'reference']);
+    expect(
+      core
+        .backendReport()
+        .map((b) => b.name)
+        .sort(),
+    ).toEqual(['native', 'reference']);
     expect(llm.Tokenizer).toBe(sparq.Tokenizer);
   });
 });
@@ -67,10 +92,31 @@ describe('a mistyped option is the same error at every entry point', () => {
     { where: 'loadModel', kv: true, call: (extra) => loadModel(path, { backend: 'reference', ...extra }) },
     { where: 'openModel', kv: true, call: (extra) => openModel(referenceEngine, path, { ...extra }) },
     { where: 'createSession', kv: true, call: (extra) => lm.createSession({ contextSize: 16, ...extra }) },
-    { where: 'TextSession', kv: true, call: (extra) => new TextSession(referenceEngine, model, small.tokenizer, { contextSize: 16, attention, ...extra }) },
+    {
+      where: 'TextSession',
+      kv: true,
+      call: (extra) =>
+        new TextSession(referenceEngine, model, small.tokenizer, { contextSize: 16, attention, ...extra }),
+    },
     { where: 'generate', kv: false, call: (extra) => session.generate('a', { maxTokens: 1, ...extra }) },
-    { where: 'generate', kv: true, call: (extra) => generate(referenceEngine, model, small.tokenizer, 'a', { steps: 4, temperature: 0, seed: 1, attention, ...extra }) },
-    { where: 'Chat', kv: true, call: (extra) => new Chat(referenceEngine, model, small.tokenizer, template, { attention, contextSize: 16, ...extra }) },
+    {
+      where: 'generate',
+      kv: true,
+      call: (extra) =>
+        generate(referenceEngine, model, small.tokenizer, 'a', {
+          steps: 4,
+          temperature: 0,
+          seed: 1,
+          attention,
+          ...extra,
+        }),
+    },
+    {
+      where: 'Chat',
+      kv: true,
+      call: (extra) =>
+        new Chat(referenceEngine, model, small.tokenizer, template, { attention, contextSize: 16, ...extra }),
+    },
     { where: 'createChat', kv: true, call: (extra) => createChat(lm, path, { template: '{{ 1 }}', ...extra }) },
   ];
   const entry = (where: string) => entries.find((e) => e.where === where)!;
@@ -89,7 +135,9 @@ describe('a mistyped option is the same error at every entry point', () => {
     for (const { where, call } of entries) {
       const error = await thrown(() => call({ kvDtype: 'f32' }));
       expect(error, where).toBeInstanceOf(SparqRangeError);
-      expect(error.message).toMatch(new RegExp(`^${where}: unknown option 'kvDtype', expected one of [a-zA-Z]+(, [a-zA-Z]+)+$`));
+      expect(error.message).toMatch(
+        new RegExp(`^${where}: unknown option 'kvDtype', expected one of [a-zA-Z]+(, [a-zA-Z]+)+$`),
+      );
     }
   });
 
@@ -104,8 +152,14 @@ describe('a mistyped option is the same error at every entry point', () => {
   });
 
   it('a sampling value out of range: generate and Chat say so at once, not at the first token', async () => {
-    expect((await thrown(() => entry('generate').call({ temperature: -1 }))).message).toBe('generate: temperature -1, expected a finite number >= 0');
-    expect((await thrown(() => entry('Chat').call({ temperature: -1 }))).message).toBe('Chat: temperature -1, expected a finite number >= 0');
-    expect((await thrown(() => entry('Chat').call({ topP: NaN }))).message).toBe('Chat: topP NaN, expected a finite number (0..1)');
+    expect((await thrown(() => entry('generate').call({ temperature: -1 }))).message).toBe(
+      'generate: temperature -1, expected a finite number >= 0',
+    );
+    expect((await thrown(() => entry('Chat').call({ temperature: -1 }))).message).toBe(
+      'Chat: temperature -1, expected a finite number >= 0',
+    );
+    expect((await thrown(() => entry('Chat').call({ topP: NaN }))).message).toBe(
+      'Chat: topP NaN, expected a finite number (0..1)',
+    );
   });
 });

@@ -39,5 +39,6 @@ export function forEachBackend(title: string, body: (engine: Engine) => void): v
  */
 export function opIt(engine: Engine, op: OpName, name: string, fn: () => void | Promise<void>, dtype?: DType): void {
   if (engine.has(op, dtype)) it(name, fn);
-  else it.skip(`${name} (skipped: ${engine.name} does not implement ${op}${dtype === undefined || !engine.has(op) ? '' : ` on ${dtype}`})`, () => {});
+  else
+    it.skip(`${name} (skipped: ${engine.name} does not implement ${op}${dtype === undefined || !engine.has(op) ? '' : ` on ${dtype}`})`, () => {});
 }

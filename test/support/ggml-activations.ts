@@ -33,7 +33,12 @@ function nearestEven(v: number): number {
 export function ggmlActivations(dtype: BlockDType, x: Float32Array): GgmlActivations {
   const kind = activationKind(dtype);
   const size = kind === 'q8_k' ? 256 : 32;
-  const out: GgmlActivations = { q: new Int32Array(x.length), dx: new Float64Array(x.length), d: new Float64Array(x.length), s: new Float64Array(x.length / 32) };
+  const out: GgmlActivations = {
+    q: new Int32Array(x.length),
+    dx: new Float64Array(x.length),
+    d: new Float64Array(x.length),
+    s: new Float64Array(x.length / 32),
+  };
   for (let b = 0; b < x.length; b += size) {
     let max = 0; // the signed value of largest magnitude, the first of ties
     for (let j = b; j < b + size; j++) if (Math.abs(x[j]) > Math.abs(max)) max = x[j];

@@ -44,7 +44,18 @@ export function nmseBound(dtype: BlockDType): number {
     for (let i = 1; i < 16; i++) integral += (IQ4_LEVELS[i] - IQ4_LEVELS[i - 1]) ** 3 / 12;
     return (2 * (integral / span)) / (span ** 2 / 12);
   }
-  const bits: Record<string, number> = { q2_k: 2, q3_k: 3, q4_0: 4, q4_1: 4, q4_k: 4, q5_0: 5, q5_1: 5, q5_k: 5, q6_k: 6, q8_0: 8 };
+  const bits: Record<string, number> = {
+    q2_k: 2,
+    q3_k: 3,
+    q4_0: 4,
+    q4_1: 4,
+    q4_k: 4,
+    q5_0: 5,
+    q5_1: 5,
+    q5_k: 5,
+    q6_k: 6,
+    q8_0: 8,
+  };
   return 2 / (2 ** bits[dtype] - 1) ** 2;
 }
 
@@ -63,9 +74,10 @@ const h = (b: Uint8Array, at: number) => f16ToF32(b[at] | (b[at + 1] << 8));
 /** Low nibble of byte j for element j < 16 of a 32-run, high nibble of byte j - 16 otherwise. */
 const nibble32 = (b: Uint8Array, qs: number, j: number) => (j < 16 ? b[qs + j] & 15 : b[qs + j - 16] >> 4);
 /** Bit i of a little-endian bit string. */
-const bit = (b: Uint8Array, at: number, i: number) => (b[at + Math.floor(i / 8)] >> i % 8) & 1;
+const bit = (b: Uint8Array, at: number, i: number) => (b[at + Math.floor(i / 8)] >> (i % 8)) & 1;
 /** 2-bit planes: element e = 128 h + 32 k + l in byte 32 h + l, bits 2k..2k+1. */
-const crumb = (b: Uint8Array, at: number, e: number) => (b[at + 32 * Math.floor(e / 128) + (e % 32)] >> (2 * (Math.floor(e / 32) % 4))) & 3;
+const crumb = (b: Uint8Array, at: number, e: number) =>
+  (b[at + 32 * Math.floor(e / 128) + (e % 32)] >> (2 * (Math.floor(e / 32) % 4))) & 3;
 /** High-bit planes: element e's bit is bit floor(e / 32) of byte e mod 32. */
 const highBit = (b: Uint8Array, at: number, e: number) => (b[at + (e % 32)] >> Math.floor(e / 32)) & 1;
 /** Q4_K / Q5_K 6-bit scale and min of sub-block j from the 12 bytes at `at`. */
@@ -87,7 +99,13 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const five = dtype === 'q5_0';
       const code = nibble32(b, at + (five ? 6 : 2), e) | (five ? bit(b, at + 2, e) << 4 : 0);
       const half = five ? 16 : 8;
-      return { code, codes: 2 * half, value: (q) => (q - half) * d, halves: [d], int8: { c: code - half, dl: d, m: 0 } };
+      return {
+        code,
+        codes: 2 * half,
+        value: (q) => (q - half) * d,
+        halves: [d],
+        int8: { c: code - half, dl: d, m: 0 },
+      };
     }
     case 'q4_1':
     case 'q5_1': {
@@ -128,7 +146,13 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const dl = f32(d * sc);
       const ml = f32(dmin * mn);
       const code = kNibble(b, at + (five ? 48 : 16), e) | (five ? highBit(b, at + 16, e) << 4 : 0);
-      return { code, codes: five ? 32 : 16, value: (q) => f32(dl * q - ml), halves: [d, dmin], int8: { c: code, dl, m: -ml } };
+      return {
+        code,
+        codes: five ? 32 : 16,
+        value: (q) => f32(dl * q - ml),
+        halves: [d, dmin],
+        int8: { c: code, dl, m: -ml },
+      };
     }
     case 'q6_k': {
       const half = Math.floor(e / 128);
@@ -144,7 +168,13 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
     case 'iq4_nl': {
       const d = h(b, at);
       const code = nibble32(b, at + 2, e);
-      return { code, codes: 16, value: (q) => d * IQ4_LEVELS[q], halves: [d], int8: { c: IQ4_LEVELS[code], dl: d, m: 0 } };
+      return {
+        code,
+        codes: 16,
+        value: (q) => d * IQ4_LEVELS[q],
+        halves: [d],
+        int8: { c: IQ4_LEVELS[code], dl: d, m: 0 },
+      };
     }
     case 'iq4_xs': {
       const s = Math.floor(e / 32);
@@ -153,7 +183,13 @@ export function elementGrid(dtype: BlockDType, b: Uint8Array, at: number, e: num
       const d = h(b, at);
       const dl = f32(d * ((low | (high << 4)) - 32));
       const code = nibble32(b, at + 8 + 16 * s, e % 32);
-      return { code, codes: 16, value: (q) => f32(dl * IQ4_LEVELS[q]), halves: [d], int8: { c: IQ4_LEVELS[code], dl, m: 0 } };
+      return {
+        code,
+        codes: 16,
+        value: (q) => f32(dl * IQ4_LEVELS[q]),
+        halves: [d],
+        int8: { c: IQ4_LEVELS[code], dl, m: 0 },
+      };
     }
   }
 }

@@ -9,7 +9,9 @@ type Llama = Awaited<ReturnType<typeof import('node-llama-cpp').getLlama>>;
 let instance: Promise<Llama> | null = null;
 
 function llama(): Promise<Llama> {
-  instance ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) => getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }));
+  instance ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) =>
+    getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }),
+  );
   return instance;
 }
 
@@ -39,7 +41,13 @@ export interface LlamaCppRun {
  * file of tens of GiB gets its holes paged in). `f32Kv`: an f32 KV cache without flash attention
  * (llama.cpp's default cache is f16), so that only the products' arithmetic differs.
  */
-export async function llamaCppGreedy(path: string, start: number | readonly number[], steps: number, vocab: number, options: { useMmap?: boolean; f32Kv?: boolean } = {}): Promise<LlamaCppRun> {
+export async function llamaCppGreedy(
+  path: string,
+  start: number | readonly number[],
+  steps: number,
+  vocab: number,
+  options: { useMmap?: boolean; f32Kv?: boolean } = {},
+): Promise<LlamaCppRun> {
   const prompt = typeof start === 'number' ? [start] : start;
   const l = await llama();
   const t0 = performance.now();
@@ -47,8 +55,15 @@ export async function llamaCppGreedy(path: string, start: number | readonly numb
   const loadMs = performance.now() - t0;
   // One thread: for these tiny models llama.cpp's thread barriers cost more than the work, and on a
   // loaded 2-core machine two threads measured ~300 ms per token against ~1.4 ms with one.
-  const kv = options.f32Kv ? ({ flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' } as const) : {};
-  const context = await model.createContext({ contextSize: Math.max(64, prompt.length + steps + 8), threads: 1, batchSize: prompt.length > 1 ? 512 : 8, ...kv });
+  const kv = options.f32Kv
+    ? ({ flashAttention: false, experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32' } as const)
+    : {};
+  const context = await model.createContext({
+    contextSize: Math.max(64, prompt.length + steps + 8),
+    threads: 1,
+    batchSize: prompt.length > 1 ? 512 : 8,
+    ...kv,
+  });
   try {
     const sequence = context.getSequence();
     const tokens: number[] = [];
@@ -56,7 +71,9 @@ export async function llamaCppGreedy(path: string, start: number | readonly numb
     let input: readonly number[] = prompt;
     for (let i = 0; i < steps; i++) {
       const last = input.length - 1;
-      const items = input.map((t, j) => (j < last ? t : [t, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }]));
+      const items = input.map((t, j) =>
+        j < last ? t : [t, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }],
+      );
       const outs = await sequence.controlledEvaluate(items as never);
       const out = outs[last];
       const row = new Float32Array(vocab).fill(Number.NaN);

@@ -10,7 +10,9 @@ import { ROOT } from '../llm/support.ts';
 
 /** Debian's package installs /usr/bin/chromium; CHROMIUM_PATH points elsewhere. Absent under CI=true: an error. */
 export function findChromium(): { path: string; missing: string | null } {
-  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].filter((p): p is string => !!p);
+  const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].filter(
+    (p): p is string => !!p,
+  );
   const path = candidates.find((p) => existsSync(p));
   if (path) return { path, missing: null };
   const missing = `no chromium (looked for ${candidates.join(', ')}; apt-get install chromium, or set CHROMIUM_PATH)`;
@@ -20,13 +22,20 @@ export function findChromium(): { path: string; missing: string | null } {
 
 /** Builds packages/playground/dist (pnpm install does too; this tests the current sources). */
 export function buildPlayground(): void {
-  const build = spawnSync(process.execPath, [join(ROOT, 'packages/playground/build.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  const build = spawnSync(process.execPath, [join(ROOT, 'packages/playground/build.mjs')], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
   if (build.status !== 0) throw new Error(`playground build failed: ${build.stderr}`);
 }
 
 /** `sparq playground --port 0 ...args` from source; the URL it prints. Kill the process when done. */
 export async function startPlayground(args: string[]): Promise<{ server: ChildProcess; url: string }> {
-  const server = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'playground', '--port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const server = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'packages/cli/src/main.ts'), 'playground', '--port', '0', ...args],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
     let err = '';

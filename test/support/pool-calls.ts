@@ -38,7 +38,9 @@ function check(what: string, p: ReturnType<typeof product>): void {
   const got = p.run();
   const at = got.findIndex((v, i) => !Object.is(v, p.expected[i]));
   if (at >= 0) {
-    console.log(`MISMATCH ${what}: ${p.rows} rows, row ${at}: ${got[at]} on ${pool.attnThreads()} threads, ${p.expected[at]} on 1`);
+    console.log(
+      `MISMATCH ${what}: ${p.rows} rows, row ${at}: ${got[at]} on ${pool.attnThreads()} threads, ${p.expected[at]} on 1`,
+    );
     process.exit(1);
   }
 }

@@ -8,7 +8,9 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** ../shared beside the checkout, or SPARQ_SHARED_DIR (a git worktree elsewhere, a CI cache). */
-export const SHARED_DIR = process.env.SPARQ_SHARED_DIR ? resolve(process.env.SPARQ_SHARED_DIR) : resolve(dirname(fileURLToPath(import.meta.url)), '../../../shared');
+export const SHARED_DIR = process.env.SPARQ_SHARED_DIR
+  ? resolve(process.env.SPARQ_SHARED_DIR)
+  : resolve(dirname(fileURLToPath(import.meta.url)), '../../../shared');
 
 /** Absolute path of a file under ../shared, and the reason it is unusable (null when present). */
 export function sharedFile(relative: string): { path: string; missing: string | null } {

@@ -10,7 +10,12 @@ import SummaryReporter, { skipReason } from './summary-reporter.ts';
 type Node = { type: 'module' | 'suite' | 'test'; name: string; parent?: Node };
 
 /** A stand-in TestCase: `state`, an optional note, its chain of suite names. */
-function testCase(name: string, state: 'passed' | 'failed' | 'skipped', suites: string[] = [], note?: string): TestCase {
+function testCase(
+  name: string,
+  state: 'passed' | 'failed' | 'skipped',
+  suites: string[] = [],
+  note?: string,
+): TestCase {
   let parent: Node = { type: 'module', name: 'file' };
   for (const s of suites) parent = { type: 'suite', name: s, parent };
   const fullName = [...suites, name].join(' > ');
@@ -18,7 +23,11 @@ function testCase(name: string, state: 'passed' | 'failed' | 'skipped', suites: 
 }
 
 function testModule(path: string, tests: TestCase[]): TestModule {
-  return { relativeModuleId: path, state: () => (tests.some((t) => t.result().state === 'failed') ? 'failed' : 'passed'), children: { allTests: () => tests } } as unknown as TestModule;
+  return {
+    relativeModuleId: path,
+    state: () => (tests.some((t) => t.result().state === 'failed') ? 'failed' : 'passed'),
+    children: { allTests: () => tests },
+  } as unknown as TestModule;
 }
 
 afterEach(() => vi.restoreAllMocks());
@@ -26,18 +35,33 @@ afterEach(() => vi.restoreAllMocks());
 describe('summary reporter', () => {
   it('finds the reason of a skip: the note first, then a "skipped:" name, then the full name', () => {
     expect(skipReason(testCase('x', 'skipped', [], 'needs AMX'))).toBe('needs AMX');
-    expect(skipReason(testCase('works', 'skipped', ['tok512 skipped: /a/tok512.bin is absent']))).toBe('/a/tok512.bin is absent');
-    expect(skipReason(testCase('matmul (skipped: native does not implement matmul on q2_k)', 'skipped'))).toBe('native does not implement matmul on q2_k');
-    expect(skipReason(testCase('needs the native backend', 'skipped', ['native pool (native backend unavailable)']))).toBe('native pool (native backend unavailable) > needs the native backend');
+    expect(skipReason(testCase('works', 'skipped', ['tok512 skipped: /a/tok512.bin is absent']))).toBe(
+      '/a/tok512.bin is absent',
+    );
+    expect(skipReason(testCase('matmul (skipped: native does not implement matmul on q2_k)', 'skipped'))).toBe(
+      'native does not implement matmul on q2_k',
+    );
+    expect(
+      skipReason(testCase('needs the native backend', 'skipped', ['native pool (native backend unavailable)'])),
+    ).toBe('native pool (native backend unavailable) > needs the native backend');
   });
 
   it('prints one line per file and reason with its count, then the counts line', () => {
     const out: string[] = [];
     vi.spyOn(process.stdout, 'write').mockImplementation((s) => (out.push(String(s)), true));
-    new SummaryReporter().onTestRunEnd([
-      testModule('test/a.spec.ts', [testCase('one', 'passed'), testCase('two', 'skipped', [], 'no chromium'), testCase('three', 'skipped', [], 'no chromium')]),
-      testModule('test/b.spec.ts', [testCase('four', 'failed'), testCase('five', 'skipped', ['b skipped: no data'])]),
-    ], []);
-    expect(out.join('')).toBe('\n  skipped 2 in test/a.spec.ts: no chromium\n  skipped 1 in test/b.spec.ts: no data\n1 passed, 1 failed, 3 skipped\n');
+    new SummaryReporter().onTestRunEnd(
+      [
+        testModule('test/a.spec.ts', [
+          testCase('one', 'passed'),
+          testCase('two', 'skipped', [], 'no chromium'),
+          testCase('three', 'skipped', [], 'no chromium'),
+        ]),
+        testModule('test/b.spec.ts', [testCase('four', 'failed'), testCase('five', 'skipped', ['b skipped: no data'])]),
+      ],
+      [],
+    );
+    expect(out.join('')).toBe(
+      '\n  skipped 2 in test/a.spec.ts: no chromium\n  skipped 1 in test/b.spec.ts: no data\n1 passed, 1 failed, 3 skipped\n',
+    );
   });
 });

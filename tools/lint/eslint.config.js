@@ -45,7 +45,10 @@ export default tseslint.config(
       'no-fallthrough': ['error', { reportUnusedFallthroughComment: true }],
       // Destructuring to leave a key out (`const { a: _a, ...rest } = o`) and `_`-named
       // parameters a signature requires are deliberate.
-      '@typescript-eslint/no-unused-vars': ['error', { ignoreRestSiblings: true, argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { ignoreRestSiblings: true, argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
 );

@@ -13,7 +13,15 @@ export const oneLine = (message: string) =>
 /** Node's file-system errors in words ("/x: no such file"), not as "ENOENT: ..., open '/x'"; others as "Name: message". */
 export function describeError(e: Error): string {
   const { code, path } = e as NodeJS.ErrnoException;
-  const fsReason: Record<string, string> = { ENOENT: 'no such file or folder', EISDIR: 'is a directory, expected a file', ENOTDIR: 'a part of the path is not a directory', EACCES: 'permission denied', EPERM: 'permission denied', ENOSPC: 'no space left on the device', EROFS: 'a read-only file system' };
+  const fsReason: Record<string, string> = {
+    ENOENT: 'no such file or folder',
+    EISDIR: 'is a directory, expected a file',
+    ENOTDIR: 'a part of the path is not a directory',
+    EACCES: 'permission denied',
+    EPERM: 'permission denied',
+    ENOSPC: 'no space left on the device',
+    EROFS: 'a read-only file system',
+  };
   if (code !== undefined && path !== undefined && fsReason[code]) return `${path}: ${fsReason[code]}`;
   return `${e.name}: ${oneLine(e.message)}`;
 }

@@ -32,7 +32,9 @@ function negativeValues(argv: string[], options: Options): string[] {
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const next = argv[i + 1];
-    const name = arg.startsWith('--') ? arg.slice(2) : Object.keys(options).find((k) => options[k].short !== undefined && arg === `-${options[k].short}`);
+    const name = arg.startsWith('--')
+      ? arg.slice(2)
+      : Object.keys(options).find((k) => options[k].short !== undefined && arg === `-${options[k].short}`);
     if (name !== undefined && options[name]?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
       out.push(`--${name}=${next}`);
       i++;
@@ -72,13 +74,24 @@ const DECIMAL_INTEGER = /^[-+]?\d+$/;
  * or one of the library's (options.ts's CHECKS), so a flag and the library
  * option of the same meaning accept the same values and say the same.
  */
-export function number(flag: string, raw: string | undefined, fallback: number, check: NumberCheck | OptionCheck, expected?: string): number {
+export function number(
+  flag: string,
+  raw: string | undefined,
+  fallback: number,
+  check: NumberCheck | OptionCheck,
+  expected?: string,
+): number {
   if (raw === undefined) return fallback;
-  const { ok, integer, words } = typeof check === 'function' ? { ok: check, integer: check.integer, words: expected } : { ok: check.ok, integer: check.integer, words: check.expected };
+  const { ok, integer, words } =
+    typeof check === 'function'
+      ? { ok: check, integer: check.integer, words: expected }
+      : { ok: check.ok, integer: check.integer, words: check.expected };
   const n = Number(raw);
-  if (!(integer ? DECIMAL_INTEGER : DECIMAL).test(raw) || !ok(n)) throw new UsageError(`--${flag} ${raw}, expected ${words}`);
+  if (!(integer ? DECIMAL_INTEGER : DECIMAL).test(raw) || !ok(n))
+    throw new UsageError(`--${flag} ${raw}, expected ${words}`);
   return n;
 }
 
 /** A check for integers in [min, max], written in decimal. */
-export const isInt = (min: number, max = Number.MAX_SAFE_INTEGER): NumberCheck => Object.assign((n: number) => Number.isSafeInteger(n) && n >= min && n <= max, { integer: true });
+export const isInt = (min: number, max = Number.MAX_SAFE_INTEGER): NumberCheck =>
+  Object.assign((n: number) => Number.isSafeInteger(n) && n >= min && n <= max, { integer: true });

@@ -28,7 +28,22 @@ import { serveCommand } from './commands/serve.ts';
 import { retrievalModelCommand } from './commands/retrieval-model.ts';
 import { buildNativeCommand } from './commands/build-native.ts';
 
-const COMMANDS: Command[] = [backendsCommand, vectorsCommand, demoCommand, generateCommand, chatCommand, convertCommand, inspectCommand, tokenizeCommand, evalCommand, benchCommand, playgroundCommand, serveCommand, retrievalModelCommand, buildNativeCommand];
+const COMMANDS: Command[] = [
+  backendsCommand,
+  vectorsCommand,
+  demoCommand,
+  generateCommand,
+  chatCommand,
+  convertCommand,
+  inspectCommand,
+  tokenizeCommand,
+  evalCommand,
+  benchCommand,
+  playgroundCommand,
+  serveCommand,
+  retrievalModelCommand,
+  buildNativeCommand,
+];
 
 /** This package's version (the same for every sparq package). */
 function version(): string {
@@ -54,7 +69,9 @@ async function main(args: string[]): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
-    process.stderr.write(`sparq: unknown command '${name}' (commands: ${COMMANDS.map((c) => c.name).join(', ')}; see 'sparq --help')\n`);
+    process.stderr.write(
+      `sparq: unknown command '${name}' (commands: ${COMMANDS.map((c) => c.name).join(', ')}; see 'sparq --help')\n`,
+    );
     return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
@@ -68,7 +85,9 @@ async function main(args: string[]): Promise<number> {
     const e = error instanceof Error ? error : new Error(String(error));
     const usage = e instanceof UsageError;
     // One line, whatever the message holds (a stack only on request).
-    const line = usage ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')` : `sparq ${name}: ${describeError(e)}`;
+    const line = usage
+      ? `sparq ${name}: ${oneLine(e.message)} (see 'sparq ${name} --help')`
+      : `sparq ${name}: ${describeError(e)}`;
     process.stderr.write(`${line}\n${debug && e.stack ? `${e.stack}\n` : ''}`);
     return usage ? 2 : 1;
   }

@@ -18,7 +18,11 @@ export interface Progress {
  * Progress on `stream`. `everyMs`: plain lines (not a terminal) at most this often, plus the last
  * one (done = total), so a 128k-token prefill logs a line every few seconds, not one per chunk.
  */
-export function progress(title: string, stream: NodeJS.WriteStream = process.stderr, { everyMs = 0 }: { everyMs?: number } = {}): Progress {
+export function progress(
+  title: string,
+  stream: NodeJS.WriteStream = process.stderr,
+  { everyMs = 0 }: { everyMs?: number } = {},
+): Progress {
   if (!stream.isTTY) {
     let last = -Infinity;
     return {

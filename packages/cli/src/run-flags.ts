@@ -3,22 +3,59 @@
  * decode attention, weight and KV types; parsed into the options the
  * library takes, each bad value a UsageError naming the flag.
  */
-import { KT_DTYPES, type AttentionMethod, type ProductPath, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import {
+  KT_DTYPES,
+  type AttentionMethod,
+  type ProductPath,
+  type KTDType,
+  type KVDType,
+  type KVLayout,
+} from '@sparq/core';
 import { CHECKS, contextCheck } from '@sparq/llm/options';
-import { ATTENTION_METHODS, DEFAULT_KV_DTYPE, DEFAULT_SESSION_KT, DEFAULT_PRODUCT_PATH, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS, WEIGHT_TYPES, resolveAttention, type AttentionConfig, type AttentionSettings, type WeightType } from '@sparq/llm';
+import {
+  ATTENTION_METHODS,
+  DEFAULT_KV_DTYPE,
+  DEFAULT_SESSION_KT,
+  DEFAULT_PRODUCT_PATH,
+  DEFAULT_TOP_P,
+  KV_DTYPES,
+  KV_LAYOUTS,
+  PRODUCT_PATHS,
+  WEIGHT_TYPES,
+  resolveAttention,
+  type AttentionConfig,
+  type AttentionSettings,
+  type WeightType,
+} from '@sparq/llm';
 import { asUsage, choice, isInt, number } from './flags.ts';
 
 export const RUN_FLAGS = {
-  model: { type: 'string' }, tokenizer: { type: 'string' }, ctx: { type: 'string' },
-  temperature: { type: 'string' }, 'top-p': { type: 'string' }, seed: { type: 'string' }, attention: { type: 'string' },
-  r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' }, 'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' }, product: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, 'kv-layout': { type: 'string' }, 'check-tensors': { type: 'boolean' },
+  model: { type: 'string' },
+  tokenizer: { type: 'string' },
+  ctx: { type: 'string' },
+  temperature: { type: 'string' },
+  'top-p': { type: 'string' },
+  seed: { type: 'string' },
+  attention: { type: 'string' },
+  r: { type: 'string' },
+  k: { type: 'string' },
+  l: { type: 'string' },
+  'no-reallocate': { type: 'boolean' },
+  weights: { type: 'string' },
+  product: { type: 'string' },
+  kv: { type: 'string' },
+  kt: { type: 'string' },
+  'kv-layout': { type: 'string' },
+  'check-tensors': { type: 'boolean' },
 } as const;
 
 type Values = { [K in keyof typeof RUN_FLAGS]?: (typeof RUN_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
 
 /** Sampling flags, checked as the library checks the options of the same meaning (options.ts's CHECKS). */
-export function sampling(values: Values, defaultTemperature: number): { temperature: number; topP: number; seed: bigint; seedGiven: boolean } {
+export function sampling(
+  values: Values,
+  defaultTemperature: number,
+): { temperature: number; topP: number; seed: bigint; seedGiven: boolean } {
   const temperature = number('temperature', values.temperature, defaultTemperature, CHECKS.temperature);
   const topP = number('top-p', values['top-p'], DEFAULT_TOP_P, CHECKS.topP);
   const given = number('seed', values.seed, 0, CHECKS.seed);
@@ -34,13 +71,23 @@ export function contextFlag(values: Values, seqLen: number): number {
 
 /** The attention flags given, as the library's settings (absent flags left out, so the library's defaults apply). */
 export function attentionSettings(values: Values): AttentionSettings {
-  const int = (flag: 'r' | 'k' | 'l') => (values[flag] === undefined ? undefined : number(flag, values[flag], 0, isInt(Number.MIN_SAFE_INTEGER), 'an integer'));
-  const settings: AttentionSettings = { method: choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense'), r: int('r'), k: int('k'), l: int('l'), reallocate: values['no-reallocate'] ? false : undefined };
+  const int = (flag: 'r' | 'k' | 'l') =>
+    values[flag] === undefined
+      ? undefined
+      : number(flag, values[flag], 0, isInt(Number.MIN_SAFE_INTEGER), 'an integer');
+  const settings: AttentionSettings = {
+    method: choice<AttentionMethod>('attention', values.attention, ATTENTION_METHODS, 'dense'),
+    r: int('r'),
+    k: int('k'),
+    l: int('l'),
+    reallocate: values['no-reallocate'] ? false : undefined,
+  };
   return Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)) as AttentionSettings;
 }
 
 /** The flag that sets each attention field, for messages. */
-const ATTENTION_FLAG = (field: keyof AttentionConfig) => (field === 'method' ? '--attention' : field === 'reallocate' ? '--no-reallocate' : `--${field}`);
+const ATTENTION_FLAG = (field: keyof AttentionConfig) =>
+  field === 'method' ? '--attention' : field === 'reallocate' ? '--no-reallocate' : `--${field}`;
 
 /**
  * Decode attention for a model of head dim `headDim` over `context` positions:
@@ -56,14 +103,25 @@ export function attention(values: Values, headDim: number, context: number): Att
  * (undefined: DEFAULT_SESSION_KT of the KV type) and layout (undefined: the method's default), whether
  * to check the weights at load; the library's names, choices and defaults (options.ts).
  */
-export function storage(values: Values): { weights: WeightType | undefined; productPath: ProductPath; kv: KVDType; kt: KTDType | undefined; kvLayout: KVLayout | undefined; checkTensors: boolean } {
+export function storage(values: Values): {
+  weights: WeightType | undefined;
+  productPath: ProductPath;
+  kv: KVDType;
+  kt: KTDType | undefined;
+  kvLayout: KVLayout | undefined;
+  checkTensors: boolean;
+} {
   return {
     checkTensors: values['check-tensors'] === true,
-    weights: values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
+    weights:
+      values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
     productPath: choice<ProductPath>('product', values.product, PRODUCT_PATHS, DEFAULT_PRODUCT_PATH),
     kv: choice<KVDType>('kv', values.kv, KV_DTYPES, DEFAULT_KV_DTYPE),
     kt: values.kt === undefined ? undefined : choice<KTDType>('kt', values.kt, KT_DTYPES, 'f16'),
-    kvLayout: values['kv-layout'] === undefined ? undefined : choice<KVLayout>('kv-layout', values['kv-layout'], KV_LAYOUTS, 'k-twice'),
+    kvLayout:
+      values['kv-layout'] === undefined
+        ? undefined
+        : choice<KVLayout>('kv-layout', values['kv-layout'], KV_LAYOUTS, 'k-twice'),
   };
 }
 
@@ -74,7 +132,9 @@ export function describeAttention(a: AttentionConfig): string {
 }
 
 /** Usage lines of RUN_FLAGS. */
-export const runUsage = (defaultTemperature: number) => `  --model FILE        llama2.c checkpoint (.bin) or GGUF v3 model (llama, qwen2, qwen3)
+export const runUsage = (
+  defaultTemperature: number,
+) => `  --model FILE        llama2.c checkpoint (.bin) or GGUF v3 model (llama, qwen2, qwen3)
   --tokenizer FILE    llama2.c tokenizer; default: the GGUF's own, else tok<vocab>.bin
                       or tokenizer.bin next to the model
   --ctx N             context size (KV positions), up to the model's trained context (the default)

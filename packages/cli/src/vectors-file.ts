@@ -58,21 +58,30 @@ function parseCase(raw: unknown, index: number, source: string): VectorCase {
   };
   const int = (field: string, min: number): number => {
     const v = c[field];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min) fail(field, `is ${JSON.stringify(v)}, expected an integer >= ${min}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min)
+      fail(field, `is ${JSON.stringify(v)}, expected an integer >= ${min}`);
     return v as number;
   };
-  const S = int('S', 1), d = int('d', 1), nKv = int('n_kv', 1), g = int('g', 1);
-  const r = int('r', 1), k = int('k', 1), l = int('l', 0), nPad = int('n_pad', 0);
+  const S = int('S', 1),
+    d = int('d', 1),
+    nKv = int('n_kv', 1),
+    g = int('g', 1);
+  const r = int('r', 1),
+    k = int('k', 1),
+    l = int('l', 0),
+    nPad = int('n_pad', 0);
   if (r > d) fail('r', `is ${r}, expected at most d = ${d}`);
   if (nPad >= S) fail('n_pad', `is ${nPad}, expected less than S = ${S}`);
-  if (typeof c.reallocate !== 'boolean') fail('reallocate', `is ${JSON.stringify(c.reallocate)}, expected true or false`);
+  if (typeof c.reallocate !== 'boolean')
+    fail('reallocate', `is ${JSON.stringify(c.reallocate)}, expected true or false`);
   const H = nKv * g;
   const kPrime = Math.min(k, S - nPad);
   const array = (value: unknown, field: string, shape: number[] | null, size: number): Array2 => {
     const a = (value ?? {}) as Record<string, unknown>;
     if (!Array.isArray(a.shape) || !Array.isArray(a.data)) fail(field, 'is not a {shape, data} array');
     const got = a.shape as number[];
-    if (shape && (got.length !== shape.length || got.some((n, i) => n !== shape[i]))) fail(`${field}.shape`, `is [${got}], expected [${shape}]`);
+    if (shape && (got.length !== shape.length || got.some((n, i) => n !== shape[i])))
+      fail(`${field}.shape`, `is [${got}], expected [${shape}]`);
     const data = a.data as unknown[];
     if (data.length !== size) fail(`${field}.data`, `has ${data.length} values, expected ${size}`);
     const bad = data.findIndex((x) => typeof x !== 'number');
@@ -80,11 +89,18 @@ function parseCase(raw: unknown, index: number, source: string): VectorCase {
     return { shape: got, data: data as number[] };
   };
   const indexSets = (value: unknown, field: string, count: number, limit: number): number[][] => {
-    if (!Array.isArray(value) || value.length !== nKv) fail(field, `is not an array of ${nKv} index lists (one per KV head)`);
+    if (!Array.isArray(value) || value.length !== nKv)
+      fail(field, `is not an array of ${nKv} index lists (one per KV head)`);
     return (value as unknown[]).map((row, h) => {
       if (!Array.isArray(row) || row.length !== count) fail(`${field}[${h}]`, `is not a list of ${count} indices`);
-      const bad = (row as unknown[]).findIndex((x) => typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= limit);
-      if (bad >= 0) fail(`${field}[${h}][${bad}]`, `is ${JSON.stringify((row as unknown[])[bad])}, expected an integer in [0, ${limit - 1}]`);
+      const bad = (row as unknown[]).findIndex(
+        (x) => typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x >= limit,
+      );
+      if (bad >= 0)
+        fail(
+          `${field}[${h}][${bad}]`,
+          `is ${JSON.stringify((row as unknown[])[bad])}, expected an integer in [0, ${limit - 1}]`,
+        );
       return row as number[];
     });
   };
@@ -95,7 +111,15 @@ function parseCase(raw: unknown, index: number, source: string): VectorCase {
   return {
     index,
     name: typeof c.name === 'string' ? c.name : `case ${index}`,
-    S, d, nKv, g, r, k, l, reallocate: c.reallocate as boolean, nPad,
+    S,
+    d,
+    nKv,
+    g,
+    r,
+    k,
+    l,
+    reallocate: c.reallocate as boolean,
+    nPad,
     q: array(c.q, 'q', [H, d], H * d),
     K: array(c.K, 'K', [nKv, S, d], nKv * S * d),
     V: array(c.V, 'V', [nKv, S, d], nKv * S * d),
@@ -187,12 +211,28 @@ export function runCase(engine: Engine, c: VectorCase, layout: KVLayout = 'k-twi
   const i1Match = i1.every((set, h) => sameSet(set, c.expected.i1[h]));
   const i2Match = i2.every((set, h) => sameSet(set, c.expected.i2[h]));
   const pass = sparqError <= sparqTolerance && denseError <= denseTolerance && i1Match && i2Match;
-  return { name: c.name, pass, sparqError, sparqTolerance, denseError, denseTolerance, i1Match, i2Match, y: y.data, i1, i2, alpha: trace.alpha };
+  return {
+    name: c.name,
+    pass,
+    sparqError,
+    sparqTolerance,
+    denseError,
+    denseTolerance,
+    i1Match,
+    i2Match,
+    y: y.data,
+    i1,
+    i2,
+    alpha: trace.alpha,
+  };
 }
 
 /** One line per case and backend, e.g. `PASS  mha_basic  [reference]  sparq 3.1e-8 / 2.9e-5  dense ...`. */
 export function formatResult(result: CaseResult, backend: string): string {
   const e = (x: number) => x.toExponential(1);
-  const sets = result.i1Match && result.i2Match ? 'i1 i2 match' : `i1 ${result.i1Match ? 'match' : 'DIFFER'}, i2 ${result.i2Match ? 'match' : 'DIFFER'}`;
+  const sets =
+    result.i1Match && result.i2Match
+      ? 'i1 i2 match'
+      : `i1 ${result.i1Match ? 'match' : 'DIFFER'}, i2 ${result.i2Match ? 'match' : 'DIFFER'}`;
   return `${result.pass ? 'PASS' : 'FAIL'}  ${result.name.padEnd(24)} [${backend}]  sparq max|err| ${e(result.sparqError)} (tol ${e(result.sparqTolerance)})  dense max|err| ${e(result.denseError)} (tol ${e(result.denseTolerance)})  ${sets}`;
 }

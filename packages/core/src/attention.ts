@@ -60,7 +60,6 @@ export class AttentionStats {
   }
 }
 
-
 /**
  * What SparQ chose, filled in when passed to `sparqDecode` (for test vectors and
  * debugging). Per sequence b and KV head h (index bh = b * nKvHeads + h), and

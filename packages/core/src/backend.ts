@@ -113,9 +113,22 @@ export interface BackendOps {
   /** SparQ decode attention (SPEC 2). q, out (batch, nHeads, headDim) f32. */
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void;
   /** Oracle top-k / FlexGen (SPEC 3): exact scores, keep the top k' per KV head, softmax over them. */
-  topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
+  topkDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void;
   /** H2O (SPEC 3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
-  h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void;
+  h2oDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    state: H2OState,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void;
   /**
    * H2O's scores from a prefill of the N newest positions of sequence `seq` (q (N, nHeads, headDim),
    * the prefill's queries): adds to state.acc, per KV head and valid position, the causal softmax
@@ -123,7 +136,13 @@ export interface BackendOps {
    */
   h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void;
   /** LM-Infinite / StreamingLLM (SPEC 3): the first 16 valid positions plus the most recent k - 16. */
-  lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void;
+  lmInfiniteDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void;
 }
 
 /** The name of an op of the Backend interface (`attentionSparq`, `matvec`, ...). */

@@ -70,7 +70,12 @@ export type Storage = StorageOf[DType];
 
 export const DTYPES: readonly DType[] = ['f32', 'f16', 'bf16', 'i8', 'u8', 'i32', ...BLOCK_DTYPES];
 
-const ARRAY_OF: Readonly<Record<PlainDType, { new (buffer: ArrayBufferLike, byteOffset: number, length: number): Storage; BYTES_PER_ELEMENT: number }>> = {
+const ARRAY_OF: Readonly<
+  Record<
+    PlainDType,
+    { new (buffer: ArrayBufferLike, byteOffset: number, length: number): Storage; BYTES_PER_ELEMENT: number }
+  >
+> = {
   f32: Float32Array,
   f16: Uint16Array,
   bf16: Uint16Array,

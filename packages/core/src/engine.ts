@@ -4,7 +4,14 @@
  * input with the same error and no backend ever sees an out-of-range call.
  * Models, the CLI and tests are written against this class only.
  */
-import type { AttentionOptions, AttentionStats, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import type {
+  AttentionOptions,
+  AttentionStats,
+  BudgetParams,
+  H2OState,
+  SparqOptions,
+  SparqParams,
+} from './attention.ts';
 import type { Backend, BackendInfo, BackendOps, ProductPath, OpName, RopeOptions } from './backend.ts';
 import { isBlockDType, type BlockDType, type DType } from './dtype.ts';
 import { UnsupportedOpError } from './errors.ts';
@@ -131,7 +138,13 @@ export class Engine {
     this.counted(cache, options, 'rows', () => this.op('attentionDecode')(out, q, cache, options));
   }
 
-  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+  attentionPrefill(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    seq: number,
+    options?: AttentionOptions,
+  ): void {
     v.validatePrefill('attentionPrefill', out, q, cache, seq);
     this.counted(cache, options, 'rows', () => this.op('attentionPrefill')(out, q, cache, seq, options));
   }
@@ -142,13 +155,26 @@ export class Engine {
     this.counted(cache, options, 'sparq', () => this.op('sparqDecode')(out, q, cache, params, options));
   }
 
-  topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  topkDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     v.validateDecode('topkDecode', out, q, cache);
     v.validateBudget('topkDecode', params);
     this.counted(cache, options, 'rows', () => this.op('topkDecode')(out, q, cache, params, options));
   }
 
-  h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
+  h2oDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    state: H2OState,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     v.validateDecode('h2oDecode', out, q, cache);
     v.validateBudget('h2oDecode', params);
     v.validateH2OState('h2oDecode', cache, state);
@@ -161,14 +187,25 @@ export class Engine {
     this.op('h2oSeed')(state, q, cache, seq);
   }
 
-  lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  lmInfiniteDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     v.validateDecode('lmInfiniteDecode', out, q, cache);
     v.validateBudget('lmInfiniteDecode', params);
     this.counted(cache, options, 'rows', () => this.op('lmInfiniteDecode')(out, q, cache, params, options));
   }
 
   /** Runs an attention op; when it counts into stats, converts what it counted to bytes (countBytes). */
-  private counted(cache: KVCache, options: AttentionOptions | undefined, reads: 'rows' | 'sparq' | 'h2o', run: () => void): void {
+  private counted(
+    cache: KVCache,
+    options: AttentionOptions | undefined,
+    reads: 'rows' | 'sparq' | 'h2o',
+    run: () => void,
+  ): void {
     const stats = options?.stats;
     const before = stats && elementCounts(stats);
     run();
@@ -196,7 +233,12 @@ function elementCounts(stats: AttentionStats): ElementCounts {
  * (SPEC 2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
  * columns. With 'single-k' step 1 gathers from the rows, counted at the rows' bytes per element.
  */
-function countBytes(stats: AttentionStats, cache: KVCache, before: ElementCounts, reads: 'rows' | 'sparq' | 'h2o'): void {
+function countBytes(
+  stats: AttentionStats,
+  cache: KVCache,
+  before: ElementCounts,
+  reads: 'rows' | 'sparq' | 'h2o',
+): void {
   const d = cache.headDim;
   const row = kvRowBytes(cache.dtype, d) / d;
   const k = stats.kElements - before.kElements;

@@ -92,7 +92,8 @@ export interface KVCacheOptions {
 }
 
 function positiveInt(name: string, value: number): void {
-  if (!Number.isInteger(value) || value < 1) throw new SparqRangeError(`KVCache: ${name} ${value}, expected an integer >= 1`);
+  if (!Number.isInteger(value) || value < 1)
+    throw new SparqRangeError(`KVCache: ${name} ${value}, expected an integer >= 1`);
 }
 
 /** Bytes of one K or V row of `dtype` (headDim a whole number of blocks for block types). */
@@ -128,17 +129,29 @@ function resolve(options: KVCacheOptions): Resolved {
   positiveInt('nKvHeads', nKvHeads);
   positiveInt('headDim', headDim);
   positiveInt('capacity', capacity);
-  if (!KV_DTYPES.includes(dtype)) throw new SparqRangeError(`KVCache: dtype ${String(dtype)}, expected ${KV_DTYPES.map((t) => `'${t}'`).join(' | ')}`);
-  if (!KV_LAYOUTS.includes(layout)) throw new SparqRangeError(`KVCache: layout ${String(layout)}, expected 'k-twice' or 'single-k'`);
+  if (!KV_DTYPES.includes(dtype))
+    throw new SparqRangeError(
+      `KVCache: dtype ${String(dtype)}, expected ${KV_DTYPES.map((t) => `'${t}'`).join(' | ')}`,
+    );
+  if (!KV_LAYOUTS.includes(layout))
+    throw new SparqRangeError(`KVCache: layout ${String(layout)}, expected 'k-twice' or 'single-k'`);
   if (isBlockKV(dtype) && headDim % BLOCK_LAYOUT[dtype].elements !== 0) {
-    throw new SparqRangeError(`KVCache: headDim ${headDim} with dtype '${dtype}', expected a multiple of ${BLOCK_LAYOUT[dtype].elements} (the values in one ${dtype} block)`);
+    throw new SparqRangeError(
+      `KVCache: headDim ${headDim} with dtype '${dtype}', expected a multiple of ${BLOCK_LAYOUT[dtype].elements} (the values in one ${dtype} block)`,
+    );
   }
   let kTDType: KTDType | null = null;
   if (layout === 'k-twice') {
     kTDType = options.kTDType ?? DEFAULT_KT_DTYPE[dtype];
-    if (!KT_DTYPES.includes(kTDType)) throw new SparqRangeError(`KVCache: kTDType ${String(kTDType)}, expected ${KT_DTYPES.map((t) => `'${t}'`).join(' | ')}`);
+    if (!KT_DTYPES.includes(kTDType))
+      throw new SparqRangeError(
+        `KVCache: kTDType ${String(kTDType)}, expected ${KT_DTYPES.map((t) => `'${t}'`).join(' | ')}`,
+      );
     // A copy finer than the rows it is derived from would hold nothing more, at twice the bytes.
-    if (kTDType === 'f32' && dtype !== 'f32') throw new SparqRangeError(`KVCache: kTDType 'f32' with dtype '${dtype}', expected kTDType 'f16' | 'i8' | 'i4' | 'i2' ('f32' only with dtype 'f32')`);
+    if (kTDType === 'f32' && dtype !== 'f32')
+      throw new SparqRangeError(
+        `KVCache: kTDType 'f32' with dtype '${dtype}', expected kTDType 'f16' | 'i8' | 'i4' | 'i2' ('f32' only with dtype 'f32')`,
+      );
   }
   return { batch, nKvHeads, headDim, capacity, dtype, layout, kTDType };
 }
@@ -232,12 +245,25 @@ export class KVCache {
   constructor(options: KVCacheOptions, buffers?: KVCacheBuffers) {
     const r = resolve(options);
     const n = lengths(r);
-    ({ batch: this.batch, nKvHeads: this.nKvHeads, headDim: this.headDim, capacity: this.capacity, dtype: this.dtype, layout: this.layout, kTDType: this.kTDType } = r);
+    ({
+      batch: this.batch,
+      nKvHeads: this.nKvHeads,
+      headDim: this.headDim,
+      capacity: this.capacity,
+      dtype: this.dtype,
+      layout: this.layout,
+      kTDType: this.kTDType,
+    } = r);
     ({ rowStride: this.rowStride, columnStride: this.columnStride, kTBlocks: this.kTBlocks } = n);
     const Row = ROW_ARRAY[this.dtype];
     const Column = this.kTDType === null ? null : KT_ARRAY[this.kTDType];
     if (buffers) {
-      const expect = (name: string, array: ArrayLike<number> | null | undefined, kind: new (length: number) => ArrayLike<number>, length: number) => {
+      const expect = (
+        name: string,
+        array: ArrayLike<number> | null | undefined,
+        kind: new (length: number) => ArrayLike<number>,
+        length: number,
+      ) => {
         if (!(array instanceof kind) || array.length !== length) {
           throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
         }
@@ -258,7 +284,10 @@ export class KVCache {
       this.nPad = buffers.nPad;
       return;
     }
-    const alloc = <T extends ArrayBufferView>(Kind: { new (b: ArrayBufferLike, o: number, n: number): T; BYTES_PER_ELEMENT: number }, count: number): T => {
+    const alloc = <T extends ArrayBufferView>(
+      Kind: { new (b: ArrayBufferLike, o: number, n: number): T; BYTES_PER_ELEMENT: number },
+      count: number,
+    ): T => {
       // On a cache-line boundary where the address is known: gathered rows then cost whole lines only.
       const { buffer, offset } = allocAligned(count * Kind.BYTES_PER_ELEMENT, options.shared, 'KVCache');
       return new Kind(buffer, offset, count);
@@ -281,7 +310,15 @@ export class KVCache {
 
   /** The typed arrays behind this cache (to post to a worker, or rebuild with `new KVCache(options, buffers)`). */
   get buffers(): KVCacheBuffers {
-    return { k: this.k, kT: this.kT, kTScale: this.kTScale, v: this.v, vSum: this.vSum, nPast: this.nPast, nPad: this.nPad };
+    return {
+      k: this.k,
+      kT: this.kT,
+      kTScale: this.kTScale,
+      v: this.v,
+      vSum: this.vSum,
+      nPast: this.nPast,
+      nPad: this.nPad,
+    };
   }
 
   /**
@@ -292,12 +329,22 @@ export class KVCache {
    * the outer dimensions.
    */
   view(seq: number, kvStart: number, kvEnd: number): KVCache {
-    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.view: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
-    if (!Number.isInteger(kvStart) || !Number.isInteger(kvEnd) || kvStart < 0 || kvEnd > this.nKvHeads || kvStart >= kvEnd) {
-      throw new SparqRangeError(`KVCache.view: KV heads [${kvStart}, ${kvEnd}), expected 0 <= start < end <= ${this.nKvHeads}`);
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch)
+      throw new SparqRangeError(`KVCache.view: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
+    if (
+      !Number.isInteger(kvStart) ||
+      !Number.isInteger(kvEnd) ||
+      kvStart < 0 ||
+      kvEnd > this.nKvHeads ||
+      kvStart >= kvEnd
+    ) {
+      throw new SparqRangeError(
+        `KVCache.view: KV heads [${kvStart}, ${kvEnd}), expected 0 <= start < end <= ${this.nKvHeads}`,
+      );
     }
     // Each buffer's slice of heads [kvStart, kvEnd) of sequence seq, from its per-head length.
-    const heads = (perHead: number) => [(seq * this.nKvHeads + kvStart) * perHead, (seq * this.nKvHeads + kvEnd) * perHead] as const;
+    const heads = (perHead: number) =>
+      [(seq * this.nKvHeads + kvStart) * perHead, (seq * this.nKvHeads + kvEnd) * perHead] as const;
     const [rowFrom, rowTo] = heads(this.capacity * this.rowStride);
     const [colFrom, colTo] = heads(this.headDim * this.columnStride);
     const [scaleFrom, scaleTo] = heads(this.headDim * this.kTBlocks);
@@ -345,8 +392,10 @@ export class KVCache {
 
   /** Empties sequence `seq` and sets how many leading positions it will mask (left padding). */
   reset(seq: number, nPad = 0): void {
-    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.reset: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
-    if (!Number.isInteger(nPad) || nPad < 0 || nPad > this.capacity) throw new SparqRangeError(`KVCache.reset: nPad ${nPad}, expected an integer in [0, ${this.capacity}]`);
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch)
+      throw new SparqRangeError(`KVCache.reset: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
+    if (!Number.isInteger(nPad) || nPad < 0 || nPad > this.capacity)
+      throw new SparqRangeError(`KVCache.reset: nPad ${nPad}, expected an integer in [0, ${this.capacity}]`);
     this.nPast[seq] = 0;
     this.nPad[seq] = nPad;
     this.vSum.fill(0, seq * this.nKvHeads * this.headDim, (seq + 1) * this.nKvHeads * this.headDim);
@@ -358,9 +407,16 @@ export class KVCache {
    * as kvAppend added them, so it equals the sum that appending those rows alone gives.
    */
   truncate(seq: number, length: number, decodeRows?: (out: Float32Array, rows: Uint8Array, at: number) => void): void {
-    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch) throw new SparqRangeError(`KVCache.truncate: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
-    if (!Number.isInteger(length) || length < 0 || length > this.nPast[seq]) throw new SparqRangeError(`KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`);
-    if (isBlockKV(this.dtype) && !decodeRows) throw new SparqRangeError(`KVCache.truncate: ${this.dtype} rows need a decodeRows function (a backend's dequantize) to sum the kept values again`);
+    if (!Number.isInteger(seq) || seq < 0 || seq >= this.batch)
+      throw new SparqRangeError(`KVCache.truncate: sequence ${seq}, expected an integer in [0, ${this.batch - 1}]`);
+    if (!Number.isInteger(length) || length < 0 || length > this.nPast[seq])
+      throw new SparqRangeError(
+        `KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`,
+      );
+    if (isBlockKV(this.dtype) && !decodeRows)
+      throw new SparqRangeError(
+        `KVCache.truncate: ${this.dtype} rows need a decodeRows function (a backend's dequantize) to sum the kept values again`,
+      );
     const d = this.headDim;
     const first = this.nPad[seq];
     const kept = Math.max(0, length - first);
@@ -372,7 +428,8 @@ export class KVCache {
       const at = this.rowOffset(seq, h, first);
       if (kept === 0) continue;
       if (decodeRows && this.v instanceof Uint8Array) decodeRows(rows, this.v, at);
-      else for (let e = 0; e < kept * d; e++) rows[e] = this.dtype === 'f16' ? f16ToF32(this.v[at + e]) : this.v[at + e];
+      else
+        for (let e = 0; e < kept * d; e++) rows[e] = this.dtype === 'f16' ? f16ToF32(this.v[at + e]) : this.v[at + e];
       // Each kept valid row, in order.
       for (let j = 0; j < kept; j++) for (let i = 0; i < d; i++) this.vSum[sum + i] += rows[j * d + i];
     }
@@ -383,7 +440,9 @@ export class KVCache {
   /** Throws CapacityError (before anything is written) if `count` more tokens do not fit in `seq`. */
   checkRoom(op: string, seq: number, count: number): void {
     if (this.nPast[seq] + count > this.capacity) {
-      throw new CapacityError(`${op}: appending ${count} tokens at position ${this.nPast[seq]} of sequence ${seq} needs ${this.nPast[seq] + count} positions, capacity is ${this.capacity}`);
+      throw new CapacityError(
+        `${op}: appending ${count} tokens at position ${this.nPast[seq]} of sequence ${seq} needs ${this.nPast[seq] + count} positions, capacity is ${this.capacity}`,
+      );
     }
   }
 

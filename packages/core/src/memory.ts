@@ -50,14 +50,27 @@ export function allocBuffer(bytes: number, shared = false, what = 'buffer'): Arr
  * boundary. Measured on the 2-core Zen 4 VM, one thread, SparQ at S = 32k (16 heads x d 128,
  * k = S/8 and S/16): 12-17% less CPU time per step, f16 and f32 KV.
  */
-export function allocAligned(bytes: number, shared = false, what = 'buffer'): { buffer: ArrayBufferLike; offset: number } {
+export function allocAligned(
+  bytes: number,
+  shared = false,
+  what = 'buffer',
+): { buffer: ArrayBufferLike; offset: number } {
   const { buffer, lineOffset } = allocate(bytes + CACHE_LINE, shared, what);
   // Anything but a whole multiple of 8 below CACHE_LINE (room for any element type) is ignored.
-  const ok = typeof lineOffset === 'number' && Number.isInteger(lineOffset) && lineOffset >= 0 && lineOffset < CACHE_LINE && lineOffset % 8 === 0;
+  const ok =
+    typeof lineOffset === 'number' &&
+    Number.isInteger(lineOffset) &&
+    lineOffset >= 0 &&
+    lineOffset < CACHE_LINE &&
+    lineOffset % 8 === 0;
   return { buffer, offset: ok ? lineOffset : 0 };
 }
 
-function allocate(bytes: number, shared: boolean, what: string): { buffer: ArrayBufferLike; lineOffset: number | void } {
+function allocate(
+  bytes: number,
+  shared: boolean,
+  what: string,
+): { buffer: ArrayBufferLike; lineOffset: number | void } {
   let buffer: ArrayBufferLike;
   try {
     buffer = shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes);

@@ -38,7 +38,8 @@ export interface BackendStatus {
 }
 
 function describe(error: unknown): string {
-  if (error instanceof Error) return error.message + (error.cause instanceof Error ? ` (cause: ${error.cause.message})` : '');
+  if (error instanceof Error)
+    return error.message + (error.cause instanceof Error ? ` (cause: ${error.cause.message})` : '');
   return String(error);
 }
 
@@ -86,10 +87,15 @@ export class BackendRegistry {
     if (forced !== '') {
       if (!this.registrations.has(forced)) {
         const source = options.backend ? 'requested' : 'forced by SPARQ_BACKEND';
-        throw new BackendUnavailableError(`selectBackend: backend '${forced}' (${source}) is not registered; registered: ${this.names().join(', ') || 'none'}`);
+        throw new BackendUnavailableError(
+          `selectBackend: backend '${forced}' (${source}) is not registered; registered: ${this.names().join(', ') || 'none'}`,
+        );
       }
       const result = await this.initialise(forced);
-      if ('error' in result) throw new BackendUnavailableError(`selectBackend: backend '${forced}' was requested but is unavailable: ${result.error}`);
+      if ('error' in result)
+        throw new BackendUnavailableError(
+          `selectBackend: backend '${forced}' was requested but is unavailable: ${result.error}`,
+        );
       return (this.active = new Engine(result.backend));
     }
     const reasons: string[] = [];
@@ -98,7 +104,9 @@ export class BackendRegistry {
       if ('backend' in result) return (this.active = new Engine(result.backend));
       reasons.push(`${name}: ${result.error}`);
     }
-    throw new BackendUnavailableError(`selectBackend: no backend is available${reasons.length ? `; ${reasons.join('; ')}` : ' (none registered)'}`);
+    throw new BackendUnavailableError(
+      `selectBackend: no backend is available${reasons.length ? `; ${reasons.join('; ')}` : ' (none registered)'}`,
+    );
   }
 
   /** Every registered backend, initialised; those that fail come back with their reason. */

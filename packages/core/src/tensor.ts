@@ -9,7 +9,15 @@
  * tensors (q4_0, q4_1, q8_0) keep their logical shape in elements; their last
  * dimension must stay whole blocks, so only outer dimensions can be viewed.
  */
-import { BLOCK_LAYOUT, allocStorage, isBlockDType, storageMatches, type DType, type Storage, type StorageOf } from './dtype.ts';
+import {
+  BLOCK_LAYOUT,
+  allocStorage,
+  isBlockDType,
+  storageMatches,
+  type DType,
+  type Storage,
+  type StorageOf,
+} from './dtype.ts';
 import { DTypeError, ShapeError, SparqRangeError, formatShape } from './errors.ts';
 
 /** Row-major strides for `shape`: the last dimension varies fastest. */
@@ -32,7 +40,10 @@ export function shapeSize(shape: readonly number[]): number {
 
 function checkShape(op: string, shape: readonly number[]): void {
   for (const n of shape) {
-    if (!Number.isInteger(n) || n < 0) throw new SparqRangeError(`${op}: shape ${formatShape(shape)} has a dimension that is not a non-negative integer`);
+    if (!Number.isInteger(n) || n < 0)
+      throw new SparqRangeError(
+        `${op}: shape ${formatShape(shape)} has a dimension that is not a non-negative integer`,
+      );
   }
 }
 
@@ -70,7 +81,9 @@ export class Tensor<D extends DType = DType> {
       const block = BLOCK_LAYOUT[dtype].elements;
       const last = shape.length - 1;
       if (last < 0 || shape[last] % block !== 0 || this.strides[last] !== 1 || offset % block !== 0) {
-        throw new ShapeError(`Tensor: ${dtype} needs a contiguous last dimension of whole ${block}-element blocks, got shape ${formatShape(shape)}`);
+        throw new ShapeError(
+          `Tensor: ${dtype} needs a contiguous last dimension of whole ${block}-element blocks, got shape ${formatShape(shape)}`,
+        );
       }
     }
     // The furthest element must lie inside the storage (views never read out of bounds).
@@ -83,7 +96,9 @@ export class Tensor<D extends DType = DType> {
         else first += span;
       }
       if (first < 0 || last >= this.elementCapacity) {
-        throw new SparqRangeError(`Tensor: shape ${formatShape(shape)} with strides ${formatShape(this.strides)} at offset ${offset} reaches outside its ${this.elementCapacity} elements`);
+        throw new SparqRangeError(
+          `Tensor: shape ${formatShape(shape)} with strides ${formatShape(this.strides)} at offset ${offset} reaches outside its ${this.elementCapacity} elements`,
+        );
       }
     }
   }
@@ -97,7 +112,8 @@ export class Tensor<D extends DType = DType> {
   /** Contiguous f32 tensor holding `values` (copied). */
   static f32(shape: readonly number[], values: ArrayLike<number>, options: TensorOptions = {}): Tensor<'f32'> {
     const t = Tensor.zeros('f32', shape, options);
-    if (values.length !== t.size) throw new ShapeError(`Tensor.f32: ${values.length} values for shape ${formatShape(shape)} (${t.size} elements)`);
+    if (values.length !== t.size)
+      throw new ShapeError(`Tensor.f32: ${values.length} values for shape ${formatShape(shape)} (${t.size} elements)`);
     t.data.set(values);
     return t;
   }
@@ -131,12 +147,15 @@ export class Tensor<D extends DType = DType> {
 
   /** Storage index of an element (plain dtypes). */
   index(...indices: number[]): number {
-    if (indices.length !== this.rank) throw new ShapeError(`Tensor.index: ${indices.length} indices for shape ${formatShape(this.shape)}`);
+    if (indices.length !== this.rank)
+      throw new ShapeError(`Tensor.index: ${indices.length} indices for shape ${formatShape(this.shape)}`);
     let at = this.offset;
     for (let i = 0; i < indices.length; i++) {
       const n = indices[i];
       if (!Number.isInteger(n) || n < 0 || n >= this.shape[i]) {
-        throw new SparqRangeError(`Tensor.index: index ${n} on dimension ${i}, expected an integer in [0, ${this.shape[i] - 1}]`);
+        throw new SparqRangeError(
+          `Tensor.index: index ${n} on dimension ${i}, expected an integer in [0, ${this.shape[i] - 1}]`,
+        );
       }
       at += n * this.strides[i];
     }
@@ -148,7 +167,9 @@ export class Tensor<D extends DType = DType> {
     this.checkDim('slice', dim);
     const n = this.shape[dim];
     if (!Number.isInteger(start) || !Number.isInteger(end) || start < 0 || end > n || start > end) {
-      throw new SparqRangeError(`Tensor.slice: range [${start}, ${end}) on dimension ${dim} of shape ${formatShape(this.shape)}, expected 0 <= start <= end <= ${n}`);
+      throw new SparqRangeError(
+        `Tensor.slice: range [${start}, ${end}) on dimension ${dim} of shape ${formatShape(this.shape)}, expected 0 <= start <= end <= ${n}`,
+      );
     }
     if (isBlockDType(this.dtype) && dim === this.rank - 1) {
       throw new ShapeError(`Tensor.slice: ${this.dtype} tensors cannot be sliced inside a row`);
@@ -162,12 +183,20 @@ export class Tensor<D extends DType = DType> {
   permute(...order: number[]): Tensor<D> {
     const sorted = [...order].sort((a, b) => a - b);
     if (order.length !== this.rank || sorted.some((v, i) => v !== i)) {
-      throw new SparqRangeError(`Tensor.permute: order ${formatShape(order)} is not a permutation of [0, ${this.rank - 1}]`);
+      throw new SparqRangeError(
+        `Tensor.permute: order ${formatShape(order)} is not a permutation of [0, ${this.rank - 1}]`,
+      );
     }
     if (isBlockDType(this.dtype) && order[this.rank - 1] !== this.rank - 1) {
       throw new ShapeError(`Tensor.permute: ${this.dtype} tensors must keep their last dimension last`);
     }
-    return new Tensor(this.dtype, this.data, order.map((i) => this.shape[i]), order.map((i) => this.strides[i]), this.offset);
+    return new Tensor(
+      this.dtype,
+      this.data,
+      order.map((i) => this.shape[i]),
+      order.map((i) => this.strides[i]),
+      this.offset,
+    );
   }
 
   /** Dimensions a and b swapped (defaults: the last two), as a view. */
@@ -186,10 +215,14 @@ export class Tensor<D extends DType = DType> {
     const resolved = inferred >= 0 && known > 0 ? shape.map((n, i) => (i === inferred ? this.size / known : n)) : shape;
     checkShape('Tensor.reshape', resolved);
     if (shapeSize(resolved) !== this.size) {
-      throw new ShapeError(`Tensor.reshape: cannot view shape ${formatShape(this.shape)} (${this.size} elements) as ${formatShape(shape)}`);
+      throw new ShapeError(
+        `Tensor.reshape: cannot view shape ${formatShape(this.shape)} (${this.size} elements) as ${formatShape(shape)}`,
+      );
     }
     if (!this.isContiguous()) {
-      throw new ShapeError(`Tensor.reshape: shape ${formatShape(this.shape)} with strides ${formatShape(this.strides)} is not contiguous; call contiguous() first`);
+      throw new ShapeError(
+        `Tensor.reshape: shape ${formatShape(this.shape)} with strides ${formatShape(this.strides)} is not contiguous; call contiguous() first`,
+      );
     }
     return new Tensor(this.dtype, this.data, resolved, undefined, this.offset);
   }
@@ -219,7 +252,8 @@ export class Tensor<D extends DType = DType> {
 
   /** Plain numbers in row-major order (f16/bf16 as raw bits; block types are not supported). */
   toArray(): number[] {
-    if (isBlockDType(this.dtype)) throw new DTypeError(`Tensor.toArray: ${this.dtype} holds blocks, dequantize it first`);
+    if (isBlockDType(this.dtype))
+      throw new DTypeError(`Tensor.toArray: ${this.dtype} holds blocks, dequantize it first`);
     const values: number[] = [];
     this.forEachIndex((at) => values.push(this.data[at]));
     return values;

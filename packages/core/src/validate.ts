@@ -29,18 +29,24 @@ export function checkPositive(op: string, name: string, value: number): void {
 
 /** Throws unless the tensor has one of `dtypes`, is contiguous, and its storage still holds it. */
 export function checkTensor(op: string, name: string, t: Tensor, dtypes: readonly DType[]): void {
-  if (!dtypes.includes(t.dtype)) throw new DTypeError(`${op}: ${name} has dtype ${t.dtype}, expected ${dtypes.join(' | ')}`);
-  if (!t.isContiguous()) throw new ShapeError(`${op}: ${name} ${formatShape(t.shape)} is a strided view; pass ${name}.contiguous()`);
+  if (!dtypes.includes(t.dtype))
+    throw new DTypeError(`${op}: ${name} has dtype ${t.dtype}, expected ${dtypes.join(' | ')}`);
+  if (!t.isContiguous())
+    throw new ShapeError(`${op}: ${name} ${formatShape(t.shape)} is a strided view; pass ${name}.contiguous()`);
   // The Tensor checked its extent when made; an ArrayBuffer detached (transferred) or shrunk since holds less.
   if (t.offset + t.size > t.elementCapacity) {
-    throw new SparqRangeError(`${op}: ${name} ${formatShape(t.shape)} needs elements [${t.offset}, ${t.offset + t.size}) of its storage, which holds ${t.elementCapacity} (a detached or shrunk ArrayBuffer)`);
+    throw new SparqRangeError(
+      `${op}: ${name} ${formatShape(t.shape)} needs elements [${t.offset}, ${t.offset + t.size}) of its storage, which holds ${t.elementCapacity} (a detached or shrunk ArrayBuffer)`,
+    );
   }
 }
 
 /** Throws unless typed array `array` still has `length` elements (it may have been detached since it was made). */
 export function checkArray(op: string, name: string, array: { length: number } | null, length: number): void {
   if (!array || array.length !== length) {
-    throw new SparqRangeError(`${op}: ${name} holds ${array?.length ?? 0} elements, expected ${length} (a detached or shrunk ArrayBuffer)`);
+    throw new SparqRangeError(
+      `${op}: ${name} holds ${array?.length ?? 0} elements, expected ${length} (a detached or shrunk ArrayBuffer)`,
+    );
   }
 }
 
@@ -72,7 +78,8 @@ export function checkShape(op: string, name: string, t: Tensor, shape: readonly 
 }
 
 function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: string): void {
-  if (t.rank !== rank) throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected rank ${rank} ${meaning}`);
+  if (t.rank !== rank)
+    throw new ShapeError(`${op}: ${name} has shape ${formatShape(t.shape)}, expected rank ${rank} ${meaning}`);
 }
 
 /**
@@ -88,8 +95,14 @@ export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs =
   // rounded sum of non-negative terms is at least its largest term); the group is then read one by one.
   for (; i + 8 <= end; i += 8) {
     const sum =
-      Math.abs(data[i]) + Math.abs(data[i + 1]) + Math.abs(data[i + 2]) + Math.abs(data[i + 3]) +
-      Math.abs(data[i + 4]) + Math.abs(data[i + 5]) + Math.abs(data[i + 6]) + Math.abs(data[i + 7]);
+      Math.abs(data[i]) +
+      Math.abs(data[i + 1]) +
+      Math.abs(data[i + 2]) +
+      Math.abs(data[i + 3]) +
+      Math.abs(data[i + 4]) +
+      Math.abs(data[i + 5]) +
+      Math.abs(data[i + 6]) +
+      Math.abs(data[i + 7]);
     if (sum <= maxAbs) continue;
     for (let j = i; j < i + 8; j++) checkElement(op, name, data[j], j - x.offset, maxAbs);
   }
@@ -99,8 +112,11 @@ export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs =
 /** checkFinite's test of element `index`, v. */
 function checkElement(op: string, name: string, v: number, index: number, maxAbs: number): void {
   if (Math.abs(v) <= maxAbs) return;
-  if (!Number.isFinite(v)) throw new NonFiniteError(`${op}: ${name} element ${index} is ${v}, expected a finite number`);
-  throw new SparqRangeError(`${op}: ${name} element ${index} is ${v}, expected |x| <= ${maxAbs} (2^56: then no q·k overflows f32)`);
+  if (!Number.isFinite(v))
+    throw new NonFiniteError(`${op}: ${name} element ${index} is ${v}, expected a finite number`);
+  throw new SparqRangeError(
+    `${op}: ${name} element ${index} is ${v}, expected |x| <= ${maxAbs} (2^56: then no q·k overflows f32)`,
+  );
 }
 
 /**
@@ -139,7 +155,8 @@ const QUANTIZE_LIMIT: Readonly<Record<BlockDType, { max: number; why: string }>>
 
 export function validateQuantize(op: string, out: Tensor, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
-  if (!isBlockDType(out.dtype)) throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
+  if (!isBlockDType(out.dtype))
+    throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
   checkTensor(op, 'out', out, [out.dtype]);
   checkShape(op, 'out', out, x.shape);
   checkFinite(op, 'x', x as Tensor<'f32'>);
@@ -149,13 +166,16 @@ export function validateQuantize(op: string, out: Tensor, x: Tensor): void {
   for (let i = 0; i < x.size; i++) {
     const v = data[x.offset + i];
     if (Math.abs(v) > max) {
-      throw new SparqRangeError(`${op}: x element ${i} is ${v}, expected |x| <= ${max} for ${out.dtype} (${why}, at most ${F16_MAX})`);
+      throw new SparqRangeError(
+        `${op}: x element ${i} is ${v}, expected |x| <= ${max} for ${out.dtype} (${why}, at most ${F16_MAX})`,
+      );
     }
   }
 }
 
 export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
-  if (!isBlockDType(x.dtype)) throw new DTypeError(`${op}: x has dtype ${x.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
+  if (!isBlockDType(x.dtype))
+    throw new DTypeError(`${op}: x has dtype ${x.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
   checkTensor(op, 'x', x, [x.dtype]);
   checkTensor(op, 'out', out, ['f32']);
   checkShape(op, 'out', out, x.shape);
@@ -175,7 +195,13 @@ export function validateDequantizeInt4(op: string, out: Tensor, w: Int4Matrix): 
 }
 
 /** matvec: w (rows, cols), x (cols), out (rows); matmul: x (n, cols), out (n, rows). */
-export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4Matrix, x: Tensor, batched: boolean): void {
+export function validateMatrixProduct(
+  op: string,
+  out: Tensor,
+  w: Tensor | Int4Matrix,
+  x: Tensor,
+  batched: boolean,
+): void {
   const [rows, cols] = w.shape;
   if ('dtype' in w) {
     checkTensor(op, 'w', w, MATRIX_DTYPES);
@@ -188,7 +214,10 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
   checkFinite(op, 'x', x as Tensor<'f32'>);
   if (batched) {
     checkRank(op, 'x', x, 2, '(n, cols)');
-    if (x.shape[1] !== cols) throw new ShapeError(`${op}: x ${formatShape(x.shape)} does not fit w ${formatShape(w.shape)}: x needs ${cols} columns`);
+    if (x.shape[1] !== cols)
+      throw new ShapeError(
+        `${op}: x ${formatShape(x.shape)} does not fit w ${formatShape(w.shape)}: x needs ${cols} columns`,
+      );
     checkShape(op, 'out', out, [x.shape[0], rows]);
   } else {
     checkShape(op, 'x', x, [cols]);
@@ -197,7 +226,8 @@ export function validateMatrixProduct(op: string, out: Tensor, w: Tensor | Int4M
 }
 
 export function validateProductPath(op: string, path: ProductPath): void {
-  if (path !== 'dequant' && path !== 'int8') throw new SparqRangeError(`${op}: path ${String(path)}, expected 'dequant' | 'int8'`);
+  if (path !== 'dequant' && path !== 'int8')
+    throw new SparqRangeError(`${op}: path ${String(path)}, expected 'dequant' | 'int8'`);
 }
 
 export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tensor, eps: number): void {
@@ -216,7 +246,8 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'positions', positions, ['i32']);
   checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
-  if (x.shape[2] % 2 !== 0) throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
+  if (x.shape[2] % 2 !== 0)
+    throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
   checkShape(op, 'positions', positions, [x.shape[0]]);
   checkFinite(op, 'x', x as Tensor<'f32'>);
   for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
@@ -227,7 +258,8 @@ export function validateRope(op: string, x: Tensor, positions: Tensor, theta: nu
     const f = options.freqs;
     for (let i = 0; i < f.size; i++) {
       const value = f.data[f.offset + i];
-      if (!Number.isFinite(value) || value < 0) throw new SparqRangeError(`${op}: freqs[${i}] ${value}, expected a finite number >= 0`);
+      if (!Number.isFinite(value) || value < 0)
+        throw new SparqRangeError(`${op}: freqs[${i}] ${value}, expected a finite number >= 0`);
     }
   }
   if (options?.scale !== undefined) checkPositive(op, 'scale', options.scale);
@@ -245,7 +277,9 @@ function checkNoPartialOverlap(op: string, name: string, out: Tensor<'f32'>, x: 
   const at = (t: Tensor<'f32'>) => t.data.byteOffset + t.offset * 4;
   if (at(out) === at(x)) return;
   if (at(out) < at(x) + x.size * 4 && at(x) < at(out) + out.size * 4) {
-    throw new ShapeError(`${op}: out overlaps ${name} without being ${name} (bytes ${at(out)} and ${at(x)} of one buffer): pass ${name} itself or separate storage`);
+    throw new ShapeError(
+      `${op}: out overlaps ${name} without being ${name} (bytes ${at(out)} and ${at(x)} of one buffer): pass ${name} itself or separate storage`,
+    );
   }
 }
 
@@ -264,7 +298,8 @@ export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor
 
 export function validateSoftmax(op: string, x: Tensor): void {
   checkTensor(op, 'x', x, ['f32']);
-  if (x.rank < 1 || x.shape[x.rank - 1] < 1) throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
+  if (x.rank < 1 || x.shape[x.rank - 1] < 1)
+    throw new ShapeError(`${op}: x has shape ${formatShape(x.shape)}, expected rows of length >= 1`);
   // -Infinity masks an entry (probability 0); NaN, +Infinity and a row with nothing unmasked have no softmax.
   const { data, offset } = x as Tensor<'f32'>;
   const len = x.shape[x.rank - 1];
@@ -272,10 +307,14 @@ export function validateSoftmax(op: string, x: Tensor): void {
     let unmasked = false;
     for (let j = 0; j < len; j++) {
       const v = data[offset + row * len + j];
-      if (Number.isNaN(v) || v === Infinity) throw new NonFiniteError(`${op}: x element ${row * len + j} is ${v}, expected a finite number or -Infinity (masked)`);
+      if (Number.isNaN(v) || v === Infinity)
+        throw new NonFiniteError(
+          `${op}: x element ${row * len + j} is ${v}, expected a finite number or -Infinity (masked)`,
+        );
       unmasked ||= v !== -Infinity;
     }
-    if (!unmasked) throw new SparqRangeError(`${op}: row ${row} of x is all -Infinity (masked), expected at least one finite entry`);
+    if (!unmasked)
+      throw new SparqRangeError(`${op}: row ${row} of x is all -Infinity (masked), expected at least one finite entry`);
   }
 }
 
@@ -284,7 +323,8 @@ export function validateTopk(op: string, out: Tensor, x: Tensor): void {
   checkTensor(op, 'out', out, ['i32']);
   checkRank(op, 'x', x, 2, '(n, len)');
   checkRank(op, 'out', out, 2, '(n, k)');
-  if (out.shape[0] !== x.shape[0]) throw new ShapeError(`${op}: out ${formatShape(out.shape)} and x ${formatShape(x.shape)} differ in rows`);
+  if (out.shape[0] !== x.shape[0])
+    throw new ShapeError(`${op}: out ${formatShape(out.shape)} and x ${formatShape(x.shape)} differ in rows`);
   checkInt(op, 'k (out.shape[1])', out.shape[1], 1, x.shape[1]);
 }
 
@@ -313,16 +353,23 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
   checkRank(op, 'q', q, 3, '(batch, nHeads, headDim)');
   const [batch, nHeads, headDim] = q.shape;
   if (batch !== cache.batch || headDim !== cache.headDim) {
-    throw new ShapeError(`${op}: q ${formatShape(q.shape)} does not fit the cache (batch ${cache.batch}, headDim ${cache.headDim})`);
+    throw new ShapeError(
+      `${op}: q ${formatShape(q.shape)} does not fit the cache (batch ${cache.batch}, headDim ${cache.headDim})`,
+    );
   }
   if (nHeads < 1 || nHeads % cache.nKvHeads !== 0) {
-    throw new ShapeError(`${op}: q has ${nHeads} heads, expected a positive multiple of the cache's ${cache.nKvHeads} KV heads`);
+    throw new ShapeError(
+      `${op}: q has ${nHeads} heads, expected a positive multiple of the cache's ${cache.nKvHeads} KV heads`,
+    );
   }
   checkShape(op, 'out', out, q.shape);
   checkCacheStorage(op, cache);
   checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
   for (let b = 0; b < cache.batch; b++) {
-    if (cache.nValid(b) < 1) throw new SparqRangeError(`${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`);
+    if (cache.nValid(b) < 1)
+      throw new SparqRangeError(
+        `${op}: sequence ${b} has no valid positions (nPast ${cache.nPast[b]}, nPad ${cache.nPad[b]}); append its token first`,
+      );
   }
 }
 
@@ -333,7 +380,9 @@ export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCac
   checkRank(op, 'q', q, 3, '(N, nHeads, headDim)');
   const [n, nHeads, headDim] = q.shape;
   if (headDim !== cache.headDim || nHeads < 1 || nHeads % cache.nKvHeads !== 0) {
-    throw new ShapeError(`${op}: q ${formatShape(q.shape)} does not fit the cache (headDim ${cache.headDim}, heads a multiple of ${cache.nKvHeads})`);
+    throw new ShapeError(
+      `${op}: q ${formatShape(q.shape)} does not fit the cache (headDim ${cache.headDim}, heads a multiple of ${cache.nKvHeads})`,
+    );
   }
   checkShape(op, 'out', out, q.shape);
   checkInt(op, 'N (new tokens)', n, 1, cache.nValid(seq));
@@ -341,11 +390,18 @@ export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCac
 }
 
 export function validateBudget(op: string, params: BudgetParams): void {
-  if (params === null || typeof params !== 'object') throw new SparqRangeError(`${op}: params ${String(params)}, expected { k }`);
+  if (params === null || typeof params !== 'object')
+    throw new SparqRangeError(`${op}: params ${String(params)}, expected { k }`);
   checkInt(op, 'k', params.k, 1);
 }
 
-export function validateSparq(op: string, cache: KVCache, params: SparqParams, trace: SparqTrace | undefined, nHeads: number): void {
+export function validateSparq(
+  op: string,
+  cache: KVCache,
+  params: SparqParams,
+  trace: SparqTrace | undefined,
+  nHeads: number,
+): void {
   validateBudget(op, params);
   checkInt(op, 'r', params.r, 1, cache.headDim);
   if (params.l !== undefined) checkInt(op, 'l', params.l, 0);
@@ -356,7 +412,9 @@ export function validateSparq(op: string, cache: KVCache, params: SparqParams, t
     const want = [cache.batch, nHeads, cache.nKvHeads, params.r, params.k];
     const got = [trace.batch, trace.nHeads, trace.nKvHeads, trace.r, trace.k];
     if (want.some((n, i) => n !== got[i])) {
-      throw new ShapeError(`${op}: trace is sized for (batch, nHeads, nKvHeads, r, k) ${formatShape(got)}, expected ${formatShape(want)}`);
+      throw new ShapeError(
+        `${op}: trace is sized for (batch, nHeads, nKvHeads, r, k) ${formatShape(got)}, expected ${formatShape(want)}`,
+      );
     }
     // Its arrays too: a trace-like object (or one whose buffers were detached) may not match its fields.
     const bh = cache.batch * cache.nKvHeads;
@@ -370,7 +428,9 @@ export function validateSparq(op: string, cache: KVCache, params: SparqParams, t
 
 export function validateH2OState(op: string, cache: KVCache, state: H2OState): void {
   if (state.batch !== cache.batch || state.nKvHeads !== cache.nKvHeads || state.capacity !== cache.capacity) {
-    throw new ShapeError(`${op}: H2O state is sized for (batch, nKvHeads, capacity) ${formatShape([state.batch, state.nKvHeads, state.capacity])}, the cache is ${formatShape([cache.batch, cache.nKvHeads, cache.capacity])}`);
+    throw new ShapeError(
+      `${op}: H2O state is sized for (batch, nKvHeads, capacity) ${formatShape([state.batch, state.nKvHeads, state.capacity])}, the cache is ${formatShape([cache.batch, cache.nKvHeads, cache.capacity])}`,
+    );
   }
   checkArray(op, 'state.acc', state.acc, cache.batch * cache.nKvHeads * cache.capacity);
   checkArray(op, 'state.evicted', state.evicted, cache.batch * cache.nKvHeads * cache.capacity);

@@ -11,7 +11,15 @@
  * with S the valid positions and k' = min(k, S) (a budget larger than the
  * cache reads the cache, no more).
  */
-import { SparqRangeError, type AttentionMethod, type AttentionStats, type Engine, type H2OState, type KVCache, type Tensor } from '@sparq/core';
+import {
+  SparqRangeError,
+  type AttentionMethod,
+  type AttentionStats,
+  type Engine,
+  type H2OState,
+  type KVCache,
+  type Tensor,
+} from '@sparq/core';
 
 /** The decode attention methods, the `attention.method` choices. */
 export const ATTENTION_METHODS: readonly AttentionMethod[] = ['dense', 'sparq', 'h2o', 'lminf', 'oracle'];
@@ -48,27 +56,49 @@ export const ATTENTION_PARAMETERS: Readonly<Record<AttentionMethod, readonly Att
  * method does not read. `name` spells a field in the messages (the CLI passes
  * its flags: `--r`), so the library and the CLI check alike and say the same.
  */
-export function resolveAttention(settings: Partial<AttentionConfig>, headDim: number, context: number, name: (field: keyof AttentionConfig) => string = (f) => `attention.${f}`): AttentionConfig {
-  if (typeof settings !== 'object' || settings === null) throw new SparqRangeError(`${name('method').replace(/\.method$/, '')} ${String(settings)}, expected an object such as { method: 'sparq', r: 8 }`);
+export function resolveAttention(
+  settings: Partial<AttentionConfig>,
+  headDim: number,
+  context: number,
+  name: (field: keyof AttentionConfig) => string = (f) => `attention.${f}`,
+): AttentionConfig {
+  if (typeof settings !== 'object' || settings === null)
+    throw new SparqRangeError(
+      `${name('method').replace(/\.method$/, '')} ${String(settings)}, expected an object such as { method: 'sparq', r: 8 }`,
+    );
   const unknown = Object.keys(settings).find((key) => !['method', 'r', 'k', 'l', 'reallocate'].includes(key));
-  if (unknown !== undefined) throw new SparqRangeError(`${name(unknown as keyof AttentionConfig)}: unknown attention setting, expected method, r, k, l or reallocate`);
+  if (unknown !== undefined)
+    throw new SparqRangeError(
+      `${name(unknown as keyof AttentionConfig)}: unknown attention setting, expected method, r, k, l or reallocate`,
+    );
   const method = settings.method ?? 'dense';
-  if (!ATTENTION_METHODS.includes(method)) throw new SparqRangeError(`${name('method')} '${method}', expected one of ${ATTENTION_METHODS.join(', ')}`);
+  if (!ATTENTION_METHODS.includes(method))
+    throw new SparqRangeError(`${name('method')} '${method}', expected one of ${ATTENTION_METHODS.join(', ')}`);
   for (const p of ['r', 'k', 'l', 'reallocate'] as const) {
     if (settings[p] === undefined || ATTENTION_PARAMETERS[method].includes(p)) continue;
     const readers = ATTENTION_METHODS.filter((m) => ATTENTION_PARAMETERS[m].includes(p));
     // A flag that is its own value (--no-reallocate) is named alone.
     const given = typeof settings[p] === 'boolean' && name(p).startsWith('--') ? name(p) : `${name(p)} ${settings[p]}`;
-    throw new SparqRangeError(`${given}: attention ${method} does not read it (only ${readers.join(', ')} ${readers.length === 1 ? 'does' : 'do'})`);
+    throw new SparqRangeError(
+      `${given}: attention ${method} does not read it (only ${readers.join(', ')} ${readers.length === 1 ? 'does' : 'do'})`,
+    );
   }
   const d = defaultAttention(method, headDim, context);
   const k = settings.k ?? d.k;
-  const a: AttentionConfig = { method, r: settings.r ?? d.r, k, l: settings.l ?? Math.floor(k / 4), reallocate: settings.reallocate ?? d.reallocate };
+  const a: AttentionConfig = {
+    method,
+    r: settings.r ?? d.r,
+    k,
+    l: settings.l ?? Math.floor(k / 4),
+    reallocate: settings.reallocate ?? d.reallocate,
+  };
   const int = (v: number, min: number, max: number) => Number.isInteger(v) && v >= min && v <= max;
-  if (!int(a.r, 1, headDim)) throw new SparqRangeError(`${name('r')} ${a.r}, expected an integer in [1, ${headDim}] (the head dim)`);
+  if (!int(a.r, 1, headDim))
+    throw new SparqRangeError(`${name('r')} ${a.r}, expected an integer in [1, ${headDim}] (the head dim)`);
   if (!int(a.k, 1, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`${name('k')} ${a.k}, expected an integer >= 1`);
   if (!int(a.l, 0, Number.MAX_SAFE_INTEGER)) throw new SparqRangeError(`${name('l')} ${a.l}, expected an integer >= 0`);
-  if (typeof a.reallocate !== 'boolean') throw new SparqRangeError(`${name('reallocate')} ${String(a.reallocate)}, expected true or false`);
+  if (typeof a.reallocate !== 'boolean')
+    throw new SparqRangeError(`${name('reallocate')} ${String(a.reallocate)}, expected true or false`);
   return a;
 }
 
@@ -79,7 +109,15 @@ export function defaultAttention(method: AttentionMethod, headDim: number, conte
 }
 
 /** One decode step of layer attention: q, out (1, n_heads, head_dim). `h2o` is the layer's H2O state. */
-export function decodeAttention(engine: Engine, a: AttentionConfig, out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, h2o: H2OState | null, stats: AttentionStats): void {
+export function decodeAttention(
+  engine: Engine,
+  a: AttentionConfig,
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  h2o: H2OState | null,
+  stats: AttentionStats,
+): void {
   const options = { stats };
   switch (a.method) {
     case 'dense':

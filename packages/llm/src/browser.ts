@@ -23,7 +23,17 @@ export * from './gguf-keys.ts';
 export * from './gguf-llama.ts';
 export * from './gguf-tokenizer.ts';
 // The defaults and choices of options.ts; its checks are '@sparq/llm/options' (the CLI's), not public API.
-export { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, KV_DTYPES, KV_LAYOUTS, PRODUCT_PATHS } from './options.ts';
+export {
+  DEFAULT_CONTEXT_CAP,
+  DEFAULT_KV_DTYPE,
+  DEFAULT_PREFILL_CHUNK,
+  DEFAULT_PRODUCT_PATH,
+  DEFAULT_TEMPERATURE,
+  DEFAULT_TOP_P,
+  KV_DTYPES,
+  KV_LAYOUTS,
+  PRODUCT_PATHS,
+} from './options.ts';
 export * from './linear.ts';
 export * from './weights.ts';
 export * from './run-state.ts';

@@ -68,7 +68,11 @@ export class ByteReader {
   /** Throws unless `count` bytes of `field` are left (count may be huge or fractional garbage from a header). */
   need(field: string, count: number, at = this.pos): void {
     if (!Number.isFinite(count) || count < 0 || at + count > this.length) {
-      throw this.error(field, `needs ${count} bytes, the file has ${Math.max(0, this.length - at)} left (file is ${this.length} bytes)`, at);
+      throw this.error(
+        field,
+        `needs ${count} bytes, the file has ${Math.max(0, this.length - at)} left (file is ${this.length} bytes)`,
+        at,
+      );
     }
   }
 

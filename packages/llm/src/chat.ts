@@ -106,7 +106,23 @@ export interface ChatOptions {
   prefillChunk?: number;
 }
 
-const CHAT_OPTIONS = ['attention', 'contextSize', 'context', 'maxReplyTokens', 'system', 'temperature', 'topP', 'topp', 'seed', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk'];
+const CHAT_OPTIONS = [
+  'attention',
+  'contextSize',
+  'context',
+  'maxReplyTokens',
+  'system',
+  'temperature',
+  'topP',
+  'topp',
+  'seed',
+  'kv',
+  'kvDType',
+  'kt',
+  'kvLayout',
+  'productPath',
+  'prefillChunk',
+];
 
 /** A reply of `Chat.send`: the text, its tokens, why it ended, what was prefilled and the timings. */
 export interface ChatReply {
@@ -146,8 +162,13 @@ export class Chat {
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, template: ChatTemplate, options: ChatOptions) {
     checkKeys('Chat', options, CHAT_OPTIONS);
-    const contextSize = renamed('Chat', 'contextSize', options.contextSize, 'context', options.context) ?? model.config.seqLen;
-    checkNumber(`Chat: ${options.contextSize === undefined && options.context !== undefined ? 'context' : 'contextSize'}`, contextSize, contextCheck(model.config.seqLen));
+    const contextSize =
+      renamed('Chat', 'contextSize', options.contextSize, 'context', options.context) ?? model.config.seqLen;
+    checkNumber(
+      `Chat: ${options.contextSize === undefined && options.context !== undefined ? 'context' : 'contextSize'}`,
+      contextSize,
+      contextCheck(model.config.seqLen),
+    );
     this.maxReplyTokens = checkNumber('Chat: maxReplyTokens', options.maxReplyTokens ?? Infinity, CHECKS.maxTokens);
     const kv = renamed('Chat', 'kv', options.kv, 'kvDType', options.kvDType);
     checkCacheChoices('Chat', { ...options, kv });
@@ -155,7 +176,16 @@ export class Chat {
     const topP = renamed('Chat', 'topP', options.topP, 'topp', options.topp);
     if (topP !== undefined) checkNumber('Chat: topP', topP, CHECKS.topP);
     if (options.seed !== undefined) checkSeed('Chat: seed', options.seed);
-    this.text = new TextSession(engine, model, tokenizer, { contextSize, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, prefillChunk: options.prefillChunk, stop: 'eog' });
+    this.text = new TextSession(engine, model, tokenizer, {
+      contextSize,
+      attention: options.attention,
+      kv,
+      kt: options.kt,
+      kvLayout: options.kvLayout,
+      productPath: options.productPath,
+      prefillChunk: options.prefillChunk,
+      stop: 'eog',
+    });
     this.tokenizer = tokenizer;
     this.template = template;
     this.sampling = { temperature: options.temperature, topP, seed: options.seed };
@@ -178,12 +208,18 @@ export class Chat {
     }
     const tokens = chatTokens(tokenizer, rendered.slice(this.cachedText.length), session.position === 0);
     const room = session.contextSize - session.position;
-    if (tokens.length >= room) throw new SparqRangeError(`chat: this turn is ${tokens.length} tokens and the context has ${room} positions left (of ${session.contextSize}); start a new chat or use a larger context`);
+    if (tokens.length >= room)
+      throw new SparqRangeError(
+        `chat: this turn is ${tokens.length} tokens and the context has ${room} positions left (of ${session.contextSize}); start a new chat or use a larger context`,
+      );
 
     // The last position stays free for the end-of-turn token the next turn starts with.
     const maxTokens = Math.min(this.maxReplyTokens, room - tokens.length);
     const reply: number[] = [];
-    const seed = this.sampling.seed === undefined || BigInt(this.sampling.seed) === 0n ? undefined : BigInt(this.sampling.seed) + BigInt(this.turns);
+    const seed =
+      this.sampling.seed === undefined || BigInt(this.sampling.seed) === 0n
+        ? undefined
+        : BigInt(this.sampling.seed) + BigInt(this.turns);
     const generation = session.generate(tokens, {
       ...this.sampling,
       seed,
@@ -195,7 +231,8 @@ export class Chat {
     });
     while (generation.step() !== null);
     const result = generation.result!;
-    const finishReason = result.finishReason === 'eos' ? 'eos' : reply.length === this.maxReplyTokens ? 'length' : 'context';
+    const finishReason =
+      result.finishReason === 'eos' ? 'eos' : reply.length === this.maxReplyTokens ? 'length' : 'context';
     // A reply cut short was sampled but not forwarded: its last token is not in the cache, its text is the next turn's.
     if (finishReason !== 'eos') session.dropPending();
     const cachedReply = finishReason === 'eos' ? reply : reply.slice(0, -1);
@@ -203,7 +240,16 @@ export class Chat {
     this.cachedText = rendered + tokenizer.detokenize(cachedReply, true);
     this.messages.push({ role: 'user', content }, { role: 'assistant', content: text });
     this.turns++;
-    return { text, tokens: reply, prefilled: tokens.length, reprefilled, finishReason, stop: finishReason === 'eos' ? 'eog' : finishReason, prefillMs: result.prefillMs, decodeMs: result.decodeMs };
+    return {
+      text,
+      tokens: reply,
+      prefilled: tokens.length,
+      reprefilled,
+      finishReason,
+      stop: finishReason === 'eos' ? 'eog' : finishReason,
+      prefillMs: result.prefillMs,
+      decodeMs: result.decodeMs,
+    };
   }
 }
 
@@ -212,7 +258,11 @@ export class Chat {
  * `path`, with that file's chat template unless `template` gives one, and the
  * model's attention, KV type and INT4 path unless the options say otherwise.
  */
-export function createChat(lm: LanguageModel, path: string, options: Partial<ChatOptions> & { template?: string } = {}): Chat {
+export function createChat(
+  lm: LanguageModel,
+  path: string,
+  options: Partial<ChatOptions> & { template?: string } = {},
+): Chat {
   checkKeys('createChat', options, [...CHAT_OPTIONS, 'template']);
   checkCacheChoices('createChat', options);
   const { template, ...chatOptions } = options;
@@ -221,8 +271,13 @@ export function createChat(lm: LanguageModel, path: string, options: Partial<Cha
     const header = readModelHeader(path);
     source = 'gguf' in header ? chatTemplateSource(header.gguf) : null;
   }
-  if (source === null) throw new SparqRangeError(`createChat: ${path} has no ${CHAT_TEMPLATE_KEY}; pass options.template`);
-  const contextSize = checkNumber('createChat: contextSize', renamed('createChat', 'contextSize', options.contextSize, 'context', options.context) ?? lm.config.seqLen, contextCheck(lm.config.seqLen));
+  if (source === null)
+    throw new SparqRangeError(`createChat: ${path} has no ${CHAT_TEMPLATE_KEY}; pass options.template`);
+  const contextSize = checkNumber(
+    'createChat: contextSize',
+    renamed('createChat', 'contextSize', options.contextSize, 'context', options.context) ?? lm.config.seqLen,
+    contextCheck(lm.config.seqLen),
+  );
   return new Chat(lm.engine, lm.model, lm.tokenizer, new ChatTemplate(source, lm.tokenizer), {
     temperature: 0.8,
     kv: lm.kv,

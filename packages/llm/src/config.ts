@@ -47,19 +47,28 @@ export interface ModelConfig {
 export const MAX_DIM = 1 << 24;
 
 /** The hyperparameters as read from a file, before the derived fields. */
-export type ConfigFields = Pick<ModelConfig, 'dim' | 'hiddenDim' | 'nLayers' | 'nHeads' | 'nKvHeads' | 'vocabSize' | 'seqLen'>;
+export type ConfigFields = Pick<
+  ModelConfig,
+  'dim' | 'hiddenDim' | 'nLayers' | 'nHeads' | 'nKvHeads' | 'vocabSize' | 'seqLen'
+>;
 
 /** What a loader may add to the fields; the rest default to llama2.c's model. */
-export type ConfigExtra = Pick<ModelConfig, 'normEps' | 'ropeTheta' | 'sharedClassifier'> & Partial<Pick<ModelConfig, 'arch' | 'ropeScaling' | 'attnBias' | 'ropeFreqs' | 'headDim'>>;
+export type ConfigExtra = Pick<ModelConfig, 'normEps' | 'ropeTheta' | 'sharedClassifier'> &
+  Partial<Pick<ModelConfig, 'arch' | 'ropeScaling' | 'attnBias' | 'ropeFreqs' | 'headDim'>>;
 
 /**
  * Derives headDim, qDim and kvDim after checking the fields fit together;
  * `fail(field, what)` raises the loader's FormatError for the named field.
  */
-export function makeConfig(fields: ConfigFields, extra: ConfigExtra, fail: (field: keyof ConfigFields | 'normEps' | 'ropeTheta' | 'headDim', what: string) => never): ModelConfig {
+export function makeConfig(
+  fields: ConfigFields,
+  extra: ConfigExtra,
+  fail: (field: keyof ConfigFields | 'normEps' | 'ropeTheta' | 'headDim', what: string) => never,
+): ModelConfig {
   // Every dimension a positive integer below MAX_DIM.
   for (const [name, value] of Object.entries(fields) as [keyof ConfigFields, number][]) {
-    if (!Number.isInteger(value) || value < 1 || value > MAX_DIM) fail(name, `${value}, expected an integer in [1, ${MAX_DIM}]`);
+    if (!Number.isInteger(value) || value < 1 || value > MAX_DIM)
+      fail(name, `${value}, expected an integer in [1, ${MAX_DIM}]`);
   }
   const { dim, nHeads, nKvHeads } = fields;
   if (nKvHeads > nHeads || nHeads % nKvHeads !== 0) fail('nKvHeads', `${nKvHeads} does not divide nHeads ${nHeads}`);
@@ -70,9 +79,11 @@ export function makeConfig(fields: ConfigFields, extra: ConfigExtra, fail: (fiel
   } else if (!Number.isInteger(headDim) || headDim < 1 || headDim * nHeads > MAX_DIM) {
     fail('headDim', `${headDim}, expected an integer in [1, ${Math.floor(MAX_DIM / nHeads)}]`);
   }
-  if (headDim % 2 !== 0) fail(extra.headDim === undefined ? 'nHeads' : 'headDim', `head size ${headDim} is odd; RoPE rotates pairs`);
+  if (headDim % 2 !== 0)
+    fail(extra.headDim === undefined ? 'nHeads' : 'headDim', `head size ${headDim} is odd; RoPE rotates pairs`);
   if (!(extra.normEps > 0 && extra.normEps < 1)) fail('normEps', `${extra.normEps}, expected a value in (0, 1)`);
-  if (!(extra.ropeTheta > 1 && Number.isFinite(extra.ropeTheta))) fail('ropeTheta', `${extra.ropeTheta}, expected a finite value > 1`);
+  if (!(extra.ropeTheta > 1 && Number.isFinite(extra.ropeTheta)))
+    fail('ropeTheta', `${extra.ropeTheta}, expected a finite value > 1`);
   return {
     arch: 'llama',
     ropeScaling: NO_ROPE_SCALING,

@@ -23,10 +23,37 @@
  * Session.decodeBatch forwards one decode token of each of several sessions as
  * the n rows of one pass: the weights are read once for all of them.
  */
-import { AttentionStats, H2OState, KVCache, NonFiniteError, SparqRangeError, Tensor, bf16ToF32, f16ToF32, kvBytesPerPosition, kvRowBytes, type Engine, type KTDType, type KVCacheOptions, type ProductPath, type KVDType, type KVLayout } from '@sparq/core';
+import {
+  AttentionStats,
+  H2OState,
+  KVCache,
+  NonFiniteError,
+  SparqRangeError,
+  Tensor,
+  bf16ToF32,
+  f16ToF32,
+  kvBytesPerPosition,
+  kvRowBytes,
+  type Engine,
+  type KTDType,
+  type KVCacheOptions,
+  type ProductPath,
+  type KVDType,
+  type KVLayout,
+} from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
 import { linear } from './linear.ts';
-import { CHECKS, DEFAULT_KV_DTYPE, DEFAULT_PREFILL_CHUNK, DEFAULT_PRODUCT_PATH, KV_DTYPES, checkChoice, checkNumber, contextCheck, renamed } from './options.ts';
+import {
+  CHECKS,
+  DEFAULT_KV_DTYPE,
+  DEFAULT_PREFILL_CHUNK,
+  DEFAULT_PRODUCT_PATH,
+  KV_DTYPES,
+  checkChoice,
+  checkNumber,
+  contextCheck,
+  renamed,
+} from './options.ts';
 import { RunState } from './run-state.ts';
 import { restoreCheckpoint, saveCheckpoint, type SessionCheckpoint } from './session-checkpoint.ts';
 import type { Model } from './weights.ts';
@@ -133,12 +160,34 @@ export class Session {
     this.model = model;
     this.options = options;
     const c = model.config;
-    const capacity = checkNumber('Session: contextSize', renamed('Session', 'contextSize', options.contextSize, 'capacity', options.capacity), contextCheck(c.seqLen));
-    const chunk = checkNumber('Session: prefillChunk', renamed('Session', 'prefillChunk', options.prefillChunk, 'maxPrefill', options.maxPrefill) ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
-    const dtype = checkChoice('Session: kv', renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE, KV_DTYPES);
+    const capacity = checkNumber(
+      'Session: contextSize',
+      renamed('Session', 'contextSize', options.contextSize, 'capacity', options.capacity),
+      contextCheck(c.seqLen),
+    );
+    const chunk = checkNumber(
+      'Session: prefillChunk',
+      renamed('Session', 'prefillChunk', options.prefillChunk, 'maxPrefill', options.maxPrefill) ??
+        DEFAULT_PREFILL_CHUNK,
+      CHECKS.prefillChunk,
+    );
+    const dtype = checkChoice(
+      'Session: kv',
+      renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE,
+      KV_DTYPES,
+    );
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
-    const cacheOptions: KVCacheOptions = { nKvHeads: c.nKvHeads, headDim: c.headDim, capacity, dtype, kTDType: options.kt ?? DEFAULT_SESSION_KT[dtype], layout };
-    this.caches = options.caches ? checkCaches(options.caches, c, capacity) : Array.from({ length: c.nLayers }, () => new KVCache(cacheOptions));
+    const cacheOptions: KVCacheOptions = {
+      nKvHeads: c.nKvHeads,
+      headDim: c.headDim,
+      capacity,
+      dtype,
+      kTDType: options.kt ?? DEFAULT_SESSION_KT[dtype],
+      layout,
+    };
+    this.caches = options.caches
+      ? checkCaches(options.caches, c, capacity)
+      : Array.from({ length: c.nLayers }, () => new KVCache(cacheOptions));
     this.h2o = this.caches.map((cache) => (options.attention.method === 'h2o' ? new H2OState(cache) : null));
     this.state = options.state ?? new RunState(c, Math.min(chunk, capacity));
     if (this.state.config !== c) throw new SparqRangeError('Session: the given run state was made for another model');
@@ -163,7 +212,10 @@ export class Session {
    * either layout, faster with K twice. H2O needs the state a session created for it.
    */
   setAttention(attention: AttentionConfig): void {
-    if (attention.method === 'h2o' && this.h2o[0] === null) throw new SparqRangeError(`Session.setAttention: h2o needs its score state; create the session with method 'h2o'`);
+    if (attention.method === 'h2o' && this.h2o[0] === null)
+      throw new SparqRangeError(
+        `Session.setAttention: h2o needs its score state; create the session with method 'h2o'`,
+      );
     this.attention = attention;
   }
 
@@ -173,13 +225,24 @@ export class Session {
    * whose evictions cannot be undone.
    */
   truncate(length: number): void {
-    if (this.h2o[0] !== null) throw new SparqRangeError('Session.truncate: an h2o session has evicted positions for good; reset it instead');
-    if (!Number.isInteger(length) || length < 0 || length > this.pos) throw new SparqRangeError(`Session.truncate: length ${length}, expected an integer in [0, ${this.pos}] (the positions filled)`);
+    if (this.h2o[0] !== null)
+      throw new SparqRangeError('Session.truncate: an h2o session has evicted positions for good; reset it instead');
+    if (!Number.isInteger(length) || length < 0 || length > this.pos)
+      throw new SparqRangeError(
+        `Session.truncate: length ${length}, expected an integer in [0, ${this.pos}] (the positions filled)`,
+      );
     for (const cache of this.caches) {
       // Block rows are decoded by the engine's dequantize, as attention reads them, to sum the kept V rows again.
       const dtype = cache.dtype;
       const rowsOf = (values: number) => (values / cache.headDim) * cache.rowStride; // bytes of values / headDim rows
-      const decodeRows = dtype === 'q8_0' || dtype === 'q4_0' ? (out: Float32Array, rows: Uint8Array, at: number) => this.engine.dequantize(Tensor.wrap('f32', out, [out.length]), Tensor.wrap(dtype, rows.subarray(at, at + rowsOf(out.length)), [out.length])) : undefined;
+      const decodeRows =
+        dtype === 'q8_0' || dtype === 'q4_0'
+          ? (out: Float32Array, rows: Uint8Array, at: number) =>
+              this.engine.dequantize(
+                Tensor.wrap('f32', out, [out.length]),
+                Tensor.wrap(dtype, rows.subarray(at, at + rowsOf(out.length)), [out.length]),
+              )
+          : undefined;
       cache.truncate(0, length, decodeRows);
     }
     this.pos = length;
@@ -199,7 +262,10 @@ export class Session {
    * layer forwards every row of the last chunk, so the run state's x holds each row's
    * final residual stream (AllLogits scores them all); otherwise the last row's alone.
    */
-  prefill(tokens: readonly number[], options: { allRows?: boolean; onProgress?: (progress: PrefillProgress) => void } = {}): Float32Array {
+  prefill(
+    tokens: readonly number[],
+    options: { allRows?: boolean; onProgress?: (progress: PrefillProgress) => void } = {},
+  ): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
     return this.atomically(() => {
       let logits = this.state.logits.data;
@@ -273,7 +339,8 @@ export class Session {
         layer(engine, model, this.productPath, l, r, out, attend);
       } catch (error) {
         // An op refusing a NaN or infinity (a bad weight upstream): say where in the model it happened.
-        if (error instanceof NonFiniteError) throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
+        if (error instanceof NonFiniteError)
+          throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
         throw error;
       }
       checkFinite(out.x, `forward: step at ${this.positions(n)}: layer ${l} output`);
@@ -305,12 +372,19 @@ export class Session {
    */
   static decodeBatch(sessions: readonly Session[], tokens: readonly number[], batch: BatchState): Float32Array[] {
     const n = sessions.length;
-    if (n < 1 || n !== tokens.length) throw new SparqRangeError(`Session.decodeBatch: ${n} sessions and ${tokens.length} tokens, expected as many of each (at least one)`);
-    if (n > batch.state.maxRows) throw new SparqRangeError(`Session.decodeBatch: ${n} sessions, the batch state holds at most ${batch.state.maxRows}`);
+    if (n < 1 || n !== tokens.length)
+      throw new SparqRangeError(
+        `Session.decodeBatch: ${n} sessions and ${tokens.length} tokens, expected as many of each (at least one)`,
+      );
+    if (n > batch.state.maxRows)
+      throw new SparqRangeError(
+        `Session.decodeBatch: ${n} sessions, the batch state holds at most ${batch.state.maxRows}`,
+      );
     const lead = sessions[0];
     const { engine, model, productPath } = lead;
     for (const s of sessions) {
-      if (s.model !== model || s.engine !== engine || s.productPath !== productPath) throw new SparqRangeError('Session.decodeBatch: the sessions must share the model, engine and product path');
+      if (s.model !== model || s.engine !== engine || s.productPath !== productPath)
+        throw new SparqRangeError('Session.decodeBatch: the sessions must share the model, engine and product path');
       s.caches[0].checkRoom('Session.decodeBatch', 0, 1);
     }
     if (new Set(sessions).size !== n) throw new SparqRangeError('Session.decodeBatch: a session appears twice');
@@ -420,7 +494,15 @@ interface BatchRow {
  * values, then the rest for the rows `out` (r itself, or its last row alone: forward). `attend`
  * appends r's keys and values to the cache(s) and writes out's attention output from out's queries.
  */
-function layer(engine: Engine, model: Model, productPath: ProductPath, l: number, r: Rows, out: Rows, attend: () => void): void {
+function layer(
+  engine: Engine,
+  model: Model,
+  productPath: ProductPath,
+  l: number,
+  r: Rows,
+  out: Rows,
+  attend: () => void,
+): void {
   const c = model.config;
   const layer = model.weights.layers[l];
   // Attention block: rmsnorm, projections, rotary positions, cache append and attention.
@@ -463,7 +545,9 @@ function checkFinite(t: Tensor<'f32'>, where: string): void {
     const v = x[t.offset + i];
     // v - v is 0 for finite v, NaN for NaN and infinities.
     if (v - v !== 0) {
-      throw new NonFiniteError(`${where} holds ${v} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`);
+      throw new NonFiniteError(
+        `${where} holds ${v} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`,
+      );
     }
   }
 }
@@ -472,7 +556,8 @@ function checkFinite(t: Tensor<'f32'>, where: string): void {
 function embed(engine: Engine, model: Model, x: Float32Array, token: number, i: number): void {
   const table = model.weights.tokenEmbedding;
   const [vocab, dim] = table.shape;
-  if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new SparqRangeError(`forward: token ${token}, expected an integer in [0, ${vocab - 1}]`);
+  if (!Number.isInteger(token) || token < 0 || token >= vocab)
+    throw new SparqRangeError(`forward: token ${token}, expected an integer in [0, ${vocab - 1}]`);
   if (table.dtype === 'f32') {
     const from = table.offset + token * dim;
     x.set((table.data as Float32Array).subarray(from, from + dim), i * dim);
@@ -481,16 +566,27 @@ function embed(engine: Engine, model: Model, x: Float32Array, token: number, i: 
     const widen = table.dtype === 'f16' ? f16ToF32 : bf16ToF32;
     for (let j = 0; j < dim; j++) x[i * dim + j] = widen(src[table.offset + token * dim + j]);
   } else {
-    engine.dequantize(new Tensor('f32', x, [1, dim], undefined, i * dim), table.slice(0, token, token + 1) as Tensor<'q4_0'>);
+    engine.dequantize(
+      new Tensor('f32', x, [1, dim], undefined, i * dim),
+      table.slice(0, token, token + 1) as Tensor<'q4_0'>,
+    );
   }
 }
 
 /** Given caches: one per layer, batch 1, the model's KV shape and `capacity` positions. */
 function checkCaches(caches: readonly KVCache[], c: Model['config'], capacity: number): KVCache[] {
-  if (caches.length !== c.nLayers) throw new SparqRangeError(`Session: ${caches.length} caches given, expected ${c.nLayers} (one per layer)`);
+  if (caches.length !== c.nLayers)
+    throw new SparqRangeError(`Session: ${caches.length} caches given, expected ${c.nLayers} (one per layer)`);
   for (const cache of caches) {
-    if (cache.batch !== 1 || cache.nKvHeads !== c.nKvHeads || cache.headDim !== c.headDim || cache.capacity !== capacity) {
-      throw new SparqRangeError(`Session: a given cache has batch ${cache.batch}, ${cache.nKvHeads} KV heads of ${cache.headDim}, capacity ${cache.capacity}; expected batch 1, ${c.nKvHeads} of ${c.headDim}, capacity ${capacity}`);
+    if (
+      cache.batch !== 1 ||
+      cache.nKvHeads !== c.nKvHeads ||
+      cache.headDim !== c.headDim ||
+      cache.capacity !== capacity
+    ) {
+      throw new SparqRangeError(
+        `Session: a given cache has batch ${cache.batch}, ${cache.nKvHeads} KV heads of ${cache.headDim}, capacity ${cache.capacity}; expected batch 1, ${c.nKvHeads} of ${c.headDim}, capacity ${capacity}`,
+      );
     }
   }
   return [...caches];
@@ -498,7 +594,8 @@ function checkCaches(caches: readonly KVCache[], c: Model['config'], capacity: n
 
 /** x[i] += y[i] for i < n (the residual connection). */
 function addInto(x: Tensor<'f32'>, y: Tensor<'f32'>): void {
-  const xd = x.data, yd = y.data;
+  const xd = x.data,
+    yd = y.data;
   for (let i = 0; i < x.size; i++) xd[x.offset + i] += yd[y.offset + i];
 }
 
@@ -507,4 +604,3 @@ function addRows(x: Float32Array, bias: Tensor<'f32'>, n: number): void {
   const width = bias.size;
   for (let t = 0; t < n; t++) for (let i = 0; i < width; i++) x[t * width + i] += bias.data[bias.offset + i];
 }
-

@@ -69,30 +69,80 @@ export function clampSteps(steps: number, seqLen: number): number {
 }
 
 /** Every key of GenerateOptions: a key not among them is a mistyped option, an error before any work. */
-const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = ['steps', 'temperature', 'topP', 'topp', 'seed', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'onPiece', 'onProgress', 'stop', 'contextSize', 'context'];
+const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
+  'steps',
+  'temperature',
+  'topP',
+  'topp',
+  'seed',
+  'attention',
+  'kv',
+  'kvDType',
+  'kt',
+  'kvLayout',
+  'productPath',
+  'onPiece',
+  'onProgress',
+  'stop',
+  'contextSize',
+  'context',
+];
 
 /**
  * Runs run.c's generation loop synchronously: the prompt, then sampled tokens until `steps`
  * positions, the context or the end of text; pieces go to `onPiece`. Options are checked first, as
  * the CLI checks them.
  */
-export function generate(engine: Engine, model: Model, tokenizer: Tokenizer, prompt: string, options: GenerateOptions): GenerateResult {
+export function generate(
+  engine: Engine,
+  model: Model,
+  tokenizer: Tokenizer,
+  prompt: string,
+  options: GenerateOptions,
+): GenerateResult {
   checkKeys('generate', options, GENERATE_OPTIONS);
   checkCacheChoices('generate', { ...options, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType) });
-  const context = contextSize(model.config.seqLen, renamed('generate', 'contextSize', options.contextSize, 'context', options.context));
+  const context = contextSize(
+    model.config.seqLen,
+    renamed('generate', 'contextSize', options.contextSize, 'context', options.context),
+  );
   const steps = clampSteps(options.steps, context);
   const tokens = tokenizer.encode(prompt, { parseSpecial: true });
-  if (tokens.length > steps) throw new SparqRangeError(`generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of ${steps < context ? 'steps' : 'the context'}`);
-  const session = new TextSession(engine, model, tokenizer, { contextSize: steps, prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK), attention: options.attention, kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType), kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath, stop: options.stop ?? stopRuleOf(model.format) });
+  if (tokens.length > steps)
+    throw new SparqRangeError(
+      `generate: the prompt is ${tokens.length} tokens (with BOS), more than the ${steps} positions of ${steps < context ? 'steps' : 'the context'}`,
+    );
+  const session = new TextSession(engine, model, tokenizer, {
+    contextSize: steps,
+    prefillChunk: Math.min(tokens.length, DEFAULT_PREFILL_CHUNK),
+    attention: options.attention,
+    kv: renamed('generate', 'kv', options.kv, 'kvDType', options.kvDType),
+    kt: options.kt,
+    kvLayout: options.kvLayout,
+    productPath: options.productPath,
+    stop: options.stop ?? stopRuleOf(model.format),
+  });
   // The prompt prints as run.c echoes it.
   let text = detokenize(tokenizer, tokens);
   if (text) options.onPiece?.(text);
-  const run = session.generate(tokens, { temperature: options.temperature, topP: renamed('generate', 'topP', options.topP, 'topp', options.topp), seed: options.seed, onProgress: options.onProgress });
+  const run = session.generate(tokens, {
+    temperature: options.temperature,
+    topP: renamed('generate', 'topP', options.topP, 'topp', options.topp),
+    seed: options.seed,
+    onProgress: options.onProgress,
+  });
   for (let piece = run.step(); piece !== null; piece = run.step()) {
     if (!piece) continue;
     text += piece;
     options.onPiece?.(piece);
   }
   const r = run.result!;
-  return { tokens: session.history, promptTokens: tokens.length, text, prefillMs: r.prefillMs, decodeMs: r.decodeMs, session: session.forward };
+  return {
+    tokens: session.history,
+    promptTokens: tokens.length,
+    text,
+    prefillMs: r.prefillMs,
+    decodeMs: r.decodeMs,
+    session: session.forward,
+  };
 }

@@ -26,6 +26,9 @@ export function stopRuleOf(format: string): StopRule {
 /** The context size asked for (default: the model's trained context), checked against the trained context. */
 export function contextSize(seqLen: number, context?: number): number {
   if (context === undefined) return seqLen;
-  if (!Number.isInteger(context) || context < 1 || context > seqLen) throw new SparqRangeError(`context ${context}, expected an integer in [1, ${seqLen}] (the model's trained context)`);
+  if (!Number.isInteger(context) || context < 1 || context > seqLen)
+    throw new SparqRangeError(
+      `context ${context}, expected an integer in [1, ${seqLen}] (the model's trained context)`,
+    );
   return context;
 }

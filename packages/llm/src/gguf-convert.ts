@@ -6,7 +6,17 @@
  * (32 elements, 256 for K-quants and IQ4_XS) stays F32 (noted). With a shared
  * classifier no output.weight is written: llama.cpp then uses token_embd.
  */
-import { BLOCK_DTYPES, BLOCK_LAYOUT, SparqRangeError, Tensor, f32ToBf16, f32ToF16, isBlockDType, type BlockDType, type Engine } from '@sparq/core';
+import {
+  BLOCK_DTYPES,
+  BLOCK_LAYOUT,
+  SparqRangeError,
+  Tensor,
+  f32ToBf16,
+  f32ToF16,
+  isBlockDType,
+  type BlockDType,
+  type Engine,
+} from '@sparq/core';
 import { toF32 } from './gguf-llama.ts';
 import type { GGUFTensorEntry } from './gguf-write.ts';
 import type { LoadedModel } from './llama2c.ts';
@@ -32,7 +42,10 @@ export function convertTensor(engine: Engine, t: Tensor, type: GGUFFileType): Te
     for (let i = 0; i < out.size; i++) {
       const v = f32.data[f32.offset + i];
       // Past 65520 an f32 rounds to f16 infinity (bf16 has f32's range).
-      if (type === 'f16' && !(Math.abs(v) < F16_ROUNDS_TO_INF)) throw new SparqRangeError(`convert: element ${i} is ${v}, expected a finite |x| < ${F16_ROUNDS_TO_INF} to fit f16`);
+      if (type === 'f16' && !(Math.abs(v) < F16_ROUNDS_TO_INF))
+        throw new SparqRangeError(
+          `convert: element ${i} is ${v}, expected a finite |x| < ${F16_ROUNDS_TO_INF} to fit f16`,
+        );
       out.data[i] = round(v);
     }
     return out;
@@ -43,7 +56,12 @@ export function convertTensor(engine: Engine, t: Tensor, type: GGUFFileType): Te
 }
 
 /** Every tensor of the model, in llama.cpp's order, converted; `progress` hears each name. */
-export function ggufTensors(engine: Engine, loaded: LoadedModel, type: GGUFFileType, progress?: (done: number, total: number, name: string, dtype: string) => void): { tensors: GGUFTensorEntry[]; notes: string[] } {
+export function ggufTensors(
+  engine: Engine,
+  loaded: LoadedModel,
+  type: GGUFFileType,
+  progress?: (done: number, total: number, name: string, dtype: string) => void,
+): { tensors: GGUFTensorEntry[]; notes: string[] } {
   const list = expectedTensors(loaded.config);
   const notes: string[] = [];
   const tensors = list.map(({ name }, i) => {
@@ -52,7 +70,9 @@ export function ggufTensors(engine: Engine, loaded: LoadedModel, type: GGUFFileT
     // Block types need whole blocks along each row.
     const cols = t.shape[t.rank - 1];
     if (isBlockDType(want) && cols % BLOCK_LAYOUT[want].elements !== 0) {
-      notes.push(`${name} kept F32: ${cols} columns are not whole ${BLOCK_LAYOUT[want].elements}-element ${want} blocks`);
+      notes.push(
+        `${name} kept F32: ${cols} columns are not whole ${BLOCK_LAYOUT[want].elements}-element ${want} blocks`,
+      );
       want = 'f32';
     }
     const tensor = namingTensor(name, () => convertTensor(engine, t, want));

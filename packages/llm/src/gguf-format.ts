@@ -23,12 +23,38 @@ export const GGUF_DEFAULT_ALIGNMENT = 32;
 export const GGUF_MAX_DIMS = 4;
 
 /** Value types by their id in the file (the index). */
-export const GGUF_VALUE_TYPES = ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'bool', 'string', 'array', 'u64', 'i64', 'f64'] as const;
+export const GGUF_VALUE_TYPES = [
+  'u8',
+  'i8',
+  'u16',
+  'i16',
+  'u32',
+  'i32',
+  'f32',
+  'bool',
+  'string',
+  'array',
+  'u64',
+  'i64',
+  'f64',
+] as const;
 export type GGUFValueType = (typeof GGUF_VALUE_TYPES)[number];
 
 /** Bytes of one fixed-size value; strings and arrays give their minimum (length or header). */
 export const GGUF_VALUE_BYTES: Readonly<Record<GGUFValueType, number>> = {
-  u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, bool: 1, string: 8, array: 12, u64: 8, i64: 8, f64: 8,
+  u8: 1,
+  i8: 1,
+  u16: 2,
+  i16: 2,
+  u32: 4,
+  i32: 4,
+  f32: 4,
+  bool: 1,
+  string: 8,
+  array: 12,
+  u64: 8,
+  i64: 8,
+  f64: 8,
 };
 
 /** How array items are held in memory, per item type. */
@@ -80,14 +106,38 @@ export interface GGMLType {
  * as core computes on it.
  */
 const GGML_TYPE_LIST: [id: number, name: string, elements: number, bytes: number][] = [
-  [0, 'F32', 1, 4], [1, 'F16', 1, 2], [2, 'Q4_0', 32, 18], [3, 'Q4_1', 32, 20],
-  [6, 'Q5_0', 32, 22], [7, 'Q5_1', 32, 24], [8, 'Q8_0', 32, 34], [9, 'Q8_1', 32, 36],
-  [10, 'Q2_K', 256, 84], [11, 'Q3_K', 256, 110], [12, 'Q4_K', 256, 144], [13, 'Q5_K', 256, 176],
-  [14, 'Q6_K', 256, 210], [15, 'Q8_K', 256, 292], [16, 'IQ2_XXS', 256, 66], [17, 'IQ2_XS', 256, 74],
-  [18, 'IQ3_XXS', 256, 98], [19, 'IQ1_S', 256, 50], [20, 'IQ4_NL', 32, 18], [21, 'IQ3_S', 256, 110],
-  [22, 'IQ2_S', 256, 82], [23, 'IQ4_XS', 256, 136], [24, 'I8', 1, 1], [25, 'I16', 1, 2],
-  [26, 'I32', 1, 4], [27, 'I64', 1, 8], [28, 'F64', 1, 8], [29, 'IQ1_M', 256, 56],
-  [30, 'BF16', 1, 2], [34, 'TQ1_0', 256, 54], [35, 'TQ2_0', 256, 66], [39, 'MXFP4', 32, 17],
+  [0, 'F32', 1, 4],
+  [1, 'F16', 1, 2],
+  [2, 'Q4_0', 32, 18],
+  [3, 'Q4_1', 32, 20],
+  [6, 'Q5_0', 32, 22],
+  [7, 'Q5_1', 32, 24],
+  [8, 'Q8_0', 32, 34],
+  [9, 'Q8_1', 32, 36],
+  [10, 'Q2_K', 256, 84],
+  [11, 'Q3_K', 256, 110],
+  [12, 'Q4_K', 256, 144],
+  [13, 'Q5_K', 256, 176],
+  [14, 'Q6_K', 256, 210],
+  [15, 'Q8_K', 256, 292],
+  [16, 'IQ2_XXS', 256, 66],
+  [17, 'IQ2_XS', 256, 74],
+  [18, 'IQ3_XXS', 256, 98],
+  [19, 'IQ1_S', 256, 50],
+  [20, 'IQ4_NL', 32, 18],
+  [21, 'IQ3_S', 256, 110],
+  [22, 'IQ2_S', 256, 82],
+  [23, 'IQ4_XS', 256, 136],
+  [24, 'I8', 1, 1],
+  [25, 'I16', 1, 2],
+  [26, 'I32', 1, 4],
+  [27, 'I64', 1, 8],
+  [28, 'F64', 1, 8],
+  [29, 'IQ1_M', 256, 56],
+  [30, 'BF16', 1, 2],
+  [34, 'TQ1_0', 256, 54],
+  [35, 'TQ2_0', 256, 66],
+  [39, 'MXFP4', 32, 17],
 ];
 
 /** Integer tensor types are not weights: their lowercase names (i8, i32) mean something else to us. */
@@ -102,7 +152,10 @@ export const GGML_TYPES: ReadonlyMap<number, GGMLType> = new Map(
 
 /** Names of the tensor types the engine computes on, for messages: 'F32, F16, ...'. */
 export function supportedTypeNames(): string {
-  return [...GGML_TYPES.values()].filter((t) => t.dtype).map((t) => t.name).join(', ');
+  return [...GGML_TYPES.values()]
+    .filter((t) => t.dtype)
+    .map((t) => t.name)
+    .join(', ');
 }
 
 /** The ggml type of a dtype we can store. */
@@ -125,7 +178,8 @@ export function tensorByteSize(dtype: DType, count: number): number {
 export function tensorBytes(t: Tensor): Uint8Array {
   const { elements, bytes } = ggmlTypeOf(t.dtype);
   const data = t.data;
-  const start = data.byteOffset + (isBlockDType(t.dtype) ? (t.offset / elements) * bytes : t.offset * data.BYTES_PER_ELEMENT);
+  const start =
+    data.byteOffset + (isBlockDType(t.dtype) ? (t.offset / elements) * bytes : t.offset * data.BYTES_PER_ELEMENT);
   return new Uint8Array(data.buffer, start, tensorByteSize(t.dtype, t.size));
 }
 

@@ -24,7 +24,8 @@ export class GGUFKeys {
     const v = this.get(key);
     if (v === undefined) return fallback ?? this.fail(key, 'missing');
     const n = typeof v.value === 'bigint' ? Number(v.value) : v.value;
-    if (typeof n !== 'number' || !Number.isInteger(n) || v.type === 'f32' || v.type === 'f64') this.fail(key, `${String(v.value)} (${v.type}), expected an integer`);
+    if (typeof n !== 'number' || !Number.isInteger(n) || v.type === 'f32' || v.type === 'f64')
+      this.fail(key, `${String(v.value)} (${v.type}), expected an integer`);
     return n;
   }
   float(key: string, fallback: number): number {

@@ -30,11 +30,29 @@ export const ROPE_LAYOUT_KEY = 'sparq.rope_layout';
 
 /** llama.cpp's general.file_type (its llama_ftype) for a file mostly of this type; K-quants as their _S variants. */
 const FILE_TYPE: Record<string, number> = {
-  f32: 0, f16: 1, q4_0: 2, q4_1: 3, q8_0: 7, q5_0: 8, q5_1: 9, q2_k: 10, q3_k: 11, q4_k: 14, q5_k: 16, q6_k: 18, iq4_nl: 25, iq4_xs: 30, bf16: 32,
+  f32: 0,
+  f16: 1,
+  q4_0: 2,
+  q4_1: 3,
+  q8_0: 7,
+  q5_0: 8,
+  q5_1: 9,
+  q2_k: 10,
+  q3_k: 11,
+  q4_k: 14,
+  q5_k: 16,
+  q6_k: 18,
+  iq4_nl: 25,
+  iq4_xs: 30,
+  bf16: 32,
 };
 
 /** Metadata for a Llama-family model and its tokenizer, in llama.cpp's keys (`<arch>.*`). */
-export function llamaMetadata(c: ModelConfig, tokenizer: Tokenizer | null, options: { name?: string; fileType?: string } = {}): [string, GGUFValue][] {
+export function llamaMetadata(
+  c: ModelConfig,
+  tokenizer: Tokenizer | null,
+  options: { name?: string; fileType?: string } = {},
+): [string, GGUFValue][] {
   const a = c.arch;
   const m: [string, GGUFValue][] = [
     ['general.architecture', gguf.string(a)],
@@ -52,7 +70,8 @@ export function llamaMetadata(c: ModelConfig, tokenizer: Tokenizer | null, optio
     [`${a}.rope.dimension_count`, gguf.u32(c.headDim)],
     [`${a}.vocab_size`, gguf.u32(c.vocabSize)],
   ];
-  if (c.qDim !== c.dim) m.push([`${a}.attention.key_length`, gguf.u32(c.headDim)], [`${a}.attention.value_length`, gguf.u32(c.headDim)]);
+  if (c.qDim !== c.dim)
+    m.push([`${a}.attention.key_length`, gguf.u32(c.headDim)], [`${a}.attention.value_length`, gguf.u32(c.headDim)]);
   const s = c.ropeScaling;
   if (s.type !== 'none') {
     m.push([`${a}.rope.scaling.type`, gguf.string(s.type)], [`${a}.rope.scaling.factor`, gguf.f32(s.factor)]);
@@ -69,8 +88,16 @@ export function llamaMetadata(c: ModelConfig, tokenizer: Tokenizer | null, optio
  * when present with anything but their neutral value (the value that changes nothing).
  */
 const UNSUPPORTED_KEYS: { suffix: string; neutral: (v: GGUFValue['value']) => boolean; what: string }[] = [
-  { suffix: 'rope.scaling.yarn_log_multiplier', neutral: (v) => v === 0, what: 'YaRN log multiplier (attention temperature)' },
-  { suffix: 'rope.scaling.yarn_ext_factor', neutral: (v) => v === -1 || v === 1, what: 'YaRN extrapolation factor other than llama.cpp\'s 1' },
+  {
+    suffix: 'rope.scaling.yarn_log_multiplier',
+    neutral: (v) => v === 0,
+    what: 'YaRN log multiplier (attention temperature)',
+  },
+  {
+    suffix: 'rope.scaling.yarn_ext_factor',
+    neutral: (v) => v === -1 || v === 1,
+    what: "YaRN extrapolation factor other than llama.cpp's 1",
+  },
   { suffix: 'rope.scaling.yarn_attn_factor', neutral: (v) => v === 1, what: 'YaRN attention factor other than 1' },
   { suffix: 'rope.scaling.yarn_beta_fast', neutral: (v) => v === 32, what: 'YaRN beta_fast other than 32' },
   { suffix: 'rope.scaling.yarn_beta_slow', neutral: (v) => v === 1, what: 'YaRN beta_slow other than 1' },
@@ -93,10 +120,18 @@ function arrayLength(v: GGUFValue | undefined): number | undefined {
 /** Hyperparameters of a Llama-family GGUF (`<arch>.*` keys), each failure naming its key. */
 function configFromKeys(keys: GGUFKeys, byName: ReadonlyMap<string, { ne: readonly number[] }>): ModelConfig {
   const arch = keys.string('general.architecture');
-  if (!isArchitecture(arch)) keys.fail('general.architecture', `${arch === undefined ? 'missing' : `"${arch}"`}, expected one of ${ARCHITECTURES.map((a) => `"${a}"`).join(', ')}`);
+  if (!isArchitecture(arch))
+    keys.fail(
+      'general.architecture',
+      `${arch === undefined ? 'missing' : `"${arch}"`}, expected one of ${ARCHITECTURES.map((a) => `"${a}"`).join(', ')}`,
+    );
   const k = (suffix: string) => `${arch}.${suffix}`;
   const layout = keys.string(ROPE_LAYOUT_KEY);
-  if (layout !== undefined && (layout !== 'adjacent' || arch !== 'llama')) keys.fail(ROPE_LAYOUT_KEY, `"${layout}", only "adjacent" (llama2.c / llama.cpp NORM) with architecture llama is supported`);
+  if (layout !== undefined && (layout !== 'adjacent' || arch !== 'llama'))
+    keys.fail(
+      ROPE_LAYOUT_KEY,
+      `"${layout}", only "adjacent" (llama2.c / llama.cpp NORM) with architecture llama is supported`,
+    );
   for (const { suffix, neutral, what } of UNSUPPORTED_KEYS) {
     const v = keys.get(k(suffix));
     if (v !== undefined && !neutral(v.value)) keys.fail(k(suffix), `${String(v.value)}: ${what} is not implemented`);
@@ -108,12 +143,20 @@ function configFromKeys(keys: GGUFKeys, byName: ReadonlyMap<string, { ne: readon
     nLayers: keys.int(k('block_count')),
     nHeads,
     nKvHeads: keys.int(k('attention.head_count_kv'), nHeads),
-    vocabSize: keys.int(k('vocab_size'), arrayLength(keys.get('tokenizer.ggml.tokens')) ?? byName.get(TOKEN_EMBD)?.ne[1] ?? 0),
+    vocabSize: keys.int(
+      k('vocab_size'),
+      arrayLength(keys.get('tokenizer.ggml.tokens')) ?? byName.get(TOKEN_EMBD)?.ne[1] ?? 0,
+    ),
     seqLen: keys.int(k('context_length')),
   };
   const keyLength = keys.get(k('attention.key_length')) === undefined ? undefined : keys.int(k('attention.key_length'));
-  const valueLength = keys.get(k('attention.value_length')) === undefined ? keyLength : keys.int(k('attention.value_length'));
-  if (valueLength !== keyLength) keys.fail(k('attention.value_length'), `${valueLength}, differs from ${k('attention.key_length')} ${keyLength}; only equal key and value head sizes are supported`);
+  const valueLength =
+    keys.get(k('attention.value_length')) === undefined ? keyLength : keys.int(k('attention.value_length'));
+  if (valueLength !== keyLength)
+    keys.fail(
+      k('attention.value_length'),
+      `${valueLength}, differs from ${k('attention.key_length')} ${keyLength}; only equal key and value head sizes are supported`,
+    );
   const extra: ConfigExtra = {
     arch,
     normEps: keys.float(k('attention.layer_norm_rms_epsilon'), 1e-5),
@@ -125,27 +168,43 @@ function configFromKeys(keys: GGUFKeys, byName: ReadonlyMap<string, { ne: readon
     headDim: keyLength,
   };
   const keyOf: Record<string, string> = {
-    dim: 'embedding_length', hiddenDim: 'feed_forward_length', nLayers: 'block_count', nHeads: 'attention.head_count', nKvHeads: 'attention.head_count_kv',
-    vocabSize: 'vocab_size', seqLen: 'context_length', normEps: 'attention.layer_norm_rms_epsilon', ropeTheta: 'rope.freq_base', headDim: 'attention.key_length',
+    dim: 'embedding_length',
+    hiddenDim: 'feed_forward_length',
+    nLayers: 'block_count',
+    nHeads: 'attention.head_count',
+    nKvHeads: 'attention.head_count_kv',
+    vocabSize: 'vocab_size',
+    seqLen: 'context_length',
+    normEps: 'attention.layer_norm_rms_epsilon',
+    ropeTheta: 'rope.freq_base',
+    headDim: 'attention.key_length',
   };
   const config = makeConfig(fields, extra, (field, what) => keys.fail(k(keyOf[field]), what));
   const rot = keys.int(k('rope.dimension_count'), config.headDim);
-  if (rot !== config.headDim) keys.fail(k('rope.dimension_count'), `${rot}, only full rotary (head dim ${config.headDim}) is supported`);
+  if (rot !== config.headDim)
+    keys.fail(k('rope.dimension_count'), `${rot}, only full rotary (head dim ${config.headDim}) is supported`);
   return config;
 }
 
 /** The rope.scaling.* keys as llama.cpp reads them: a factor without a type means linear; longrope is not implemented. */
 function ropeScalingFromKeys(keys: GGUFKeys, k: (suffix: string) => string, seqLen: number): RopeScaling {
   const type = keys.string(k('rope.scaling.type')) ?? 'linear';
-  if (!(ROPE_SCALING_TYPES as readonly string[]).includes(type)) keys.fail(k('rope.scaling.type'), `"${type}", expected one of ${ROPE_SCALING_TYPES.map((t) => `"${t}"`).join(', ')} (others are not implemented)`);
+  if (!(ROPE_SCALING_TYPES as readonly string[]).includes(type))
+    keys.fail(
+      k('rope.scaling.type'),
+      `"${type}", expected one of ${ROPE_SCALING_TYPES.map((t) => `"${t}"`).join(', ')} (others are not implemented)`,
+    );
   // llama.cpp: rope.scaling.factor, else the older rope.scale_linear; 0 means none.
-  const factorKey = keys.get(k('rope.scaling.factor')) !== undefined ? k('rope.scaling.factor') : k('rope.scale_linear');
+  const factorKey =
+    keys.get(k('rope.scaling.factor')) !== undefined ? k('rope.scaling.factor') : k('rope.scale_linear');
   const factor = keys.float(factorKey, 0) || 1;
   if (!(factor > 0 && Number.isFinite(factor))) keys.fail(factorKey, `${factor}, expected a finite value > 0`);
   const attnFactor = keys.float(k('rope.scaling.attn_factor'), 1);
-  if (!(attnFactor > 0 && Number.isFinite(attnFactor))) keys.fail(k('rope.scaling.attn_factor'), `${attnFactor}, expected a finite value > 0`);
+  if (!(attnFactor > 0 && Number.isFinite(attnFactor)))
+    keys.fail(k('rope.scaling.attn_factor'), `${attnFactor}, expected a finite value > 0`);
   const originalContext = keys.int(k('rope.scaling.original_context_length'), seqLen);
-  if (originalContext < 1) keys.fail(k('rope.scaling.original_context_length'), `${originalContext}, expected an integer >= 1`);
+  if (originalContext < 1)
+    keys.fail(k('rope.scaling.original_context_length'), `${originalContext}, expected an integer >= 1`);
   const scaling: RopeScaling = { type: type as RopeScalingType, factor, originalContext, attnFactor };
   return scaling.type !== 'none' && factor === 1 && attnFactor === 1 ? NO_ROPE_SCALING : scaling;
 }
@@ -163,14 +222,22 @@ export function llamaFromGGUF(f: GGUFFile, file: string, engine?: Engine): Loade
   const r = new ByteReader(f.source, file);
   // Limits from the file before the list of expected tensors is built: each layer has its own tensors.
   const perLayer = Object.keys(LAYER_TENSORS).length;
-  if (config.nLayers * perLayer > f.tensors.length) keys.fail(`${config.arch}.block_count`, `${config.nLayers} layers need ${config.nLayers * perLayer} tensors, the file holds ${f.tensors.length}`);
+  if (config.nLayers * perLayer > f.tensors.length)
+    keys.fail(
+      `${config.arch}.block_count`,
+      `${config.nLayers} layers need ${config.nLayers * perLayer} tensors, the file holds ${f.tensors.length}`,
+    );
   const tensors = new Map<string, Tensor>();
   for (const { name, shape } of expectedTensors(config)) {
     const info = byName.get(name);
     if (!info) throw r.error(`tensor "${name}"`, 'missing', f.dataOffset);
     const got = [...info.ne].reverse();
     if (got.length !== shape.length || got.some((n, i) => n !== shape[i])) {
-      throw r.error(`tensor "${name}" ne`, `shape [${got.join(', ')}] (row-major), expected [${shape.join(', ')}] from the metadata`, info.infoOffset);
+      throw r.error(
+        `tensor "${name}" ne`,
+        `shape [${got.join(', ')}] (row-major), expected [${shape.join(', ')}] from the metadata`,
+        info.infoOffset,
+      );
     }
     const t = ggufTensor(info);
     // Vectors feed rmsnorm, bias adds and the rope table, which take f32.
@@ -178,7 +245,12 @@ export function llamaFromGGUF(f: GGUFFile, file: string, engine?: Engine): Loade
   }
   // A tensor the forward pass would not use changes the model in a way this engine does not implement.
   for (const info of f.tensors) {
-    if (!tensors.has(info.name)) throw r.error(`tensor "${info.name}"`, `not part of a ${config.arch} model this engine implements (it would be ignored)`, info.infoOffset);
+    if (!tensors.has(info.name))
+      throw r.error(
+        `tensor "${info.name}"`,
+        `not part of a ${config.arch} model this engine implements (it would be ignored)`,
+        info.infoOffset,
+      );
   }
   const types = new Set([...tensors.values()].filter((t) => t.rank === 2).map((t) => t.dtype));
   return { config, tensors, format: `GGUF v${f.version} (${[...types].join(', ')})` };

@@ -72,8 +72,16 @@ export interface GGUFFile {
 }
 
 const TYPED_ARRAYS = {
-  u8: Uint8Array, i8: Int8Array, u16: Uint16Array, i16: Int16Array, u32: Uint32Array,
-  i32: Int32Array, f32: Float32Array, u64: BigUint64Array, i64: BigInt64Array, f64: Float64Array,
+  u8: Uint8Array,
+  i8: Int8Array,
+  u16: Uint16Array,
+  i16: Int16Array,
+  u32: Uint32Array,
+  i32: Int32Array,
+  f32: Float32Array,
+  u64: BigUint64Array,
+  i64: BigInt64Array,
+  f64: Float64Array,
 } as const;
 
 const utf8 = new TextDecoder('utf-8');
@@ -82,12 +90,24 @@ const utf8 = new TextDecoder('utf-8');
 export function readGGUF(source: ByteSource | Uint8Array, file?: string, part = 0): GGUFFile {
   const r = new ByteReader(source, file);
   const magic = r.u32('magic');
-  if (magic !== GGUF_MAGIC) throw r.error('magic', `0x${magic.toString(16).padStart(8, '0')}, expected "GGUF" (0x${GGUF_MAGIC.toString(16)})`, 0);
+  if (magic !== GGUF_MAGIC)
+    throw r.error(
+      'magic',
+      `0x${magic.toString(16).padStart(8, '0')}, expected "GGUF" (0x${GGUF_MAGIC.toString(16)})`,
+      0,
+    );
   const version = r.u32('version');
   if (!GGUF_READ_VERSIONS.includes(version)) {
     // A big-endian file (allowed since v3) shows its version byte-swapped: 0x03000000.
-    const what = version > 0xffff && (version & 0xffff) === 0 ? `${version} is a byte-swapped ${version >>> 24}: big-endian GGUF files are not supported` : `${version}`;
-    throw r.error('version', `${what}, expected GGUF version ${GGUF_READ_VERSIONS.join(' or ')}${version === 1 ? ' (version 1 used 32-bit counts; convert the file with a current llama.cpp)' : ''}`, 4);
+    const what =
+      version > 0xffff && (version & 0xffff) === 0
+        ? `${version} is a byte-swapped ${version >>> 24}: big-endian GGUF files are not supported`
+        : `${version}`;
+    throw r.error(
+      'version',
+      `${what}, expected GGUF version ${GGUF_READ_VERSIONS.join(' or ')}${version === 1 ? ' (version 1 used 32-bit counts; convert the file with a current llama.cpp)' : ''}`,
+      4,
+    );
   }
   // Minimum bytes per tensor info: name length 8, n_dims 4, ne[0] 8, type 4, offset 8; per kv: key 8, type 4, value 1.
   const tensorCount = count(r, 'tensor_count', 32);
@@ -108,7 +128,11 @@ export function readGGUF(source: ByteSource | Uint8Array, file?: string, part = 
   const align = metadata.get('general.alignment');
   if (align) {
     if (align.type !== 'u32' || align.value < 1 || (align.value & (align.value - 1)) !== 0) {
-      throw r.error('general.alignment', `${String(align.value)} (${align.type}), expected a u32 power of two`, keyOffsets.get('general.alignment'));
+      throw r.error(
+        'general.alignment',
+        `${String(align.value)} (${align.type}), expected a u32 power of two`,
+        keyOffsets.get('general.alignment'),
+      );
     }
     alignment = align.value;
   }
@@ -122,7 +146,8 @@ export function readGGUF(source: ByteSource | Uint8Array, file?: string, part = 
     names.add(name);
     const dimsAt = r.pos;
     const nDims = r.u32(`tensor "${name}" n_dims`);
-    if (nDims < 1 || nDims > GGUF_MAX_DIMS) throw r.error(`tensor "${name}" n_dims`, `${nDims}, expected 1..${GGUF_MAX_DIMS}`, dimsAt);
+    if (nDims < 1 || nDims > GGUF_MAX_DIMS)
+      throw r.error(`tensor "${name}" n_dims`, `${nDims}, expected 1..${GGUF_MAX_DIMS}`, dimsAt);
     const ne: number[] = [];
     let elements = 1;
     for (let d = 0; d < nDims; d++) {
@@ -131,17 +156,29 @@ export function readGGUF(source: ByteSource | Uint8Array, file?: string, part = 
       if (n < 1) throw r.error(`tensor "${name}" ne[${d}]`, `${n}, expected >= 1`, neAt);
       elements *= n;
       // At least one byte per 8 elements (the densest ggml type): more elements than that cannot be in the file.
-      if (elements > r.length * 8) throw r.error(`tensor "${name}" ne[${d}]`, `${n} makes ${elements} elements, more than a ${r.length}-byte file can hold`, neAt);
+      if (elements > r.length * 8)
+        throw r.error(
+          `tensor "${name}" ne[${d}]`,
+          `${n} makes ${elements} elements, more than a ${r.length}-byte file can hold`,
+          neAt,
+        );
       ne.push(n);
     }
     const typeAt = r.pos;
     const id = r.u32(`tensor "${name}" type`);
     const type = GGML_TYPES.get(id);
-    if (!type) throw r.error(`tensor "${name}" type`, `ggml type ${id} is unknown; supported: ${supportedTypeNames()}`, typeAt);
-    if (ne[0] % type.elements !== 0) throw r.error(`tensor "${name}" ne[0]`, `${ne[0]} is not a multiple of the ${type.name} block of ${type.elements}`, dimsAt + 4);
+    if (!type)
+      throw r.error(`tensor "${name}" type`, `ggml type ${id} is unknown; supported: ${supportedTypeNames()}`, typeAt);
+    if (ne[0] % type.elements !== 0)
+      throw r.error(
+        `tensor "${name}" ne[0]`,
+        `${ne[0]} is not a multiple of the ${type.name} block of ${type.elements}`,
+        dimsAt + 4,
+      );
     const offsetAt = r.pos;
     const offset = r.u64Count(`tensor "${name}" offset`, Number.MAX_SAFE_INTEGER);
-    if (offset % alignment !== 0) throw r.error(`tensor "${name}" offset`, `${offset} is not a multiple of the alignment ${alignment}`, offsetAt);
+    if (offset % alignment !== 0)
+      throw r.error(`tensor "${name}" offset`, `${offset} is not a multiple of the alignment ${alignment}`, offsetAt);
     infos.push({ name, ne, type, byteSize: ggmlByteSize(type, elements), offset, offsetAt, infoOffset: at });
   }
 
@@ -155,10 +192,24 @@ export function readGGUF(source: ByteSource | Uint8Array, file?: string, part = 
   for (let i = 1; i < byOffset.length; i++) {
     const [a, b] = [byOffset[i - 1], byOffset[i]];
     if (a.fileOffset + a.byteSize > b.fileOffset) {
-      throw r.error(`tensor "${b.name}" offset`, `its data [${b.fileOffset}, ${b.fileOffset + b.byteSize}) overlaps tensor "${a.name}" [${a.fileOffset}, ${a.fileOffset + a.byteSize})`, b.infoOffset);
+      throw r.error(
+        `tensor "${b.name}" offset`,
+        `its data [${b.fileOffset}, ${b.fileOffset + b.byteSize}) overlaps tensor "${a.name}" [${a.fileOffset}, ${a.fileOffset + a.byteSize})`,
+        b.infoOffset,
+      );
     }
   }
-  return { version, alignment, metadata, keyOffsets, metadataEnd, tensors, dataOffset, source: r.source, parts: [r.source] };
+  return {
+    version,
+    alignment,
+    metadata,
+    keyOffsets,
+    metadataEnd,
+    tensors,
+    dataOffset,
+    source: r.source,
+    parts: [r.source],
+  };
 }
 
 /** The parts' file names for a split model: `<prefix>-00001-of-0000N.gguf` (llama.cpp's naming), or null when `name` is not one. */
@@ -183,15 +234,29 @@ export function joinGGUFParts(parts: readonly GGUFFile[]): GGUFFile {
   for (const [i, part] of parts.entries()) {
     const no = splitKey(part, 'split.no', 0);
     const count = splitKey(part, 'split.count', 1);
-    if (count !== parts.length) throw splitError(part, 'split.count', `${count}, but ${parts.length} part${parts.length === 1 ? ' was' : 's were'} given`);
-    if (no !== i) throw splitError(part, 'split.no', `${no}, expected ${i}: the parts are out of order or one is missing`);
+    if (count !== parts.length)
+      throw splitError(
+        part,
+        'split.count',
+        `${count}, but ${parts.length} part${parts.length === 1 ? ' was' : 's were'} given`,
+      );
+    if (no !== i)
+      throw splitError(part, 'split.no', `${no}, expected ${i}: the parts are out of order or one is missing`);
     for (const t of part.tensors) {
       const other = names.get(t.name);
-      if (other !== undefined) throw new FormatError(`${part.source.name}: tensor "${t.name}" at byte offset ${t.infoOffset}: also in part ${other + 1} (${parts[other].source.name})`);
+      if (other !== undefined)
+        throw new FormatError(
+          `${part.source.name}: tensor "${t.name}" at byte offset ${t.infoOffset}: also in part ${other + 1} (${parts[other].source.name})`,
+        );
       names.set(t.name, i);
     }
   }
-  if (names.size !== total) throw splitError(first, 'split.tensors.count', `${total}, but the ${parts.length} part(s) hold ${names.size} tensors`);
+  if (names.size !== total)
+    throw splitError(
+      first,
+      'split.tensors.count',
+      `${total}, but the ${parts.length} part(s) hold ${names.size} tensors`,
+    );
   if (parts.length === 1) return first;
   return { ...first, tensors: parts.flatMap((p) => p.tensors), parts: parts.map((p) => p.source) };
 }
@@ -201,7 +266,8 @@ function splitKey(f: GGUFFile, key: string, fallback: number): number {
   const v = f.metadata.get(key);
   if (v === undefined) return fallback;
   const n = typeof v.value === 'bigint' ? Number(v.value) : v.value;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || v.type === 'f32' || v.type === 'f64') throw splitError(f, key, `${String(v.value)} (${v.type}), expected a non-negative integer`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || v.type === 'f32' || v.type === 'f64')
+    throw splitError(f, key, `${String(v.value)} (${v.type}), expected a non-negative integer`);
   return n;
 }
 
@@ -213,7 +279,9 @@ function splitError(f: GGUFFile, key: string, what: string): FormatError {
 export function ggufTensor(info: GGUFTensorInfo): Tensor {
   const dtype = info.type.dtype;
   if (!dtype) {
-    throw new FormatError(`${info.source.name}: tensor "${info.name}" type at byte offset ${info.infoOffset}: ${info.type.name} (ggml type ${info.type.id}) is not supported; supported: ${supportedTypeNames()}`);
+    throw new FormatError(
+      `${info.source.name}: tensor "${info.name}" type at byte offset ${info.infoOffset}: ${info.type.name} (ggml type ${info.type.id}) is not supported; supported: ${supportedTypeNames()}`,
+    );
   }
   const shape = [...info.ne].reverse();
   let bytes = info.source.read(info.fileOffset, info.byteSize);
@@ -234,7 +302,12 @@ function count(r: ByteReader, field: string, minBytes: number): number {
   const at = r.pos;
   const n = r.u64(field);
   const fits = BigInt(Math.floor(r.remaining / minBytes));
-  if (n > fits) throw r.error(field, `${n} is absurd: at ${minBytes} bytes each at least, the ${r.remaining} bytes left hold at most ${fits}`, at);
+  if (n > fits)
+    throw r.error(
+      field,
+      `${n} is absurd: at ${minBytes} bytes each at least, the ${r.remaining} bytes left hold at most ${fits}`,
+      at,
+    );
   return Number(n);
 }
 
@@ -242,7 +315,8 @@ function valueType(r: ByteReader, field: string): GGUFValueType {
   const at = r.pos;
   const id = r.u32(field);
   const type = GGUF_VALUE_TYPES[id];
-  if (type === undefined) throw r.error(field, `${id} is not a GGUF value type (0..${GGUF_VALUE_TYPES.length - 1})`, at);
+  if (type === undefined)
+    throw r.error(field, `${id} is not a GGUF value type (0..${GGUF_VALUE_TYPES.length - 1})`, at);
   return type;
 }
 
@@ -252,7 +326,8 @@ function string(r: ByteReader, field: string): string {
   if (r.remaining < 8) r.need(`${field} length`, 8);
   const big = r.u64(field);
   const len = Number(big);
-  if (len > r.remaining) throw r.error(`${field} length`, `${big} is absurd: ${r.remaining} bytes are left in the file`, at);
+  if (len > r.remaining)
+    throw r.error(`${field} length`, `${big} is absurd: ${r.remaining} bytes are left in the file`, at);
   return decodeUTF8(r.raw(field, len));
 }
 
@@ -271,18 +346,30 @@ function decodeUTF8(bytes: Uint8Array): string {
 function value(r: ByteReader, key: string, type: GGUFValueType, depth: number): GGUFValue {
   const field = `"${key}"`;
   switch (type) {
-    case 'u8': return { type, value: r.u8(field) };
-    case 'i8': return { type, value: r.i8(field) };
-    case 'u16': return { type, value: r.u16(field) };
-    case 'i16': return { type, value: r.i16(field) };
-    case 'u32': return { type, value: r.u32(field) };
-    case 'i32': return { type, value: r.i32(field) };
-    case 'f32': return { type, value: r.f32(field) };
-    case 'f64': return { type, value: r.f64(field) };
-    case 'u64': return { type, value: r.u64(field) };
-    case 'i64': return { type, value: r.i64(field) };
-    case 'string': return { type, value: string(r, field) };
-    case 'array': return { type, value: array(r, key, depth + 1) };
+    case 'u8':
+      return { type, value: r.u8(field) };
+    case 'i8':
+      return { type, value: r.i8(field) };
+    case 'u16':
+      return { type, value: r.u16(field) };
+    case 'i16':
+      return { type, value: r.i16(field) };
+    case 'u32':
+      return { type, value: r.u32(field) };
+    case 'i32':
+      return { type, value: r.i32(field) };
+    case 'f32':
+      return { type, value: r.f32(field) };
+    case 'f64':
+      return { type, value: r.f64(field) };
+    case 'u64':
+      return { type, value: r.u64(field) };
+    case 'i64':
+      return { type, value: r.i64(field) };
+    case 'string':
+      return { type, value: string(r, field) };
+    case 'array':
+      return { type, value: array(r, key, depth + 1) };
     case 'bool': {
       const at = r.pos;
       const b = r.u8(field);
@@ -294,7 +381,12 @@ function value(r: ByteReader, key: string, type: GGUFValueType, depth: number): 
 
 function array(r: ByteReader, key: string, depth: number): GGUFArray {
   const at = r.pos;
-  if (depth > GGUF_MAX_NESTING) throw r.error(`"${key}" array`, `nested ${depth} deep, at most ${GGUF_MAX_NESTING} levels of arrays in arrays are accepted`, at);
+  if (depth > GGUF_MAX_NESTING)
+    throw r.error(
+      `"${key}" array`,
+      `nested ${depth} deep, at most ${GGUF_MAX_NESTING} levels of arrays in arrays are accepted`,
+      at,
+    );
   const itemType = valueType(r, `"${key}" array item type`);
   const n = count(r, `"${key}" array length`, GGUF_VALUE_BYTES[itemType]);
   if (itemType === 'string') {

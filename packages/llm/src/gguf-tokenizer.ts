@@ -35,7 +35,11 @@ export function tokenizerMetadata(t: Tokenizer): [string, GGUFValue][] {
     ['tokenizer.ggml.token_type', gguf.array({ itemType: 'i32', values: v.types })],
   ];
   if (v.model === 'llama') m.push(['tokenizer.ggml.scores', gguf.array({ itemType: 'f32', values: v.scores })]);
-  else m.push(['tokenizer.ggml.pre', gguf.string(v.pre)], ['tokenizer.ggml.merges', gguf.array({ itemType: 'string', values: v.merges })]);
+  else
+    m.push(
+      ['tokenizer.ggml.pre', gguf.string(v.pre)],
+      ['tokenizer.ggml.merges', gguf.array({ itemType: 'string', values: v.merges })],
+    );
   for (const [field, key] of Object.entries(ID_KEYS)) {
     const id = v[field as keyof typeof ID_KEYS];
     if (id >= 0) m.push([key, gguf.u32(id)]);
@@ -51,29 +55,37 @@ export function vocabFromGGUF(f: GGUFFile, file: string): Vocab | null {
   if (tokensValue === undefined) return null;
   const model = keys.string('tokenizer.ggml.model');
   if (model !== 'llama' && model !== 'gpt2') {
-    keys.fail('tokenizer.ggml.model', `${model === undefined ? 'missing' : `"${model}"`}, supported: "llama" (SentencePiece BPE), "gpt2" (byte-level BPE)`);
+    keys.fail(
+      'tokenizer.ggml.model',
+      `${model === undefined ? 'missing' : `"${model}"`}, supported: "llama" (SentencePiece BPE), "gpt2" (byte-level BPE)`,
+    );
   }
   const tokens = stringArray(keys, 'tokenizer.ggml.tokens');
   const n = tokens.length;
   const numbers = (key: string, itemType: 'f32' | 'i32') => {
     const v = keys.get(key);
     if (v === undefined) return null;
-    if (v.type !== 'array' || v.value.itemType !== itemType || v.value.values.length !== n) keys.fail(key, `expected ${n} ${itemType} values, one per token`);
+    if (v.type !== 'array' || v.value.itemType !== itemType || v.value.values.length !== n)
+      keys.fail(key, `expected ${n} ${itemType} values, one per token`);
     return v.value.values;
   };
   const scores = (numbers('tokenizer.ggml.scores', 'f32') as Float32Array | null) ?? new Float32Array(n);
-  const types = (numbers('tokenizer.ggml.token_type', 'i32') as Int32Array | null) ?? new Int32Array(n).fill(TOKEN_TYPE.normal);
+  const types =
+    (numbers('tokenizer.ggml.token_type', 'i32') as Int32Array | null) ?? new Int32Array(n).fill(TOKEN_TYPE.normal);
 
   let pre = '';
   let merges: string[] = [];
   if (model === 'gpt2') {
-    pre = keys.string('tokenizer.ggml.pre') ?? keys.fail('tokenizer.ggml.pre', 'missing: a gpt2 tokenizer needs its pre-tokenizer');
+    pre =
+      keys.string('tokenizer.ggml.pre') ??
+      keys.fail('tokenizer.ggml.pre', 'missing: a gpt2 tokenizer needs its pre-tokenizer');
     try {
       preTokenizer(pre);
     } catch (error) {
       keys.fail('tokenizer.ggml.pre', (error as Error).message);
     }
-    if (keys.get('tokenizer.ggml.merges') === undefined) keys.fail('tokenizer.ggml.merges', 'missing: a gpt2 tokenizer needs its merges');
+    if (keys.get('tokenizer.ggml.merges') === undefined)
+      keys.fail('tokenizer.ggml.merges', 'missing: a gpt2 tokenizer needs its merges');
     merges = stringArray(keys, 'tokenizer.ggml.merges');
   }
 
@@ -97,7 +109,8 @@ export function vocabFromGGUF(f: GGUFFile, file: string): Vocab | null {
   }
   // SentencePiece's whitespace collapsing changes the ids and is not implemented: refuse rather than ignore it.
   const collapse = keys.get('tokenizer.ggml.remove_extra_whitespaces');
-  if (collapse?.value === true) keys.fail('tokenizer.ggml.remove_extra_whitespaces', 'true is not supported (only false)');
+  if (collapse?.value === true)
+    keys.fail('tokenizer.ggml.remove_extra_whitespaces', 'true is not supported (only false)');
   // llama.cpp's Llama 3 pre-tokenizer always adds BOS unless the file says otherwise (the defaults above are per model).
   if (['llama-bpe', 'llama3', 'llama-v3'].includes(pre) && keys.get(FLAG_KEYS.addBos) === undefined) v.addBos = true;
   return v;
@@ -111,6 +124,7 @@ export function tokenizerFromGGUF(f: GGUFFile, file: string): Tokenizer | null {
 
 function stringArray(keys: GGUFKeys, key: string): string[] {
   const v = keys.get(key);
-  if (v === undefined || v.type !== 'array' || v.value.itemType !== 'string') return keys.fail(key, 'expected an array of strings');
+  if (v === undefined || v.type !== 'array' || v.value.itemType !== 'string')
+    return keys.fail(key, 'expected an array of strings');
   return v.value.values as string[];
 }

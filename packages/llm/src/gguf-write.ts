@@ -44,17 +44,50 @@ class ByteWriter {
   }
 
   // room() may replace this.buf, so it runs before this.buf is read.
-  u8(v: number) { const at = this.room(1); this.buf.writeUInt8(v, at); }
-  i8(v: number) { const at = this.room(1); this.buf.writeInt8(v, at); }
-  u16(v: number) { const at = this.room(2); this.buf.writeUInt16LE(v, at); }
-  i16(v: number) { const at = this.room(2); this.buf.writeInt16LE(v, at); }
-  u32(v: number) { const at = this.room(4); this.buf.writeUInt32LE(v, at); }
-  i32(v: number) { const at = this.room(4); this.buf.writeInt32LE(v, at); }
-  f32(v: number) { const at = this.room(4); this.buf.writeFloatLE(v, at); }
-  f64(v: number) { const at = this.room(8); this.buf.writeDoubleLE(v, at); }
-  u64(v: bigint | number) { const at = this.room(8); this.buf.writeBigUInt64LE(BigInt(v), at); }
-  i64(v: bigint) { const at = this.room(8); this.buf.writeBigInt64LE(v, at); }
-  bytes(b: Uint8Array) { const at = this.room(b.length); this.buf.set(b, at); }
+  u8(v: number) {
+    const at = this.room(1);
+    this.buf.writeUInt8(v, at);
+  }
+  i8(v: number) {
+    const at = this.room(1);
+    this.buf.writeInt8(v, at);
+  }
+  u16(v: number) {
+    const at = this.room(2);
+    this.buf.writeUInt16LE(v, at);
+  }
+  i16(v: number) {
+    const at = this.room(2);
+    this.buf.writeInt16LE(v, at);
+  }
+  u32(v: number) {
+    const at = this.room(4);
+    this.buf.writeUInt32LE(v, at);
+  }
+  i32(v: number) {
+    const at = this.room(4);
+    this.buf.writeInt32LE(v, at);
+  }
+  f32(v: number) {
+    const at = this.room(4);
+    this.buf.writeFloatLE(v, at);
+  }
+  f64(v: number) {
+    const at = this.room(8);
+    this.buf.writeDoubleLE(v, at);
+  }
+  u64(v: bigint | number) {
+    const at = this.room(8);
+    this.buf.writeBigUInt64LE(BigInt(v), at);
+  }
+  i64(v: bigint) {
+    const at = this.room(8);
+    this.buf.writeBigInt64LE(v, at);
+  }
+  bytes(b: Uint8Array) {
+    const at = this.room(b.length);
+    this.buf.set(b, at);
+  }
   string(s: string) {
     const b = Buffer.from(s, 'utf8');
     this.u64(b.length);
@@ -67,19 +100,32 @@ class ByteWriter {
 
 function writeValue(w: ByteWriter, v: GGUFValue): void {
   switch (v.type) {
-    case 'u8': return w.u8(v.value);
-    case 'i8': return w.i8(v.value);
-    case 'u16': return w.u16(v.value);
-    case 'i16': return w.i16(v.value);
-    case 'u32': return w.u32(v.value);
-    case 'i32': return w.i32(v.value);
-    case 'f32': return w.f32(v.value);
-    case 'f64': return w.f64(v.value);
-    case 'u64': return w.u64(v.value);
-    case 'i64': return w.i64(v.value);
-    case 'bool': return w.u8(v.value ? 1 : 0);
-    case 'string': return w.string(v.value);
-    case 'array': return writeArray(w, v.value);
+    case 'u8':
+      return w.u8(v.value);
+    case 'i8':
+      return w.i8(v.value);
+    case 'u16':
+      return w.u16(v.value);
+    case 'i16':
+      return w.i16(v.value);
+    case 'u32':
+      return w.u32(v.value);
+    case 'i32':
+      return w.i32(v.value);
+    case 'f32':
+      return w.f32(v.value);
+    case 'f64':
+      return w.f64(v.value);
+    case 'u64':
+      return w.u64(v.value);
+    case 'i64':
+      return w.i64(v.value);
+    case 'bool':
+      return w.u8(v.value ? 1 : 0);
+    case 'string':
+      return w.string(v.value);
+    case 'array':
+      return writeArray(w, v.value);
   }
 }
 
@@ -142,7 +188,11 @@ export function layoutGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: rea
 }
 
 /** A tensor entry's info (its name, dtype and shape). */
-export const tensorSpec = ({ name, tensor }: GGUFTensorEntry): GGUFTensorSpec => ({ name, dtype: tensor.dtype, shape: tensor.shape });
+export const tensorSpec = ({ name, tensor }: GGUFTensorEntry): GGUFTensorSpec => ({
+  name,
+  dtype: tensor.dtype,
+  shape: tensor.shape,
+});
 
 /** The whole file as one buffer of its own (byte offset 0, so tensor views are aligned). */
 export function writeGGUF(metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): Uint8Array {

@@ -9,7 +9,16 @@ import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
 import { TextSession } from './text-session.ts';
-import { DEFAULT_CONTEXT_CAP, DEFAULT_KV_DTYPE, DEFAULT_PRODUCT_PATH, checkCacheChoices, checkChoice, checkKeys, checkNumber, contextCheck } from './options.ts';
+import {
+  DEFAULT_CONTEXT_CAP,
+  DEFAULT_KV_DTYPE,
+  DEFAULT_PRODUCT_PATH,
+  checkCacheChoices,
+  checkChoice,
+  checkKeys,
+  checkNumber,
+  contextCheck,
+} from './options.ts';
 import { detokenize } from './text-stream.ts';
 import type { Tokenizer } from './tokenizer.ts';
 import { WEIGHT_TYPES, type Model, type WeightType } from './weights.ts';
@@ -63,7 +72,18 @@ export interface CreateSessionOptions {
   prefillChunk?: number;
 }
 
-const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kt', 'kvLayout', 'attention', 'productPath', 'fallback', 'checkTensors', 'contextSize'] as const;
+const MODEL_OPTIONS = [
+  'tokenizer',
+  'weights',
+  'kv',
+  'kt',
+  'kvLayout',
+  'attention',
+  'productPath',
+  'fallback',
+  'checkTensors',
+  'contextSize',
+] as const;
 
 /**
  * Checks a model's options before any file is read, as the CLI checks the
@@ -75,12 +95,15 @@ const MODEL_OPTIONS = ['tokenizer', 'weights', 'kv', 'kt', 'kvLayout', 'attentio
 export function checkModelOptions(where: string, options: ModelOptions, extra: readonly string[] = []): void {
   checkKeys(where, options, [...MODEL_OPTIONS, ...extra]);
   const o = options;
-  if (o.tokenizer !== undefined && typeof o.tokenizer !== 'string') throw new SparqRangeError(`${where}: tokenizer ${String(o.tokenizer)}, expected a file path`);
+  if (o.tokenizer !== undefined && typeof o.tokenizer !== 'string')
+    throw new SparqRangeError(`${where}: tokenizer ${String(o.tokenizer)}, expected a file path`);
   if (o.weights !== undefined) checkChoice(`${where}: weights`, o.weights, WEIGHT_TYPES);
   checkCacheChoices(where, o);
-  if (o.checkTensors !== undefined && typeof o.checkTensors !== 'boolean') throw new SparqRangeError(`${where}: checkTensors ${String(o.checkTensors)}, expected true or false`);
+  if (o.checkTensors !== undefined && typeof o.checkTensors !== 'boolean')
+    throw new SparqRangeError(`${where}: checkTensors ${String(o.checkTensors)}, expected true or false`);
   // Every check but r's upper bound, which needs the model's head dim (LanguageModel checks it).
-  if (o.attention !== undefined) resolveAttention(o.attention, Number.MAX_SAFE_INTEGER, 1, (f) => `${where}: attention.${f}`);
+  if (o.attention !== undefined)
+    resolveAttention(o.attention, Number.MAX_SAFE_INTEGER, 1, (f) => `${where}: attention.${f}`);
 }
 
 /**
@@ -100,7 +123,12 @@ export class LanguageModel {
   readonly attention: AttentionSettings;
   readonly productPath: ProductPath;
 
-  constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: Omit<ModelOptions, 'tokenizer' | 'weights'> & { tokenizerSource?: string } = {}) {
+  constructor(
+    engine: Engine,
+    model: Model,
+    tokenizer: Tokenizer,
+    options: Omit<ModelOptions, 'tokenizer' | 'weights'> & { tokenizerSource?: string } = {},
+  ) {
     this.engine = engine;
     this.model = model;
     this.tokenizer = tokenizer;
@@ -136,14 +164,22 @@ export class LanguageModel {
    */
   resolveAttention(contextSize: number, settings: AttentionSettings = {}): AttentionConfig {
     const inherit = settings.method === undefined || settings.method === (this.attention.method ?? 'dense');
-    return resolveAttention(inherit ? { ...this.attention, ...definedOnly(settings) } : settings, this.config.headDim, contextSize);
+    return resolveAttention(
+      inherit ? { ...this.attention, ...definedOnly(settings) } : settings,
+      this.config.headDim,
+      contextSize,
+    );
   }
 
   /** A new conversation with its own KV cache. */
   createSession(options: CreateSessionOptions = {}): TextSession {
     checkKeys('createSession', options, ['contextSize', 'attention', 'kv', 'kt', 'prefillChunk']);
     const seqLen = this.config.seqLen;
-    const contextSize = checkNumber('createSession: contextSize', options.contextSize ?? Math.min(seqLen, DEFAULT_CONTEXT_CAP), contextCheck(seqLen));
+    const contextSize = checkNumber(
+      'createSession: contextSize',
+      options.contextSize ?? Math.min(seqLen, DEFAULT_CONTEXT_CAP),
+      contextCheck(seqLen),
+    );
     checkCacheChoices('createSession', options);
     return new TextSession(this.engine, this.model, this.tokenizer, {
       contextSize,

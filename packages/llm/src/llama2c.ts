@@ -16,7 +16,15 @@
 import { Tensor } from '@sparq/core';
 import { ByteReader, type ByteSource } from './byte-reader.ts';
 import { makeConfig, type ConfigFields, type ModelConfig } from './config.ts';
-import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, TOKEN_EMBD, layerName, layerShape, type LayerTensor } from './tensor-names.ts';
+import {
+  LAYER_TENSORS,
+  OUTPUT,
+  OUTPUT_NORM,
+  TOKEN_EMBD,
+  layerName,
+  layerShape,
+  type LayerTensor,
+} from './tensor-names.ts';
 
 /** A model as a loader hands it over: config plus named row-major tensors. */
 export interface LoadedModel {
@@ -28,7 +36,15 @@ export interface LoadedModel {
 
 export const LLAMA2C_HEADER_BYTES = 28;
 
-const HEADER_FIELDS: (keyof ConfigFields)[] = ['dim', 'hiddenDim', 'nLayers', 'nHeads', 'nKvHeads', 'vocabSize', 'seqLen'];
+const HEADER_FIELDS: (keyof ConfigFields)[] = [
+  'dim',
+  'hiddenDim',
+  'nLayers',
+  'nHeads',
+  'nKvHeads',
+  'vocabSize',
+  'seqLen',
+];
 const HEADER_NAMES = ['dim', 'hidden_dim', 'n_layers', 'n_heads', 'n_kv_heads', 'vocab_size', 'seq_len'];
 
 /** File order of the per-layer kinds between token_embedding and rms_final. */
@@ -42,17 +58,24 @@ export interface Llama2cRegion {
 }
 
 /** The header's config and where each region lies, checked against the file's size before anything is read. */
-export function llama2cLayout(source: ByteSource | Uint8Array, file?: string): { config: ModelConfig; regions: Llama2cRegion[] } {
+export function llama2cLayout(
+  source: ByteSource | Uint8Array,
+  file?: string,
+): { config: ModelConfig; regions: Llama2cRegion[] } {
   const r = new ByteReader(source, file);
   // Header: 7 x int32; a negative vocab_size means an unshared classifier follows.
   const raw = HEADER_FIELDS.map((_, i) => r.i32(`header ${HEADER_NAMES[i]}`));
   const fields = Object.fromEntries(HEADER_FIELDS.map((f, i) => [f, raw[i]])) as unknown as ConfigFields;
   const sharedClassifier = fields.vocabSize > 0;
   fields.vocabSize = Math.abs(fields.vocabSize);
-  const config = makeConfig(fields, { normEps: Math.fround(1e-5), ropeTheta: 10000, sharedClassifier }, (field, what) => {
-    const i = HEADER_FIELDS.indexOf(field as keyof ConfigFields);
-    throw r.error(`header ${HEADER_NAMES[i] ?? field}`, what, Math.max(0, i) * 4);
-  });
+  const config = makeConfig(
+    fields,
+    { normEps: Math.fround(1e-5), ropeTheta: 10000, sharedClassifier },
+    (field, what) => {
+      const i = HEADER_FIELDS.indexOf(field as keyof ConfigFields);
+      throw r.error(`header ${HEADER_NAMES[i] ?? field}`, what, Math.max(0, i) * 4);
+    },
+  );
 
   // Plan every region with its byte offset, then check the total before making any view.
   const regions: Llama2cRegion[] = [];
@@ -68,7 +91,11 @@ export function llama2cLayout(source: ByteSource | Uint8Array, file?: string): {
   if (!sharedClassifier) plan('wcls', [config.vocabSize, config.dim]);
   for (const reg of regions) r.need(reg.name, size(reg.shape) * 4, reg.at);
   if (at !== r.length) {
-    throw r.error('end of weights', `the header implies a ${at}-byte file, it has ${r.length} bytes (${r.length - at} bytes left over)`, at);
+    throw r.error(
+      'end of weights',
+      `the header implies a ${at}-byte file, it has ${r.length} bytes (${r.length - at} bytes left over)`,
+      at,
+    );
   }
   return { config, regions };
 }
@@ -92,7 +119,8 @@ export function readLlama2c(source: ByteSource | Uint8Array, file?: string): Loa
   for (const t of LAYER_ORDER) {
     const shape = layerShape(config, t);
     // Layer l of the stack starts l * size(shape) floats in.
-    for (let l = 0; l < config.nLayers; l++) tensors.set(layerName(l, t), view(byName.get(LAYER_TENSORS[t])! + l * size(shape) * 4, shape));
+    for (let l = 0; l < config.nLayers; l++)
+      tensors.set(layerName(l, t), view(byName.get(LAYER_TENSORS[t])! + l * size(shape) * 4, shape));
   }
   tensors.set(OUTPUT_NORM, view(byName.get('rms_final')!, [config.dim]));
   if (!config.sharedClassifier) tensors.set(OUTPUT, view(byName.get('wcls')!, [config.vocabSize, config.dim]));

@@ -55,8 +55,17 @@ export function scratchBytes(c: ModelConfig, contextSize: number, prefillChunk: 
 }
 
 /** Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes), with a session's default K transposed for `dtype` unless `kTDType` says. */
-export function sessionKvBytes(c: ModelConfig, contextSize: number, dtype: KVDType, layout: KVLayout, kTDType: KTDType = DEFAULT_SESSION_KT[dtype]): number {
-  return c.nLayers * kvCacheBytes({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: contextSize, dtype, layout, kTDType });
+export function sessionKvBytes(
+  c: ModelConfig,
+  contextSize: number,
+  dtype: KVDType,
+  layout: KVLayout,
+  kTDType: KTDType = DEFAULT_SESSION_KT[dtype],
+): number {
+  return (
+    c.nLayers *
+    kvCacheBytes({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: contextSize, dtype, layout, kTDType })
+  );
 }
 
 /** The plan's parts and total. */
@@ -78,4 +87,3 @@ export function checkMemory(plan: MemoryPlan, available: { bytes: number; source
       `more than the ${available.bytes} bytes (${gib(available.bytes)}) this process has (${available.source}); use a smaller context, a quantized KV cache or smaller weights`,
   );
 }
-

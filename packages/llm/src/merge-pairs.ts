@@ -17,7 +17,11 @@ import { Heap } from './heap.ts';
  * - priority(left, right): the pair's priority, or undefined if it may not join;
  * - join(left, right): the caller's symbol `left` absorbs `right`.
  */
-export function mergePairs(count: number, priority: (left: number, right: number) => number | undefined, join: (left: number, right: number) => void): Int32Array {
+export function mergePairs(
+  count: number,
+  priority: (left: number, right: number) => number | undefined,
+  join: (left: number, right: number) => void,
+): Int32Array {
   const next = Int32Array.from({ length: count }, (_, i) => (i + 1 < count ? i + 1 : -1));
   const prev = Int32Array.from({ length: count }, (_, i) => i - 1);
   // Bumped each time a symbol grows (or is joined away): a pair remembers both versions.
@@ -29,7 +33,9 @@ export function mergePairs(count: number, priority: (left: number, right: number
   const pairRight: number[] = [];
   const pairPriority: number[] = [];
   const pairVersions: number[] = [];
-  const heap = new Heap((a, b) => pairPriority[a] < pairPriority[b] || (pairPriority[a] === pairPriority[b] && pairLeft[a] < pairLeft[b]));
+  const heap = new Heap(
+    (a, b) => pairPriority[a] < pairPriority[b] || (pairPriority[a] === pairPriority[b] && pairLeft[a] < pairLeft[b]),
+  );
   const consider = (left: number, right: number) => {
     if (left < 0 || right < 0) return;
     const p = priority(left, right);
@@ -46,7 +52,11 @@ export function mergePairs(count: number, priority: (left: number, right: number
     const p = heap.pop();
     const left = pairLeft[p];
     const right = pairRight[p];
-    const fresh = alive[left] && alive[right] && version[left] === pairVersions[2 * p] && version[right] === pairVersions[2 * p + 1];
+    const fresh =
+      alive[left] &&
+      alive[right] &&
+      version[left] === pairVersions[2 * p] &&
+      version[right] === pairVersions[2 * p + 1];
     if (!fresh) continue;
     join(left, right);
     version[left]++;

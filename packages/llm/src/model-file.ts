@@ -8,7 +8,19 @@
  * is found the way the CLI promises: the explicit path, else the one inside a
  * GGUF file, else tok<vocab>.bin or tokenizer.bin next to the model.
  */
-import { closeSync, existsSync, fstatSync, ftruncateSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { FormatError, allocBuffer, type Engine } from '@sparq/core';
@@ -51,11 +63,15 @@ export function openFileSource(path: string): ByteSource & { close(): void } {
     name: path,
     size,
     read(offset, length) {
-      if (fd === null) throw new Error(`${path}: read after the file was closed (tensors are read while the model loads)`);
+      if (fd === null)
+        throw new Error(`${path}: read after the file was closed (tensors are read while the model loads)`);
       const out = new Uint8Array(allocBuffer(length, false, `${path}: a read of ${length} bytes`));
-      for (let done = 0; done < length; ) {
+      for (let done = 0; done < length;) {
         const n = readSync(fd, out, done, Math.min(length - done, MAX_READ), offset + done);
-        if (n === 0) throw new FormatError(`${path}: ends at byte offset ${offset + done}, inside a read of ${length} bytes from ${offset} (the file changed while it was read?)`);
+        if (n === 0)
+          throw new FormatError(
+            `${path}: ends at byte offset ${offset + done}, inside a read of ${length} bytes from ${offset} (the file changed while it was read?)`,
+          );
         done += n;
       }
       return out;
@@ -110,7 +126,8 @@ function firstWord(source: ByteSource): number {
 export function withGGUF<T>(path: string, use: (gguf: GGUFFile) => T): T {
   const parts = modelParts(path);
   const missing = parts.filter((p) => !existsSync(p));
-  if (missing.length > 0 && parts.length > 1) throw new FormatError(`${path}: split model of ${parts.length} parts (by its name): missing ${missing.join(', ')}`);
+  if (missing.length > 0 && parts.length > 1)
+    throw new FormatError(`${path}: split model of ${parts.length} parts (by its name): missing ${missing.join(', ')}`);
   return withSources(parts, (sources) => use(joinGGUFParts(sources.map((s, i) => readGGUF(s, undefined, i)))));
 }
 
@@ -119,11 +136,18 @@ export function readModelFile(path: string, engine?: Engine): ModelFile {
   const gguf = withSources([path], ([source]) => isGGUF(source));
   if (gguf) {
     return withGGUF(path, (f) => {
-      if (f.tensors.length === 0) throw new FormatError(`${path}: the GGUF has no tensors (a vocab-only file?): it can tokenize (sparq tokenize) but not run`);
+      if (f.tensors.length === 0)
+        throw new FormatError(
+          `${path}: the GGUF has no tensors (a vocab-only file?): it can tokenize (sparq tokenize) but not run`,
+        );
       return { path, loaded: llamaFromGGUF(f, path, engine), gguf: f };
     });
   }
-  return withSources([path], ([source]) => ({ path, loaded: asLlama2c(source, () => readLlama2c(source)), gguf: null }));
+  return withSources([path], ([source]) => ({
+    path,
+    loaded: asLlama2c(source, () => readLlama2c(source)),
+    gguf: null,
+  }));
 }
 
 /** A model file's header, no tensors read: the GGUF container (all parts; its files closed again) or llama2.c's layout. */
@@ -139,9 +163,16 @@ function asLlama2c<T>(source: ByteSource, read: () => T): T {
     return read();
   } catch (error) {
     if (!(error instanceof FormatError)) throw error;
-    const head = source.size >= 4 ? `found 0x${firstWord(source).toString(16).padStart(8, '0')}` : `the file has ${source.size} bytes`;
-    const why = error.message.startsWith(`${source.name}: `) ? error.message.slice(source.name.length + 2) : error.message;
-    throw new FormatError(`${source.name}: not a model file: expected GGUF (magic "GGUF" at byte offset 0; ${head}) or a llama2.c checkpoint (${why})`);
+    const head =
+      source.size >= 4
+        ? `found 0x${firstWord(source).toString(16).padStart(8, '0')}`
+        : `the file has ${source.size} bytes`;
+    const why = error.message.startsWith(`${source.name}: `)
+      ? error.message.slice(source.name.length + 2)
+      : error.message;
+    throw new FormatError(
+      `${source.name}: not a model file: expected GGUF (magic "GGUF" at byte offset 0; ${head}) or a llama2.c checkpoint (${why})`,
+    );
   }
 }
 
@@ -152,7 +183,11 @@ function asLlama2c<T>(source: ByteSource, read: () => T): T {
  * failure leaves neither a partial file nor a damaged previous one.
  * Returns the file size.
  */
-export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorEntry[]): number {
+export function writeGGUFFile(
+  path: string,
+  metadata: Iterable<[string, GGUFValue]>,
+  tensors: readonly GGUFTensorEntry[],
+): number {
   return writeGGUFStream(path, metadata, tensors.map(tensorSpec), (i, put) => put(tensorBytes(tensors[i].tensor)));
 }
 
@@ -161,7 +196,12 @@ export function writeGGUFFile(path: string, metadata: Iterable<[string, GGUFValu
  * to `put` in order, in as many pieces as it likes (a multi-GB tensor need never be whole in
  * memory). A tensor given more or fewer bytes than its type and shape take is an error.
  */
-export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFValue]>, tensors: readonly GGUFTensorSpec[], fill: (i: number, put: (bytes: Uint8Array) => void) => void): number {
+export function writeGGUFStream(
+  path: string,
+  metadata: Iterable<[string, GGUFValue]>,
+  tensors: readonly GGUFTensorSpec[],
+  fill: (i: number, put: (bytes: Uint8Array) => void) => void,
+): number {
   const { header, at, size } = layoutGGUF(metadata, tensors);
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
   const fd = openSync(temp, 'w');
@@ -169,14 +209,19 @@ export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFVa
     try {
       writeAll(fd, header, 0);
       tensors.forEach(({ name, dtype, shape }, i) => {
-        const bytes = tensorByteSize(dtype, shape.reduce((a, b) => a * b, 1));
+        const bytes = tensorByteSize(
+          dtype,
+          shape.reduce((a, b) => a * b, 1),
+        );
         let written = 0;
         fill(i, (piece) => {
-          if (written + piece.length > bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given more than its ${bytes} bytes`);
+          if (written + piece.length > bytes)
+            throw new RangeError(`writeGGUFStream: tensor "${name}" given more than its ${bytes} bytes`);
           writeAll(fd, piece, at[i] + written);
           written += piece.length;
         });
-        if (written !== bytes) throw new RangeError(`writeGGUFStream: tensor "${name}" given ${written} bytes, expected ${bytes}`);
+        if (written !== bytes)
+          throw new RangeError(`writeGGUFStream: tensor "${name}" given ${written} bytes, expected ${bytes}`);
       });
       ftruncateSync(fd, size);
     } finally {
@@ -192,7 +237,8 @@ export function writeGGUFStream(path: string, metadata: Iterable<[string, GGUFVa
 
 /** All of `bytes` at file position `at` (writeSync may write less than asked). */
 function writeAll(fd: number, bytes: Uint8Array, at: number): void {
-  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_READ), at + done);
+  for (let done = 0; done < bytes.length;)
+    done += writeSync(fd, bytes, done, Math.min(bytes.length - done, MAX_READ), at + done);
 }
 
 /** A text file's contents (UTF-8; an invalid byte sequence becomes U+FFFD), with checkedFile's errors. */
@@ -250,7 +296,10 @@ export function findTokenizer(model: ModelFile, explicit?: string): { tokenizer:
   if (model.gguf) {
     const t = tokenizerFromGGUF(model.gguf, model.path);
     if (t) {
-      if (t.vocabSize !== vocab) throw new FormatError(`${model.path}: tokenizer.ggml.tokens has ${t.vocabSize} tokens, the model's vocab is ${vocab}`);
+      if (t.vocabSize !== vocab)
+        throw new FormatError(
+          `${model.path}: tokenizer.ggml.tokens has ${t.vocabSize} tokens, the model's vocab is ${vocab}`,
+        );
       return { tokenizer: t, source: `${model.path} (GGUF metadata)` };
     }
   }
@@ -262,7 +311,10 @@ export function findTokenizer(model: ModelFile, explicit?: string): { tokenizer:
 export function tokenizerBeside(modelPath: string, vocab: number): string {
   const candidates = [`tok${vocab}.bin`, 'tokenizer.bin'].map((f) => join(dirname(modelPath), f));
   const found = candidates.find((p) => existsSync(p));
-  if (!found) throw new FormatError(`${modelPath}: no tokenizer given and none found (looked for ${candidates.join(', ')}); pass --tokenizer`);
+  if (!found)
+    throw new FormatError(
+      `${modelPath}: no tokenizer given and none found (looked for ${candidates.join(', ')}); pass --tokenizer`,
+    );
   return found;
 }
 
@@ -276,7 +328,8 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
   const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
   if (options.checkTensors) checkTensors(runOn, file.loaded);
   const model = buildModel(runOn, file.loaded, options.weights);
-  if (runOn !== engine) model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
+  if (runOn !== engine)
+    model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
 }
 
@@ -286,12 +339,24 @@ const CONVERTED_BYTES: Record<WeightType, number> = { f32: 4, q4_0: 18 / 32, int
 /** A model file's config and the bytes its weights take in memory (as stored, or converted to `weights`), from the header alone. */
 export function readModelPlan(path: string, weights?: WeightType): { config: ModelConfig; weightBytes: number } {
   const header = readModelHeader(path);
-  const tensors = 'gguf' in header
-    ? header.gguf.tensors.map((t) => ({ elements: t.ne.reduce((a, b) => a * b, 1), rank: t.ne.length, bytes: t.byteSize }))
-    : header.llama2c.regions.map((r) => ({ elements: r.shape.reduce((a, b) => a * b, 1), rank: r.shape.length, bytes: 4 * r.shape.reduce((a, b) => a * b, 1) }));
+  const tensors =
+    'gguf' in header
+      ? header.gguf.tensors.map((t) => ({
+          elements: t.ne.reduce((a, b) => a * b, 1),
+          rank: t.ne.length,
+          bytes: t.byteSize,
+        }))
+      : header.llama2c.regions.map((r) => ({
+          elements: r.shape.reduce((a, b) => a * b, 1),
+          rank: r.shape.length,
+          bytes: 4 * r.shape.reduce((a, b) => a * b, 1),
+        }));
   const config = 'gguf' in header ? llamaConfigFromGGUF(header.gguf, path) : header.llama2c.config;
   // Vectors stay f32 whatever the matrices become.
-  const weightBytes = tensors.reduce((sum, t) => sum + (weights && t.rank > 1 ? t.elements * CONVERTED_BYTES[weights] : t.bytes), 0);
+  const weightBytes = tensors.reduce(
+    (sum, t) => sum + (weights && t.rank > 1 ? t.elements * CONVERTED_BYTES[weights] : t.bytes),
+    0,
+  );
   return { config, weightBytes };
 }
 
@@ -309,7 +374,8 @@ export function memoryAvailable(): { bytes: number; source: string } {
       continue;
     }
     const limit = Number(text); // 'max' (no limit) gives NaN
-    if (Number.isFinite(limit) && limit > 0 && limit < ram.bytes) return { bytes: limit, source: `cgroup limit ${file}` };
+    if (Number.isFinite(limit) && limit > 0 && limit < ram.bytes)
+      return { bytes: limit, source: `cgroup limit ${file}` };
     return ram;
   }
   return ram;
@@ -319,12 +385,21 @@ export function memoryAvailable(): { bytes: number; source: string } {
  * Refuses, before the weights are read, a context that does not fit: weights + KV cache + scratch
  * (memory-plan.ts) against memoryAvailable(). The context is options.contextSize, at most the model's.
  */
-export function checkModelMemory(engine: Engine, path: string, options: ModelOptions, available = memoryAvailable()): MemoryPlan {
+export function checkModelMemory(
+  engine: Engine,
+  path: string,
+  options: ModelOptions,
+  available = memoryAvailable(),
+): MemoryPlan {
   const { config, weightBytes } = readModelPlan(path, options.weights);
   const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
   const dtype = options.kv ?? DEFAULT_KV_DTYPE;
   const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');
-  const plan = memoryPlan(weightBytes, sessionKvBytes(config, contextSize, dtype, layout, options.kt), scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads));
+  const plan = memoryPlan(
+    weightBytes,
+    sessionKvBytes(config, contextSize, dtype, layout, options.kt),
+    scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads),
+  );
   checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
   return plan;
 }

@@ -61,10 +61,58 @@ export interface ModelShape {
 
 /** See the table above. */
 export const MODEL_SHAPES = {
-  'llama3-8b': { arch: 'llama', dim: 4096, nLayers: 32, nHeads: 32, nKvHeads: 8, hiddenDim: 14336, vocabSize: 128256, ropeTheta: 500000, normEps: 1e-5, context: 8192, source: 'meta-llama/Meta-Llama-3-8B config.json' },
-  'llama2-7b': { arch: 'llama', dim: 4096, nLayers: 32, nHeads: 32, nKvHeads: 32, hiddenDim: 11008, vocabSize: 32000, ropeTheta: 10000, normEps: 1e-5, context: 4096, source: 'meta-llama/Llama-2-7b-hf config.json' },
-  'qwen2.5-7b': { arch: 'qwen2', dim: 3584, nLayers: 28, nHeads: 28, nKvHeads: 4, hiddenDim: 18944, vocabSize: 152064, ropeTheta: 1000000, normEps: 1e-6, context: 32768, source: 'Qwen/Qwen2.5-7B config.json' },
-  'mistral-7b': { arch: 'llama', dim: 4096, nLayers: 32, nHeads: 32, nKvHeads: 8, hiddenDim: 14336, vocabSize: 32768, ropeTheta: 1000000, normEps: 1e-5, context: 32768, source: 'mistralai/Mistral-7B-v0.3 config.json' },
+  'llama3-8b': {
+    arch: 'llama',
+    dim: 4096,
+    nLayers: 32,
+    nHeads: 32,
+    nKvHeads: 8,
+    hiddenDim: 14336,
+    vocabSize: 128256,
+    ropeTheta: 500000,
+    normEps: 1e-5,
+    context: 8192,
+    source: 'meta-llama/Meta-Llama-3-8B config.json',
+  },
+  'llama2-7b': {
+    arch: 'llama',
+    dim: 4096,
+    nLayers: 32,
+    nHeads: 32,
+    nKvHeads: 32,
+    hiddenDim: 11008,
+    vocabSize: 32000,
+    ropeTheta: 10000,
+    normEps: 1e-5,
+    context: 4096,
+    source: 'meta-llama/Llama-2-7b-hf config.json',
+  },
+  'qwen2.5-7b': {
+    arch: 'qwen2',
+    dim: 3584,
+    nLayers: 28,
+    nHeads: 28,
+    nKvHeads: 4,
+    hiddenDim: 18944,
+    vocabSize: 152064,
+    ropeTheta: 1000000,
+    normEps: 1e-6,
+    context: 32768,
+    source: 'Qwen/Qwen2.5-7B config.json',
+  },
+  'mistral-7b': {
+    arch: 'llama',
+    dim: 4096,
+    nLayers: 32,
+    nHeads: 32,
+    nKvHeads: 8,
+    hiddenDim: 14336,
+    vocabSize: 32768,
+    ropeTheta: 1000000,
+    normEps: 1e-5,
+    context: 32768,
+    source: 'mistralai/Mistral-7B-v0.3 config.json',
+  },
 } as const satisfies Record<string, ModelShape>;
 
 export type ShapeName = keyof typeof MODEL_SHAPES;
@@ -91,7 +139,13 @@ export function useMoreBits(i: number, n: number): boolean {
 }
 
 /** The type of tensor `name` in a file of `weights` that is a slice of `sliceLayers` of a `fullLayers` model. */
-export function shapeTensorType(name: string, shape: readonly number[], weights: ShapeWeights, sliceLayers: number, fullLayers: number): GGUFFileType {
+export function shapeTensorType(
+  name: string,
+  shape: readonly number[],
+  weights: ShapeWeights,
+  sliceLayers: number,
+  fullLayers: number,
+): GGUFFileType {
   if (shape.length === 1) return 'f32';
   if (weights === 'q8_0') return 'q8_0';
   if (name === OUTPUT) return 'q6_k';
@@ -110,8 +164,22 @@ export const SHAPE_FILE_CONTEXT = 1 << 18;
 export function shapeConfig(shape: ModelShape, layers: number, positions = 0): ModelConfig {
   const seqLen = Math.max(SHAPE_FILE_CONTEXT, 2 ** Math.ceil(Math.log2(Math.max(1, positions))));
   return makeConfig(
-    { dim: shape.dim, hiddenDim: shape.hiddenDim, nLayers: layers, nHeads: shape.nHeads, nKvHeads: shape.nKvHeads, vocabSize: shape.vocabSize, seqLen },
-    { arch: shape.arch, normEps: Math.fround(shape.normEps), ropeTheta: shape.ropeTheta, sharedClassifier: false, attnBias: shape.arch === 'qwen2' },
+    {
+      dim: shape.dim,
+      hiddenDim: shape.hiddenDim,
+      nLayers: layers,
+      nHeads: shape.nHeads,
+      nKvHeads: shape.nKvHeads,
+      vocabSize: shape.vocabSize,
+      seqLen,
+    },
+    {
+      arch: shape.arch,
+      normEps: Math.fround(shape.normEps),
+      ropeTheta: shape.ropeTheta,
+      sharedClassifier: false,
+      attnBias: shape.arch === 'qwen2',
+    },
     (field, what) => {
       throw new RangeError(`shapeConfig: ${field} ${what}`);
     },
@@ -119,12 +187,23 @@ export function shapeConfig(shape: ModelShape, layers: number, positions = 0): M
 }
 
 /** What a shape file holds: its config, metadata (tokenizer included), tensors (name, type, shape) and its size in bytes. */
-export function shapeFile(shape: ModelShape, options: ShapeFileOptions): { config: ModelConfig; metadata: [string, GGUFValue][]; tensors: GGUFTensorSpec[]; bytes: number } {
+export function shapeFile(
+  shape: ModelShape,
+  options: ShapeFileOptions,
+): { config: ModelConfig; metadata: [string, GGUFValue][]; tensors: GGUFTensorSpec[]; bytes: number } {
   const layers = options.layers ?? shape.nLayers;
-  if (!Number.isInteger(layers) || layers < 1 || layers > shape.nLayers) throw new RangeError(`shape file: layers ${layers}, expected an integer in [1, ${shape.nLayers}]`);
+  if (!Number.isInteger(layers) || layers < 1 || layers > shape.nLayers)
+    throw new RangeError(`shape file: layers ${layers}, expected an integer in [1, ${shape.nLayers}]`);
   const config = shapeConfig(shape, layers, options.positions);
-  const tensors = expectedTensors(config).map(({ name, shape: s }) => ({ name, shape: s, dtype: shapeTensorType(name, s, options.weights, layers, shape.nLayers) }));
-  const metadata = llamaMetadata(config, smallTokenizer(shape.vocabSize - 259), { name: `random-${options.weights}`, fileType: options.weights === 'q8_0' ? 'q8_0' : 'q4_k' });
+  const tensors = expectedTensors(config).map(({ name, shape: s }) => ({
+    name,
+    shape: s,
+    dtype: shapeTensorType(name, s, options.weights, layers, shape.nLayers),
+  }));
+  const metadata = llamaMetadata(config, smallTokenizer(shape.vocabSize - 259), {
+    name: `random-${options.weights}`,
+    fileType: options.weights === 'q8_0' ? 'q8_0' : 'q4_k',
+  });
   return { config, metadata, tensors, bytes: layoutGGUF(metadata, tensors).size };
 }
 
@@ -137,7 +216,13 @@ const PIECE_ROWS = 2048;
  * Writes the random-weight GGUF of `shape` to `path`; returns the file size. `engine` quantizes
  * the row pools (64 rows per matrix: the reference backend is quick enough, and has every type). `onTensor(done, total, name)` hears each tensor as it is written.
  */
-export function writeShapeGGUF(engine: Engine, shape: ModelShape, options: ShapeFileOptions, path: string, onTensor?: (done: number, total: number, name: string) => void): number {
+export function writeShapeGGUF(
+  engine: Engine,
+  shape: ModelShape,
+  options: ShapeFileOptions,
+  path: string,
+  onTensor?: (done: number, total: number, name: string) => void,
+): number {
   const { metadata, tensors: infos } = shapeFile(shape, options);
   return writeGGUFStream(path, metadata, infos, (i, put) => {
     const { name, dtype, shape: s } = infos[i];
@@ -145,7 +230,14 @@ export function writeShapeGGUF(engine: Engine, shape: ModelShape, options: Shape
     if (s.length === 1) {
       // Norms near 1, biases near 0.
       const base = name.endsWith('.bias') ? 0 : 1;
-      put(tensorBytes(Tensor.f32([...s], Array.from({ length: s[0] }, () => base + 0.2 * (2 * random() - 1)))));
+      put(
+        tensorBytes(
+          Tensor.f32(
+            [...s],
+            Array.from({ length: s[0] }, () => base + 0.2 * (2 * random() - 1)),
+          ),
+        ),
+      );
     } else {
       const [rows, cols] = s;
       // Uniform in [-a, a] has variance a^2 / 3: a = sqrt(3 / cols) keeps each product's scale; the embedding gets variance 1.
@@ -167,4 +259,3 @@ export function writeShapeGGUF(engine: Engine, shape: ModelShape, options: Shape
     onTensor?.(i + 1, infos.length, name);
   });
 }
-

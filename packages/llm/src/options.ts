@@ -58,7 +58,8 @@ export const PRODUCT_PATHS: readonly ProductPath[] = ['dequant', 'int8'];
 
 /** `value` when it is one of `allowed`, else SparqRangeError: `<name> <value>, expected one of a, b`. */
 export function checkChoice<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
-  if (!(allowed as readonly unknown[]).includes(value)) throw new SparqRangeError(`${name} ${String(value)}, expected one of ${allowed.join(', ')}`);
+  if (!(allowed as readonly unknown[]).includes(value))
+    throw new SparqRangeError(`${name} ${String(value)}, expected one of ${allowed.join(', ')}`);
   return value as T;
 }
 
@@ -66,7 +67,10 @@ export function checkChoice<T extends string>(name: string, value: unknown, allo
  * The cache and product choices a model, a session, Chat and generate() share, each checked when
  * given: `<where>: kv q8, expected one of f32, f16, q8_0, q4_0` (the CLI: `--kv q8, expected ...`).
  */
-export function checkCacheChoices(where: string, o: { kv?: unknown; kt?: unknown; kvLayout?: unknown; productPath?: unknown }): void {
+export function checkCacheChoices(
+  where: string,
+  o: { kv?: unknown; kt?: unknown; kvLayout?: unknown; productPath?: unknown },
+): void {
   if (o.kv !== undefined) checkChoice(`${where}: kv`, o.kv, KV_DTYPES);
   if (o.kt !== undefined) checkChoice(`${where}: kt`, o.kt, KT_DTYPES);
   if (o.kvLayout !== undefined) checkChoice(`${where}: kvLayout`, o.kvLayout, KV_LAYOUTS);
@@ -87,19 +91,32 @@ export const CHECKS = {
   temperature: { ok: (t) => Number.isFinite(t) && t >= 0, expected: 'a finite number >= 0' },
   topP: { ok: (p) => Number.isFinite(p), expected: 'a finite number (0..1)' },
   // Seeds stay below 2^53 so the same seed means the same thing as a JS number (no wrap-around).
-  seed: { ok: (s) => Number.isSafeInteger(s) && s >= 0, expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}] (below 2^53)`, integer: true },
+  seed: {
+    ok: (s) => Number.isSafeInteger(s) && s >= 0,
+    expected: `an integer in [0, ${Number.MAX_SAFE_INTEGER}] (below 2^53)`,
+    integer: true,
+  },
   prefillChunk: { ok: (n) => Number.isSafeInteger(n) && n >= 1, expected: 'an integer >= 1', integer: true },
-  maxTokens: { ok: (n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0), expected: 'an integer >= 0', integer: true },
+  maxTokens: {
+    ok: (n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0),
+    expected: 'an integer >= 0',
+    integer: true,
+  },
 } satisfies Record<string, NumberCheck>;
 
 /** A context size's check: an integer in [1, seqLen], the model's trained context. */
 export function contextCheck(seqLen: number): NumberCheck {
-  return { ok: (n) => Number.isSafeInteger(n) && n >= 1 && n <= seqLen, expected: `an integer in [1, ${seqLen}] (the model's trained context)`, integer: true };
+  return {
+    ok: (n) => Number.isSafeInteger(n) && n >= 1 && n <= seqLen,
+    expected: `an integer in [1, ${seqLen}] (the model's trained context)`,
+    integer: true,
+  };
 }
 
 /** `value` when `check` accepts it, else SparqRangeError: `<name> <value>, expected ...`. */
 export function checkNumber(name: string, value: unknown, check: NumberCheck): number {
-  if (typeof value !== 'number' || !check.ok(value)) throw new SparqRangeError(`${name} ${String(value)}, expected ${check.expected}`);
+  if (typeof value !== 'number' || !check.ok(value))
+    throw new SparqRangeError(`${name} ${String(value)}, expected ${check.expected}`);
   return value;
 }
 
@@ -112,14 +129,24 @@ export function checkSeed(name: string, seed: unknown): bigint | number {
 /** Throws SparqRangeError naming the first key of `options` that is not one of `known` (a mistyped option would otherwise do nothing). */
 export function checkKeys(where: string, options: object, known: readonly string[]): void {
   const unknown = Object.keys(options).find((key) => !known.includes(key));
-  if (unknown !== undefined) throw new SparqRangeError(`${where}: unknown option '${unknown}', expected one of ${known.join(', ')}`);
+  if (unknown !== undefined)
+    throw new SparqRangeError(`${where}: unknown option '${unknown}', expected one of ${known.join(', ')}`);
 }
 
 /**
  * The value of a setting that has a newer name and an older, deprecated one:
  * the newer wins; both given with different values is an error.
  */
-export function renamed<T>(where: string, name: string, value: T | undefined, old: string, oldValue: T | undefined): T | undefined {
-  if (value !== undefined && oldValue !== undefined && value !== oldValue) throw new SparqRangeError(`${where}: ${name} ${String(value)} and ${old} ${String(oldValue)} disagree; ${old} is the older name of ${name}, give ${name} only`);
+export function renamed<T>(
+  where: string,
+  name: string,
+  value: T | undefined,
+  old: string,
+  oldValue: T | undefined,
+): T | undefined {
+  if (value !== undefined && oldValue !== undefined && value !== oldValue)
+    throw new SparqRangeError(
+      `${where}: ${name} ${String(value)} and ${old} ${String(oldValue)} disagree; ${old} is the older name of ${name}, give ${name} only`,
+    );
   return value ?? oldValue;
 }

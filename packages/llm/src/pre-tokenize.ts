@@ -40,8 +40,11 @@ const PATTERNS: Record<string, string[]> = {
 
 /** tokenizer.ggml.pre names llama.cpp accepts for each pattern set (the ones this engine supports). */
 const NAMES: Record<string, string> = {
-  'llama-bpe': 'llama3', llama3: 'llama3', 'llama-v3': 'llama3',
-  qwen2: 'qwen2', 'deepseek-r1-qwen': 'qwen2',
+  'llama-bpe': 'llama3',
+  llama3: 'llama3',
+  'llama-v3': 'llama3',
+  qwen2: 'qwen2',
+  'deepseek-r1-qwen': 'qwen2',
   smollm: 'smollm',
   'gpt-2': 'gpt2',
 };
@@ -51,7 +54,8 @@ export const PRE_TOKENIZERS: readonly string[] = Object.keys(NAMES);
 /** The word splitter for `pre`; a FormatError names what is supported otherwise. */
 export function preTokenizer(pre: string): (text: string) => string[] {
   const family = NAMES[pre];
-  if (!family) throw new FormatError(`tokenizer.ggml.pre "${pre}" is not supported (supported: ${PRE_TOKENIZERS.join(', ')})`);
+  if (!family)
+    throw new FormatError(`tokenizer.ggml.pre "${pre}" is not supported (supported: ${PRE_TOKENIZERS.join(', ')})`);
   const regexes = PATTERNS[family].map((p) => new RegExp(p, 'gu'));
   return (text) => {
     let pieces = [text];

@@ -55,8 +55,16 @@ const MAX_LETTER_REPEAT = 8;
 export function smallTokenizer(extra: number): Tokenizer {
   const pieces = ['<unk>', '<s>', '</s>'];
   for (let b = 0; b < 256; b++) pieces.push(`<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`);
-  for (let i = 0; i < extra; i++) pieces.push(i < 26 * MAX_LETTER_REPEAT ? String.fromCharCode(0x61 + (i % 26)).repeat(1 + Math.floor(i / 26)) : `t${i}`);
-  return new Tokenizer(sentencePieceVocab(pieces, Float32Array.from(pieces, (_, i) => (i < 259 ? 0 : -i))));
+  for (let i = 0; i < extra; i++)
+    pieces.push(
+      i < 26 * MAX_LETTER_REPEAT ? String.fromCharCode(0x61 + (i % 26)).repeat(1 + Math.floor(i / 26)) : `t${i}`,
+    );
+  return new Tokenizer(
+    sentencePieceVocab(
+      pieces,
+      Float32Array.from(pieces, (_, i) => (i < 259 ? 0 : -i)),
+    ),
+  );
 }
 
 /**
@@ -64,7 +72,17 @@ export function smallTokenizer(extra: number): Tokenizer {
  * product keeps the activations' scale), norms near 1, an untied classifier.
  */
 export function randomLlama(options: RandomModelOptions = {}): { loaded: LoadedModel; tokenizer: Tokenizer } {
-  const { dim = 256, hiddenDim = 512, nLayers = 2, nHeads = 4, nKvHeads = 2, seqLen = 256, extraTokens = 29, seed = 1, margin = 0 } = options;
+  const {
+    dim = 256,
+    hiddenDim = 512,
+    nLayers = 2,
+    nHeads = 4,
+    nKvHeads = 2,
+    seqLen = 256,
+    extraTokens = 29,
+    seed = 1,
+    margin = 0,
+  } = options;
   const tokenizer = smallTokenizer(extraTokens);
   const config: ModelConfig = makeConfig(
     { dim, hiddenDim, nLayers, nHeads, nKvHeads, vocabSize: tokenizer.vocabSize, seqLen },
@@ -96,15 +114,28 @@ export function randomLlama(options: RandomModelOptions = {}): { loaded: LoadedM
 }
 
 /** Q4_K_M's recipe in short (llama.cpp's mix): Q6_K where precision matters most (attn_v, ffn_down, the classifier), Q4_K elsewhere, norms F32. */
-export const q4kmLike = (name: string): GGUFFileType => (name.endsWith('_norm.weight') ? 'f32' : /attn_v|ffn_down|^output\./.test(name) ? 'q6_k' : 'q4_k');
+export const q4kmLike = (name: string): GGUFFileType =>
+  name.endsWith('_norm.weight') ? 'f32' : /attn_v|ffn_down|^output\./.test(name) ? 'q6_k' : 'q4_k';
 
 /** Writes `model` as GGUF with matrices of `type` (norms F32), or each tensor of the type `type(name)` gives; returns the path. */
-export function writeRandomGGUF(engine: Engine, model: { loaded: LoadedModel; tokenizer: Tokenizer }, type: GGUFFileType | ((name: string) => GGUFFileType), path: string): string {
+export function writeRandomGGUF(
+  engine: Engine,
+  model: { loaded: LoadedModel; tokenizer: Tokenizer },
+  type: GGUFFileType | ((name: string) => GGUFFileType),
+  path: string,
+): string {
   const tensors =
     typeof type === 'string'
       ? ggufTensors(engine, model.loaded, type).tensors
-      : expectedTensors(model.loaded.config).map(({ name }) => ({ name, tensor: convertTensor(engine, model.loaded.tensors.get(name)!, type(name)) }));
+      : expectedTensors(model.loaded.config).map(({ name }) => ({
+          name,
+          tensor: convertTensor(engine, model.loaded.tensors.get(name)!, type(name)),
+        }));
   const fileType = typeof type === 'string' ? type : 'f32';
-  writeGGUFFile(path, llamaMetadata(model.loaded.config, model.tokenizer, { name: `random-${fileType}`, fileType }), tensors);
+  writeGGUFFile(
+    path,
+    llamaMetadata(model.loaded.config, model.tokenizer, { name: `random-${fileType}`, fileType }),
+    tensors,
+  );
   return path;
 }

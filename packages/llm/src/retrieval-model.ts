@@ -173,8 +173,10 @@ export function codeCoherence(codes: readonly Float64Array[]): { coherence: numb
 /** The model: config and tensors (f32), and the numbers its construction chose. */
 export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: LoadedModel; design: RetrievalDesign } {
   const { ngram: n = 4, ctx = 131072, vocabSize = 512, seed = 25 } = options;
-  if (!Number.isInteger(n) || n < MIN_NGRAM || n > MAX_NGRAM) throw new RangeError(`retrievalModel: ngram ${n}, expected an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`);
-  if (!Number.isInteger(ctx) || ctx < 16 || ctx > 1 << 24) throw new RangeError(`retrievalModel: ctx ${ctx}, expected an integer in [16, ${1 << 24}]`);
+  if (!Number.isInteger(n) || n < MIN_NGRAM || n > MAX_NGRAM)
+    throw new RangeError(`retrievalModel: ngram ${n}, expected an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`);
+  if (!Number.isInteger(ctx) || ctx < 16 || ctx > 1 << 24)
+    throw new RangeError(`retrievalModel: ctx ${ctx}, expected an integer in [16, ${1 << 24}]`);
   const d = RETRIEVAL_HEAD_DIM;
   // m code dims per token: n slots of m dims fill the 64 match dims (m even: whole RoPE pairs).
   const m = 2 * Math.floor(PAIRS / 2 / n);
@@ -249,7 +251,10 @@ export function retrievalModel(options: RetrievalModelOptions = {}): { loaded: L
   // n (1 - cos MATCH_ANGLE)); a position with one wrong token at most (n - 1 + mu') sigma^2 / sqrt(d),
   // mu' = coherence + sin(MATCH_ANGLE) cross: sigma^2 sets that difference to MATCH_MARGIN.
   const leak = coherence + Math.sin(MATCH_ANGLE) * cross + n * (1 - Math.cos(MATCH_ANGLE));
-  if (leak >= 1) throw new RangeError(`retrievalModel: token codes in ${m} dims are too coherent (${leak.toFixed(3)} >= 1) for ngram ${n}`);
+  if (leak >= 1)
+    throw new RangeError(
+      `retrievalModel: token codes in ${m} dims are too coherent (${leak.toFixed(3)} >= 1) for ngram ${n}`,
+    );
   const sigma = Math.sqrt((MATCH_MARGIN * Math.sqrt(d)) / (1 - leak));
   {
     const wq = zeros(layerName(1, 'wq'), [nHeads * d, dim]);

@@ -52,7 +52,9 @@ const f32 = Math.fround;
 
 /** YaRN's correction dim for `rotations` turns over the original context, in f32 as ggml computes it. */
 function correctionDim(d: number, nOrig: number, rotations: number, base: number): number {
-  return f32(f32(d * f32(Math.log(f32(nOrig / f32(rotations * f32(2 * f32(Math.PI))))))) / f32(2 * f32(Math.log(base))));
+  return f32(
+    f32(d * f32(Math.log(f32(nOrig / f32(rotations * f32(2 * f32(Math.PI))))))) / f32(2 * f32(Math.log(base))),
+  );
 }
 
 /**
@@ -79,7 +81,8 @@ export function ropeOptions(c: ModelConfig, freqFactors?: Tensor<'f32'>): RopeOp
     const base = Math.pow(c.ropeTheta, (-2 * i) / c.headDim);
     // The share of the original frequency YaRN keeps for pair i (0 for linear: all interpolated).
     const keep = s.type === 'yarn' ? 1 - Math.min(1, Math.max(0, (i - low) / Math.max(0.001, high - low))) : 0;
-    freqs.data[i] = (base * (interpolate * (1 - keep) + keep)) / (freqFactors ? freqFactors.data[freqFactors.offset + i] : 1);
+    freqs.data[i] =
+      (base * (interpolate * (1 - keep) + keep)) / (freqFactors ? freqFactors.data[freqFactors.offset + i] : 1);
   }
   return { freqs, scale, pairs };
 }

@@ -51,10 +51,7 @@ export class Sampler {
   /** (vocab) candidate ids for top-p, allocated once. */
   private readonly order: Int32Array;
 
-  constructor(
-    vocabSize: number,
-    options: SamplerOptions,
-  ) {
+  constructor(vocabSize: number, options: SamplerOptions) {
     this.temperature = Math.fround(options.temperature);
     this.topp = Math.fround(renamed('Sampler', 'topP', options.topP, 'topp', options.topp) ?? DEFAULT_TOP_P);
     this.rng = new XorShiftRng(options.seed);

@@ -16,7 +16,10 @@ export interface SessionCheckpoint {
   vSum: Float64Array[];
   h2o: ({ acc: Float32Array; evicted: Uint8Array } | null)[];
   counters: { decodeSteps: number; methodCost: number; denseCost: number; denseBytes: number };
-  stats: Pick<AttentionStats, 'kElements' | 'vElements' | 'auxElements' | 'ioElements' | 'kBytes' | 'vBytes' | 'auxBytes' | 'ioBytes' | 'calls'>;
+  stats: Pick<
+    AttentionStats,
+    'kElements' | 'vElements' | 'auxElements' | 'ioElements' | 'kBytes' | 'vBytes' | 'auxBytes' | 'ioBytes' | 'calls'
+  >;
 }
 
 /** The parts of a Session a checkpoint covers. */
@@ -38,7 +41,12 @@ export function saveCheckpoint(s: CheckpointTarget): SessionCheckpoint {
     nPast: s.caches.map((c) => c.nPast.slice()),
     vSum: s.caches.map((c) => c.vSum.slice()),
     h2o: s.h2o.map((h) => (h ? { acc: h.acc.slice(), evicted: h.evicted.slice() } : null)),
-    counters: { decodeSteps: s.decodeSteps, methodCost: s.methodCost, denseCost: s.denseCost, denseBytes: s.denseBytes },
+    counters: {
+      decodeSteps: s.decodeSteps,
+      methodCost: s.methodCost,
+      denseCost: s.denseCost,
+      denseBytes: s.denseBytes,
+    },
     stats: { kElements, vElements, auxElements, ioElements, kBytes, vBytes, auxBytes, ioBytes, calls },
   };
 }

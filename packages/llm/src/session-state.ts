@@ -31,15 +31,24 @@ interface StateHeader {
 /** Writes `session`'s state to `path`. */
 export function saveSessionState(session: TextSession, path: string): void {
   const f = session.forward;
-  if (f.h2o[0] !== null) throw new SparqError('saveSessionState: an h2o session keeps eviction state this file does not hold');
+  if (f.h2o[0] !== null)
+    throw new SparqError('saveSessionState: an h2o session keeps eviction state this file does not hold');
   const { tokens, pending, logits } = session.snapshot();
   const cache0 = f.caches[0];
   const c = f.model.config;
-  const header: StateHeader = { shape: shapeOf(session), nPast: cache0.nPast[0], nPad: cache0.nPad[0], tokens, pending };
+  const header: StateHeader = {
+    shape: shapeOf(session),
+    nPast: cache0.nPast[0],
+    nPad: cache0.nPad[0],
+    tokens,
+    pending,
+  };
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   const headerBytes = align8(8 + 4 + json.length);
   const n = header.nPast;
-  const out = Buffer.alloc(headerBytes + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize);
+  const out = Buffer.alloc(
+    headerBytes + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize,
+  );
   out.write(MAGIC, 0, 'latin1');
   out.writeUInt32LE(json.length, 8);
   json.copy(out, 12);
@@ -56,19 +65,29 @@ export function saveSessionState(session: TextSession, path: string): void {
 /** Replaces `session`'s state with the one saved in `path`; the session is unchanged if the file does not fit. */
 export function loadSessionState(session: TextSession, path: string): void {
   const f = session.forward;
-  if (f.h2o[0] !== null) throw new SparqError('loadSessionState: an h2o session keeps eviction state this file does not hold');
+  if (f.h2o[0] !== null)
+    throw new SparqError('loadSessionState: an h2o session keeps eviction state this file does not hold');
   const bytes = readFileSync(path);
-  if (bytes.length < 12 || bytes.toString('latin1', 0, 8) !== MAGIC) throw new SparqRangeError(`loadSessionState: ${path} is not a session state file (no ${MAGIC} magic)`);
+  if (bytes.length < 12 || bytes.toString('latin1', 0, 8) !== MAGIC)
+    throw new SparqRangeError(`loadSessionState: ${path} is not a session state file (no ${MAGIC} magic)`);
   const length = bytes.readUInt32LE(8);
   const header = JSON.parse(bytes.toString('utf8', 12, 12 + length)) as StateHeader;
   const want = shapeOf(session);
-  if (JSON.stringify(header.shape) !== JSON.stringify(want)) throw new SparqRangeError(`loadSessionState: ${path} holds a state of shape ${JSON.stringify(header.shape)}, this session has ${JSON.stringify(want)}`);
+  if (JSON.stringify(header.shape) !== JSON.stringify(want))
+    throw new SparqRangeError(
+      `loadSessionState: ${path} holds a state of shape ${JSON.stringify(header.shape)}, this session has ${JSON.stringify(want)}`,
+    );
   const capacity = f.caches[0].capacity;
-  if (header.nPast > capacity) throw new SparqRangeError(`loadSessionState: ${path} holds ${header.nPast} positions, this session's context is ${capacity}`);
+  if (header.nPast > capacity)
+    throw new SparqRangeError(
+      `loadSessionState: ${path} holds ${header.nPast} positions, this session's context is ${capacity}`,
+    );
   const c = f.model.config;
   const n = header.nPast;
-  const expected = align8(12 + length) + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize;
-  if (bytes.length !== expected) throw new SparqRangeError(`loadSessionState: ${path} is ${bytes.length} bytes, its header implies ${expected}`);
+  const expected =
+    align8(12 + length) + f.caches.reduce((sum, cache) => sum + stateBytes(cache, n), 0) + 4 * c.vocabSize;
+  if (bytes.length !== expected)
+    throw new SparqRangeError(`loadSessionState: ${path} is ${bytes.length} bytes, its header implies ${expected}`);
   let at = align8(12 + length);
   const take = (byteLength: number): Uint8Array => {
     const view = bytes.subarray(at, at + byteLength);
@@ -79,7 +98,8 @@ export function loadSessionState(session: TextSession, path: string): void {
   for (const cache of f.caches) {
     cache.reset(0, header.nPad);
     // Each run's bytes go into the cache's own memory, whatever its element type.
-    for (const run of stateRuns(cache, n)) new Uint8Array(run.buffer, run.byteOffset, run.byteLength).set(take(run.byteLength));
+    for (const run of stateRuns(cache, n))
+      new Uint8Array(run.buffer, run.byteOffset, run.byteLength).set(take(run.byteLength));
     cache.nPast[0] = n;
   }
   f.pos = n;
@@ -89,7 +109,14 @@ export function loadSessionState(session: TextSession, path: string): void {
 function shapeOf(session: TextSession): StateHeader['shape'] {
   const c = session.forward.model.config;
   const cache = session.forward.caches[0];
-  return { nLayers: c.nLayers, nKvHeads: c.nKvHeads, headDim: c.headDim, vocabSize: c.vocabSize, dtype: cache.dtype, kt: cache.kTDType };
+  return {
+    nLayers: c.nLayers,
+    nKvHeads: c.nKvHeads,
+    headDim: c.headDim,
+    vocabSize: c.vocabSize,
+    dtype: cache.dtype,
+    kt: cache.kTDType,
+  };
 }
 
 /**
@@ -109,7 +136,8 @@ function stateRuns(cache: KVCache, n: number): ArrayBufferView[] {
     for (let i = 0; cache.kT && i < d; i++) {
       const column = cache.columnOffset(0, h, i);
       runs.push(cache.kT.subarray(column, column + columnUnits));
-      if (cache.kTScale) runs.push(cache.kTScale.subarray(cache.scaleOffset(0, h, i), cache.scaleOffset(0, h, i) + blocks));
+      if (cache.kTScale)
+        runs.push(cache.kTScale.subarray(cache.scaleOffset(0, h, i), cache.scaleOffset(0, h, i) + blocks));
     }
   }
   return runs;

@@ -62,7 +62,7 @@ export class SentencePieceEncoder {
     // Symbols: (count) start and length (UTF-16 units) in s.
     const start: number[] = [];
     const len: number[] = [];
-    for (let i = 0; i < s.length; ) {
+    for (let i = 0; i < s.length;) {
       const n = s.codePointAt(i)! > 0xffff ? 2 : 1;
       start.push(i);
       len.push(n);

@@ -3,7 +3,15 @@
  * finds a NaN or infinity in any weight or quantization scale at load, and
  * `namingTensor` puts the tensor's name on an error a conversion throws.
  */
-import { BLOCK_LAYOUT, NonFiniteError, SparqRangeError, Tensor, isBlockDType, type BlockDType, type Engine } from '@sparq/core';
+import {
+  BLOCK_LAYOUT,
+  NonFiniteError,
+  SparqRangeError,
+  Tensor,
+  isBlockDType,
+  type BlockDType,
+  type Engine,
+} from '@sparq/core';
 import { toF32 } from './gguf-llama.ts';
 import type { LoadedModel } from './llama2c.ts';
 
@@ -29,8 +37,12 @@ export function checkTensors(engine: Engine, loaded: LoadedModel): void {
       if (i >= 0) {
         const row = r0 + Math.floor(i / cols);
         const col = i % cols;
-        const where = isBlockDType(t.dtype) ? ` (in the block of columns ${col - (col % BLOCK_LAYOUT[t.dtype].elements)}.., its scale or values)` : '';
-        throw new NonFiniteError(`tensor "${name}" (${t.dtype}, shape [${t.shape.join(', ')}]): element [${row}, ${col}] is ${values.data[values.offset + i]}${where}, expected finite weights`);
+        const where = isBlockDType(t.dtype)
+          ? ` (in the block of columns ${col - (col % BLOCK_LAYOUT[t.dtype].elements)}.., its scale or values)`
+          : '';
+        throw new NonFiniteError(
+          `tensor "${name}" (${t.dtype}, shape [${t.shape.join(', ')}]): element [${row}, ${col}] is ${values.data[values.offset + i]}${where}, expected finite weights`,
+        );
       }
     }
   }

@@ -50,7 +50,10 @@ export function extraLayerName(layer: number, tensor: ExtraLayerTensor): string 
 
 /** The extra per-layer tensors a model of config `c` has. */
 export function extraLayerTensors(c: ModelConfig): ExtraLayerTensor[] {
-  return [...(c.attnBias ? (['bq', 'bk', 'bv'] as const) : []), ...(FAMILIES[c.arch].qkNorm ? (['qNorm', 'kNorm'] as const) : [])];
+  return [
+    ...(c.attnBias ? (['bq', 'bk', 'bv'] as const) : []),
+    ...(FAMILIES[c.arch].qkNorm ? (['qNorm', 'kNorm'] as const) : []),
+  ];
 }
 
 function extraLayerShape(c: ModelConfig, tensor: ExtraLayerTensor): number[] {
@@ -96,7 +99,8 @@ export function expectedTensors(c: ModelConfig): { name: string; shape: number[]
   const list = [{ name: TOKEN_EMBD, shape: [c.vocabSize, c.dim] }];
   if (c.ropeFreqs) list.push({ name: ROPE_FREQS, shape: [c.headDim / 2] });
   for (let l = 0; l < c.nLayers; l++) {
-    for (const t of Object.keys(LAYER_TENSORS) as LayerTensor[]) list.push({ name: layerName(l, t), shape: layerShape(c, t) });
+    for (const t of Object.keys(LAYER_TENSORS) as LayerTensor[])
+      list.push({ name: layerName(l, t), shape: layerShape(c, t) });
     for (const t of extraLayerTensors(c)) list.push({ name: extraLayerName(l, t), shape: extraLayerShape(c, t) });
   }
   list.push({ name: OUTPUT_NORM, shape: [c.dim] });

@@ -24,10 +24,28 @@
  *     they were before generate() ran. Only an abort keeps partial work.
  * The first generate() on an empty session starts with BOS.
  */
-import { SparqError, SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqError,
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVDType,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import { Session, prefillProgress, type PrefillProgress } from './forward.ts';
-import { CHECKS, DEFAULT_PREFILL_CHUNK, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, checkCacheChoices, checkKeys, checkNumber, checkSeed, renamed } from './options.ts';
+import {
+  CHECKS,
+  DEFAULT_PREFILL_CHUNK,
+  DEFAULT_TEMPERATURE,
+  DEFAULT_TOP_P,
+  checkCacheChoices,
+  checkKeys,
+  checkNumber,
+  checkSeed,
+  renamed,
+} from './options.ts';
 import { stops, type StopRule } from './generation-limits.ts';
 import { Sampler } from './sampler.ts';
 import { StopFilter } from './stop-filter.ts';
@@ -168,11 +186,33 @@ export class TextSession {
   private readonly totals: Tally = { promptTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0 };
 
   constructor(engine: Engine, model: Model, tokenizer: Tokenizer, options: TextSessionOptions) {
-    checkKeys('TextSession', options, ['contextSize', 'attention', 'kv', 'kvDType', 'kt', 'kvLayout', 'productPath', 'prefillChunk', 'stop']);
-    const chunk = checkNumber('TextSession: prefillChunk', options.prefillChunk ?? DEFAULT_PREFILL_CHUNK, CHECKS.prefillChunk);
+    checkKeys('TextSession', options, [
+      'contextSize',
+      'attention',
+      'kv',
+      'kvDType',
+      'kt',
+      'kvLayout',
+      'productPath',
+      'prefillChunk',
+      'stop',
+    ]);
+    const chunk = checkNumber(
+      'TextSession: prefillChunk',
+      options.prefillChunk ?? DEFAULT_PREFILL_CHUNK,
+      CHECKS.prefillChunk,
+    );
     const kv = renamed('TextSession', 'kv', options.kv, 'kvDType', options.kvDType);
     checkCacheChoices('TextSession', { ...options, kv });
-    this.forward = new Session(engine, model, { contextSize: options.contextSize, prefillChunk: chunk, attention: options.attention, kv, kt: options.kt, kvLayout: options.kvLayout, productPath: options.productPath });
+    this.forward = new Session(engine, model, {
+      contextSize: options.contextSize,
+      prefillChunk: chunk,
+      attention: options.attention,
+      kv,
+      kt: options.kt,
+      kvLayout: options.kvLayout,
+      productPath: options.productPath,
+    });
     this.tokenizer = tokenizer;
     this.contextSize = options.contextSize;
     this.stopRule = options.stop ?? 'bos';
@@ -249,7 +289,10 @@ export class TextSession {
 
   /** @internal Marks `g` as the running generation. */
   claim(g: Generation): void {
-    if (this.running && this.running !== g) throw new SparqError('TextSession.generate: another generation is running on this session; finish or abort it first');
+    if (this.running && this.running !== g)
+      throw new SparqError(
+        'TextSession.generate: another generation is running on this session; finish or abort it first',
+      );
     this.running = g;
   }
 
@@ -261,7 +304,14 @@ export class TextSession {
   /** @internal The session's counters, to report one call's share. */
   counters(): Counters {
     const f = this.forward;
-    return { steps: f.decodeSteps, read: f.stats.total, method: f.methodCost, dense: f.denseCost, readBytes: f.stats.totalBytes, denseBytes: f.denseBytes };
+    return {
+      steps: f.decodeSteps,
+      read: f.stats.total,
+      method: f.methodCost,
+      dense: f.denseCost,
+      readBytes: f.stats.totalBytes,
+      denseBytes: f.denseBytes,
+    };
   }
 
   /**
@@ -269,8 +319,18 @@ export class TextSession {
    * step at most one forward pass. Returns why it ended. If a step throws,
    * the session is put back as it was before the call.
    */
-  *steps(prompt: string | readonly number[], maxTokens: number, sampler: Sampler, tally: Tally): Generator<Step, FinishReason, void> {
-    const before = { forward: this.forward.checkpoint(), cached: this.cached.length, pending: this.pending, logits: this.logits.slice() };
+  *steps(
+    prompt: string | readonly number[],
+    maxTokens: number,
+    sampler: Sampler,
+    tally: Tally,
+  ): Generator<Step, FinishReason, void> {
+    const before = {
+      forward: this.forward.checkpoint(),
+      cached: this.cached.length,
+      pending: this.pending,
+      logits: this.logits.slice(),
+    };
     try {
       return yield* this.unguardedSteps(prompt, maxTokens, sampler, tally);
     } catch (error) {
@@ -283,20 +343,33 @@ export class TextSession {
   }
 
   /** steps() without the rollback. */
-  private *unguardedSteps(prompt: string | readonly number[], maxTokens: number, sampler: Sampler, tally: Tally): Generator<Step, FinishReason, void> {
+  private *unguardedSteps(
+    prompt: string | readonly number[],
+    maxTokens: number,
+    sampler: Sampler,
+    tally: Tally,
+  ): Generator<Step, FinishReason, void> {
     const fresh = this.cached.length === 0 && this.pending === null;
-    const promptTokens = typeof prompt === 'string' ? this.tokenizer.encode(prompt, { addSpecial: fresh, parseSpecial: true }) : [...prompt];
+    const promptTokens =
+      typeof prompt === 'string'
+        ? this.tokenizer.encode(prompt, { addSpecial: fresh, parseSpecial: true })
+        : [...prompt];
     const input = this.pending === null ? promptTokens : [this.pending, ...promptTokens];
-    if (input.length === 0 && this.cached.length === 0) throw new SparqRangeError('TextSession.generate: nothing to generate from; the session is empty and the prompt has no tokens');
+    if (input.length === 0 && this.cached.length === 0)
+      throw new SparqRangeError(
+        'TextSession.generate: nothing to generate from; the session is empty and the prompt has no tokens',
+      );
     if (this.position + input.length > this.contextSize) {
-      throw new SparqRangeError(`TextSession.generate: ${input.length} prompt tokens at position ${this.position} need ${this.position + input.length} positions, the context holds ${this.contextSize} (createSession({ contextSize }) or session.reset())`);
+      throw new SparqRangeError(
+        `TextSession.generate: ${input.length} prompt tokens at position ${this.position} need ${this.position + input.length} positions, the context holds ${this.contextSize} (createSession({ contextSize }) or session.reset())`,
+      );
     }
     tally.promptTokens = input.length;
     if (input.length === 1 && this.pending !== null) {
       // Only the token the last call sampled: forwarded as that call would have, with decode attention.
       this.advance(input, true, tally);
     } else {
-      for (let done = 0; done < input.length; ) {
+      for (let done = 0; done < input.length;) {
         const chunk = input.slice(done, done + this.forward.state.maxRows);
         this.advance(chunk, false, tally);
         done += chunk.length;
@@ -374,7 +447,10 @@ function nextTurn(): Promise<void> {
   if (immediate) return new Promise((resolve) => immediate(resolve));
   return new Promise((resolve) => {
     // Typed by shape: Node's and the DOM's MessageChannel types differ, and only the browser's is used here.
-    const channel = new MessageChannel() as unknown as { port1: { onmessage: (() => void) | null; close(): void }; port2: { postMessage(message: null): void } };
+    const channel = new MessageChannel() as unknown as {
+      port1: { onmessage: (() => void) | null; close(): void };
+      port2: { postMessage(message: null): void };
+    };
     channel.port1.onmessage = () => {
       channel.port1.close();
       resolve();
@@ -391,7 +467,11 @@ function zero(): Counters {
   return { steps: 0, read: 0, method: 0, dense: 0, readBytes: 0, denseBytes: 0 };
 }
 
-function attentionReport(method: AttentionConfig['method'], from: Counters, to: Counters): AttentionReport & { decodeSteps: number } {
+function attentionReport(
+  method: AttentionConfig['method'],
+  from: Counters,
+  to: Counters,
+): AttentionReport & { decodeSteps: number } {
   const steps = to.steps - from.steps;
   const read = to.read - from.read;
   const dense = to.dense - from.dense;
@@ -403,7 +483,8 @@ function attentionReport(method: AttentionConfig['method'], from: Counters, to: 
     compressionRatio: dense ? (to.method - from.method) / dense : 1,
     countedRatio: dense ? read / dense : 0,
     bytesRead: to.readBytes - from.readBytes,
-    countedBytesRatio: to.denseBytes > from.denseBytes ? (to.readBytes - from.readBytes) / (to.denseBytes - from.denseBytes) : 0,
+    countedBytesRatio:
+      to.denseBytes > from.denseBytes ? (to.readBytes - from.readBytes) / (to.denseBytes - from.denseBytes) : 0,
   };
 }
 
@@ -428,7 +509,11 @@ export class Generation implements AsyncIterable<string> {
   constructor(session: TextSession, prompt: string | readonly number[], options: CheckedOptions) {
     this.session = session;
     this.options = options;
-    const sampler = new Sampler(session.tokenizer.vocabSize, { temperature: options.temperature, topP: options.topP, seed: options.seed });
+    const sampler = new Sampler(session.tokenizer.vocabSize, {
+      temperature: options.temperature,
+      topP: options.topP,
+      seed: options.seed,
+    });
     this.run = session.steps(prompt, options.maxTokens, sampler, this.tally);
     this.stopFilter = new StopFilter(options.stop);
   }
@@ -483,7 +568,8 @@ export class Generation implements AsyncIterable<string> {
   /** Runs to the end (unless it was iterated already) and returns the result; its `text` is all the text. */
   async collect(): Promise<GenerationResult> {
     if (!this.iterated) for await (const piece of this) void piece;
-    if (!this.result) throw new SparqError('Generation.collect: the generation is still being iterated, or a step threw');
+    if (!this.result)
+      throw new SparqError('Generation.collect: the generation is still being iterated, or a step threw');
     return this.result;
   }
 
@@ -512,7 +598,11 @@ export class Generation implements AsyncIterable<string> {
 
   private summary(reason: FinishReason): GenerationResult {
     const t = this.tally;
-    const attention = attentionReport(this.session.attention.method, this.before ?? this.session.counters(), this.session.counters());
+    const attention = attentionReport(
+      this.session.attention.method,
+      this.before ?? this.session.counters(),
+      this.session.counters(),
+    );
     const { decodeSteps, ...report } = attention;
     return {
       text: this.text,

@@ -23,7 +23,8 @@ export function readLlama2cTokenizer(bytes: Uint8Array, file: string, vocabSize?
     scores.push(r.f32(`token ${id} score`));
     const lenAt = r.pos;
     const len = r.i32(`token ${id} length`);
-    if (len < 0 || len > r.remaining) throw r.error(`token ${id} length`, `${len}, expected 0..${r.remaining} (bytes left in the file)`, lenAt);
+    if (len < 0 || len > r.remaining)
+      throw r.error(`token ${id} length`, `${len}, expected 0..${r.remaining} (bytes left in the file)`, lenAt);
     const bytesAt = r.pos;
     const raw = r.raw(`token ${id} bytes`, len);
     const nul = raw.indexOf(0);
@@ -31,6 +32,10 @@ export function readLlama2cTokenizer(bytes: Uint8Array, file: string, vocabSize?
     if (text === null) throw r.error(`token ${id} bytes`, 'not valid UTF-8', bytesAt);
     pieces.push(text);
   }
-  if (r.remaining > 0) throw r.error('end of tokens', `${r.remaining} bytes left after ${vocabSize} tokens: the file holds more tokens than the model's vocab`);
+  if (r.remaining > 0)
+    throw r.error(
+      'end of tokens',
+      `${r.remaining} bytes left after ${vocabSize} tokens: the file holds more tokens than the model's vocab`,
+    );
   return new Tokenizer(sentencePieceVocab(pieces, Float32Array.from(scores)));
 }

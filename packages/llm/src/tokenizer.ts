@@ -41,13 +41,54 @@ export interface EncodeOptions {
  * even where the file calls it normal (e.g. "</s>" in Qwen's vocab).
  */
 const EOG_TEXTS = new Set([
-  '<|eot_id|>', '<|im_end|>', '<|end|>', '<|return|>', '<|call|>', '<|flush|>', '<|calls|>', '<end_of_turn>', '<|endoftext|>', '</s>',
-  '<|eom_id|>', '<EOT>', '_<EOT>', '[EOT]', '[EOS]', '<|end_of_text|>', '<end_of_utterance>', '<eos>', '<turn|>', '<|tool_response>',
-  '<｜end▁of▁sentence｜>', '[e~[',
-  '<|fim_pad|>', '<fim-pad>', '<fim_pad>', '<PAD>', '[PAD]', '<|fim_repo|>', '<|repo_name|>', '<fim-repo>', '<REPO>', '<reponame>', '<|file_sep|>',
+  '<|eot_id|>',
+  '<|im_end|>',
+  '<|end|>',
+  '<|return|>',
+  '<|call|>',
+  '<|flush|>',
+  '<|calls|>',
+  '<end_of_turn>',
+  '<|endoftext|>',
+  '</s>',
+  '<|eom_id|>',
+  '<EOT>',
+  '_<EOT>',
+  '[EOT]',
+  '[EOS]',
+  '<|end_of_text|>',
+  '<end_of_utterance>',
+  '<eos>',
+  '<turn|>',
+  '<|tool_response>',
+  '<｜end▁of▁sentence｜>',
+  '[e~[',
+  '<|fim_pad|>',
+  '<fim-pad>',
+  '<fim_pad>',
+  '<PAD>',
+  '[PAD]',
+  '<|fim_repo|>',
+  '<|repo_name|>',
+  '<fim-repo>',
+  '<REPO>',
+  '<reponame>',
+  '<|file_sep|>',
 ]);
 /** Texts llama.cpp takes as the end-of-turn token when the file names none. */
-const EOT_TEXTS = ['<|eot_id|>', '<|im_end|>', '<|end|>', '<end_of_turn>', '<|endoftext|>', '<|end_of_text|>', '<EOT>', '_<EOT>', '[EOT]', '<｜end▁of▁sentence｜>', '<end_of_utterance>'];
+const EOT_TEXTS = [
+  '<|eot_id|>',
+  '<|im_end|>',
+  '<|end|>',
+  '<end_of_turn>',
+  '<|endoftext|>',
+  '<|end_of_text|>',
+  '<EOT>',
+  '_<EOT>',
+  '[EOT]',
+  '<｜end▁of▁sentence｜>',
+  '<end_of_utterance>',
+];
 
 const EMPTY = new Uint8Array(0);
 /** With the u flag, a surrogate pair is one code point, so this matches only unpaired halves. */
@@ -97,7 +138,8 @@ export class Tokenizer {
     this.scores = vocab.scores;
     this.pieces = vocab.tokens.map((text, id) => piece(vocab, text, vocab.types[id]));
     this.specials = new SpecialTokens(vocab.tokens, this.types);
-    this.encoder = vocab.model === 'llama' ? new SentencePieceEncoder(vocab, this.ids) : new BytePairEncoder(vocab, this.ids);
+    this.encoder =
+      vocab.model === 'llama' ? new SentencePieceEncoder(vocab, this.ids) : new BytePairEncoder(vocab, this.ids);
   }
 
   get vocabSize(): number {
@@ -167,7 +209,10 @@ export class Tokenizer {
   }
 
   private required(what: string, id: number): number {
-    if (id < 0) throw new Error(`tokenizer: the vocab asks for ${what} (add_${what.toLowerCase()}_token) but has no ${what} token`);
+    if (id < 0)
+      throw new Error(
+        `tokenizer: the vocab asks for ${what} (add_${what.toLowerCase()}_token) but has no ${what} token`,
+      );
     return id;
   }
 }

@@ -44,7 +44,9 @@ export interface Vocab {
 }
 
 /** llama.cpp's defaults for what a GGUF file leaves out. */
-export function vocabDefaults(model: Vocab['model']): Omit<Vocab, 'model' | 'pre' | 'tokens' | 'types' | 'scores' | 'merges'> {
+export function vocabDefaults(
+  model: Vocab['model'],
+): Omit<Vocab, 'model' | 'pre' | 'tokens' | 'types' | 'scores' | 'merges'> {
   return model === 'llama'
     ? { bos: 1, eos: 2, eot: -1, eom: -1, unk: 0, pad: -1, addBos: true, addEos: false, addSpacePrefix: true }
     : { bos: -1, eos: -1, eot: -1, eom: -1, unk: -1, pad: -1, addBos: false, addEos: false, addSpacePrefix: false };
@@ -64,7 +66,13 @@ export function sentencePieceVocab(pieces: readonly string[], scores: Float32Arr
   const defaults = vocabDefaults('llama');
   const tokens = pieces.map((p) => p.replaceAll(' ', '\u2581'));
   const types = Int32Array.from(tokens, (s, id) =>
-    id === defaults.unk ? TOKEN_TYPE.unknown : id === defaults.bos || id === defaults.eos ? TOKEN_TYPE.control : /^<0x[0-9A-F]{2}>$/.test(s) ? TOKEN_TYPE.byte : TOKEN_TYPE.normal,
+    id === defaults.unk
+      ? TOKEN_TYPE.unknown
+      : id === defaults.bos || id === defaults.eos
+        ? TOKEN_TYPE.control
+        : /^<0x[0-9A-F]{2}>$/.test(s)
+          ? TOKEN_TYPE.byte
+          : TOKEN_TYPE.normal,
   );
   return { model: 'llama', pre: '', tokens, types, scores, merges: [], ...defaults };
 }

@@ -18,7 +18,18 @@ import type { LoadedModel } from './llama2c.ts';
 import { matrixType, type Matrix } from './linear.ts';
 import { ropeOptions } from './rope-scaling.ts';
 import { namingTensor } from './tensor-check.ts';
-import { LAYER_TENSORS, OUTPUT, OUTPUT_NORM, ROPE_FREQS, TOKEN_EMBD, extraLayerName, extraLayerTensors, layerName, type ExtraLayerTensor, type LayerTensor } from './tensor-names.ts';
+import {
+  LAYER_TENSORS,
+  OUTPUT,
+  OUTPUT_NORM,
+  ROPE_FREQS,
+  TOKEN_EMBD,
+  extraLayerName,
+  extraLayerTensors,
+  layerName,
+  type ExtraLayerTensor,
+  type LayerTensor,
+} from './tensor-names.ts';
 
 /** How the runtime stores weights: as f32, as ggml q4_0 blocks, or as group-wise INT4. */
 export type WeightType = 'f32' | 'q4_0' | 'int4';

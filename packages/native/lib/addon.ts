@@ -7,7 +7,14 @@
  * script's reason from build/UNAVAILABLE.txt) and how to build, so
  * `sparq backends` and the test report say why native is not in use.
  */
-import { BLOCK_LAYOUT, BackendUnavailableError, byteSize, isBlockDType, setMemoryAdvisor, type DType } from '@sparq/core';
+import {
+  BLOCK_LAYOUT,
+  BackendUnavailableError,
+  byteSize,
+  isBlockDType,
+  setMemoryAdvisor,
+  type DType,
+} from '@sparq/core';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -63,7 +70,9 @@ export function blockLayoutMismatch(reported: Record<string, BlockShape>): strin
     const got = reported[name];
     if (!got) problems.push(`${name} is missing (core: code ${code}, ${elements} elements in ${expected.bytes} bytes)`);
     else if (got.code !== code || got.elements !== elements || got.bytes !== expected.bytes) {
-      problems.push(`${name} is code ${got.code}, ${got.elements} elements in ${got.bytes} bytes (core: code ${code}, ${elements} in ${expected.bytes})`);
+      problems.push(
+        `${name} is code ${got.code}, ${got.elements} elements in ${got.bytes} bytes (core: code ${code}, ${elements} in ${expected.bytes})`,
+      );
     }
   }
   for (const name of Object.keys(reported)) if (!(name in DTYPE_CODE)) problems.push(`${name} is unknown to core`);
@@ -102,17 +111,28 @@ export function loadAddon(dir: string = buildDir): NativeAddon {
   const reasonFile = join(dir, 'UNAVAILABLE.txt');
   const notBuilt = `native addon not built${existsSync(reasonFile) ? `: ${readFileSync(reasonFile, 'utf8').trim().split('\n')[0]}` : ' on this machine'}`;
   if (!path) {
-    throw new BackendUnavailableError(`${notBuilt}; no prebuilt binary for ${platformName()} (the package has: ${shippedPrebuilts(dir)}); to build it: ${BUILD_COMMAND}`);
+    throw new BackendUnavailableError(
+      `${notBuilt}; no prebuilt binary for ${platformName()} (the package has: ${shippedPrebuilts(dir)}); to build it: ${BUILD_COMMAND}`,
+    );
   }
   let addon: NativeAddon;
   try {
     addon = createRequire(import.meta.url)(path) as NativeAddon;
   } catch (error) {
     const why = path === built ? '' : `${notBuilt}; `;
-    throw new BackendUnavailableError(`${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`, { cause: error });
+    throw new BackendUnavailableError(
+      `${why}native addon failed to load from ${path}; to build it for this machine: ${BUILD_COMMAND}`,
+      { cause: error },
+    );
   }
-  const mismatch = typeof addon.blockLayouts === 'function' ? blockLayoutMismatch(addon.blockLayouts()) : 'it reports no block layouts (built from older sources)';
-  if (mismatch) throw new BackendUnavailableError(`native addon at ${path}: ${mismatch}; rebuild it from this package's sources: ${BUILD_COMMAND}`);
+  const mismatch =
+    typeof addon.blockLayouts === 'function'
+      ? blockLayoutMismatch(addon.blockLayouts())
+      : 'it reports no block layouts (built from older sources)';
+  if (mismatch)
+    throw new BackendUnavailableError(
+      `native addon at ${path}: ${mismatch}; rebuild it from this package's sources: ${BUILD_COMMAND}`,
+    );
   // From now on the engine's large buffers (KV caches, weights) get huge pages where Linux grants them (core's memory.ts).
   // It also tells core where the buffer's first cache line starts (allocAligned).
   setMemoryAdvisor((buffer) => {

@@ -6,19 +6,79 @@
  * caller's AttentionStats (the same counts the reference reports).
  * Threads: SPARQ_THREADS, else every core; see `nativeAttention.setThreads`.
  */
-import type { AttentionOptions, AttentionStats, BackendOps, BudgetParams, H2OState, KVCache, SparqOptions, SparqParams, Tensor } from '@sparq/core';
+import type {
+  AttentionOptions,
+  AttentionStats,
+  BackendOps,
+  BudgetParams,
+  H2OState,
+  KVCache,
+  SparqOptions,
+  SparqParams,
+  Tensor,
+} from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
 
 /** The addon functions of bind_attention.cc (argument order as there). */
 export interface AttentionAddon {
   attnKvAppend(cache: KVCache, seq: number, k: Float32Array, v: Float32Array, nTokens: number): void;
   attnDecode(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, stats?: Float64Array | null): void;
-  attnPrefill(cache: KVCache, seq: number, q: Float32Array, out: Float32Array, nTokens: number, nHeads: number, stats?: Float64Array | null): void;
-  attnSparq(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, r: number, k: number, l: number, reallocate: boolean, stats?: Float64Array | null, trace?: object | null): void;
-  attnTopk(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, stats?: Float64Array | null): void;
-  attnLmInfinite(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, stats?: Float64Array | null): void;
-  attnH2O(cache: KVCache, q: Float32Array, out: Float32Array, nHeads: number, k: number, acc: Float32Array, evicted: Uint8Array, stats?: Float64Array | null): void;
-  attnH2OSeed(cache: KVCache, seq: number, q: Float32Array, q2: Float32Array, nTokens: number, nHeads: number, acc: Float32Array): void;
+  attnPrefill(
+    cache: KVCache,
+    seq: number,
+    q: Float32Array,
+    out: Float32Array,
+    nTokens: number,
+    nHeads: number,
+    stats?: Float64Array | null,
+  ): void;
+  attnSparq(
+    cache: KVCache,
+    q: Float32Array,
+    out: Float32Array,
+    nHeads: number,
+    r: number,
+    k: number,
+    l: number,
+    reallocate: boolean,
+    stats?: Float64Array | null,
+    trace?: object | null,
+  ): void;
+  attnTopk(
+    cache: KVCache,
+    q: Float32Array,
+    out: Float32Array,
+    nHeads: number,
+    k: number,
+    stats?: Float64Array | null,
+  ): void;
+  attnLmInfinite(
+    cache: KVCache,
+    q: Float32Array,
+    out: Float32Array,
+    nHeads: number,
+    k: number,
+    stats?: Float64Array | null,
+  ): void;
+  attnH2O(
+    cache: KVCache,
+    q: Float32Array,
+    out: Float32Array,
+    nHeads: number,
+    k: number,
+    acc: Float32Array,
+    evicted: Uint8Array,
+    stats?: Float64Array | null,
+  ): void;
+  attnH2OSeed(
+    cache: KVCache,
+    seq: number,
+    q: Float32Array,
+    q2: Float32Array,
+    nTokens: number,
+    nHeads: number,
+    acc: Float32Array,
+  ): void;
   attnThreads(): number;
   attnSetThreads(n: number): number;
   attnKernel(): string;
@@ -60,24 +120,68 @@ export function attentionOps(addon: NativeAddon): Partial<BackendOps> {
     attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
       counted(options?.stats, (s) => a.attnDecode(cache, view(q), view(out), q.shape[1], s));
     },
-    attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+    attentionPrefill(
+      out: Tensor<'f32'>,
+      q: Tensor<'f32'>,
+      cache: KVCache,
+      seq: number,
+      options?: AttentionOptions,
+    ): void {
       counted(options?.stats, (s) => a.attnPrefill(cache, seq, view(q), view(out), q.shape[0], q.shape[1], s));
     },
-    sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+    sparqDecode(
+      out: Tensor<'f32'>,
+      q: Tensor<'f32'>,
+      cache: KVCache,
+      params: SparqParams,
+      options?: SparqOptions,
+    ): void {
       counted(options?.stats, (s) =>
-        a.attnSparq(cache, view(q), view(out), q.shape[1], params.r, params.k, params.l ?? 0, params.reallocate ?? true, s, options?.trace ?? null),
+        a.attnSparq(
+          cache,
+          view(q),
+          view(out),
+          q.shape[1],
+          params.r,
+          params.k,
+          params.l ?? 0,
+          params.reallocate ?? true,
+          s,
+          options?.trace ?? null,
+        ),
       );
     },
-    topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+    topkDecode(
+      out: Tensor<'f32'>,
+      q: Tensor<'f32'>,
+      cache: KVCache,
+      params: BudgetParams,
+      options?: AttentionOptions,
+    ): void {
       counted(options?.stats, (s) => a.attnTopk(cache, view(q), view(out), q.shape[1], params.k, s));
     },
-    h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
-      counted(options?.stats, (s) => a.attnH2O(cache, view(q), view(out), q.shape[1], params.k, state.acc, state.evicted, s));
+    h2oDecode(
+      out: Tensor<'f32'>,
+      q: Tensor<'f32'>,
+      cache: KVCache,
+      state: H2OState,
+      params: BudgetParams,
+      options?: AttentionOptions,
+    ): void {
+      counted(options?.stats, (s) =>
+        a.attnH2O(cache, view(q), view(out), q.shape[1], params.k, state.acc, state.evicted, s),
+      );
     },
     h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
       a.attnH2OSeed(cache, seq, view(q), view(q), q.shape[0], q.shape[1], state.acc);
     },
-    lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+    lmInfiniteDecode(
+      out: Tensor<'f32'>,
+      q: Tensor<'f32'>,
+      cache: KVCache,
+      params: BudgetParams,
+      options?: AttentionOptions,
+    ): void {
       counted(options?.stats, (s) => a.attnLmInfinite(cache, view(q), view(out), q.shape[1], params.k, s));
     },
   };

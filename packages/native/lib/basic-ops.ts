@@ -11,12 +11,38 @@ import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
 export const DTYPE_CODE: Readonly<Record<string, number>> = {
-  f32: 0, f16: 1, bf16: 2, q4_0: 3, q4_1: 4, q8_0: 5, q5_0: 6, q5_1: 7,
-  q2_k: 8, q3_k: 9, q4_k: 10, q5_k: 11, q6_k: 12, iq4_nl: 13, iq4_xs: 14,
+  f32: 0,
+  f16: 1,
+  bf16: 2,
+  q4_0: 3,
+  q4_1: 4,
+  q8_0: 5,
+  q5_0: 6,
+  q5_1: 7,
+  q2_k: 8,
+  q3_k: 9,
+  q4_k: 10,
+  q5_k: 11,
+  q6_k: 12,
+  iq4_nl: 13,
+  iq4_xs: 14,
 };
 
 /** The block dtypes the addon dequantizes and multiplies by: every one core knows. */
-export const NATIVE_BLOCK_DTYPES: readonly BlockDType[] = ['q4_0', 'q4_1', 'q5_0', 'q5_1', 'q8_0', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k', 'iq4_nl', 'iq4_xs'];
+export const NATIVE_BLOCK_DTYPES: readonly BlockDType[] = [
+  'q4_0',
+  'q4_1',
+  'q5_0',
+  'q5_1',
+  'q8_0',
+  'q2_k',
+  'q3_k',
+  'q4_k',
+  'q5_k',
+  'q6_k',
+  'iq4_nl',
+  'iq4_xs',
+];
 /** The ones it also quantizes (the K-quants' and iq4's scale searches live in the reference only). */
 export const NATIVE_QUANTIZE_DTYPES: readonly BlockDType[] = ['q4_0', 'q4_1', 'q8_0'];
 
@@ -68,7 +94,19 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
   const a = basicAddon(addon);
   const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     const [rows, cols] = w.shape;
-    a.matmul(DTYPE_CODE[w.dtype], out.data, out.offset, w.data, w.offset, x.data, x.offset, n, rows, cols, path === 'int8');
+    a.matmul(
+      DTYPE_CODE[w.dtype],
+      out.data,
+      out.offset,
+      w.data,
+      w.offset,
+      x.data,
+      x.offset,
+      n,
+      rows,
+      cols,
+      path === 'int8',
+    );
   };
   const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
@@ -97,7 +135,20 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
     rope: (x, positions, theta, options = {}) => {
       const [n, nHeads, headDim] = x.shape;
       const { freqs, scale = 1, pairs = 'adjacent' } = options;
-      a.rope(x.data, x.offset, positions.data, positions.offset, n, nHeads, headDim, theta, freqs?.data ?? null, freqs?.offset ?? 0, scale, pairs === 'halves');
+      a.rope(
+        x.data,
+        x.offset,
+        positions.data,
+        positions.offset,
+        n,
+        nHeads,
+        headDim,
+        theta,
+        freqs?.data ?? null,
+        freqs?.offset ?? 0,
+        scale,
+        pairs === 'halves',
+      );
     },
     swiglu: (out, gate, up) => {
       a.swiglu(out.data, out.offset, gate.data, gate.offset, up.data, up.offset, gate.size);

@@ -40,8 +40,13 @@ function checkDecimal(env: Record<string, string | undefined>, name: string, lo:
  * among `supported` (the addon's kernelPaths().supported, narrowest first):
  * the addon would otherwise run a narrower path without a word.
  */
-export function checkKernelRequest(supported: readonly string[], env: Record<string, string | undefined> = process.env): void {
+export function checkKernelRequest(
+  supported: readonly string[],
+  env: Record<string, string | undefined> = process.env,
+): void {
   const kernel = env.SPARQ_NATIVE_KERNEL;
   if (kernel === undefined || supported.includes(kernel)) return;
-  throw new SparqRangeError(`SPARQ_NATIVE_KERNEL=${kernel}: this CPU does not run the ${kernel} path, expected one of ${supported.join(', ')}`);
+  throw new SparqRangeError(
+    `SPARQ_NATIVE_KERNEL=${kernel}: this CPU does not run the ${kernel} path, expected one of ${supported.join(', ')}`,
+  );
 }

@@ -38,13 +38,20 @@ if (!['x64', 'arm64'].includes(arch)) {
 }
 const cross = arch !== process.arch;
 const CROSS_CXX = { arm64: 'aarch64-linux-gnu-g++', x64: 'x86_64-linux-gnu-g++' };
-const SANITIZE_FLAGS = ['-fsanitize=address,undefined,float-cast-overflow', '-fno-sanitize-recover=all', '-fno-omit-frame-pointer', '-g'];
+const SANITIZE_FLAGS = [
+  '-fsanitize=address,undefined,float-cast-overflow',
+  '-fno-sanitize-recover=all',
+  '-fno-omit-frame-pointer',
+  '-g',
+];
 const buildDir = join(root, sanitize ? 'build-sanitize' : cross ? `build-${process.platform}-${arch}` : 'build');
 const objDir = join(buildDir, 'obj');
 // --prebuilt: the addon that travels in the package, prebuilds/<platform>-<arch>/
 // (node-gyp-build's layout), with libstdc++ linked in so it needs only glibc.
 const prebuilt = process.argv.includes('--prebuilt');
-const output = prebuilt ? join(root, 'prebuilds', `${process.platform}-${arch}`, 'node.napi.glibc.node') : join(buildDir, 'sparq_native.node');
+const output = prebuilt
+  ? join(root, 'prebuilds', `${process.platform}-${arch}`, 'node.napi.glibc.node')
+  : join(buildDir, 'sparq_native.node');
 const reasonFile = join(buildDir, 'UNAVAILABLE.txt');
 const strict = process.argv.includes('--strict') || process.env.REQUIRE_NATIVE === '1';
 const force = process.argv.includes('--force');
@@ -115,13 +122,17 @@ const privatize = process.platform !== 'darwin';
 async function privatizeWeakSymbols(obj, isa) {
   const listing = await symbols(obj, '--defined-only');
   if (!listing.ok) return listing;
-  const weak = listing.symbols.filter(([name, type]) => /^[WVuvwn]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0').map(([name]) => name);
+  const weak = listing.symbols
+    .filter(([name, type]) => /^[WVuvwn]$/.test(type ?? '') && name !== 'DW.ref.__gxx_personality_v0')
+    .map(([name]) => name);
   if (weak.length === 0) return { ok: true };
   const renames = join(objDir, `${isa}-${weak.length}-${Date.now()}.syms`);
   writeFileSync(renames, weak.map((name) => `${name} ${name}.${isa}`).join('\n') + '\n');
   const result = await run(`${binutilsPrefix()}objcopy`, [`--redefine-syms=${renames}`, obj]);
   rmSync(renames, { force: true });
-  return result.ok ? result : { ok: false, stderr: `objcopy failed (binutils are needed to build the ISA kernels safely): ${result.stderr}` };
+  return result.ok
+    ? result
+    : { ok: false, stderr: `objcopy failed (binutils are needed to build the ISA kernels safely): ${result.stderr}` };
 }
 
 /**
@@ -141,13 +152,19 @@ async function linkedWeakReferences(file, objs) {
   const linked = await symbols(file, '--undefined-only');
   if (!linked.ok) return linked.stderr;
   const dangling = linked.symbols.filter(([name, type]) => type === 'w' && ours.has(name)).map(([name]) => name);
-  return dangling.length ? `linking left weak symbols undefined (they would be called at address 0): ${dangling.join(', ')}` : null;
+  return dangling.length
+    ? `linking left weak symbols undefined (they would be called at address 0): ${dangling.join(', ')}`
+    : null;
 }
 
 /** nm's POSIX listing of `file` (`only`: --defined-only or --undefined-only) as [name, type, ...] rows. */
 async function symbols(file, only) {
   const listing = await run(`${binutilsPrefix()}nm`, ['-P', only, file]);
-  if (!listing.ok) return { ok: false, stderr: `nm failed on ${file} (binutils are needed to build the ISA kernels safely): ${listing.stderr}` };
+  if (!listing.ok)
+    return {
+      ok: false,
+      stderr: `nm failed on ${file} (binutils are needed to build the ISA kernels safely): ${listing.stderr}`,
+    };
   return { ok: true, symbols: listing.stdout.split('\n').map((line) => line.split(' ')) };
 }
 
@@ -165,7 +182,12 @@ function run(cmd, args) {
 }
 
 const cxx = findCompiler();
-if (!cxx) fail(cross ? `no C++ compiler for ${arch} found (tried $CXX, ${CROSS_CXX[arch]}; on Debian: apt-get install ${CROSS_CXX[arch].replace(/-g\+\+$/, '').replace(/^/, 'g++-')})` : 'no C++ compiler found (tried $CXX, g++, c++, clang++)');
+if (!cxx)
+  fail(
+    cross
+      ? `no C++ compiler for ${arch} found (tried $CXX, ${CROSS_CXX[arch]}; on Debian: apt-get install ${CROSS_CXX[arch].replace(/-g\+\+$/, '').replace(/^/, 'g++-')})`
+      : 'no C++ compiler found (tried $CXX, g++, c++, clang++)',
+  );
 
 const require = createRequire(import.meta.url);
 let includes;
@@ -176,17 +198,35 @@ try {
 }
 
 // Portable files and this architecture's ISA files.
-const sources = readdirSync(srcDir).filter((f) => f.endsWith('.cc') && (isaOf(f) === null || isaOf(f) in ISA_FLAGS)).sort();
+const sources = readdirSync(srcDir)
+  .filter((f) => f.endsWith('.cc') && (isaOf(f) === null || isaOf(f) in ISA_FLAGS))
+  .sort();
 const headers = readdirSync(srcDir).filter((f) => f.endsWith('.h'));
 // A header change rebuilds everything: simple and always right.
-const newestHeader = Math.max(0, ...headers.map((h) => statSync(join(srcDir, h)).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+const newestHeader = Math.max(
+  0,
+  ...headers.map((h) => statSync(join(srcDir, h)).mtimeMs),
+  statSync(fileURLToPath(import.meta.url)).mtimeMs,
+);
 mkdirSync(objDir, { recursive: true });
 rmSync(reasonFile, { force: true });
 
-const common = ['-std=c++17', ...(sanitize ? ['-O1', ...SANITIZE_FLAGS] : ['-O3']), '-fPIC', '-fexceptions', '-Wall', '-Wextra', '-Wno-unused-parameter', '-DNAPI_VERSION=8', '-DNAPI_CPP_EXCEPTIONS', ...includes.map((i) => `-I${i}`)];
+const common = [
+  '-std=c++17',
+  ...(sanitize ? ['-O1', ...SANITIZE_FLAGS] : ['-O3']),
+  '-fPIC',
+  '-fexceptions',
+  '-Wall',
+  '-Wextra',
+  '-Wno-unused-parameter',
+  '-DNAPI_VERSION=8',
+  '-DNAPI_CPP_EXCEPTIONS',
+  ...includes.map((i) => `-I${i}`),
+];
 const jobs = sources.map((file) => {
   const obj = join(objDir, file.replace(/\.cc$/, '.o'));
-  const stale = force || !existsSync(obj) || statSync(obj).mtimeMs < Math.max(statSync(join(srcDir, file)).mtimeMs, newestHeader);
+  const stale =
+    force || !existsSync(obj) || statSync(obj).mtimeMs < Math.max(statSync(join(srcDir, file)).mtimeMs, newestHeader);
   const isa = isaOf(file);
   return { file, obj, stale, args: [...common, ...(isa ? ISA_FLAGS[isa] : []), '-c', join(srcDir, file), '-o', obj] };
 });
@@ -215,9 +255,24 @@ if (errors.length) fail(`compilation failed with ${cxx}:\n${errors.join('\n')}`)
 
 mkdirSync(dirname(output), { recursive: true });
 // macOS: N-API's symbols stay undefined until node loads the addon; libc++ is the system's.
-const platformLink = process.platform === 'darwin' ? ['-undefined', 'dynamic_lookup'] : ['-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])];
-const link = await run(cxx, ['-shared', ...(sanitize ? SANITIZE_FLAGS : []), '-o', output, ...jobs.map((j) => j.obj), ...platformLink]);
+const platformLink =
+  process.platform === 'darwin'
+    ? ['-undefined', 'dynamic_lookup']
+    : ['-lpthread', ...(prebuilt ? ['-static-libstdc++', '-static-libgcc'] : [])];
+const link = await run(cxx, [
+  '-shared',
+  ...(sanitize ? SANITIZE_FLAGS : []),
+  '-o',
+  output,
+  ...jobs.map((j) => j.obj),
+  ...platformLink,
+]);
 if (!link.ok) fail(`linking failed: ${link.stderr}`);
-const dangling = privatize ? await linkedWeakReferences(output, jobs.map((j) => j.obj)) : null;
+const dangling = privatize
+  ? await linkedWeakReferences(
+      output,
+      jobs.map((j) => j.obj),
+    )
+  : null;
 if (dangling) fail(dangling);
 console.error(`@sparq/native: built ${output}`);

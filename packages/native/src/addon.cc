@@ -19,9 +19,19 @@ Napi::Value info(const Napi::CallbackInfo& call) {
   out.Set("hardwareThreads", static_cast<double>(std::thread::hardware_concurrency()));
   Napi::Object features = Napi::Object::New(env);
   const std::pair<const char*, bool> flags[] = {
-      {"avx2", f.avx2}, {"fma", f.fma}, {"f16c", f.f16c}, {"avx512f", f.avx512f}, {"avx512bw", f.avx512bw},
-      {"avx512vl", f.avx512vl}, {"avx512dq", f.avx512dq}, {"avx512vnni", f.avx512vnni}, {"avx512bf16", f.avx512bf16},
-      {"amx_tile", f.amx_tile}, {"amx_int8", f.amx_int8}, {"amx_bf16", f.amx_bf16}, {"dotprod", f.dotprod},
+      {"avx2", f.avx2},
+      {"fma", f.fma},
+      {"f16c", f.f16c},
+      {"avx512f", f.avx512f},
+      {"avx512bw", f.avx512bw},
+      {"avx512vl", f.avx512vl},
+      {"avx512dq", f.avx512dq},
+      {"avx512vnni", f.avx512vnni},
+      {"avx512bf16", f.avx512bf16},
+      {"amx_tile", f.amx_tile},
+      {"amx_int8", f.amx_int8},
+      {"amx_bf16", f.amx_bf16},
+      {"dotprod", f.dotprod},
   };
   for (const auto& [name, on] : flags) features.Set(name, on);
   out.Set("features", features);
@@ -64,10 +74,10 @@ Napi::Value kernel_paths_js(const Napi::CallbackInfo& call) {
 
 // The element types by the names core gives them (core/dtype.ts), each with its binding code.
 constexpr std::pair<const char*, WeightType> kWeightTypeNames[] = {
-    {"f32", WeightType::f32},       {"f16", WeightType::f16},       {"bf16", WeightType::bf16},     {"q4_0", WeightType::q4_0},
-    {"q4_1", WeightType::q4_1},     {"q8_0", WeightType::q8_0},     {"q5_0", WeightType::q5_0},     {"q5_1", WeightType::q5_1},
-    {"q2_k", WeightType::q2_k},     {"q3_k", WeightType::q3_k},     {"q4_k", WeightType::q4_k},     {"q5_k", WeightType::q5_k},
-    {"q6_k", WeightType::q6_k},     {"iq4_nl", WeightType::iq4_nl}, {"iq4_xs", WeightType::iq4_xs},
+    {"f32", WeightType::f32},   {"f16", WeightType::f16},       {"bf16", WeightType::bf16},     {"q4_0", WeightType::q4_0},
+    {"q4_1", WeightType::q4_1}, {"q8_0", WeightType::q8_0},     {"q5_0", WeightType::q5_0},     {"q5_1", WeightType::q5_1},
+    {"q2_k", WeightType::q2_k}, {"q3_k", WeightType::q3_k},     {"q4_k", WeightType::q4_k},     {"q5_k", WeightType::q5_k},
+    {"q6_k", WeightType::q6_k}, {"iq4_nl", WeightType::iq4_nl}, {"iq4_xs", WeightType::iq4_xs},
 };
 static_assert(sizeof(kWeightTypeNames) / sizeof(kWeightTypeNames[0]) == WEIGHT_TYPE_COUNT, "a name for every weight type");
 

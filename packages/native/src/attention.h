@@ -30,7 +30,7 @@ struct CacheView {
   KtType kt_dtype = KtType::f32;
   int64_t batch = 0, nkv = 0, d = 0, cap = 0;
   void* k = nullptr;
-  void* kT = nullptr;  // null for the 'single-k' layout
+  void* kT = nullptr;            // null for the 'single-k' layout
   uint16_t* kt_scale = nullptr;  // integer kT only
   void* v = nullptr;
   double* vsum = nullptr;
@@ -41,7 +41,8 @@ struct CacheView {
   // Bytes of one kT column (core's columnStride: capacity positions, integer codes in whole
   // 64-position blocks) and scales per column.
   size_t kt_col_bytes() const {
-    return kt_is_integer(kt_dtype) ? kt_scale_blocks() * KT_BLOCK * kt_bits(kt_dtype) / 8 : static_cast<size_t>(cap) * kt_bits(kt_dtype) / 8;
+    return kt_is_integer(kt_dtype) ? kt_scale_blocks() * KT_BLOCK * kt_bits(kt_dtype) / 8
+                                   : static_cast<size_t>(cap) * kt_bits(kt_dtype) / 8;
   }
   size_t kt_scale_blocks() const { return static_cast<size_t>((cap + KT_BLOCK - 1) / KT_BLOCK); }
   // Row 0 of head h of sequence b in k / v.
@@ -50,8 +51,8 @@ struct CacheView {
   }
   KtHead kt_head(int64_t b, int64_t h) const {
     const size_t head = static_cast<size_t>(b * nkv + h) * static_cast<size_t>(d);
-    return KtHead{static_cast<const char*>(kT) + head * kt_col_bytes(), kt_scale ? kt_scale + head * kt_scale_blocks() : nullptr,
-                  kt_dtype, kt_col_bytes(), kt_scale_blocks()};
+    return KtHead{static_cast<const char*>(kT) + head * kt_col_bytes(), kt_scale ? kt_scale + head * kt_scale_blocks() : nullptr, kt_dtype,
+                  kt_col_bytes(), kt_scale_blocks()};
   }
   int64_t nvalid(int64_t b) const { return npast[b] > npad[b] ? npast[b] - npad[b] : 0; }
 };
@@ -59,7 +60,12 @@ struct CacheView {
 // Elements the kernels read, as in AttentionStats (SPEC 3's cost model).
 struct Counts {
   double k = 0, v = 0, aux = 0, io = 0;
-  void add(const Counts& o) { k += o.k; v += o.v; aux += o.aux; io += o.io; }
+  void add(const Counts& o) {
+    k += o.k;
+    v += o.v;
+    aux += o.aux;
+    io += o.io;
+  }
 };
 
 // Where SparqTrace's arrays live (all null when no trace was passed).
@@ -80,19 +86,19 @@ constexpr size_t kFilterSlack = 16;
 struct AttnKernels {
   const char* name;
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
-  void (*qk)(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
-             const float* q, size_t g, float scale);
+  void (*qk)(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* q,
+             size_t g, float scale);
   // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d); with `add`, out's
   // values are the sums of earlier rows and these rows' terms continue them).
-  void (*pv)(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
-             size_t ldp, size_t g, bool add);
+  void (*pv)(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p, size_t ldp,
+             size_t g, bool add);
   // SparQ step 1 from K transposed: logits[t * ld + j] = f32((sum_c qs[t * r + c] * kT[i1[c]][first + j]) / tau[t]),
   // the sum in f32, the division in f64; mx[t] = the max of head t's logits (NaN skipped; -inf if none).
-  void (*qk_cols)(float* logits, size_t ld, const KtHead& kT, const int32_t* i1, size_t r,
-                  int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
+  void (*qk_cols)(float* logits, size_t ld, const KtHead& kT, const int32_t* i1, size_t r, int64_t first, size_t n, const float* qs,
+                  size_t g, const double* tau, float* mx);
   // The same from K rows (single-k layout): a strided gather of the i1 components of each row.
-  void (*qk_gather)(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r,
-                    int64_t first, size_t n, const float* qs, size_t g, const double* tau, float* mx);
+  void (*qk_gather)(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
+                    const float* qs, size_t g, const double* tau, float* mx);
   float (*max)(const float* x, size_t n);
   // sum of exp(x - m) (accumulated in f64); x <- exp(x - m) in place when `store`.
   double (*exp_sum)(float* x, size_t n, float m, bool store);
@@ -125,17 +131,15 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
 // ---- op drivers (attention_ops.cc, kv_append.cc); q, out (rows, nHeads, d) f32 ----
 void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, int64_t n_tokens);
 void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts);
-void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
-                   Counts* counts);
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts);
 struct SparqArgs {
   int64_t r = 1, k = 1, l = 0;
   bool reallocate = true;
 };
-void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p,
-                  const SparqTraceView& trace, Counts* counts);
+void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p, const SparqTraceView& trace,
+                  Counts* counts);
 void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
-void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc,
-                uint8_t* evicted, Counts* counts);
+void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc, uint8_t* evicted, Counts* counts);
 void h2o_seed(const CacheView& c, int64_t seq, const float* q, int64_t n_tokens, int64_t nheads, float* acc);
 void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts);
 

@@ -77,15 +77,23 @@ inline size_t stream_ahead_rows(size_t d) {
 // 4+ see pv_rows. Into L1 at kStreamAhead: no faster.
 constexpr size_t kHeavyAhead = 32768;  // 16-64 KB measured alike
 template <class V, int G>
-constexpr bool qk_prefetch_l2() { return G * 16 >= 4 * V::W; }
+constexpr bool qk_prefetch_l2() {
+  return G * 16 >= 4 * V::W;
+}
 template <class V, int G>
-inline bool pv_prefetch_l2(size_t d) { return G * d >= 32 * static_cast<size_t>(V::W); }
+inline bool pv_prefetch_l2(size_t d) {
+  return G * d >= 32 * static_cast<size_t>(V::W);
+}
 template <class P>
-inline size_t heavy_ahead_rows(size_t d) { return std::max<size_t>(1, kHeavyAhead / (RowTraits<P>::bytes(d))); }
+inline size_t heavy_ahead_rows(size_t d) {
+  return std::max<size_t>(1, kHeavyAhead / (RowTraits<P>::bytes(d)));
+}
 // Rows converted on load (f16, q8_0, q4_0) on 8-lane vectors (AVX2): qk takes them in its own
 // shapes (see qk_head_block; measured with f16, where the block types follow it).
 template <class V, class P>
-constexpr bool converted_on_8_lanes() { return V::W == 8 && RowTraits<P>::kConverted; }
+constexpr bool converted_on_8_lanes() {
+  return V::W == 8 && RowTraits<P>::kConverted;
+}
 
 // Calls body(std::integral_constant<size_t, D>) with D = d for the common head sizes (Llama,
 // Mistral, Qwen: 128; small models: 64), so that loops over a row unroll whole and each load
@@ -108,7 +116,7 @@ inline void with_head_size(size_t d, Body body) {
 // 32 ms per step on the Zen 4 VM).
 template <class V, class P, int R, int G, bool Resident>
 __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P k, size_t d, Positions pos, size_t j0, const float* q,
-                     float scale) {
+                                                    float scale) {
   using F = typename V::F;
   F acc[R * G];
   P row[R];
@@ -219,7 +227,7 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
     } else if (stream && j + ahead + R <= known) {
       const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
       if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));  // see kHeavyAhead
-      else V::prefetch_row(next, R * RowTraits<P>::bytes(d));  // see kStreamAhead
+      else V::prefetch_row(next, R * RowTraits<P>::bytes(d));           // see kStreamAhead
     }
     qk_block<V, P, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
@@ -231,8 +239,7 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
 // there: f32 22 -> 32 GB/s, f16 alike (31), one thread, S = 32k, Zen 4, against a 32 GB/s read
 // probe. With AVX2's 8 lanes the blocks stay faster (f32 35 against 28 GB/s, f16 35 against 24).
 template <class V, class P>
-__attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t first, size_t n, size_t known,
-                                         const float* q, float scale) {
+__attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t first, size_t n, size_t known, const float* q, float scale) {
   using F = typename V::F;
   const size_t ahead = stream_prefetch() ? stream_ahead_rows<P>(d) : known;
   with_head_size(d, [&](auto dc) {
@@ -260,8 +267,7 @@ __attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t f
 
 // Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
 template <class V, class P, int G, bool Resident>
-inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, size_t known,
-                     const float* q, float scale) {
+inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, size_t known, const float* q, float scale) {
   if constexpr (G == 1 && !Resident && V::W == 16) {
     if (!pos.pos) return qk_stream<V, P>(scores, k, d, pos.first, n, known, q, scale);
   }
@@ -290,7 +296,9 @@ constexpr size_t kHeadBlock = 4;
 // thread, S = 32k, d 128, on the shared 2-core VM (family 26), best of 25: groups of 4 0.58 ->
 // 0.50 ms per KV head, of 8 1.18 -> 1.02 ms; with f16 rows blocks of 4 measured slower (groups of 8 0.69 -> 1.0).
 template <class V, class P>
-constexpr size_t qk_head_block() { return converted_on_8_lanes<V, P>() && !kBlockRows<P> ? 2 : kHeadBlock; }
+constexpr size_t qk_head_block() {
+  return converted_on_8_lanes<V, P>() && !kBlockRows<P> ? 2 : kHeadBlock;
+}
 template <class P>
 inline size_t tile_rows(size_t d) {
   return std::max<size_t>(16, kTileBytes / (RowTraits<P>::bytes(d)) / 16 * 16);  // whole blocks of up to 16 rows
@@ -309,8 +317,7 @@ inline void for_each_tile(Positions pos, size_t n, size_t d, bool tiles, Body bo
 }
 
 template <class V, class P, bool Resident>
-void qk_tiles(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g,
-              float scale) {
+void qk_tiles(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g, float scale) {
   // Heads in blocks of 4 (see qk_head_block), 2, 1, each over the tile while it is in L1.
   for_each_tile<P>(pos, n, d, Resident, [&](Positions at, size_t j0, size_t m) {
     float* s = scores + j0;
@@ -323,15 +330,14 @@ void qk_tiles(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, 
 }
 
 template <class V, class P>
-void qk_t(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g,
-          float scale) {
+void qk_t(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, const float* q, size_t g, float scale) {
   if (g > qk_head_block<V, P>()) qk_tiles<V, P, true>(scores, ld, k, d, pos, n, q, g, scale);
   else qk_tiles<V, P, false>(scores, ld, k, d, pos, n, q, g, scale);
 }
 
 template <class V>
-void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
-        const float* q, size_t g, float scale) {
+void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* q,
+        size_t g, float scale) {
   with_rows(type, k, [&](auto rows) { qk_t<V>(scores, ld, rows, d, Positions{pos, first}, n, q, g, scale); });
 }
 
@@ -342,9 +348,12 @@ void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const in
 // (i0 == 0) prefetches, whole rows. Rows up to `known` (>= n) may be prefetched: those of the next tile.
 template <class V, class P, int G, int C, bool Full>
 __attribute__((noinline)) void pv_pass(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
-                    size_t i0, size_t cols, bool add) {
+                                       size_t i0, size_t cols, bool add) {
   using F = typename V::F;
-  auto avail = [&](int c) { const size_t at = static_cast<size_t>(c) * V::W; return cols > at ? cols - at : 0; };
+  auto avail = [&](int c) {
+    const size_t at = static_cast<size_t>(c) * V::W;
+    return cols > at ? cols - at : 0;
+  };
   // Gathered rows: the prefetcher cannot guess them (kGatherAhead); else see kHeavyAhead, kStreamAhead.
   const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
   const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
@@ -385,8 +394,7 @@ __attribute__((noinline)) void pv_pass(float* out, P v, size_t d, Positions pos,
 // Columns [i0, d) in passes of C whole vectors while they fit, then C / 2, ... (at most one
 // pass of each smaller width), then one partial vector: no per-vector bounds checks in the row loop.
 template <class V, class P, int G, int C>
-inline void pv_passes(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
-                      size_t ldp, size_t i0, bool add) {
+inline void pv_passes(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp, size_t i0, bool add) {
   constexpr size_t step = static_cast<size_t>(C) * V::W;
   for (; i0 + step <= d; i0 += step) pv_pass<V, P, G, C, true>(out, v, d, pos, n, known, p, ldp, i0, step, add);
   if constexpr (C > 1) pv_passes<V, P, G, C / 2>(out, v, d, pos, n, known, p, ldp, i0, add);
@@ -407,8 +415,8 @@ inline void pv_passes(float* out, P v, size_t d, Positions pos, size_t n, size_t
 // 29, f16 23 -> 28-30, of 4 13.4 -> 26, 12.5 -> 21.6, of 8 6.4 -> 18, 6 -> 11.
 // Rows up to `known` (>= n) may be prefetched; `add`: out holds the sums of earlier rows.
 template <class V, class P, int G, bool Resident>
-__attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
-                                       size_t ldp, bool add) {
+__attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp,
+                                       bool add) {
   using F = typename V::F;
   // Rows per step: f32 rows of one head or two: one (interleaving rows' addresses slowed the
   // stream: AVX2 G = 1 33 -> 14 GB/s with 2 rows). Else more rows share each sum's L1 round trip,
@@ -494,8 +502,7 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
 // One pass of register accumulators when the G heads' sums fit (whole vectors in one pass of
 // C, C / 2, ... or a single partial vector), else pv_rows.
 template <class V, class P, int G, bool Resident>
-inline void pv_heads(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p,
-                     size_t ldp, bool add) {
+inline void pv_heads(float* out, P v, size_t d, Positions pos, size_t n, size_t known, const float* p, size_t ldp, bool add) {
   constexpr int C = V::kAccRegs / G > 0 ? V::kAccRegs / G : 1;
   const size_t vecs = d / V::W;
   const bool one_pass = d % V::W == 0 ? vecs <= static_cast<size_t>(C) && (vecs & (vecs - 1)) == 0 : vecs == 0;
@@ -523,8 +530,8 @@ void pv_t(float* out, P v, size_t d, Positions pos, size_t n, const float* p, si
 }
 
 template <class V>
-void pv(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p,
-        size_t ldp, size_t g, bool add) {
+void pv(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p, size_t ldp, size_t g,
+        bool add) {
   with_rows(type, v, [&](auto rows) { pv_t<V>(out, rows, d, Positions{pos, first}, n, p, ldp, g, add); });
 }
 
@@ -539,8 +546,8 @@ void pv(float* out, const void* v, KvType type, size_t d, const int32_t* pos, in
 // over the logits (perf, S = 32k f16, one thread: the separate division and max passes took
 // about a third as long as the column reads themselves).
 template <class V, int G, int U, bool Tail, class Load>
-inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, const double* tau,
-                       typename V::F* mx, const Load& load) {
+inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, const float* qs, const double* tau, typename V::F* mx,
+                       const Load& load) {
   using F = typename V::F;
   F acc[G][U];
   for (int t = 0; t < G; t++)
@@ -575,8 +582,7 @@ inline void cols_block(float* logits, size_t ld, size_t j, size_t n, size_t r, c
 }
 
 template <class V, int G, class Load>
-inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, const double* tau, float* mx,
-                       const Load& load) {
+inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float* qs, const double* tau, float* mx, const Load& load) {
   constexpr int U = G >= 4 ? 1 : 4 / G;
   typename V::F m[G];
   for (int t = 0; t < G; t++) m[t] = V::set1(-INFINITY);
@@ -588,8 +594,8 @@ inline void cols_heads(float* logits, size_t ld, size_t n, size_t r, const float
 }
 
 template <class V, class Load>
-inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, const double* tau,
-                        float* mx, const Load& load) {
+inline void cols_groups(float* logits, size_t ld, size_t n, size_t r, const float* qs, size_t g, const double* tau, float* mx,
+                        const Load& load) {
   size_t t = 0;
   for (; t + 4 <= g; t += 4) cols_heads<V, 4>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
   for (; t + 2 <= g; t += 2) cols_heads<V, 2>(logits + t * ld, ld, n, r, qs + t * r, tau + t, mx + t, load);
@@ -607,7 +613,8 @@ struct ColumnLoads {
   typename V::F operator()(size_t c, size_t j) const { return V::load(col[c] + j); }
   typename V::F part(size_t c, size_t j) const { return load_n<V>(col[c] + j, n - j); }
   void prefetch(size_t c, size_t j, size_t count) const {
-    for (size_t b = 0; b < count * sizeof(T) && j + kAhead < n; b += 64) __builtin_prefetch(reinterpret_cast<const char*>(col[c] + j + kAhead) + b, 0, 2);  // prefetcht1: L2
+    for (size_t b = 0; b < count * sizeof(T) && j + kAhead < n; b += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(col[c] + j + kAhead) + b, 0, 2);  // prefetcht1: L2
   }
 };
 
@@ -649,8 +656,8 @@ struct CodeColumnLoads {
 };
 
 template <class V, class T>
-void float_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
-                const float* qs, size_t g, const double* tau, float* mx) {
+void float_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n, const float* qs, size_t g,
+                const double* tau, float* mx) {
   std::vector<const T*> cols(r);  // one allocation per KV head, beside r column streams of n positions
   for (size_t c = 0; c < r; c++)
     cols[c] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(kt.codes) + static_cast<size_t>(i1[c]) * kt.col_bytes) + first;
@@ -658,8 +665,8 @@ void float_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, s
 }
 
 template <class V, int Bits>
-void code_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
-               const float* qs, size_t g, const double* tau, float* mx) {
+void code_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n, const float* qs, size_t g,
+               const double* tau, float* mx) {
   std::vector<const uint8_t*> cols(r);
   std::vector<const uint16_t*> scales(r);
   for (size_t c = 0; c < r; c++) {
@@ -669,15 +676,16 @@ void code_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, si
   // Left padding can start the valid positions off a multiple of W: those first ones go alone, by parts.
   const size_t head = std::min(n, (V::W - static_cast<size_t>(first) % V::W) % V::W);
   std::vector<float> head_mx(g, -INFINITY);
-  if (head > 0) cols_groups<V>(logits, ld, head, r, qs, g, tau, head_mx.data(), CodeColumnLoads<V, Bits>{cols.data(), scales.data(), first, head});
+  if (head > 0)
+    cols_groups<V>(logits, ld, head, r, qs, g, tau, head_mx.data(), CodeColumnLoads<V, Bits>{cols.data(), scales.data(), first, head});
   cols_groups<V>(logits + head, ld, n - head, r, qs, g, tau, mx,
                  CodeColumnLoads<V, Bits>{cols.data(), scales.data(), first + static_cast<int64_t>(head), n - head});
   for (size_t t = 0; t < g; t++) mx[t] = std::max(mx[t], head_mx[t]);
 }
 
 template <class V>
-void qk_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n,
-             const float* qs, size_t g, const double* tau, float* mx) {
+void qk_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n, const float* qs, size_t g,
+             const double* tau, float* mx) {
   switch (kt.type) {
     case KtType::f32: return float_cols<V, float>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
     case KtType::f16: return float_cols<V, uint16_t>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
@@ -700,8 +708,8 @@ struct RowComponentLoads {
 };
 
 template <class V>
-void qk_gather(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r, int64_t first,
-               size_t n, const float* qs, size_t g, const double* tau, float* mx) {
+void qk_gather(float* logits, size_t ld, const void* k, KvType type, size_t d, const int32_t* i1, size_t r, int64_t first, size_t n,
+               const float* qs, size_t g, const double* tau, float* mx) {
   with_rows(type, k, [&](auto rows) {
     using P = decltype(rows);
     cols_groups<V>(logits, ld, n, r, qs, g, tau, mx, RowComponentLoads<V, P>{row_at(rows, static_cast<size_t>(first), d), d, i1, n});
@@ -824,8 +832,8 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 
 template <class V>
 AttnKernels make_kernels(const char* name) {
-  return AttnKernels{name, qk<V>, pv<V>, qk_cols<V>, qk_gather<V>, vmax<V>, exp_sum<V>,
-                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
+  return AttnKernels{name,     qk<V>,        pv<V>,  qk_cols<V>, qk_gather<V>, vmax<V>,  exp_sum<V>,
+                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>,  from_f16<V>,  swiglu<V>};
 }
 
 }  // namespace

@@ -54,21 +54,20 @@ void run_tasks(size_t tasks, double elements, Run run) {
 
 // Runs body(group, counts) for every (row, KV head) task of a call and sums the counts.
 template <class Body>
-void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const float* q, float* out, Counts* counts,
-                    Body body, int64_t seq_of_row = -1) {
+void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const float* q, float* out, Counts* counts, Body body,
+                    int64_t seq_of_row = -1) {
   const size_t g = static_cast<size_t>(nheads / c.nkv), d = static_cast<size_t>(c.d);
   const size_t tasks = static_cast<size_t>(rows * c.nkv);
   std::vector<Counts> per(tasks);
   int64_t longest = 0;
   for (int64_t b = 0; b < c.batch; b++) longest = std::max(longest, c.nvalid(b));
-  run_tasks(tasks, 2.0 * static_cast<double>(tasks) * static_cast<double>(longest) * static_cast<double>(d),
-            [&](size_t task) {
-              const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
-              const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
-              Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
-              per[task].io += 2.0 * g * d;  // the group's q read and y written
-              body(grp, row, per[task]);
-            });
+  run_tasks(tasks, 2.0 * static_cast<double>(tasks) * static_cast<double>(longest) * static_cast<double>(d), [&](size_t task) {
+    const int64_t row = static_cast<int64_t>(task) / c.nkv, h = static_cast<int64_t>(task) % c.nkv;
+    const size_t at = static_cast<size_t>((row * nheads + h * static_cast<int64_t>(g))) * d;
+    Group grp{seq_of_row < 0 ? row : seq_of_row, h, g, d, q + at, out + at};
+    per[task].io += 2.0 * g * d;  // the group's q read and y written
+    body(grp, row, per[task]);
+  });
   if (counts)
     for (const Counts& p : per) counts->add(p);
 }
@@ -76,8 +75,8 @@ void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const floa
 // Exact attention of a group over n positions (pos, or the range first..): scores,
 // softmax, weighted V rows into grp.out. Leaves the unnormalised exp(score - max)
 // in p (g, n) and 1 / sum per head in inv (for H2O's weights).
-void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const int32_t* pos, int64_t first, size_t n,
-            std::vector<float>& p, float* inv, Counts& cnt) {
+void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const int32_t* pos, int64_t first, size_t n, std::vector<float>& p,
+            float* inv, Counts& cnt) {
   const size_t g = grp.g, d = grp.d;
   p.resize(g * n);
   kt.qk(p.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
@@ -158,16 +157,20 @@ struct PrefillBlocks {
   int64_t first;
   float scale;
   PrefillBlocks(const CacheView& c, int64_t seq, int64_t n_tokens, int64_t nheads)
-      : g(static_cast<size_t>(nheads / c.nkv)), d(static_cast<size_t>(c.d)), tokens(static_cast<size_t>(n_tokens)),
-        valid(static_cast<size_t>(c.nvalid(seq))), per_block(std::max<size_t>(1, kPrefillRows / g)), first(c.npad[seq]),
+      : g(static_cast<size_t>(nheads / c.nkv)),
+        d(static_cast<size_t>(c.d)),
+        tokens(static_cast<size_t>(n_tokens)),
+        valid(static_cast<size_t>(c.nvalid(seq))),
+        per_block(std::max<size_t>(1, kPrefillRows / g)),
+        first(c.npad[seq]),
         scale(1.f / std::sqrt(static_cast<float>(d))) {}
   // Token i sees the valid positions up to itself: the causal mask drops the last N - 1 - i.
   size_t seen(size_t i) const { return valid - (tokens - 1 - i); }
   // The block of nt tokens from i0, KV head h: its query rows into s.block_q (m = nt * g rows,
   // token-major: row u * g + t is head h * g + t of token i0 + u) and their scores (m, hi) into
   // s.probs over the hi positions its last token sees; returns hi.
-  size_t scores(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, const float* q, int64_t nheads, size_t i0,
-                size_t nt, Scratch& s) const {
+  size_t scores(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, const float* q, int64_t nheads, size_t i0, size_t nt,
+                Scratch& s) const {
     const size_t m = nt * g, hi = seen(i0 + nt - 1);
     s.block_q.resize(m * d);
     for (size_t u = 0; u < nt; u++) std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
@@ -177,8 +180,7 @@ struct PrefillBlocks {
   }
 };
 
-void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads,
-                   Counts* counts) {
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   const PrefillBlocks pb(c, seq, n_tokens, nheads);
   const size_t g = pb.g, d = pb.d, tokens = pb.tokens, per_block = pb.per_block;
@@ -220,8 +222,8 @@ void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, 
 }
 
 // ---- SparQ (SPEC 2) ----
-void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p,
-                  const SparqTraceView& trace, Counts* counts) {
+void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p, const SparqTraceView& trace,
+                  Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
     Scratch& s = scratch();
@@ -235,9 +237,8 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
       for (size_t i = 0; i < d; i++) s.dbl[i] += std::fabs(static_cast<double>(grp.q[t * d + i]));
     s.idx.resize(d);
     for (size_t i = 0; i < d; i++) s.idx[i] = static_cast<int32_t>(i);
-    std::partial_sort(s.idx.begin(), s.idx.begin() + r, s.idx.end(), [&](int32_t a, int32_t b) {
-      return s.dbl[a] > s.dbl[b] || (s.dbl[a] == s.dbl[b] && a < b);
-    });
+    std::partial_sort(s.idx.begin(), s.idx.begin() + r, s.idx.end(),
+                      [&](int32_t a, int32_t b) { return s.dbl[a] > s.dbl[b] || (s.dbl[a] == s.dbl[b] && a < b); });
     std::vector<int32_t> i1(s.idx.begin(), s.idx.begin() + r);
     std::sort(i1.begin(), i1.end());
     // tau_t = sqrt(d * |q_t[i1]|_1 / |q_t|_1) (1 for an all-zero query). The logits are q_t[i1] · K[:, i1]
@@ -257,7 +258,9 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     s.logits.resize(g * n);
     std::vector<float> inv(g), mx(g);
     if (c.kT) kt.qk_cols(s.logits.data(), n, c.kt_head(grp.b, grp.h), i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
-    else kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
+    else
+      kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(),
+                   mx.data());
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
@@ -288,7 +291,8 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     for (size_t t = 0; t < g; t++) {
       for (size_t j = 0; j < kk; j++) s.sel[j] = s.logits[t * n + (s.idx2[j] - first)];
       double sum = 0;
-      if (g > 1) for (size_t j = 0; j < kk; j++) sum += s.sel[j];
+      if (g > 1)
+        for (size_t j = 0; j < kk; j++) sum += s.sel[j];
       else sum = kt.exp_sum(s.sel.data(), kk, mx[t], false);
       alpha[t] = sum * inv[t];
     }
@@ -359,8 +363,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
 }
 
 // ---- H2O (SPEC 3) ----
-void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc,
-                uint8_t* evicted, Counts* counts) {
+void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc, uint8_t* evicted, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
     Scratch& s = scratch();

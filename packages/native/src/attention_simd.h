@@ -27,8 +27,8 @@ namespace {
 // exp polynomial (Cephes' expf coefficients) on r in [-ln2/2, ln2/2].
 constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
 constexpr float kExpLow = -87.3f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
-                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f,
+                kP5 = 5.0000001201e-1f;
 
 // exp(x) for x <= 0 (softmax after the max is subtracted) on any vector traits V:
 // range reduction x = n ln2 + r, the polynomial, then V::pow2n(p, n) = p * 2^n;
@@ -56,12 +56,20 @@ struct Scalar {
   static F load(const float* p) { return *p; }
   static F load(const uint16_t* p) { return fp16_to_fp32_ref(*p); }
   template <class T>
-  static F load_part(const T* p, size_t avail) { return avail ? load(p) : 0.f; }
+  static F load_part(const T* p, size_t avail) {
+    return avail ? load(p) : 0.f;
+  }
   static void store(float* p, F x) { *p = x; }
-  static void store_n(float* p, F x, size_t avail) { if (avail) *p = x; }
-  static void store_f16(uint16_t* p, F x, size_t avail) { if (avail) *p = fp32_to_fp16_ref(x); }
+  static void store_n(float* p, F x, size_t avail) {
+    if (avail) *p = x;
+  }
+  static void store_f16(uint16_t* p, F x, size_t avail) {
+    if (avail) *p = fp32_to_fp16_ref(x);
+  }
   template <class T>
-  static F gather(const T* p, size_t stride, size_t avail) { return avail ? load(p) : 0.f; }
+  static F gather(const T* p, size_t stride, size_t avail) {
+    return avail ? load(p) : 0.f;
+  }
   static F fma(F a, F b, F c) { return a * b + c; }
   static F add(F a, F b) { return a + b; }
   static F mul(F a, F b) { return a * b; }
@@ -79,7 +87,9 @@ struct Scalar {
   static F from_i8(const uint8_t* p) { return static_cast<float>(static_cast<int8_t>(*p)); }
   static F from_nibbles(const uint8_t* p, int shift) { return static_cast<float>((*p >> shift) & 15); }
   template <int Bits>
-  static F from_packed(const uint8_t* p) { return static_cast<float>(*p & ((1 << Bits) - 1)); }
+  static F from_packed(const uint8_t* p) {
+    return static_cast<float>(*p & ((1 << Bits) - 1));
+  }
   static float reduce_add(F a) { return a; }
   static F reduce_add_w(const F* a) { return a[0]; }
   static float reduce_max(F a) { return a; }
@@ -105,7 +115,9 @@ struct Scalar {
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 struct Avx2 {
   using F = __m256;
-  struct D { __m256d lo, hi; };
+  struct D {
+    __m256d lo, hi;
+  };
   static constexpr int W = 8;
   static constexpr int kAccRegs = 8;  // 16 ymm: accumulators plus loads and broadcasts
   static __m256i lanes_below(size_t avail) {
@@ -161,7 +173,9 @@ struct Avx2 {
   static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F select_sign(F x, F a, F b) { return _mm256_blendv_ps(a, b, x); }
   static F set1_half(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h))); }
-  static F from_i8(const uint8_t* p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); }
+  static F from_i8(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static F from_nibbles(const uint8_t* p, int shift) {
     const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(b, shift), _mm256_set1_epi32(15)));
@@ -172,7 +186,8 @@ struct Avx2 {
     uint32_t w = 0;
     std::memcpy(&w, p, W * Bits / 8);
     const __m256i shifts = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(Bits));
-    const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts), _mm256_set1_epi32((1 << Bits) - 1));
+    const __m256i codes =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts), _mm256_set1_epi32((1 << Bits) - 1));
     return _mm256_cvtepi32_ps(codes);
   }
   static float reduce_add(F a) {
@@ -214,12 +229,14 @@ struct Avx2 {
       return t;
     }();
     const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
-    const __m256i perm = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(table[mask])), shifts), _mm256_set1_epi32(7));
+    const __m256i perm =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(table[mask])), shifts), _mm256_set1_epi32(7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_add_epi32(perm, _mm256_set1_epi32(first)));
   }
   static D dzero() { return D{_mm256_setzero_pd(), _mm256_setzero_pd()}; }
   static D dadd(D s, F x) {
-    return D{_mm256_add_pd(s.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))), _mm256_add_pd(s.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
+    return D{_mm256_add_pd(s.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))),
+             _mm256_add_pd(s.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
   }
   static double dreduce(D s) {
     alignas(32) double t[4];
@@ -234,7 +251,9 @@ struct Avx2 {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 struct Avx512 {
   using F = __m512;
-  struct D { __m512d lo, hi; };
+  struct D {
+    __m512d lo, hi;
+  };
   static constexpr int W = 16;
   static constexpr int kAccRegs = 16;  // 32 zmm
   static __mmask16 lanes_below(size_t avail) { return avail >= 16 ? 0xffff : static_cast<__mmask16>((1u << avail) - 1); }
@@ -250,7 +269,8 @@ struct Avx512 {
     _mm256_mask_storeu_epi16(p, lanes_below(avail), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
   static __m512i lane_stride(size_t stride) {
-    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(static_cast<int>(stride)));
+    return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32(static_cast<int>(stride)));
   }
   static F gather(const float* p, size_t stride, size_t avail) {
     return _mm512_mask_i32gather_ps(zero(), lanes_below(avail), lane_stride(stride), p, 4);
@@ -275,11 +295,11 @@ struct Avx512 {
   }
   static F min(F a, F b) { return _mm512_min_ps(a, b); }
   static F div(F a, F b) { return _mm512_div_ps(a, b); }
-  static F select_sign(F x, F a, F b) {
-    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
-  }
+  static F select_sign(F x, F a, F b) { return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b); }
   static F set1_half(uint16_t h) { return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(h))); }
-  static F from_i8(const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); }
+  static F from_i8(const uint8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
   static F from_nibbles(const uint8_t* p, int shift) {
     const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(b, static_cast<unsigned>(shift)), _mm512_set1_epi32(15)));
@@ -325,7 +345,9 @@ struct Avx512 {
   static float reduce_max(F a) { return _mm512_reduce_max_ps(a); }
   static F round(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static F pow2n(F p, F n) { return _mm512_scalef_ps(p, n); }
-  static F below_to_zero(F x, float lo, F y) { return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(lo), _CMP_LT_OQ), zero()); }
+  static F below_to_zero(F x, float lo, F y) {
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(lo), _CMP_LT_OQ), zero());
+  }
   static F exp(F x) { return exp_ps<Avx512>(x); }
   static F mask_tail(F x, size_t avail) { return _mm512_maskz_mov_ps(lanes_below(avail), x); }
   static uint32_t ge_mask(F x, F t) { return _mm512_cmp_ps_mask(x, t, _CMP_GE_OQ); }
@@ -339,7 +361,8 @@ struct Avx512 {
   }
   static D dzero() { return D{_mm512_setzero_pd(), _mm512_setzero_pd()}; }
   static D dadd(D s, F x) {
-    return D{_mm512_add_pd(s.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))), _mm512_add_pd(s.hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)))};
+    return D{_mm512_add_pd(s.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))),
+             _mm512_add_pd(s.hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)))};
   }
   static double dreduce(D s) { return _mm512_reduce_add_pd(_mm512_add_pd(s.lo, s.hi)); }
   static void prefetch_row(const void* p, size_t bytes) { Scalar::prefetch_row(p, bytes); }

@@ -18,7 +18,9 @@ namespace {
 
 struct Neon {
   using F = float32x4_t;
-  struct D { float64x2_t lo, hi; };
+  struct D {
+    float64x2_t lo, hi;
+  };
   static constexpr int W = 4;
   static constexpr int kAccRegs = 16;  // 32 vector registers: accumulators plus loads and broadcasts
   static uint32x4_t lanes_below(size_t avail) {

@@ -73,7 +73,8 @@ void split_rows(int64_t rows, int64_t work, Rows fn) {
 void int8_rows(const Int4View& w, const Int8Acts& acts, float* out, int64_t row_begin, int64_t row_end) {
 #if SPARQ_X86
   if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) matmul_int4_int8_vnni(w, acts, out, row_begin, row_end);
-  else if (kernel_path() != KernelPath::scalar && int4_avx2_int8_supports(w.group, w.cols)) matmul_int4_int8_avx2(w, acts, out, row_begin, row_end);
+  else if (kernel_path() != KernelPath::scalar && int4_avx2_int8_supports(w.group, w.cols))
+    matmul_int4_int8_avx2(w, acts, out, row_begin, row_end);
   else
 #endif
     matmul_int4_int8_ref(w, acts, out, row_begin, row_end);

@@ -59,7 +59,8 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
     const std::string what = std::string("cache.") + name;
     if (bits == 32) return typed_data<float>(a, bytes / 4, op, what.c_str());
     if (bits == 16) return typed_data<uint16_t>(a, bytes / 2, op, what.c_str());
-    if (a.IsTypedArray() && a.As<Napi::TypedArray>().TypedArrayType() == napi_int8_array) return typed_data<int8_t>(a, bytes, op, what.c_str());
+    if (a.IsTypedArray() && a.As<Napi::TypedArray>().TypedArrayType() == napi_int8_array)
+      return typed_data<int8_t>(a, bytes, op, what.c_str());
     return typed_data<uint8_t>(a, bytes, op, what.c_str());
   };
   const int row_bits = c.dtype == KvType::f32 ? 32 : c.dtype == KvType::f16 ? 16 : 8;
@@ -80,16 +81,16 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
   c.npad = typed_data<int32_t>(o.Get("nPad"), static_cast<size_t>(c.batch), op, "cache.nPad");
   for (int64_t b = 0; b < c.batch; b++) {
     if (c.npast[b] < 0 || c.npast[b] > c.cap || c.npad[b] < 0 || c.npad[b] > c.cap) {
-      range_error(env, std::string(op) + ": sequence " + std::to_string(b) + " has nPast " + std::to_string(c.npast[b]) +
-                           ", nPad " + std::to_string(c.npad[b]) + ", expected both in [0, " + std::to_string(c.cap) + "]");
+      range_error(env, std::string(op) + ": sequence " + std::to_string(b) + " has nPast " + std::to_string(c.npast[b]) + ", nPad " +
+                           std::to_string(c.npad[b]) + ", expected both in [0, " + std::to_string(c.cap) + "]");
     }
   }
   return c;
 }
 
 // q and out (rows, nHeads, d); nHeads a positive multiple of nKv.
-void rows_args(const Napi::CallbackInfo& call, size_t at, const CacheView& c, int64_t rows, int64_t nheads, const char* op,
-               const float** q, float** out) {
+void rows_args(const Napi::CallbackInfo& call, size_t at, const CacheView& c, int64_t rows, int64_t nheads, const char* op, const float** q,
+               float** out) {
   if (nheads < 1 || nheads % c.nkv != 0) range_error(call.Env(), std::string(op) + ": nHeads must be a positive multiple of nKvHeads");
   const size_t need = static_cast<size_t>(rows * nheads * c.d);
   *q = typed_data<float>(call[at], need, op, "q");

@@ -46,7 +46,8 @@ int64_t product(Call call, const char* op, int64_t a, int64_t b) {
 WeightType weight_type(Call call, int index, const char* op, bool blocks_only) {
   const int64_t code = int_arg(call[index], op, "dtype code");
   const int64_t first = blocks_only ? static_cast<int64_t>(WeightType::q4_0) : 0, last = WEIGHT_TYPE_COUNT - 1;
-  if (code < first || code > last) range_error(call, op, "dtype code " + std::to_string(code) + ", expected " + std::to_string(first) + ".." + std::to_string(last));
+  if (code < first || code > last)
+    range_error(call, op, "dtype code " + std::to_string(code) + ", expected " + std::to_string(first) + ".." + std::to_string(last));
   return static_cast<WeightType>(code);
 }
 
@@ -63,7 +64,8 @@ const uint8_t* blocks_at(Call call, int index, WeightType t, int64_t offset, int
 Napi::Value quantize(Call call) {
   const char* op = "quantize";
   const WeightType t = weight_type(call, 0, op, true);
-  if (!is_quantizable(t)) range_error(call, op, "dtype code " + std::to_string(static_cast<int>(t)) + ": native quantizes q4_0, q4_1 and q8_0 (codes 3..5) only");
+  if (!is_quantizable(t))
+    range_error(call, op, "dtype code " + std::to_string(static_cast<int>(t)) + ": native quantizes q4_0, q4_1 and q8_0 (codes 3..5) only");
   const int64_t out_off = arg(call, 2, op, "outOffset"), x_off = arg(call, 4, op, "xOffset"), count = arg(call, 5, op, "count");
   uint8_t* out = const_cast<uint8_t*>(blocks_at(call, 1, t, out_off, count, op, "out"));
   const float* x = span<float>(call, 3, x_off, count, op, "x");
@@ -91,10 +93,12 @@ struct Int4Args {
 };
 
 Int4Args int4_args(Call call, int first, const char* op) {
-  const int64_t rows = arg(call, first + 3, op, "rows"), cols = arg(call, first + 4, op, "cols"), group = arg(call, first + 5, op, "groupSize");
+  const int64_t rows = arg(call, first + 3, op, "rows"), cols = arg(call, first + 4, op, "cols"),
+                group = arg(call, first + 5, op, "groupSize");
   if (rows < 1 || cols < 2 || cols % 2 != 0 || group < 2 || group % 2 != 0 || cols % group != 0) {
-    range_error(call, op, "Int4Matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] with group " + std::to_string(group) +
-                              ", expected rows >= 1, an even cols and an even group dividing it");
+    range_error(call, op,
+                "Int4Matrix shape [" + std::to_string(rows) + ", " + std::to_string(cols) + "] with group " + std::to_string(group) +
+                    ", expected rows >= 1, an even cols and an even group dividing it");
   }
   const int64_t groups = product(call, op, rows, cols / group);
   Int4Args a;
@@ -126,9 +130,11 @@ Napi::Value dequantize_int4(Call call) {
 // The weight argument of matmul and q8BlockSums: `count` elements of w from wOffset, as bytes.
 const uint8_t* weight_arg(Call call, int index, WeightType t, int64_t offset, int64_t count, int64_t cols, const char* op) {
   if (t == WeightType::f32) return reinterpret_cast<const uint8_t*>(span<float>(call, index, offset, count, op, "w"));
-  if (t == WeightType::f16 || t == WeightType::bf16) return reinterpret_cast<const uint8_t*>(span<uint16_t>(call, index, offset, count, op, "w"));
+  if (t == WeightType::f16 || t == WeightType::bf16)
+    return reinterpret_cast<const uint8_t*>(span<uint16_t>(call, index, offset, count, op, "w"));
   const int64_t block = block_shape(t).elements;
-  if (cols % block != 0) range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block));
+  if (cols % block != 0)
+    range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block));
   return blocks_at(call, index, t, offset, count, op, "w");
 }
 
@@ -200,7 +206,8 @@ Napi::Value rope(Call call) {
   const int32_t* positions = span<int32_t>(call, 2, arg(call, 3, op, "positionsOffset"), n, op, "positions");
   if (!call[7].IsNumber()) throw Napi::TypeError::New(call.Env(), "rope: theta must be a number");
   const float* freqs = call[8].IsNull() ? nullptr : span<float>(call, 8, arg(call, 9, op, "freqsOffset"), head_dim / 2, op, "freqs");
-  if (!call[10].IsNumber() || !call[11].IsBoolean()) throw Napi::TypeError::New(call.Env(), "rope: scale must be a number and halves a boolean");
+  if (!call[10].IsNumber() || !call[11].IsBoolean())
+    throw Napi::TypeError::New(call.Env(), "rope: scale must be a number and halves a boolean");
   rope_ref(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue(), freqs, call[10].As<Napi::Number>().FloatValue(),
            call[11].As<Napi::Boolean>().Value());
   return call.Env().Undefined();
@@ -231,7 +238,8 @@ Napi::Value softmax(Call call) {
 Napi::Value topk(Call call) {
   const char* op = "topk";
   const int64_t n = arg(call, 4, op, "n"), len = arg(call, 5, op, "len"), k = arg(call, 6, op, "k");
-  if (k < 1 || k > len || len > INT32_MAX) range_error(call, op, "k " + std::to_string(k) + ", expected an integer in [1, " + std::to_string(len) + "]");
+  if (k < 1 || k > len || len > INT32_MAX)
+    range_error(call, op, "k " + std::to_string(k) + ", expected an integer in [1, " + std::to_string(len) + "]");
   int32_t* out = span<int32_t>(call, 0, arg(call, 1, op, "outOffset"), product(call, op, n, k), op, "out");
   const float* x = span<float>(call, 2, arg(call, 3, op, "xOffset"), product(call, op, n, len), op, "x");
   topk_ref(out, x, n, len, k);

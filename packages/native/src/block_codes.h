@@ -67,7 +67,8 @@ static inline void chunk_codes16(WeightType t, const uint8_t* x, int k4, int8_t*
       return;
     default:  // q6_k
       for (int l = 0; l < 32; ++l)
-        c[l] = static_cast<int8_t>(((x[64 * H + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f) | (((x[128 + 32 * H + l] >> (2 * k)) & 3) << 4));
+        c[l] =
+            static_cast<int8_t>(((x[64 * H + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0f) | (((x[128 + 32 * H + l] >> (2 * k)) & 3) << 4));
       return;
   }
 }
@@ -123,9 +124,7 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
       nibbles(x + 2);
       for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] - 8);
       return;
-    case WeightType::q4_1:
-      nibbles(x + 4);
-      return;
+    case WeightType::q4_1: nibbles(x + 4); return;
     case WeightType::q8_0:
       for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
       return;
@@ -133,7 +132,8 @@ static inline void sub_block_codes(WeightType t, const uint8_t* row, int64_t s, 
       nibbles(x + 2);
       for (int j = 0; j < 32; ++j) c[j] = IQ4_LEVELS[c[j]];
       return;
-    case WeightType::q5_0: case WeightType::q5_1: {  // the fifth bits in a little-endian 32-bit qh
+    case WeightType::q5_0:
+    case WeightType::q5_1: {  // the fifth bits in a little-endian 32-bit qh
       const bool q5_1 = t == WeightType::q5_1;
       const uint8_t* qh = x + (q5_1 ? 4 : 2);
       nibbles(qh + 4);

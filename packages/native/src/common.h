@@ -50,8 +50,8 @@ T* typed_span(const Napi::Value& value, int64_t offset, int64_t count, const cha
   }
   if (!is_array_of<T>(type)) throw Napi::TypeError::New(value.Env(), what + " must be a " + array_name<T>());
   if (offset < 0 || count < 0 || static_cast<uint64_t>(offset) + static_cast<uint64_t>(count) > length) {
-    throw Napi::RangeError::New(value.Env(), what + " holds " + std::to_string(length) + " elements, the call needs " +
-                                                 std::to_string(offset + count));
+    throw Napi::RangeError::New(value.Env(),
+                                what + " holds " + std::to_string(length) + " elements, the call needs " + std::to_string(offset + count));
   }
   return static_cast<T*>(data) + offset;
 }

@@ -23,7 +23,7 @@ struct CpuFeatures {
   bool avx512vnni = false, avx512bf16 = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;  // with OS permission granted
   bool dotprod = false;  // arm64: SDOT / UDOT (Armv8.2 DotProd; every Apple M1 and later, Graviton 2 and later)
-  bool amd = false;  // vendor AuthenticAMD: its hardware prefetchers want no software prefetch on streams (attention_kernels.h)
+  bool amd = false;      // vendor AuthenticAMD: its hardware prefetchers want no software prefetch on streams (attention_kernels.h)
 };
 
 // The widest family of kernels this CPU (and the SPARQ_NATIVE_KERNEL override) allows.

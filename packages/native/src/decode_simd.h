@@ -56,7 +56,9 @@ inline __m256i iq4_levels(__m256i n) {
 }
 
 // Sub-block scales: out[i] = scale * ints[i] for 8 int32 lanes (scale * code as the scalar code rounds it).
-inline void scales8(float* out, __m256i ints, float scale) { _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(ints), _mm256_set1_ps(scale))); }
+inline void scales8(float* out, __m256i ints, float scale) {
+  _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(ints), _mm256_set1_ps(scale)));
+}
 inline void zeros(float* out, int count) {
   for (int i = 0; i < count; i += 8) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
 }
@@ -172,15 +174,17 @@ SPARQ_DECODE_INLINE void codes(const uint8_t* x, BlockCodes& k, int at = 0) {
     // Lanes 0-3: bytes a .. a + 3 (zeros when a < 0); lanes 4-7: bytes c .. c + 3.
     auto pick = [&](int a, int c) {
       const char z = -1;
-      return _mm_shuffle_epi8(p, _mm_setr_epi8(a < 0 ? z : a, a < 0 ? z : a + 1, a < 0 ? z : a + 2, a < 0 ? z : a + 3, c, c + 1, c + 2, c + 3, z, z, z, z, z, z, z, z));
+      return _mm_shuffle_epi8(p, _mm_setr_epi8(a < 0 ? z : a, a < 0 ? z : a + 1, a < 0 ? z : a + 2, a < 0 ? z : a + 3, c, c + 1, c + 2,
+                                               c + 3, z, z, z, z, z, z, z, z));
     };
     const __m128i top = _mm_set1_epi8(0x30);
     const __m128i lo_hi = pick(0, 8), c = pick(4, 8);
     const __m128i sc = _mm_or_si128(_mm_and_si128(lo_hi, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0)),
                                     _mm_and_si128(_mm_srli_epi16(pick(-1, 0), 2), top));
-    const __m128i mn = _mm_or_si128(_mm_or_si128(_mm_and_si128(c, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
-                                                 _mm_and_si128(_mm_srli_epi16(c, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
-                                    _mm_and_si128(_mm_srli_epi16(pick(-1, 4), 2), top));
+    const __m128i mn =
+        _mm_or_si128(_mm_or_si128(_mm_and_si128(c, _mm_setr_epi8(63, 63, 63, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+                                  _mm_and_si128(_mm_srli_epi16(c, 4), _mm_setr_epi8(0, 0, 0, 0, 15, 15, 15, 15, 0, 0, 0, 0, 0, 0, 0, 0))),
+                     _mm_and_si128(_mm_srli_epi16(pick(-1, 4), 2), top));
     scales8(k.dl, _mm256_cvtepu8_epi32(sc), d);
     scales8(k.ml, _mm256_cvtepu8_epi32(mn), -dmin);  // -(dmin m): f32 rounding is sign-symmetric
   } else if constexpr (T == WeightType::q6_k) {
@@ -194,7 +198,8 @@ SPARQ_DECODE_INLINE void codes(const uint8_t* x, BlockCodes& k, int at = 0) {
       }
     }
     const float d = f16_at(x + 208);
-    for (int h = 0; h < 16; h += 8) scales8(k.dl + h, _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 192 + h))), d);
+    for (int h = 0; h < 16; h += 8)
+      scales8(k.dl + h, _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + 192 + h))), d);
     zeros(k.ml, 16);
   }
 }

@@ -16,12 +16,17 @@ namespace sparq {
 // over their per-row ones than VNNI's.
 int64_t gemm_q8_min_n(WeightType t, bool vnni) {
   switch (t) {
-    case WeightType::q4_0: case WeightType::q4_1: case WeightType::q5_0: return 8;
+    case WeightType::q4_0:
+    case WeightType::q4_1:
+    case WeightType::q5_0: return 8;
     case WeightType::q5_1: return vnni ? 16 : 8;
-    case WeightType::q8_0: case WeightType::iq4_nl: case WeightType::iq4_xs: return vnni ? 8 : 16;
+    case WeightType::q8_0:
+    case WeightType::iq4_nl:
+    case WeightType::iq4_xs: return vnni ? 8 : 16;
     case WeightType::q2_k: return 32;
     case WeightType::q3_k: return vnni ? 32 : 16;
-    case WeightType::q4_k: case WeightType::q5_k: return vnni ? 24 : 16;
+    case WeightType::q4_k:
+    case WeightType::q5_k: return vnni ? 24 : 16;
     case WeightType::q6_k: return vnni ? 32 : 40;
     default: return std::numeric_limits<int64_t>::max();  // not a block type
   }

@@ -33,7 +33,8 @@ struct Q8Acts {
   std::vector<float> d;       // (n, cols / 32) block scales dx
   std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
-  std::vector<int32_t> qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
+  std::vector<int32_t>
+      qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
@@ -46,8 +47,15 @@ int64_t gemm_q8_min_n(WeightType t, bool vnni);
 // The weight types the blocked product handles: every block type (f16, bf16 and f32 stay on f32).
 static inline bool gemm_q8_supports(WeightType t) {
   switch (t) {
-    case WeightType::q4_0: case WeightType::q4_1: case WeightType::q8_0: case WeightType::q5_0: case WeightType::q5_1:
-    case WeightType::iq4_nl: case WeightType::q4_k: case WeightType::q5_k: case WeightType::iq4_xs: return true;
+    case WeightType::q4_0:
+    case WeightType::q4_1:
+    case WeightType::q8_0:
+    case WeightType::q5_0:
+    case WeightType::q5_1:
+    case WeightType::iq4_nl:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::iq4_xs: return true;
     default: return gemm_q8_halves(t);
   }
 }
@@ -57,8 +65,10 @@ static inline int gemm_q8_offset(WeightType t) {
   switch (t) {
     case WeightType::q4_0: return 8;
     case WeightType::q5_0: return 16;
-    case WeightType::q8_0: case WeightType::iq4_nl: case WeightType::iq4_xs: return 128;  // signed codes + 128
-    default: return 0;  // q4_1, q5_1, q4_k, q5_k: codes >= 0 and a minimum
+    case WeightType::q8_0:
+    case WeightType::iq4_nl:
+    case WeightType::iq4_xs: return 128;  // signed codes + 128
+    default: return 0;                    // q4_1, q5_1, q4_k, q5_k: codes >= 0 and a minimum
   }
 }
 

@@ -40,13 +40,18 @@ template <Codes C>
 constexpr bool HALVES = C == Codes::u2 || C == Codes::u3 || C == Codes::u6;
 // Steps (4 columns each) whose int16 pair sums add up before one vpmaddwd (bounds above).
 template <Codes C>
-constexpr int GROUP = C == Codes::u4 ? 8 : C == Codes::u5 || C == Codes::u2 || C == Codes::u3 ? 4 : C == Codes::u6 ? 2 : 1;
+constexpr int GROUP = C == Codes::u4                                       ? 8
+                      : C == Codes::u5 || C == Codes::u2 || C == Codes::u3 ? 4
+                      : C == Codes::u6                                     ? 2
+                                                                           : 1;
 // Activation rows per tile: 2 MR running sums (int16, or int32 for signed codes), 2 vectors of codes
 // (4 for signed codes: c and |c|) and a broadcast fill the 16 vector registers; the f32 accumulators
 // (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width
 // (q6_k: 5, 4% faster than 4; q2_k and q3_k take q4's 6 untried).
 template <Codes C>
-constexpr int MR = C == Codes::u4 || C == Codes::u2 || C == Codes::u3 ? 6 : C == Codes::u6 ? 5 : 4;
+constexpr int MR = C == Codes::u4 || C == Codes::u2 || C == Codes::u3 ? 6
+                   : C == Codes::u6                                   ? 5
+                                                                      : 4;
 
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 
@@ -256,7 +261,8 @@ void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
                 int32_t* sums) {
   for (int h = 0; 16 * h < nr; ++h) {
     const int nh = nr - 16 * h < 16 ? nr - 16 * h : 16;
-    for (int64_t t0 = t_begin; t0 < t_end; t0 += MR<C>) tiles<C, MIN>(static_cast<int>(t_end - t0 < MR<C> ? t_end - t0 : MR<C>), p, a, t0, rows, r0, h, nh, out, sums);
+    for (int64_t t0 = t_begin; t0 < t_end; t0 += MR<C>)
+      tiles<C, MIN>(static_cast<int>(t_end - t0 < MR<C> ? t_end - t0 : MR<C>), p, a, t0, rows, r0, h, nh, out, sums);
   }
 }
 
@@ -266,9 +272,11 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
   auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
   switch (t) {
     case WeightType::q4_0: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, false>);
-    case WeightType::q4_1: case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
+    case WeightType::q4_1:
+    case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
     case WeightType::q5_0: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, false>);
-    case WeightType::q5_1: case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
+    case WeightType::q5_1:
+    case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
     case WeightType::q2_k: return panels(MR<Codes::u2>, panel_avx2<Codes::u2, true>);
     case WeightType::q3_k: return panels(MR<Codes::u3>, panel_avx2<Codes::u3, true>);
     case WeightType::q6_k: return panels(MR<Codes::u6>, panel_avx2<Codes::u6, true>);

@@ -53,7 +53,8 @@ SPARQ_INLINE void dot_steps(const uint8_t* up, const int8_t* xq, int64_t cols, _
 // Tests: the int32 sums i0, i1 of activation rows t0 .. t0 + M by the panel's nr rows, as sub-block s
 // of sums (n, rows, per_row).
 template <int M>
-void store_sums(const __m512i (&i0)[M], const __m512i (&i1)[M], int32_t* sums, int64_t t0, int64_t rows, int64_t r0, int nr, int64_t per_row, int64_t s) {
+void store_sums(const __m512i (&i0)[M], const __m512i (&i1)[M], int32_t* sums, int64_t t0, int64_t rows, int64_t r0, int nr,
+                int64_t per_row, int64_t s) {
   for (int m = 0; m < M; ++m) {
     alignas(64) int32_t lane[NR];
     _mm512_store_si512(lane, i0[m]);
@@ -130,7 +131,8 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
         continue;
       }
       // sc_h in both int16 halves of its lane: the high one, sign-extended.
-      const __m512i s0 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR), 16), s1 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR + 16), 16);
+      const __m512i s0 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR), 16),
+                    s1 = _mm512_srai_epi32(_mm512_loadu_si512(p.sc + hb * NR + 16), 16);
       for (int m = 0; m < M; ++m) {
         I0[m] = _mm512_add_epi32(I0[m], _mm512_mullo_epi32(i0[m], s0));
         I1[m] = _mm512_add_epi32(I1[m], _mm512_mullo_epi32(i1[m], s1));
@@ -177,7 +179,8 @@ template <bool MIN, bool HALVES, bool SUMS>
 void panel_vnni(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0, int nr, float* out,
                 int32_t* sums) {
   constexpr int mr = MR<HALVES>;
-  for (int64_t t0 = t_begin; t0 < t_end; t0 += mr) tiles<MIN, HALVES, SUMS>(static_cast<int>(t_end - t0 < mr ? t_end - t0 : mr), p, a, t0, rows, r0, nr, out, sums);
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += mr)
+    tiles<MIN, HALVES, SUMS>(static_cast<int>(t_end - t0 < mr ? t_end - t0 : mr), p, a, t0, rows, r0, nr, out, sums);
 }
 
 // gemm_q8_vnni, or with SUMS its integer sums into `sums` (tile).

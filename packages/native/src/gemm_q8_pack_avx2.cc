@@ -41,8 +41,9 @@ inline __m256i bits32(const uint8_t* x, int shift, int bits) {
 inline __m256i fifth_bits(const uint8_t* qh) {
   uint32_t h;
   std::memcpy(&h, qh, 4);
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)), _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                                                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
 }
@@ -78,7 +79,9 @@ inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
   switch (t) {
     case WeightType::q2_k: return bits32(x + 16 + 32 * H, 2 * k, 2);
     case WeightType::q3_k: return _mm256_or_si256(bits32(x + 32 + 32 * H, 2 * k, 2), _mm256_slli_epi16(bits32(x, k4, 1), 2));
-    default: return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4), _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));  // q6_k
+    default:
+      return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4),
+                             _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));  // q6_k
   }
 }
 
@@ -87,8 +90,8 @@ inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
 inline int half_block_min(WeightType t, const uint8_t* x, int sub, int sc, float d, float& mm) {
   switch (t) {
     case WeightType::q2_k: mm = -fp16_to_fp32_ref(load_u16(x + 82)); return x[sub] >> 4;  // its minimum mn_h, times -dmin
-    case WeightType::q3_k: mm = -4.0f * d; return sc;   // the offset 4: -4 d sc_h
-    default: mm = -32.0f * d; return sc;                // q6_k, the offset 32: -32 d sc_h
+    case WeightType::q3_k: mm = -4.0f * d; return sc;                                     // the offset 4: -4 d sc_h
+    default: mm = -32.0f * d; return sc;                                                  // q6_k, the offset 32: -32 d sc_h
   }
 }
 
@@ -143,7 +146,8 @@ inline int32_t sum_lanes(__m256i v) {
 inline int32_t act_codes32(const float* x, __m256 mul, int8_t* q, int32_t& first) {
   __m256i c[4];
   for (int i = 0; i < 4; ++i)
-    c[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    c[i] =
+        _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   first = sum_lanes(_mm256_add_epi32(c[0], c[1]));

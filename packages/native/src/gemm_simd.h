@@ -60,7 +60,8 @@ inline void gemm_tile(const float* panel, int64_t kc, const float* x, int64_t co
 
 // Calls gemm_tile<V, M> for the remaining m < MR activation rows (a switch over the tile heights).
 template <class V, int M>
-inline void gemm_tile_tail(int m, const float* panel, int64_t kc, const float* x, int64_t cols, float* out, int64_t rows, int nr, bool first) {
+inline void gemm_tile_tail(int m, const float* panel, int64_t kc, const float* x, int64_t cols, float* out, int64_t rows, int nr,
+                           bool first) {
   if constexpr (M > 0) {
     if (m == M) return gemm_tile<V, M>(panel, kc, x, cols, out, rows, nr, first);
     gemm_tile_tail<V, M - 1>(m, panel, kc, x, cols, out, rows, nr, first);
@@ -87,7 +88,8 @@ void gemm_rows(Decode decode, const float* x, int64_t n, int64_t rows, int64_t c
       const bool first = k0 == 0;
       int64_t t0 = 0;
       for (; t0 + MR <= n; t0 += MR) gemm_tile<V, MR>(panel, kc, x + t0 * cols + k0, cols, out + t0 * rows + r0, rows, nr, first);
-      if (t0 < n) gemm_tile_tail<V, MR - 1>(static_cast<int>(n - t0), panel, kc, x + t0 * cols + k0, cols, out + t0 * rows + r0, rows, nr, first);
+      if (t0 < n)
+        gemm_tile_tail<V, MR - 1>(static_cast<int>(n - t0), panel, kc, x + t0 * cols + k0, cols, out + t0 * rows + r0, rows, nr, first);
     }
   }
 }
@@ -105,9 +107,12 @@ struct DecodeWeights {
     int64_t k = 0;
     for (; k + W <= kc; k += W) {
       const int64_t j = k0 + k;
-      V::store(dst + k, t == WeightType::f32 ? V::load(reinterpret_cast<const float*>(row) + j) : t == WeightType::f16 ? V::load_f16(row + 2 * j) : V::load_bf16(row + 2 * j));
+      V::store(dst + k, t == WeightType::f32   ? V::load(reinterpret_cast<const float*>(row) + j)
+                        : t == WeightType::f16 ? V::load_f16(row + 2 * j)
+                                               : V::load_bf16(row + 2 * j));
     }
-    for (; k < kc; ++k) dst[k] = t == WeightType::f32 ? scalar_f32(row, k0 + k) : t == WeightType::f16 ? scalar_f16(row, k0 + k) : scalar_bf16(row, k0 + k);
+    for (; k < kc; ++k)
+      dst[k] = t == WeightType::f32 ? scalar_f32(row, k0 + k) : t == WeightType::f16 ? scalar_f16(row, k0 + k) : scalar_bf16(row, k0 + k);
   }
   void decode_blocks(const uint8_t* blk, int64_t count, float* dst) const {
     constexpr int W = V::W;
@@ -157,20 +162,20 @@ struct DecodeInt4 {
 
 // The entry points of one ISA file: the per-row kernels matmul_<isa> and matmul_int4_dequant_<isa>
 // (matvec_simd.h), the blocked ones gemm_<isa> and gemm_int4_<isa>.
-#define SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(isa, V)                                                                                \
-  namespace sparq {                                                                                                            \
-  void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,            \
-                    int64_t row_begin, int64_t row_end) {                                                                      \
-    matmul_simd<V>(t, w, x, n, rows, cols, out, row_begin, row_end);                                                           \
-  }                                                                                                                            \
-  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) { \
-    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                             \
-  }                                                                                                                            \
-  void gemm_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,              \
-                  int64_t row_begin, int64_t row_end) {                                                                        \
-    gemm_rows<V>(DecodeWeights<V>{t, w, weight_bytes(t, cols)}, x, n, rows, cols, out, row_begin, row_end);                    \
-  }                                                                                                                            \
-  void gemm_int4_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {          \
-    gemm_rows<V>(DecodeInt4{&w}, x, n, w.rows, w.cols, out, row_begin, row_end);                                              \
-  }                                                                                                                            \
+#define SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(isa, V)                                                                                         \
+  namespace sparq {                                                                                                                       \
+  void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin, \
+                    int64_t row_end) {                                                                                                    \
+    matmul_simd<V>(t, w, x, n, rows, cols, out, row_begin, row_end);                                                                      \
+  }                                                                                                                                       \
+  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {          \
+    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                                        \
+  }                                                                                                                                       \
+  void gemm_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,   \
+                  int64_t row_end) {                                                                                                      \
+    gemm_rows<V>(DecodeWeights<V>{t, w, weight_bytes(t, cols)}, x, n, rows, cols, out, row_begin, row_end);                               \
+  }                                                                                                                                       \
+  void gemm_int4_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {                    \
+    gemm_rows<V>(DecodeInt4{&w}, x, n, w.rows, w.cols, out, row_begin, row_end);                                                          \
+  }                                                                                                                                       \
   }

@@ -24,13 +24,13 @@ struct Int4View {
 // (lane l: elements 8l .. 8l + 7), whose sums and group scales are kept per lane.
 struct Int8Acts {
   int64_t n = 0, cols = 0, group = 0;
-  std::vector<int8_t> q;      // (n, cols)
-  std::vector<float> scale;   // (n, cols / group)
-  std::vector<int32_t> qsum;  // (n, cols / group): sum of q over the group
-  std::vector<int8_t> even, odd;    // (n, cols / 2): q[2j], q[2j + 1]
-  std::vector<int32_t> lane_sum;    // (n, cols / 8): sum of q over the lane's 8 elements
-  std::vector<int32_t> lane_bias;   // (n, cols / 8): -8 * lane_sum (packed nibbles are q + 8)
-  std::vector<float> lane_scale;    // (n, cols / 8): scale of the group of the lane's first element
+  std::vector<int8_t> q;           // (n, cols)
+  std::vector<float> scale;        // (n, cols / group)
+  std::vector<int32_t> qsum;       // (n, cols / group): sum of q over the group
+  std::vector<int8_t> even, odd;   // (n, cols / 2): q[2j], q[2j + 1]
+  std::vector<int32_t> lane_sum;   // (n, cols / 8): sum of q over the lane's 8 elements
+  std::vector<int32_t> lane_bias;  // (n, cols / 8): -8 * lane_sum (packed nibbles are q + 8)
+  std::vector<float> lane_scale;   // (n, cols / 8): scale of the group of the lane's first element
   int64_t half() const { return cols / 2; }
   int64_t lanes() const { return cols / 8; }
 };

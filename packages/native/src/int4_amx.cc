@@ -47,9 +47,9 @@ int64_t step_bytes(int64_t group) { return group % 64 == 0 ? 64 : 32; }
 // Loads the configuration for K-byte steps; _tile_release() undoes it.
 void configure_tiles(int64_t k) {
   TileConfig cfg;
-  cfg.rows[0] = B16, cfg.colsb[0] = B16 * 4;                                            // C
-  cfg.rows[1] = B16, cfg.colsb[1] = static_cast<uint16_t>(k);                           // A
-  cfg.rows[2] = static_cast<uint8_t>(k / 4), cfg.colsb[2] = B16 * 4;                    // B
+  cfg.rows[0] = B16, cfg.colsb[0] = B16 * 4;                          // C
+  cfg.rows[1] = B16, cfg.colsb[1] = static_cast<uint16_t>(k);         // A
+  cfg.rows[2] = static_cast<uint8_t>(k / 4), cfg.colsb[2] = B16 * 4;  // B
   _tile_loadconfig(&cfg);
 }
 
@@ -57,7 +57,8 @@ void configure_tiles(int64_t k) {
 void unpack_block(const Int4View& w, int64_t r0, int32_t* wbuf) {
   const __m512i low = _mm512_set1_epi16(0x0f), eight = _mm512_set1_epi8(8);
   // Word d of row n goes to wbuf[d * 16 + n]: a scatter with a 16-word stride.
-  const __m512i stride = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(B16));
+  const __m512i stride =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(B16));
   for (int n = 0; n < B16; ++n) {
     const uint8_t* row = w.packed + (r0 + n) * w.cols / 2;
     for (int64_t j = 0; j < w.cols; j += 64) {  // 64 columns = 32 packed bytes = 16 words
@@ -153,7 +154,8 @@ void int4_group_sums_amx(const Int4View& w, const Int8Acts& a, int32_t* out) {
       for (int t = 0; t < B16; ++t)
         for (int n = 0; n < B16; ++n) {
           const int64_t r = r0 + n;
-          out[((t0 + t) * w.rows + r) * groups + g] = sums[(g * B16 + t) * B16 + n] - w.zeros[r * groups + g] * a.qsum[(t0 + t) * groups + g];
+          out[((t0 + t) * w.rows + r) * groups + g] =
+              sums[(g * B16 + t) * B16 + n] - w.zeros[r * groups + g] * a.qsum[(t0 + t) * groups + g];
         }
   });
 }

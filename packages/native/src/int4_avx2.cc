@@ -59,30 +59,36 @@ void rows_avx2(const Int4View& w, const Int8Acts& a, float* out, int64_t row_beg
     constexpr int NX = decltype(nx)::value;
     {
       const uint8_t* row = w.packed + r * half;
-      two_chains<Vec256, NX>(steps, [&](int64_t s, __m256* acc) {
-        const int64_t g0 = r * groups + sg.first(s);
-        const __m256i b = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s * 32)), flip);  // u = n ^ 8
-        const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
-        __m256 wscale;
-        if (sg.per_step == 1 || g0 + 8 <= all_groups) {
-          wscale = sg.spread(w.scales + g0);
-        } else {
-          alignas(32) float tmp[8] = {};
-          for (int i = 0; i < sg.per_step; ++i) tmp[i] = w.scales[g0 + i];
-          wscale = sg.spread(tmp);
-        }
-        const __m256i zero = Symmetric ? _mm256_setzero_si256() : sg.spread(w.zeros + g0);
-        for (int k = 0; k < NX; ++k) {
-          const int64_t t = t0 + k, lane = t * lanes + s * 8;
-          const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.even.data() + t * half + s * 32));
-          const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.odd.data() + t * half + s * 32));
-          const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-          __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_bias.data() + lane)));
-          if (!Symmetric) isum = _mm256_sub_epi32(isum, _mm256_mullo_epi32(zero, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sum.data() + lane))));
-          const __m256 scale = _mm256_mul_ps(wscale, _mm256_loadu_ps(a.lane_scale.data() + lane));
-          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[k]);
-        }
-      }, res);
+      two_chains<Vec256, NX>(
+          steps,
+          [&](int64_t s, __m256* acc) {
+            const int64_t g0 = r * groups + sg.first(s);
+            const __m256i b = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s * 32)), flip);  // u = n ^ 8
+            const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+            __m256 wscale;
+            if (sg.per_step == 1 || g0 + 8 <= all_groups) {
+              wscale = sg.spread(w.scales + g0);
+            } else {
+              alignas(32) float tmp[8] = {};
+              for (int i = 0; i < sg.per_step; ++i) tmp[i] = w.scales[g0 + i];
+              wscale = sg.spread(tmp);
+            }
+            const __m256i zero = Symmetric ? _mm256_setzero_si256() : sg.spread(w.zeros + g0);
+            for (int k = 0; k < NX; ++k) {
+              const int64_t t = t0 + k, lane = t * lanes + s * 8;
+              const __m256i xe = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.even.data() + t * half + s * 32));
+              const __m256i xo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.odd.data() + t * half + s * 32));
+              const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+              __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(pairs, ones),
+                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_bias.data() + lane)));
+              if (!Symmetric)
+                isum = _mm256_sub_epi32(
+                    isum, _mm256_mullo_epi32(zero, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sum.data() + lane))));
+              const __m256 scale = _mm256_mul_ps(wscale, _mm256_loadu_ps(a.lane_scale.data() + lane));
+              acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[k]);
+            }
+          },
+          res);
       if (steps * STEP < w.cols)
         for (int k = 0; k < NX; ++k) res[k] += int4_int8_tail(w, a, r, t0 + k, steps * STEP);
     }

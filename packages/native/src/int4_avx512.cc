@@ -29,8 +29,8 @@ constexpr int64_t CHUNK = 128;  // elements per 64-byte chunk of packed weights
 
 // Per-chunk view of the weight's groups: which group each lane belongs to.
 struct LaneGroups {
-  __m512i index;     // lane -> group offset within the chunk
-  __mmask16 load;    // groups touched by one chunk (1, 2 or 4)
+  __m512i index;   // lane -> group offset within the chunk
+  __mmask16 load;  // groups touched by one chunk (1, 2 or 4)
   int64_t group, per_chunk;
   LaneGroups(int64_t group_size) : group(group_size), per_chunk(group_size < CHUNK ? CHUNK / group_size : 1) {
     alignas(64) int32_t idx[16];
@@ -72,16 +72,19 @@ void matmul_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_b
   for_each_tile(a.n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
     constexpr int NX = decltype(nx)::value;
     const uint8_t* row = w.packed + r * w.cols / 2;
-    two_chains<Vec512, NX>(chunks, [&](int64_t chunk, __m512* acc) {
-      const int64_t g0 = r * groups + lg.first(chunk);
-      __m512i lanes[NX];
-      chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, a, t0, chunk, lanes);
-      const __m512 wscale = lg.spread(w.scales + g0);
-      for (int k = 0; k < NX; ++k) {
-        const __m512 scale = _mm512_mul_ps(wscale, _mm512_loadu_ps(a.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
-        acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes[k]), scale, acc[k]);
-      }
-    }, res);
+    two_chains<Vec512, NX>(
+        chunks,
+        [&](int64_t chunk, __m512* acc) {
+          const int64_t g0 = r * groups + lg.first(chunk);
+          __m512i lanes[NX];
+          chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, a, t0, chunk, lanes);
+          const __m512 wscale = lg.spread(w.scales + g0);
+          for (int k = 0; k < NX; ++k) {
+            const __m512 scale = _mm512_mul_ps(wscale, _mm512_loadu_ps(a.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes[k]), scale, acc[k]);
+          }
+        },
+        res);
     if (chunks * CHUNK < w.cols)
       for (int k = 0; k < NX; ++k) res[k] += int4_int8_tail(w, a, r, t0 + k, chunks * CHUNK);
   });

@@ -23,9 +23,7 @@ WeightType block_weight_type(KvType t) { return t == KvType::q8_0 ? WeightType::
 // back (x itself for f32, else decoded into `stored`).
 const float* store_row(const AttnKernels& kt, KvType t, void* dst, const float* x, size_t d, float* stored) {
   switch (t) {
-    case KvType::f32:
-      std::memcpy(dst, x, d * 4);
-      return x;
+    case KvType::f32: std::memcpy(dst, x, d * 4); return x;
     case KvType::f16:
       kt.to_f16(static_cast<uint16_t*>(dst), x, d);
       kt.from_f16(stored, static_cast<const uint16_t*>(dst), d);
@@ -45,9 +43,7 @@ void load_row(const AttnKernels& kt, KvType t, const void* src, size_t d, float*
     case KvType::f32: std::memcpy(out, src, d * 4); break;
     case KvType::f16: kt.from_f16(out, static_cast<const uint16_t*>(src), d); break;
     case KvType::q8_0:
-    case KvType::q4_0:
-      dequantize_blocks(block_weight_type(t), static_cast<const uint8_t*>(src), out, static_cast<int64_t>(d) / QK);
-      break;
+    case KvType::q4_0: dequantize_blocks(block_weight_type(t), static_cast<const uint8_t*>(src), out, static_cast<int64_t>(d) / QK); break;
   }
 }
 
@@ -74,7 +70,8 @@ void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq,
   const size_t m = static_cast<size_t>(p1 - p0);
   rows.resize(m * d);
   const auto* k = static_cast<const uint8_t*>(c.rows(c.k, seq, h));
-  for (size_t u = 0; u < m; u++) load_row(kt, c.dtype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.row_bytes(), d, rows.data() + u * d);
+  for (size_t u = 0; u < m; u++)
+    load_row(kt, c.dtype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.row_bytes(), d, rows.data() + u * d);
   const int bits = kt_bits(c.kt_dtype), qmax = (1 << (bits - 1)) - 1;
   const size_t head = static_cast<size_t>(seq * c.nkv + h) * d;
   for (size_t i = 0; i < d; i++) {

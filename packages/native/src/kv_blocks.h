@@ -62,7 +62,9 @@ struct Q8_0Rows {
   static constexpr size_t kBytes = Q8_0_BYTES;
   // W codes as floats, unscaled (exact).
   template <class V>
-  static typename V::F codes(const uint8_t* blk, size_t lane) { return V::from_i8(blk + 2 + lane); }
+  static typename V::F codes(const uint8_t* blk, size_t lane) {
+    return V::from_i8(blk + 2 + lane);
+  }
   template <class V>
   static typename V::F load(const uint8_t* blk, size_t lane) {
     return V::mul(codes<V>(blk, lane), V::set1_half(load_u16(blk)));
@@ -106,16 +108,22 @@ struct BlockPtr {
 
 // Row `pos` of rows of d elements starting at base.
 template <class T>
-inline const T* row_at(const T* base, size_t pos, size_t d) { return base + pos * d; }
+inline const T* row_at(const T* base, size_t pos, size_t d) {
+  return base + pos * d;
+}
 template <class B>
 inline BlockPtr<B> row_at(BlockPtr<B> base, size_t pos, size_t d) {
   return BlockPtr<B>{base.blk + pos * (d / QK) * B::kBytes, 0};
 }
 
 template <class T>
-inline const void* row_address(const T* p) { return p; }
+inline const void* row_address(const T* p) {
+  return p;
+}
 template <class B>
-inline const void* row_address(BlockPtr<B> p) { return p.blk; }
+inline const void* row_address(BlockPtr<B> p) {
+  return p.blk;
+}
 
 // Stored bytes per row of d elements, and whether rows are converted on load (f16, blocks).
 template <class P>
@@ -145,16 +153,26 @@ struct RowTraits<BlockPtr<B>> {
 // W lanes from p: whole (row_load), the first `avail` with zeros after (row_load_part), or
 // every stride-th element (row_gather). Plain element types go to V's own loads.
 template <class V, class T>
-inline typename V::F row_load(const T* p) { return V::load(p); }
+inline typename V::F row_load(const T* p) {
+  return V::load(p);
+}
 template <class V, class B>
-inline typename V::F row_load(BlockPtr<B> p) { return B::template load<V>(p.blk, p.lane); }
+inline typename V::F row_load(BlockPtr<B> p) {
+  return B::template load<V>(p.blk, p.lane);
+}
 template <class V, class T>
-inline typename V::F row_load_part(const T* p, size_t avail) { return V::load_part(p, avail); }
+inline typename V::F row_load_part(const T* p, size_t avail) {
+  return V::load_part(p, avail);
+}
 // Block rows only: W lanes' codes (unscaled) and their block's scale on every lane; row_load = their product.
 template <class V, class B>
-inline typename V::F row_codes(BlockPtr<B> p) { return B::template codes<V>(p.blk, p.lane); }
+inline typename V::F row_codes(BlockPtr<B> p) {
+  return B::template codes<V>(p.blk, p.lane);
+}
 template <class V, class B>
-inline typename V::F row_scale(BlockPtr<B> p) { return V::set1_half(load_u16(p.blk)); }
+inline typename V::F row_scale(BlockPtr<B> p) {
+  return V::set1_half(load_u16(p.blk));
+}
 template <class V, class B>
 inline typename V::F row_gather_blocks(BlockPtr<B> p, size_t stride, size_t avail) {
   float x[V::W] = {};
@@ -165,11 +183,17 @@ inline typename V::F row_gather_blocks(BlockPtr<B> p, size_t stride, size_t avai
   return V::load(x);
 }
 template <class V, class B>
-inline typename V::F row_load_part(BlockPtr<B> p, size_t avail) { return row_gather_blocks<V>(p, 1, avail); }
+inline typename V::F row_load_part(BlockPtr<B> p, size_t avail) {
+  return row_gather_blocks<V>(p, 1, avail);
+}
 template <class V, class T>
-inline typename V::F row_gather(const T* p, size_t stride, size_t avail) { return V::gather(p, stride, avail); }
+inline typename V::F row_gather(const T* p, size_t stride, size_t avail) {
+  return V::gather(p, stride, avail);
+}
 template <class V, class B>
-inline typename V::F row_gather(BlockPtr<B> p, size_t stride, size_t avail) { return row_gather_blocks<V>(p, stride, avail); }
+inline typename V::F row_gather(BlockPtr<B> p, size_t stride, size_t avail) {
+  return row_gather_blocks<V>(p, stride, avail);
+}
 
 // Calls body(rows) with rows typed by t: const float*, const uint16_t* (f16 bits) or a BlockPtr.
 template <class Body>

@@ -29,8 +29,13 @@ namespace sparq {
 enum class ActBlocks { q8_0, q8_1, q8_k };
 constexpr ActBlocks act_blocks(WeightType t) {
   switch (t) {
-    case WeightType::q4_1: case WeightType::q5_1: return ActBlocks::q8_1;
-    case WeightType::q2_k: case WeightType::q3_k: case WeightType::q4_k: case WeightType::q5_k: case WeightType::q6_k:
+    case WeightType::q4_1:
+    case WeightType::q5_1: return ActBlocks::q8_1;
+    case WeightType::q2_k:
+    case WeightType::q3_k:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::q6_k:
     case WeightType::iq4_xs: return ActBlocks::q8_k;
     default: return ActBlocks::q8_0;
   }
@@ -45,19 +50,24 @@ void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, flo
 // Activation rows quantized for one weight type.
 struct RowActs {
   int64_t n = 0, cols = 0;
-  std::vector<int8_t> q;       // (n, cols) codes
-  std::vector<float> d;        // (n, cols / 32) steps dx of the 32 elements' activation block
-  std::vector<int32_t> bias;   // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
-  std::vector<float> sum16;    // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
-  std::vector<float> sum32;    // (n, cols / 32): quantize_act_row's xs; types with a minimum only
-  std::vector<int16_t> isum16; // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
+  std::vector<int8_t> q;        // (n, cols) codes
+  std::vector<float> d;         // (n, cols / 32) steps dx of the 32 elements' activation block
+  std::vector<int32_t> bias;    // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
+  std::vector<float> sum16;     // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
+  std::vector<float> sum32;     // (n, cols / 32): quantize_act_row's xs; types with a minimum only
+  std::vector<int16_t> isum16;  // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
 constexpr bool q8_has_min(WeightType t) {
   switch (t) {
-    case WeightType::q4_1: case WeightType::q5_1: case WeightType::q2_k: case WeightType::q3_k: case WeightType::q4_k:
-    case WeightType::q5_k: case WeightType::q6_k: return true;
+    case WeightType::q4_1:
+    case WeightType::q5_1:
+    case WeightType::q2_k:
+    case WeightType::q3_k:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::q6_k: return true;
     default: return false;
   }
 }

@@ -65,20 +65,20 @@ void matmul_q8_arm64(WeightType t, const uint8_t* w, const RowActs& a, int64_t r
 template <class Dot>
 void q8_sums_arm64(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t subs = a.cols / sub_block_elements(t);
-  each_row_sums<Dot>(t, w, a, 0, rows, [&](int64_t r, int64_t k, int64_t s, int32_t isum, const DecodedRow&) { sums[(k * rows + r) * subs + s] = isum; });
+  each_row_sums<Dot>(t, w, a, 0, rows,
+                     [&](int64_t r, int64_t k, int64_t s, int32_t isum, const DecodedRow&) { sums[(k * rows + r) * subs + s] = isum; });
 }
 
 }  // namespace
 }  // namespace sparq
 
 // The entry points of kernels_arm64.h for one integer dot product: matmul_q8_<name>, q8_sums_<name>.
-#define SPARQ_Q8_ARM64_ENTRY_POINTS(name, Dot)                                                                              \
-  namespace sparq {                                                                                                        \
-  void matmul_q8_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin,    \
-                        int64_t row_end) {                                                                                 \
-    matmul_q8_arm64<Dot>(t, w, a, rows, out, row_begin, row_end);                                                          \
-  }                                                                                                                        \
-  void q8_sums_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                     \
-    q8_sums_arm64<Dot>(t, w, a, rows, sums);                                                                               \
-  }                                                                                                                        \
+#define SPARQ_Q8_ARM64_ENTRY_POINTS(name, Dot)                                                                                            \
+  namespace sparq {                                                                                                                       \
+  void matmul_q8_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
+    matmul_q8_arm64<Dot>(t, w, a, rows, out, row_begin, row_end);                                                                         \
+  }                                                                                                                                       \
+  void q8_sums_##name(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
+    q8_sums_arm64<Dot>(t, w, a, rows, sums);                                                                                              \
+  }                                                                                                                                       \
   }

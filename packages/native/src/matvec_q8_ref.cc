@@ -93,7 +93,8 @@ void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, flo
     const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
     act_codes(x + 32 * i, 32, id, q + 32 * i, sum + i);
     dx[i] = fp16_to_fp32_ref(fp32_to_fp16_ref(d));
-    xs[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum[i]))) : dx[i] * static_cast<float>(sum[i]);
+    xs[i] =
+        kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum[i]))) : dx[i] * static_cast<float>(sum[i]);
   }
 }
 
@@ -110,7 +111,8 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
   a.sum32.resize(static_cast<size_t>(n * chunks));
   a.isum16.resize(sub_block_elements(t) == 16 ? static_cast<size_t>(n * cols / 16) : 0);
   std::vector<int32_t> sums(static_cast<size_t>(chunks));
-  for (int64_t r = 0; r < n; ++r) quantize_act_row(t, x + r * cols, cols, a.q.data() + r * cols, a.d.data() + r * chunks, a.sum32.data() + r * chunks, sums.data());
+  for (int64_t r = 0; r < n; ++r)
+    quantize_act_row(t, x + r * cols, cols, a.q.data() + r * cols, a.d.data() + r * chunks, a.sum32.data() + r * chunks, sums.data());
   if (!min) a.sum32.clear();
   for (int64_t i = 0; i < n * chunks; ++i) {
     const int8_t* q = a.q.data() + 32 * i;
@@ -146,7 +148,8 @@ void matmul_q8_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t row
 
 void q8_sums_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t subs = a.cols / sub_block_elements(t);
-  each_sub_sum(t, w, a, 0, rows, [&](int64_t r, int64_t s, int64_t k, int32_t isum, float, float) { sums[(k * rows + r) * subs + s] = isum; });
+  each_sub_sum(t, w, a, 0, rows,
+               [&](int64_t r, int64_t s, int64_t k, int32_t isum, float, float) { sums[(k * rows + r) * subs + s] = isum; });
 }
 
 }  // namespace sparq

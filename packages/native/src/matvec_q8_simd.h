@@ -64,8 +64,9 @@ inline __m256i fifth_bits(const uint8_t* p) {
   uint32_t bits;
   std::memcpy(&bits, p, 4);
   // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                                             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
 }
@@ -108,7 +109,8 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 template <class T>
 struct Block32 {
   static constexpr int ELEMENTS = 32;
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     s.chunk(0, T::codes(x), f16x8(x));
     if constexpr (T::MIN) s.min32(0, f16_at(x + T::M_AT));
   }
@@ -160,7 +162,9 @@ SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
 // Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
 // as int16 in both 128-bit halves, then chunk c's in all 16 lanes (one byte shuffle).
 SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc32, sc32), 0x88); }
-SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) { return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(2 * c + ((2 * c + 1) << 8)))); }
+SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) {
+  return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(2 * c + ((2 * c + 1) << 8))));
+}
 // 16-element half-blocks: the 16 int8 scales sc as int16 (all), and scales 0-7 / 8-15 in both 128-bit
 // halves (low / high); chunk c's: half-block 2c's scale in lanes 0-7, 2c + 1's in lanes 8-15.
 struct HalfScales {
@@ -169,8 +173,9 @@ struct HalfScales {
       : all(_mm256_cvtepi8_epi16(sc)), low(_mm256_permute2x128_si256(all, all, 0x00)), high(_mm256_permute2x128_si256(all, all, 0x11)) {}
   SPARQ_INLINE __m256i chunk(int c) const {
     const char a = static_cast<char>(4 * (c % 4)), b = static_cast<char>(a + 2);
-    return _mm256_shuffle_epi8(c < 4 ? low : high, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
-                                                                     b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+    return _mm256_shuffle_epi8(c < 4 ? low : high,
+                               _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1, b,
+                                                b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
   }
 };
 
@@ -179,7 +184,8 @@ struct HalfScales {
 struct Q2_K {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
     s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
@@ -198,19 +204,22 @@ struct Q2_K {
 struct Q3_K {
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const uint8_t* p = x + 96;
     const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
     uint32_t aux;
     std::memcpy(&aux, p + 8, 4);
     // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
-    const __m128i high2 = _mm_slli_epi16(_mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
+    const __m128i high2 = _mm_slli_epi16(
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
     const HalfScales scales(_mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32)));
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
-      for (int k = 0; k < 4; ++k) s.scaled_chunk(4 * H + k, or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4)), scales.chunk(4 * H + k));
+      for (int k = 0; k < 4; ++k)
+        s.scaled_chunk(4 * H + k, or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4)), scales.chunk(4 * H + k));
     }
     s.offsets(scales.all);
     s.end_block(f16x8(x + 108));
@@ -223,7 +232,8 @@ template <bool FIVE>
 struct QX_K {
   static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_k), MIN = q8_has_min(WeightType::q4_k);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
     // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
     uint32_t w[3];
@@ -231,7 +241,8 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    const __m256i sc =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -254,7 +265,8 @@ struct QX_K {
 struct Q6_K {
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const HalfScales scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)));
     for (int H = 0; H < 2; ++H) {
       const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
@@ -262,7 +274,8 @@ struct Q6_K {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
       for (int k = 0; k < 4; ++k) {
         const __m256i b = k % 2 ? b1 : b0;
-        s.scaled_chunk(4 * H + k, or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30)), scales.chunk(4 * H + k));
+        s.scaled_chunk(4 * H + k, or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30)),
+                       scales.chunk(4 * H + k));
       }
     }
     s.offsets(scales.all);
@@ -273,13 +286,15 @@ struct Q6_K {
 struct IQ4_XS {
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_xs), MIN = q8_has_min(WeightType::iq4_xs);
-  template <class S> SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     // Scale c (int32 lane c): nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
     uint32_t low4;
     std::memcpy(&low4, x + 4, 4);
     const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low4)), nib = _mm_set1_epi8(0x0f);
     const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
-    const __m256i high = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
     const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
     const __m256i sc = scales16(sc32);
     for (int c = 0; c < 8; c += 2) {
@@ -320,7 +335,8 @@ SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bi
 #if defined(__AVX512VNNI__)
   // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
   if (T::SIGNED)
-    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)), _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
+    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)),
+                               _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
 #endif
   __m256i mag = codes;
   if (T::SIGNED) {
@@ -389,7 +405,8 @@ struct RowSums {
   __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
   float min_scalar[NX];
 
-  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0)
+      : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
       d[k] = a.d.data() + t * (a.cols / 32);
@@ -409,7 +426,8 @@ struct RowSums {
     const int64_t g = g0 + c;
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))), _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))),
+                          _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
     }
   }
   // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl times each row's dx into
@@ -421,7 +439,8 @@ struct RowSums {
   SPARQ_INLINE void run_chunk(int i, __m256i codes, const float (*scale)[8]) {
     for (int k = 0; k < NX; ++k) {
       __m256& a = acc[NX == 1 ? i & 1 : 0][k];  // one row: two chains; more: the rows' chains overlap
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i), a);
+      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i),
+                          a);
     }
   }
   // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
@@ -475,8 +494,8 @@ struct SubSums {
   const int8_t* q;
   const int32_t* bias;
   const int16_t* isum16;
-  int32_t* sums;       // the row's sub-block sums
-  int64_t g0 = 0;      // the current block's first chunk in the row
+  int32_t* sums;   // the row's sub-block sums
+  int64_t g0 = 0;  // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
   SPARQ_INLINE void store(int c, __m256i codes) {
@@ -586,8 +605,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
       SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
-                      a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16),
-                      sums + (k * rows + r) * subs};
+                      a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
@@ -597,16 +615,16 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
 }  // namespace sparq
 
 // The entry points of matvec_q8.h for one ISA file: matmul_q8_<isa>, q8_sums_<isa>.
-#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                     \
-  namespace sparq {                                                                                                                    \
+#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                       \
+  namespace sparq {                                                                                                                      \
   void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
-    with_type(t, [&](auto type) {                                                                                                      \
-      using T = decltype(type);                                                                                                        \
-      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
-      rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
-    });                                                                                                                                \
-  }                                                                                                                                    \
-  void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                  \
-    with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                      \
-  }                                                                                                                                    \
+    with_type(t, [&](auto type) {                                                                                                        \
+      using T = decltype(type);                                                                                                          \
+      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                  \
+      rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                   \
+    });                                                                                                                                  \
+  }                                                                                                                                      \
+  void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
+    with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                        \
+  }                                                                                                                                      \
   }

@@ -17,7 +17,6 @@
 namespace sparq {
 namespace {
 
-
 // Calls step(i, acc) for i = 0, 1, ... < count, alternating two accumulator sets
 // (two independent FMA chains per activation row), then stores the sums in res.
 template <class V, int NX, class Step>
@@ -37,10 +36,13 @@ inline void two_chains(int64_t count, Step step, float* res) {
 template <class V, int NX, class Load>
 inline void dot_plain(Load load, float (*scalar)(const uint8_t*, int64_t), const uint8_t* w, const float* x, int64_t cols, float* res) {
   constexpr int W = V::W;
-  two_chains<V, NX>(cols / W, [&](int64_t i, typename V::F* acc) {
-    const typename V::F wv = load(w, i * W);
-    for (int k = 0; k < NX; ++k) acc[k] = V::fma(wv, V::load(x + k * cols + i * W), acc[k]);
-  }, res);
+  two_chains<V, NX>(
+      cols / W,
+      [&](int64_t i, typename V::F* acc) {
+        const typename V::F wv = load(w, i * W);
+        for (int k = 0; k < NX; ++k) acc[k] = V::fma(wv, V::load(x + k * cols + i * W), acc[k]);
+      },
+      res);
   for (int64_t j = cols / W * W; j < cols; ++j)
     for (int k = 0; k < NX; ++k) res[k] += scalar(w, j) * x[k * cols + j];
 }
@@ -51,39 +53,42 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
   using F = typename V::F;
   constexpr int W = V::W;
   const int64_t bytes = weight_bytes(t, QK);
-  two_chains<V, NX>(cols / QK, [&](int64_t b, F* acc) {
-    const uint8_t* blk = w + b * bytes;
-    const float* xb = x + b * QK;
-    const F d = V::set1(V::half(blk));
-    F part[NX], xsum[NX];
-    for (int k = 0; k < NX; ++k) part[k] = xsum[k] = V::zero();
-    if (t == WeightType::q8_0) {
-      for (int h = 0; h < QK; h += W) {
-        const F q = V::load_i8(blk + 2 + h);
-        for (int k = 0; k < NX; ++k) part[k] = V::fma(q, V::load(xb + k * cols + h), part[k]);
-      }
-    } else {
-      // q4_0 stores q + 8; q4_1 stores q and adds m * sum(x) below. Byte j holds elements j and j + 16.
-      const bool q4_0 = t == WeightType::q4_0;
-      const F bias = V::set1(q4_0 ? 8.0f : 0.0f);
-      for (int h = 0; h < QK / 2; h += W) {
-        F lo, hi;
-        V::nibbles(blk + (q4_0 ? 2 : 4) + h, lo, hi);
-        lo = V::sub(lo, bias);
-        hi = V::sub(hi, bias);
-        for (int k = 0; k < NX; ++k) {
-          const F x0 = V::load(xb + k * cols + h), x1 = V::load(xb + k * cols + QK / 2 + h);
-          part[k] = V::fma(hi, x1, V::fma(lo, x0, part[k]));
-          if (!q4_0) xsum[k] = V::add(xsum[k], V::add(x0, x1));
+  two_chains<V, NX>(
+      cols / QK,
+      [&](int64_t b, F* acc) {
+        const uint8_t* blk = w + b * bytes;
+        const float* xb = x + b * QK;
+        const F d = V::set1(V::half(blk));
+        F part[NX], xsum[NX];
+        for (int k = 0; k < NX; ++k) part[k] = xsum[k] = V::zero();
+        if (t == WeightType::q8_0) {
+          for (int h = 0; h < QK; h += W) {
+            const F q = V::load_i8(blk + 2 + h);
+            for (int k = 0; k < NX; ++k) part[k] = V::fma(q, V::load(xb + k * cols + h), part[k]);
+          }
+        } else {
+          // q4_0 stores q + 8; q4_1 stores q and adds m * sum(x) below. Byte j holds elements j and j + 16.
+          const bool q4_0 = t == WeightType::q4_0;
+          const F bias = V::set1(q4_0 ? 8.0f : 0.0f);
+          for (int h = 0; h < QK / 2; h += W) {
+            F lo, hi;
+            V::nibbles(blk + (q4_0 ? 2 : 4) + h, lo, hi);
+            lo = V::sub(lo, bias);
+            hi = V::sub(hi, bias);
+            for (int k = 0; k < NX; ++k) {
+              const F x0 = V::load(xb + k * cols + h), x1 = V::load(xb + k * cols + QK / 2 + h);
+              part[k] = V::fma(hi, x1, V::fma(lo, x0, part[k]));
+              if (!q4_0) xsum[k] = V::add(xsum[k], V::add(x0, x1));
+            }
+          }
+          if (!q4_0) {
+            const F m = V::set1(V::half(blk + 2));
+            for (int k = 0; k < NX; ++k) acc[k] = V::fma(xsum[k], m, acc[k]);
+          }
         }
-      }
-      if (!q4_0) {
-        const F m = V::set1(V::half(blk + 2));
-        for (int k = 0; k < NX; ++k) acc[k] = V::fma(xsum[k], m, acc[k]);
-      }
-    }
-    for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], d, acc[k]);
-  }, res);
+        for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], d, acc[k]);
+      },
+      res);
 }
 
 // Decoded weights [0, count) of k (count a multiple of W, sub-blocks of sub) against NX activation
@@ -145,7 +150,8 @@ template <class V, int NX>
 void dot_row(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
   switch (t) {
     case WeightType::f32:
-      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols, res);
+      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x,
+                              cols, res);
     case WeightType::f16:
       return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_f16(p + 2 * j); }, scalar_f16, w, x, cols, res);
     case WeightType::bf16:
@@ -190,9 +196,7 @@ void matmul_simd(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
 // elements. The activations are permuted once per call to match (xp[c*128 + 16k + i] = x[c*128 + 8i + k]).
 // Per lane: sum_k (q - zero) x over its 8 elements (one group), times the lane's group scale.
 // Needs groups that tile the chunk (128 % group == 0 with group % 8 == 0, or group % 128 == 0).
-inline bool int4_dequant_512_supports(int64_t group) {
-  return group > 0 && ((group % 8 == 0 && 128 % group == 0) || group % 128 == 0);
-}
+inline bool int4_dequant_512_supports(int64_t group) { return group > 0 && ((group % 8 == 0 && 128 % group == 0) || group % 128 == 0); }
 
 template <int NX, bool ASYM>
 inline void int4_dequant_512_row(const Int4View& w, const float* xp, int64_t r, __m512i gidx, __mmask16 gmask, float* res) {
@@ -282,25 +286,29 @@ inline void int4_dequant_256_row(const Int4View& w, const float* xs, int64_t r, 
   const uint8_t* row = w.packed + r * half;
   const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
   alignas(32) int8_t codes[32];  // [even elements' codes | odd elements' codes] of one step
-  two_chains<Vec256, NX>(groups, [&](int64_t g, __m256* acc) {
-    const __m256i zero = _mm256_set1_epi32(w.zeros[r * groups + g]);
-    __m256 part[NX];
-    for (int k = 0; k < NX; ++k) part[k] = _mm256_setzero_ps();
-    for (int64_t j = g * hg; j < (g + 1) * hg; j += 16) {
-      const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)), _mm_set1_epi8(static_cast<char>(0x88)));
-      _mm_store_si128(reinterpret_cast<__m128i*>(codes), _mm_sub_epi8(_mm_and_si128(b, low), eight));
-      _mm_store_si128(reinterpret_cast<__m128i*>(codes + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low), eight));
-      for (int s = 0; s < 32; s += 8) {
-        __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + s)));
-        if (ASYM) q = _mm256_sub_epi32(q, zero);
-        const __m256 v = _mm256_cvtepi32_ps(q);
-        const int64_t at = (s < 16 ? 0 : half) + j + s % 16;  // even[j + s] or odd[j + s - 16]
-        for (int k = 0; k < NX; ++k) part[k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xs + k * w.cols + at), part[k]);
-      }
-    }
-    const __m256 scale = _mm256_set1_ps(w.scales[r * groups + g]);
-    for (int k = 0; k < NX; ++k) acc[k] = _mm256_fmadd_ps(part[k], scale, acc[k]);
-  }, res);
+  two_chains<Vec256, NX>(
+      groups,
+      [&](int64_t g, __m256* acc) {
+        const __m256i zero = _mm256_set1_epi32(w.zeros[r * groups + g]);
+        __m256 part[NX];
+        for (int k = 0; k < NX; ++k) part[k] = _mm256_setzero_ps();
+        for (int64_t j = g * hg; j < (g + 1) * hg; j += 16) {
+          const __m128i b =
+              _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)), _mm_set1_epi8(static_cast<char>(0x88)));
+          _mm_store_si128(reinterpret_cast<__m128i*>(codes), _mm_sub_epi8(_mm_and_si128(b, low), eight));
+          _mm_store_si128(reinterpret_cast<__m128i*>(codes + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low), eight));
+          for (int s = 0; s < 32; s += 8) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + s)));
+            if (ASYM) q = _mm256_sub_epi32(q, zero);
+            const __m256 v = _mm256_cvtepi32_ps(q);
+            const int64_t at = (s < 16 ? 0 : half) + j + s % 16;  // even[j + s] or odd[j + s - 16]
+            for (int k = 0; k < NX; ++k) part[k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xs + k * w.cols + at), part[k]);
+          }
+        }
+        const __m256 scale = _mm256_set1_ps(w.scales[r * groups + g]);
+        for (int k = 0; k < NX; ++k) acc[k] = _mm256_fmadd_ps(part[k], scale, acc[k]);
+      },
+      res);
 }
 
 // INT4 'dequant' path. The activation rows are first split into even and odd
@@ -330,29 +338,34 @@ void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, floa
     constexpr int NX = decltype(nx)::value;
     const float* xs = split.data() + t0 * w.cols;
     if constexpr (std::is_same<V, Vec256>::value) {
-      if (w.group % 32 == 0) return w.symmetric ? int4_dequant_256_row<NX, false>(w, xs, r, res) : int4_dequant_256_row<NX, true>(w, xs, r, res);
+      if (w.group % 32 == 0)
+        return w.symmetric ? int4_dequant_256_row<NX, false>(w, xs, r, res) : int4_dequant_256_row<NX, true>(w, xs, r, res);
     }
     const uint8_t* row = w.packed + r * half;
     float tail[NX] = {};
-    two_chains<V, NX>(groups, [&](int64_t g, F* acc) {
-      const float scale = w.scales[r * groups + g];
-      const int zero = w.zeros[r * groups + g];
-      const typename V::Table table = V::int4_table(zero);
-      F part[NX];
-      for (int k = 0; k < NX; ++k) part[k] = V::zero();
-      int64_t j = g * hg;
-      for (; j + W <= (g + 1) * hg; j += W) {
-        F even, odd;
-        V::int4_pair(row + j, table, even, odd);
-        for (int k = 0; k < NX; ++k) part[k] = V::fma(odd, V::load(xs + k * w.cols + half + j), V::fma(even, V::load(xs + k * w.cols + j), part[k]));
-      }
-      for (; j < (g + 1) * hg; ++j)  // only when a whole-row group is not a multiple of 2W
-        for (int k = 0; k < NX; ++k)
-          tail[k] += scale * (static_cast<float>(nibble_lo(row[j]) - zero) * xs[k * w.cols + j] +
-                              static_cast<float>(nibble_hi(row[j]) - zero) * xs[k * w.cols + half + j]);
-      const F s = V::set1(scale);
-      for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], s, acc[k]);
-    }, res);
+    two_chains<V, NX>(
+        groups,
+        [&](int64_t g, F* acc) {
+          const float scale = w.scales[r * groups + g];
+          const int zero = w.zeros[r * groups + g];
+          const typename V::Table table = V::int4_table(zero);
+          F part[NX];
+          for (int k = 0; k < NX; ++k) part[k] = V::zero();
+          int64_t j = g * hg;
+          for (; j + W <= (g + 1) * hg; j += W) {
+            F even, odd;
+            V::int4_pair(row + j, table, even, odd);
+            for (int k = 0; k < NX; ++k)
+              part[k] = V::fma(odd, V::load(xs + k * w.cols + half + j), V::fma(even, V::load(xs + k * w.cols + j), part[k]));
+          }
+          for (; j < (g + 1) * hg; ++j)  // only when a whole-row group is not a multiple of 2W
+            for (int k = 0; k < NX; ++k)
+              tail[k] += scale * (static_cast<float>(nibble_lo(row[j]) - zero) * xs[k * w.cols + j] +
+                                  static_cast<float>(nibble_hi(row[j]) - zero) * xs[k * w.cols + half + j]);
+          const F s = V::set1(scale);
+          for (int k = 0; k < NX; ++k) acc[k] = V::fma(part[k], s, acc[k]);
+        },
+        res);
     for (int k = 0; k < NX; ++k) res[k] += tail[k];
   });
 }

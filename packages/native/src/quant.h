@@ -10,10 +10,21 @@ namespace sparq {
 
 // Weight element types of matvec/matmul; the numbers are the binding's dtype codes.
 enum class WeightType : int {
-  f32 = 0, f16 = 1, bf16 = 2,
-  q4_0 = 3, q4_1 = 4, q8_0 = 5, q5_0 = 6, q5_1 = 7,
-  q2_k = 8, q3_k = 9, q4_k = 10, q5_k = 11, q6_k = 12,
-  iq4_nl = 13, iq4_xs = 14,
+  f32 = 0,
+  f16 = 1,
+  bf16 = 2,
+  q4_0 = 3,
+  q4_1 = 4,
+  q8_0 = 5,
+  q5_0 = 6,
+  q5_1 = 7,
+  q2_k = 8,
+  q3_k = 9,
+  q4_k = 10,
+  q5_k = 11,
+  q6_k = 12,
+  iq4_nl = 13,
+  iq4_xs = 14,
 };
 constexpr int WEIGHT_TYPE_COUNT = 15;
 
@@ -98,6 +109,6 @@ void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks);
 // dequantizers' values bit for bit (quant_ref.cc).
 void dequantize_blocks_ref(WeightType t, const uint8_t* x, float* y, int64_t nblocks);
 void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // q4_0, q4_1, q8_0 only
-void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks);  // dispatch
+void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks);         // dispatch
 
 }  // namespace sparq

@@ -58,8 +58,8 @@ void quantize_q4_1_block(const float* x, uint8_t* y) {
 inline __m512i round_away(__m512 v) {
   const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   const __mmask16 up = _mm512_cmp_ps_mask(abs16(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)),
-                                                         _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN))));
+  const __m512 one = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)), _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN))));
   return _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, one));
 }
 

@@ -12,8 +12,8 @@ void rmsnorm_ref(float* out, const float* x, const float* weight, int64_t n, int
 // x (n, n_heads, head_dim) in place; positions (n).
 // freqs (head_dim / 2) replaces theta^(-2i / head_dim) when not null; scale multiplies cos and sin;
 // halves pairs (i, i + head_dim / 2) instead of (2i, 2i + 1).
-void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta, const float* freqs, float scale,
-              bool halves);
+void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta, const float* freqs,
+              float scale, bool halves);
 // Each row of x (n, len) in place.
 void softmax_ref(float* x, int64_t n, int64_t len);
 // out (n, k): indices of the k largest of each row of x (n, len); NaN first, ties to the lowest index.

@@ -29,8 +29,8 @@ void rmsnorm_ref(float* out, const float* x, const float* weight, int64_t n, int
   }
 }
 
-void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta, const float* freqs, float scale,
-              bool halves) {
+void rope_ref(float* x, const int32_t* positions, int64_t n, int64_t n_heads, int64_t head_dim, float theta, const float* freqs,
+              float scale, bool halves) {
   const int64_t half = head_dim / 2;
   // Pair i is elements (2i, 2i+1) of a head, or (i, i + half) with halves.
   const int64_t second = halves ? half : 1;

@@ -164,12 +164,12 @@ class Pool {
   const std::function<void(size_t)>* task_ = nullptr;
   size_t count_ = 0;
   std::atomic<size_t> next_{0};
-  std::atomic<size_t> pending_{0};         // workers still inside the current call
-  std::atomic<uint64_t> generation_{0};    // calls so far
-  std::atomic<int> sleepers_{0};           // workers blocked on wake_
+  std::atomic<size_t> pending_{0};       // workers still inside the current call
+  std::atomic<uint64_t> generation_{0};  // calls so far
+  std::atomic<int> sleepers_{0};         // workers blocked on wake_
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> quit_{false};
-  std::exception_ptr error_;               // the first task exception of the call (under mutex_)
+  std::exception_ptr error_;  // the first task exception of the call (under mutex_)
 };
 
 int default_threads() {

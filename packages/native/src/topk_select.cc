@@ -89,8 +89,8 @@ float kth_largest(const float* x, size_t n, size_t k, std::vector<uint32_t>& bit
 // is a candidate. Keys >= hi (NaN: none) are among the m best as soon as fewer than m
 // of them exist: the m-th largest key T is then below hi. They are only counted, and T is
 // found among the other candidates alone.
-void select_among(const AttnKernels& kt, const float* x, size_t n, const int32_t* idx, size_t c, size_t m, float hi,
-                  int32_t base, int32_t* out, SelectScratch& s) {
+void select_among(const AttnKernels& kt, const float* x, size_t n, const int32_t* idx, size_t c, size_t m, float hi, int32_t base,
+                  int32_t* out, SelectScratch& s) {
   std::vector<float>& vals = s.vals;
   auto key = [&](size_t i) { return rank_key(x[idx ? idx[i] : static_cast<int32_t>(i)]); };
   // Branch-free splits and picks below: whether a candidate is in is data-dependent, unpredictable.

@@ -91,7 +91,8 @@ export function lesson(input: LessonInput): Lesson {
   const query = queryAt(records[layer], position, layer);
   const full = caches[layer];
   const { nKvHeads, headDim: d } = full;
-  if (!Number.isInteger(head) || head < 0 || head >= nKvHeads) throw new Error(`playground: KV head ${head}, expected 0..${nKvHeads - 1}`);
+  if (!Number.isInteger(head) || head < 0 || head >= nKvHeads)
+    throw new Error(`playground: KV head ${head}, expected 0..${nKvHeads - 1}`);
   const g = nHeads / nKvHeads;
   const S = position + 1;
   const cache = cacheAt(engine, full, position);
@@ -108,7 +109,9 @@ export function lesson(input: LessonInput): Lesson {
   };
   const trace = new SparqTrace(1, nHeads, nKvHeads, r, k);
   const dense = run('dense', (out, stats) => engine.attentionDecode(out, q, cache, { stats }));
-  const sparq = run('sparq', (out, stats) => engine.sparqDecode(out, q, cache, { r, k, l, reallocate: true }, { stats, trace }));
+  const sparq = run('sparq', (out, stats) =>
+    engine.sparqDecode(out, q, cache, { r, k, l, reallocate: true }, { stats, trace }),
+  );
   const plain = run('sparq', (out) => engine.sparqDecode(out, q, cache, { r, k, l, reallocate: false }));
   const oracle = run('oracle', (out, stats) => engine.topkDecode(out, q, cache, { k }, { stats }));
   const lminf = run('lminf', (out, stats) => engine.lmInfiniteDecode(out, q, cache, { k }, { stats }));
@@ -156,11 +159,26 @@ export function lesson(input: LessonInput): Lesson {
     counted: stats.total,
   }));
   return {
-    position, layer, head, g, d, S, r, k, l,
-    q: rows, absQ, i1, tau,
-    sHat: Array.from(sHat), s: Array.from(s),
-    sparq: chosen, localFrom: Math.max(0, S - l), denseTop,
-    alpha, mass,
+    position,
+    layer,
+    head,
+    g,
+    d,
+    S,
+    r,
+    k,
+    l,
+    q: rows,
+    absQ,
+    i1,
+    tau,
+    sHat: Array.from(sHat),
+    s: Array.from(s),
+    sparq: chosen,
+    localFrom: Math.max(0, S - l),
+    denseTop,
+    alpha,
+    mass,
     errReallocate: relativeError(sparq.out, dense.out, at, at + g * d),
     errPlain: relativeError(plain.out, dense.out, at, at + g * d),
     kept: { h2o: h2o.kept, lminf: Array.from(lmInfinitePositions(valid, k)), oracle: denseTop },
@@ -177,7 +195,10 @@ export function lesson(input: LessonInput): Lesson {
  * Returns the positions the KV head attends at `position`, that step's reads and output, and
  * H2O's state after it.
  */
-export function replayH2O(input: LessonInput, k: number): { kept: number[]; stats: AttentionStats; method: AttentionMethod; out: Float32Array; state: H2OState } {
+export function replayH2O(
+  input: LessonInput,
+  k: number,
+): { kept: number[]; stats: AttentionStats; method: AttentionMethod; out: Float32Array; state: H2OState } {
   const { engine, caches, records, nHeads, position, layer, head } = input;
   const full = caches[layer];
   const d = full.headDim;
@@ -197,7 +218,14 @@ export function replayH2O(input: LessonInput, k: number): { kept: number[]; stat
   for (let p = firstDecode; p <= position; p++) {
     appendRows(engine, cache, full, p, p);
     stats = new AttentionStats();
-    engine.h2oDecode(out, Tensor.wrap('f32', queryAt(recorded, p, layer), [1, nHeads, d]), cache, state, { k }, { stats });
+    engine.h2oDecode(
+      out,
+      Tensor.wrap('f32', queryAt(recorded, p, layer), [1, nHeads, d]),
+      cache,
+      state,
+      { k },
+      { stats },
+    );
   }
   // A step evicts before it attends, so what the last step attended is what survived it.
   const base = head * cache.capacity;

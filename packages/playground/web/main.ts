@@ -19,7 +19,19 @@ interface ViewState extends RunSettings {
 }
 
 const METHODS: readonly AttentionMethod[] = ['dense', 'sparq', 'h2o', 'lminf', 'oracle'];
-const DEFAULTS: ViewState = { prompt: 'Once upon a time', n: 128, temperature: 0, seed: 42, method: 'sparq', r: 2, k: 16, l: 4, step: null, layer: 0, head: 0 };
+const DEFAULTS: ViewState = {
+  prompt: 'Once upon a time',
+  n: 128,
+  temperature: 0,
+  seed: 42,
+  method: 'sparq',
+  r: 2,
+  k: 16,
+  l: 4,
+  step: null,
+  layer: 0,
+  head: 0,
+};
 
 function readUrl(): ViewState & { run: boolean } {
   const p = new URLSearchParams(location.search);
@@ -90,7 +102,10 @@ function loadModel(modelFile: NamedBytes, tokenizer: NamedBytes | null, source: 
   model = null;
   $<HTMLButtonElement>('generate').disabled = true;
   $('model').textContent = `reading ${modelFile.name} (${source})…`;
-  send({ type: 'load', model: modelFile, tokenizer }, files.map((f) => f.bytes.buffer as ArrayBuffer));
+  send(
+    { type: 'load', model: modelFile, tokenizer },
+    files.map((f) => f.bytes.buffer as ArrayBuffer),
+  );
 }
 
 function onLoaded(summary: ModelSummary, ms: number): void {
@@ -99,7 +114,8 @@ function onLoaded(summary: ModelSummary, ms: number): void {
   if (first) {
     // Navigation to a model ready to generate: fetching the page, its scripts and the model, parsing.
     const loadMs = performance.now();
-    $('status').textContent = `model ready ${loadMs.toFixed(0)} ms after the page started (parsing ${ms.toFixed(0)} ms)`;
+    $('status').textContent =
+      `model ready ${loadMs.toFixed(0)} ms after the page started (parsing ${ms.toFixed(0)} ms)`;
     $('status').dataset.loadMs = loadMs.toFixed(0);
   } else {
     $('status').textContent = `model ready (parsing ${ms.toFixed(0)} ms)`;
@@ -117,7 +133,10 @@ function onLoaded(summary: ModelSummary, ms: number): void {
 
 function fillSelect(id: string, count: number, selected: number): void {
   const select = $<HTMLSelectElement>(id);
-  select.innerHTML = Array.from({ length: count }, (_, i) => `<option value="${i}"${i === selected ? ' selected' : ''}>${i}</option>`).join('');
+  select.innerHTML = Array.from(
+    { length: count },
+    (_, i) => `<option value="${i}"${i === selected ? ' selected' : ''}>${i}</option>`,
+  ).join('');
 }
 
 // ---- controls ----
@@ -164,7 +183,8 @@ function onDone(summary: RunSummary): void {
   $<HTMLButtonElement>('generate').disabled = false;
   const a = summary.attention;
   const params = a.method === 'sparq' ? ` r=${a.r} k=${a.k} l=${a.l}` : a.method === 'dense' ? '' : ` k=${a.k}`;
-  $('status').textContent = `${summary.generatedTokens} tokens generated, decode ${summary.decodeTokensPerSecond.toFixed(1)} tok/s (reference backend, in this tab), attention ${a.method}${params}`;
+  $('status').textContent =
+    `${summary.generatedTokens} tokens generated, decode ${summary.decodeTokensPerSecond.toFixed(1)} tok/s (reference backend, in this tab), attention ${a.method}${params}`;
   $('status').dataset.tokensPerSecond = summary.decodeTokensPerSecond.toFixed(1);
   const last = summary.inspectable.at(-1) ?? 0;
   if (state.step === null || !summary.inspectable.includes(state.step)) state.step = last;
@@ -216,7 +236,8 @@ function inspect(): void {
 
 function showLesson(lesson: Lesson): void {
   const pieces = run?.pieces ?? [];
-  $('where').textContent = `position ${lesson.position} (${JSON.stringify(pieces[lesson.position] ?? '')}), layer ${lesson.layer}, KV head ${lesson.head}: S = ${lesson.S} positions`;
+  $('where').textContent =
+    `position ${lesson.position} (${JSON.stringify(pieces[lesson.position] ?? '')}), layer ${lesson.layer}, KV head ${lesson.head}: S = ${lesson.S} positions`;
   $('view-query').innerHTML = queryView(lesson);
   $('view-scores').innerHTML = scoresView(lesson, pieces);
   $('view-alpha').innerHTML = alphaView(lesson);
@@ -229,9 +250,13 @@ function showLesson(lesson: Lesson): void {
 $<HTMLInputElement>('files').addEventListener('change', async (event) => {
   const list = [...((event.target as HTMLInputElement).files ?? [])];
   if (list.length === 0) return;
-  const files = await Promise.all(list.map(async (f) => ({ name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) })));
+  const files = await Promise.all(
+    list.map(async (f) => ({ name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) })),
+  );
   // A GGUF is the model; else the larger file is the checkpoint and the other its tokenizer.
-  const modelFile = files.find((f) => f.name.toLowerCase().endsWith('.gguf')) ?? [...files].sort((a, b) => b.bytes.length - a.bytes.length)[0];
+  const modelFile =
+    files.find((f) => f.name.toLowerCase().endsWith('.gguf')) ??
+    [...files].sort((a, b) => b.bytes.length - a.bytes.length)[0];
   run = null;
   $('inspect').hidden = true;
   loadModel(modelFile, files.find((f) => f !== modelFile) ?? null, 'opened in this tab');
@@ -244,7 +269,10 @@ async function fetchServed(): Promise<void> {
     return;
   }
   const names = (await served.json()) as { model: string; tokenizer: string | null };
-  const get = async (path: string, name: string) => ({ name, bytes: new Uint8Array(await (await fetch(path)).arrayBuffer()) });
+  const get = async (path: string, name: string) => ({
+    name,
+    bytes: new Uint8Array(await (await fetch(path)).arrayBuffer()),
+  });
   const tokenizer = names.tokenizer ? await get('files/tokenizer', names.tokenizer) : null;
   loadModel(await get('files/model', names.model), tokenizer, 'served by sparq playground');
 }

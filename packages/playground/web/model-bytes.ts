@@ -4,7 +4,16 @@
  * own tokenizer, llama2.c with a separate tokenizer file.
  */
 import { FormatError, type Engine } from '@sparq/core';
-import { GGUF_MAGIC, LanguageModel, buildModel, llamaFromGGUF, readGGUF, readLlama2c, readLlama2cTokenizer, tokenizerFromGGUF } from '@sparq/llm/browser';
+import {
+  GGUF_MAGIC,
+  LanguageModel,
+  buildModel,
+  llamaFromGGUF,
+  readGGUF,
+  readLlama2c,
+  readLlama2cTokenizer,
+  tokenizerFromGGUF,
+} from '@sparq/llm/browser';
 import type { NamedBytes } from './protocol.ts';
 
 function isGGUF(bytes: Uint8Array): boolean {
@@ -15,12 +24,22 @@ export function openModelBytes(engine: Engine, file: NamedBytes, tokenizerFile: 
   if (isGGUF(file.bytes)) {
     const gguf = readGGUF(file.bytes, file.name);
     const loaded = llamaFromGGUF(gguf, file.name, engine);
-    const tokenizer = tokenizerFile ? readLlama2cTokenizer(tokenizerFile.bytes, tokenizerFile.name, loaded.config.vocabSize) : tokenizerFromGGUF(gguf, file.name);
-    if (!tokenizer) throw new FormatError(`${file.name}: GGUF without a tokenizer (no tokenizer.ggml.tokens): open a llama2.c tokenizer with it`);
-    return new LanguageModel(engine, buildModel(engine, loaded), tokenizer, { tokenizerSource: tokenizerFile?.name ?? `${file.name} (GGUF metadata)` });
+    const tokenizer = tokenizerFile
+      ? readLlama2cTokenizer(tokenizerFile.bytes, tokenizerFile.name, loaded.config.vocabSize)
+      : tokenizerFromGGUF(gguf, file.name);
+    if (!tokenizer)
+      throw new FormatError(
+        `${file.name}: GGUF without a tokenizer (no tokenizer.ggml.tokens): open a llama2.c tokenizer with it`,
+      );
+    return new LanguageModel(engine, buildModel(engine, loaded), tokenizer, {
+      tokenizerSource: tokenizerFile?.name ?? `${file.name} (GGUF metadata)`,
+    });
   }
   const loaded = readLlama2c(file.bytes, file.name);
-  if (!tokenizerFile) throw new FormatError(`${file.name}: a llama2.c checkpoint needs its tokenizer file (tokenizer.bin or tok${loaded.config.vocabSize}.bin): open both`);
+  if (!tokenizerFile)
+    throw new FormatError(
+      `${file.name}: a llama2.c checkpoint needs its tokenizer file (tokenizer.bin or tok${loaded.config.vocabSize}.bin): open both`,
+    );
   const tokenizer = readLlama2cTokenizer(tokenizerFile.bytes, tokenizerFile.name, loaded.config.vocabSize);
   return new LanguageModel(engine, buildModel(engine, loaded), tokenizer, { tokenizerSource: tokenizerFile.name });
 }

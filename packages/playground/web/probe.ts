@@ -5,7 +5,16 @@
  * the session's KV cache (a position's K and V never change once written), so
  * a query and the cache's first position+1 rows replay any step afterwards.
  */
-import { Engine, type AttentionOptions, type BudgetParams, type H2OState, type KVCache, type SparqOptions, type SparqParams, type Tensor } from '@sparq/core';
+import {
+  Engine,
+  type AttentionOptions,
+  type BudgetParams,
+  type H2OState,
+  type KVCache,
+  type SparqOptions,
+  type SparqParams,
+  type Tensor,
+} from '@sparq/core';
 
 export interface QueryRecord {
   /** (nHeads * headDim) the query as attention receives it (after rotary positions). */
@@ -38,10 +47,17 @@ export class ProbeEngine extends Engine {
     const [rows, nHeads, d] = q.shape;
     const flat = Float32Array.from(q.toArray()); // (rows, nHeads, d) whatever the strides
     const first = cache.nPast[0] - rows;
-    for (let i = 0; i < rows; i++) this.records[layer].set(first + i, { q: flat.slice(i * nHeads * d, (i + 1) * nHeads * d), decode });
+    for (let i = 0; i < rows; i++)
+      this.records[layer].set(first + i, { q: flat.slice(i * nHeads * d, (i + 1) * nHeads * d), decode });
   }
 
-  override attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+  override attentionPrefill(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    seq: number,
+    options?: AttentionOptions,
+  ): void {
     super.attentionPrefill(out, q, cache, seq, options);
     this.record(q, cache, false);
   }
@@ -51,22 +67,47 @@ export class ProbeEngine extends Engine {
     super.attentionDecode(out, q, cache, options);
   }
 
-  override sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+  override sparqDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: SparqParams,
+    options?: SparqOptions,
+  ): void {
     this.record(q, cache, true);
     super.sparqDecode(out, q, cache, params, options);
   }
 
-  override topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  override topkDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     this.record(q, cache, true);
     super.topkDecode(out, q, cache, params, options);
   }
 
-  override h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
+  override h2oDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    state: H2OState,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     this.record(q, cache, true);
     super.h2oDecode(out, q, cache, state, params, options);
   }
 
-  override lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  override lmInfiniteDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     this.record(q, cache, true);
     super.lmInfiniteDecode(out, q, cache, params, options);
   }

@@ -28,12 +28,22 @@ export function line(x1: number, y1: number, x2: number, y2: number, cls = 'axis
 
 /** A section's heading, its one-line explanation, a legend (class, label pairs) and the chart. */
 export function panel(title: string, explain: string, legend: [string, string][], chart: string, after = ''): string {
-  const keys = legend.map(([cls, label]) => `<span><svg width="10" height="10"><rect class="${cls}" width="10" height="10"/></svg> ${escape(label)}</span>`).join('');
+  const keys = legend
+    .map(
+      ([cls, label]) =>
+        `<span><svg width="10" height="10"><rect class="${cls}" width="10" height="10"/></svg> ${escape(label)}</span>`,
+    )
+    .join('');
   return `<h2>${escape(title)}</h2><p class="explain">${escape(explain)}</p><div class="legend">${keys}</div>${chart}${after}`;
 }
 
 /** A number for a label: 3 significant digits, exponent form when small. */
 export function fmt(x: number): string {
   if (x === 0) return '0';
-  return Math.abs(x) >= 0.01 && Math.abs(x) < 1e5 ? x.toPrecision(3).replace(/(\.\d*?)0+$/, '$1').replace(/\.$/, '') : x.toExponential(1);
+  return Math.abs(x) >= 0.01 && Math.abs(x) < 1e5
+    ? x
+        .toPrecision(3)
+        .replace(/(\.\d*?)0+$/, '$1')
+        .replace(/\.$/, '')
+    : x.toExponential(1);
 }

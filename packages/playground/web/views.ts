@@ -5,7 +5,13 @@
 import type { Lesson } from './protocol.ts';
 import { fmt, line, panel, rect, svg, text } from './svg.ts';
 
-const METHOD_NAMES: Record<string, string> = { dense: 'dense', sparq: 'SparQ', oracle: 'oracle', h2o: 'H2O', lminf: 'LM-Infinite' };
+const METHOD_NAMES: Record<string, string> = {
+  dense: 'dense',
+  sparq: 'SparQ',
+  oracle: 'oracle',
+  h2o: 'H2O',
+  lminf: 'LM-Infinite',
+};
 /** Width of one position's column, and of the label gutter on the left. */
 const COL = 14;
 const GUTTER = 130;
@@ -19,14 +25,26 @@ export function queryView(a: Lesson): string {
   a.absQ.forEach((v, i) => {
     const picked = a.i1.includes(i);
     const bh = (v / max) * (h - 40);
-    body.push(rect(10 + i * w, h - 20 - bh, w - 2, bh, picked ? 'bar picked' : 'bar', `component ${i}: sum |q_i| ${fmt(v)}${picked ? ' (in i1)' : ''}`));
+    body.push(
+      rect(
+        10 + i * w,
+        h - 20 - bh,
+        w - 2,
+        bh,
+        picked ? 'bar picked' : 'bar',
+        `component ${i}: sum |q_i| ${fmt(v)}${picked ? ' (in i1)' : ''}`,
+      ),
+    );
     if (a.d <= 64 || i % 8 === 0) body.push(text(10 + i * w + w / 2, h - 6, String(i), 'middle'));
   });
   const taus = a.tau.map((t, i) => `head ${a.head * a.g + i}: τ ${fmt(t)}`).join(', ');
   return panel(
     '1. Query components',
     `Sum over the group's ${a.g} query head${a.g > 1 ? 's' : ''} of |q_i| per component: SparQ reads only the r = ${a.r} largest (orange) of each key, and softens ŝ by τ = sqrt(d · share of |q| they carry).`,
-    [['bar picked', `i1: the ${a.r} components read`], ['bar', 'components skipped']],
+    [
+      ['bar picked', `i1: the ${a.r} components read`],
+      ['bar', 'components skipped'],
+    ],
     svg(20 + a.d * w, h, body),
     `<p class="explain">${taus}</p>`,
   );
@@ -37,7 +55,8 @@ function axis(a: Lesson, pieces: readonly string[], y: number): string[] {
   const out: string[] = [];
   const every = Math.ceil(40 / COL);
   for (let j = 0; j < a.S; j++) {
-    if (j % every === 0 || (j === a.S - 1 && j % every >= every / 2)) out.push(text(GUTTER + j * COL + COL / 2, y, String(j), 'middle'));
+    if (j % every === 0 || (j === a.S - 1 && j % every >= every / 2))
+      out.push(text(GUTTER + j * COL + COL / 2, y, String(j), 'middle'));
   }
   out.push(`<title>${pieces.slice(0, a.S).join('')}</title>`);
   return out;
@@ -51,7 +70,16 @@ export function scoresView(a: Lesson, pieces: readonly string[]): string {
   const mid = top + half;
   const marks = mid + half + 10;
   const body: string[] = [];
-  body.push(rect(GUTTER + a.localFrom * COL, top, (a.S - a.localFrom) * COL, 2 * half, 'local', `local window: the last l = ${a.l} positions`));
+  body.push(
+    rect(
+      GUTTER + a.localFrom * COL,
+      top,
+      (a.S - a.localFrom) * COL,
+      2 * half,
+      'local',
+      `local window: the last l = ${a.l} positions`,
+    ),
+  );
   const max = Math.max(...a.sHat, ...a.s, 1e-30);
   for (let j = 0; j < a.S; j++) {
     const x = GUTTER + j * COL + 2;
@@ -63,15 +91,28 @@ export function scoresView(a: Lesson, pieces: readonly string[]): string {
   }
   body.push(line(GUTTER, mid, width - 10, mid));
   body.push(text(GUTTER - 6, top + 12, 'ŝ (approx.)', 'end'), text(GUTTER - 6, mid + half - 2, 's (true)', 'end'));
-  body.push(text(GUTTER - 6, marks + 9, `SparQ's ${a.sparq.length}`, 'end'), text(GUTTER - 6, marks + 25, `dense top-${a.denseTop.length}`, 'end'));
-  for (const j of a.sparq) body.push(rect(GUTTER + j * COL + 2, marks, COL - 4, 10, 'chosen', `SparQ attends position ${j}`));
-  for (const j of a.denseTop) body.push(`<circle class="dense-top" cx="${GUTTER + j * COL + COL / 2}" cy="${marks + 21}" r="4"><title>dense top-k: position ${j}</title></circle>`);
+  body.push(
+    text(GUTTER - 6, marks + 9, `SparQ's ${a.sparq.length}`, 'end'),
+    text(GUTTER - 6, marks + 25, `dense top-${a.denseTop.length}`, 'end'),
+  );
+  for (const j of a.sparq)
+    body.push(rect(GUTTER + j * COL + 2, marks, COL - 4, 10, 'chosen', `SparQ attends position ${j}`));
+  for (const j of a.denseTop)
+    body.push(
+      `<circle class="dense-top" cx="${GUTTER + j * COL + COL / 2}" cy="${marks + 21}" r="4"><title>dense top-k: position ${j}</title></circle>`,
+    );
   body.push(...axis(a, pieces, marks + 44));
   const overlap = a.sparq.filter((j) => a.denseTop.includes(j)).length;
   return panel(
     '2. Approximate and true scores',
     `ŝ (up) ranks the ${a.S} positions from r = ${a.r} components; SparQ attends its top k = ${a.k} (local window of l = ${a.l} first). s (down) is the true softmax: ${overlap} of dense's top-${a.denseTop.length} are among SparQ's.`,
-    [['approx', 'ŝ, group mean'], ['exact', 's, group mean'], ['chosen', "SparQ's chosen positions"], ['local', 'local window'], ['dense-top', "dense's true top-k"]],
+    [
+      ['approx', 'ŝ, group mean'],
+      ['exact', 's, group mean'],
+      ['chosen', "SparQ's chosen positions"],
+      ['local', 'local window'],
+      ['dense-top', "dense's true top-k"],
+    ],
     svg(width, marks + 52, body),
   );
 }
@@ -85,17 +126,26 @@ export function alphaView(a: Lesson): string {
     const x = 44 + t * (3 * bar + 20);
     const scale = h - 40;
     body.push(rect(x, h - 20 - a.alpha[t] * scale, bar, a.alpha[t] * scale, 'alpha', `alpha ${fmt(a.alpha[t])}`));
-    body.push(rect(x + bar + 4, h - 20 - a.mass[t] * scale, bar, a.mass[t] * scale, 'mass', `true mass ${fmt(a.mass[t])}`));
+    body.push(
+      rect(x + bar + 4, h - 20 - a.mass[t] * scale, bar, a.mass[t] * scale, 'mass', `true mass ${fmt(a.mass[t])}`),
+    );
     body.push(text(x + bar, h - 6, `head ${a.head * a.g + t}`, 'middle'));
-    body.push(text(x + bar / 2, h - 24 - a.alpha[t] * scale, fmt(a.alpha[t]), 'middle'), text(x + 1.5 * bar + 4, h - 24 - a.mass[t] * scale, fmt(a.mass[t]), 'middle'));
+    body.push(
+      text(x + bar / 2, h - 24 - a.alpha[t] * scale, fmt(a.alpha[t]), 'middle'),
+      text(x + 1.5 * bar + 4, h - 24 - a.mass[t] * scale, fmt(a.mass[t]), 'middle'),
+    );
   }
   body.push(text(36, h - 20 - (h - 40) + 4, '1', 'end'), text(36, h - 18, '0', 'end'));
-  const after = `<p>Output relative error against dense (this group): <b>${fmt(a.errReallocate)}</b> with the mean-value reallocation, ${fmt(a.errPlain)} without it. ` +
+  const after =
+    `<p>Output relative error against dense (this group): <b>${fmt(a.errReallocate)}</b> with the mean-value reallocation, ${fmt(a.errPlain)} without it. ` +
     `Reallocation gives the mass SparQ skipped, 1 − α, to the mean of all values: y = α·y_k + (1 − α)·v̄.</p>`;
   return panel(
     '3. Coverage alpha and reallocation',
     `α is the share of ŝ on SparQ's ${a.sparq.length} positions; beside it, the share of the true s on the same positions (per query head).`,
-    [['alpha', 'α (from ŝ)'], ['mass', 'true softmax mass']],
+    [
+      ['alpha', 'α (from ŝ)'],
+      ['mass', 'true softmax mass'],
+    ],
     svg(60 + a.g * (3 * bar + 20), h, body),
     after,
   );
@@ -116,14 +166,28 @@ export function baselinesView(a: Lesson, pieces: readonly string[]): string {
     const set = new Set(kept);
     const hits = kept.filter((j) => a.denseTop.includes(j)).length;
     body.push(text(GUTTER - 6, y + 13, `${name} (${hits}/${a.denseTop.length})`, 'end'));
-    for (let j = 0; j < a.S; j++) body.push(rect(GUTTER + j * COL + 1, y, COL - 2, rowH, set.has(j) ? cls : 'empty', `${name}: position ${j} ${set.has(j) ? 'kept' : 'not read'}`));
+    for (let j = 0; j < a.S; j++)
+      body.push(
+        rect(
+          GUTTER + j * COL + 1,
+          y,
+          COL - 2,
+          rowH,
+          set.has(j) ? cls : 'empty',
+          `${name}: position ${j} ${set.has(j) ? 'kept' : 'not read'}`,
+        ),
+      );
   });
   const bottom = 6 + rows.length * (rowH + 6);
   body.push(...axis(a, pieces, bottom + 12));
   return panel(
     '4. What each method keeps',
     `Positions attended at this step (KV head ${a.head}); in brackets, how many of dense's top-${a.denseTop.length} each one has. H2O evicts for good from its running scores, LM-Infinite keeps sinks and a recent window, the oracle reads all of K.`,
-    [['kept sparq', 'SparQ'], ['kept', 'baseline keeps'], ['empty', 'not read']],
+    [
+      ['kept sparq', 'SparQ'],
+      ['kept', 'baseline keeps'],
+      ['empty', 'not read'],
+    ],
     svg(GUTTER + a.S * COL + 10, bottom + 20, body),
   );
 }
@@ -147,7 +211,10 @@ export function readsView(a: Lesson): string {
   return panel(
     '5. Data read per token',
     `Elements of K, V and side data read in layer ${a.layer} at this step (all KV heads, S = ${a.S}): SPEC 3's formula (light) and what the reference kernel counted as it read (dark).`,
-    [['formula', 'SPEC 3 formula'], ['counted', "kernel's count"]],
+    [
+      ['formula', 'SPEC 3 formula'],
+      ['counted', "kernel's count"],
+    ],
     svg(width, 10 + a.reads.length * (2 * rowH + 8), body),
   );
 }

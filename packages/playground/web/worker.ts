@@ -19,7 +19,10 @@ interface Loaded {
 }
 
 let loaded: Loaded | null = null;
-let last: { session: ReturnType<LanguageModel['createSession']>; attention: ReturnType<LanguageModel['resolveAttention']> } | null = null;
+let last: {
+  session: ReturnType<LanguageModel['createSession']>;
+  attention: ReturnType<LanguageModel['resolveAttention']>;
+} | null = null;
 
 const post = (message: FromWorker) => (self as unknown as { postMessage(m: FromWorker): void }).postMessage(message);
 
@@ -29,7 +32,9 @@ function load(model: ToWorker & { type: 'load' }): void {
   const opened = openModelBytes(base, model.model, model.tokenizer);
   const probe = new ProbeEngine(base, opened.config.nLayers);
   // The same weights and tokenizer, on the engine that records queries; the KV type is the CLI's default, so the same settings give the same text.
-  const language = new LanguageModel(probe, opened.model, opened.tokenizer, { tokenizerSource: opened.tokenizerSource });
+  const language = new LanguageModel(probe, opened.model, opened.tokenizer, {
+    tokenizerSource: opened.tokenizerSource,
+  });
   loaded = { model: language, probe, base };
   last = null;
   const c = opened.config;
@@ -38,7 +43,11 @@ function load(model: ToWorker & { type: 'load' }): void {
     ms: performance.now() - started,
     model: {
       description: `${model.model.name}: ${opened.model.format}, ${c.nLayers} layers, ${c.nHeads} heads (${c.nKvHeads} KV), head dim ${c.headDim}, vocab ${c.vocabSize}, context ${c.seqLen}; tokenizer ${opened.tokenizerSource}`,
-      nLayers: c.nLayers, nHeads: c.nHeads, nKvHeads: c.nKvHeads, headDim: c.headDim, seqLen: c.seqLen,
+      nLayers: c.nLayers,
+      nHeads: c.nHeads,
+      nKvHeads: c.nKvHeads,
+      headDim: c.headDim,
+      seqLen: c.seqLen,
     },
   });
 }
@@ -51,15 +60,25 @@ async function generate(settings: RunSettings): Promise<void> {
   const contextSize = clampSteps(settings.n, model.config.seqLen);
   // Only the parameters the method reads (the form keeps r, k and l for every method).
   const given = { r: settings.r, k: settings.k, l: settings.l };
-  const wanted = { method: settings.method, ...Object.fromEntries(ATTENTION_PARAMETERS[settings.method].map((p) => [p, given[p as keyof typeof given]])) };
+  const wanted = {
+    method: settings.method,
+    ...Object.fromEntries(ATTENTION_PARAMETERS[settings.method].map((p) => [p, given[p as keyof typeof given]])),
+  };
   const tokens = model.tokenize(settings.prompt);
-  if (tokens.length > contextSize) throw new SparqError(`the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of n`);
+  if (tokens.length > contextSize)
+    throw new SparqError(
+      `the prompt is ${tokens.length} tokens (with BOS), more than the ${contextSize} positions of n`,
+    );
   const session = model.createSession({ contextSize, attention: wanted });
   // Every layer's query at every prompt position, so that any recorded step can be inspected.
   session.forward.prefillAllRows = true;
   const attention = session.attention;
   post({ type: 'text', text: model.detokenize(tokens) });
-  const generation = session.generate(tokens, { temperature: settings.temperature, topP: 0.9, seed: BigInt(settings.seed) });
+  const generation = session.generate(tokens, {
+    temperature: settings.temperature,
+    topP: 0.9,
+    seed: BigInt(settings.seed),
+  });
   for await (const piece of generation) post({ type: 'text', text: piece });
   const result = generation.result!;
   last = { session, attention };

@@ -66,7 +66,12 @@ const WORKER = import.meta.url.endsWith('.ts') ? './worker.mjs' : './worker.js';
 
 /** The project errors a worker may throw, by class name, rebuilt with their class on this thread. */
 const ERROR_CLASSES: Record<string, new (message: string) => SparqError> = {
-  ShapeError, DTypeError, SparqRangeError, NonFiniteError, CapacityError, SparqError,
+  ShapeError,
+  DTypeError,
+  SparqRangeError,
+  NonFiniteError,
+  CapacityError,
+  SparqError,
 };
 
 function workerError({ failed }: WorkFailure): SparqError {
@@ -82,7 +87,8 @@ export class AttentionPool {
   constructor(options: AttentionPoolOptions) {
     this.backend = options.backend;
     this.threads = options.threads ?? availableParallelism();
-    if (!Number.isInteger(this.threads) || this.threads < 1) throw new SparqError(`AttentionPool: threads ${this.threads}, expected an integer >= 1`);
+    if (!Number.isInteger(this.threads) || this.threads < 1)
+      throw new SparqError(`AttentionPool: threads ${this.threads}, expected an integer >= 1`);
     this.piscina = new Piscina({
       filename: new URL(WORKER, import.meta.url).href,
       minThreads: this.threads,
@@ -96,17 +102,36 @@ export class AttentionPool {
    * Engine's attentionDecode / sparqDecode / topkDecode / lmInfiniteDecode.
    * The cache, q and out must live in SharedArrayBuffers (`{ shared: true }`).
    */
-  async decode(method: PooledMethod, out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams | BudgetParams | null = null, stats?: AttentionStats): Promise<void> {
+  async decode(
+    method: PooledMethod,
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: SparqParams | BudgetParams | null = null,
+    stats?: AttentionStats,
+  ): Promise<void> {
     const op = `AttentionPool.decode(${method})`;
     validateDecode(op, out, q, cache);
     if (method === 'sparq') validateSparq(op, cache, params as SparqParams, undefined, q.shape[1]);
     else if (method !== 'dense') validateBudget(op, params as BudgetParams);
     if (!Object.values(cache.buffers).every((b) => isShared(b)) || !isShared(q.data) || !isShared(out.data)) {
-      throw new SparqError(`${op}: the cache, q and out must be backed by SharedArrayBuffer (create them with { shared: true })`);
+      throw new SparqError(
+        `${op}: the cache, q and out must be backed by SharedArrayBuffer (create them with { shared: true })`,
+      );
     }
     const plan = planUnits(cache.batch, cache.nKvHeads, this.threads);
-    const base = { backend: this.backend, method, params, cache: { options: cache.options, buffers: cache.buffers }, q: q.data, out: out.data, nHeads: q.shape[1] };
-    const settled: (StatsCounts | WorkFailure)[] = await Promise.all(plan.map((units) => this.piscina.run({ ...base, units } satisfies WorkTask)));
+    const base = {
+      backend: this.backend,
+      method,
+      params,
+      cache: { options: cache.options, buffers: cache.buffers },
+      q: q.data,
+      out: out.data,
+      nHeads: q.shape[1],
+    };
+    const settled: (StatsCounts | WorkFailure)[] = await Promise.all(
+      plan.map((units) => this.piscina.run({ ...base, units } satisfies WorkTask)),
+    );
     const failure = settled.find((r): r is WorkFailure => 'failed' in r);
     // The worker stays in the pool: the next call runs as if this one never failed.
     if (failure) throw workerError(failure);

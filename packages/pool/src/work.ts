@@ -5,7 +5,18 @@
  * The views share memory with the main thread's cache, so nothing is copied:
  * each unit writes its own slice of `out`.
  */
-import { AttentionStats, KVCache, SparqError, Tensor, selectBackend, type BudgetParams, type Engine, type KVCacheBuffers, type KVCacheOptions, type SparqParams } from '@sparq/core';
+import {
+  AttentionStats,
+  KVCache,
+  SparqError,
+  Tensor,
+  selectBackend,
+  type BudgetParams,
+  type Engine,
+  type KVCacheBuffers,
+  type KVCacheOptions,
+  type SparqParams,
+} from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
 

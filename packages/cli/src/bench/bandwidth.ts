@@ -15,7 +15,12 @@ export const PROBE_BYTES = 1 << 30;
 let buffer: Float32Array | null = null;
 
 /** GB/s (1e9 bytes) of a streaming read of `bytes` on `threads` native threads, timed over about `timeMs`. */
-export function measureReadBandwidth(native: NativeControls, threads: number, timeMs = 1500, bytes = PROBE_BYTES): number {
+export function measureReadBandwidth(
+  native: NativeControls,
+  threads: number,
+  timeMs = 1500,
+  bytes = PROBE_BYTES,
+): number {
   if (!buffer || buffer.byteLength !== bytes) {
     buffer = null; // let a previous size go before allocating the next
     // Allocated as the engine's KV caches and weights are (huge pages where the OS grants them), so that

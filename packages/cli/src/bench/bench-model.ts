@@ -4,7 +4,21 @@
  * a forward step depends on shapes and types, not on the weights' values).
  */
 import type { Engine, KVDType } from '@sparq/core';
-import { GGUF_FILE_TYPES, MODEL_SHAPES, randomLlama, scratchBytes, sessionKvBytes, shapeFile, withGGUF, writeRandomGGUF, writeShapeGGUF, type GGUFFileType, type RandomModelOptions, type ShapeName, type ShapeWeights } from '@sparq/llm';
+import {
+  GGUF_FILE_TYPES,
+  MODEL_SHAPES,
+  randomLlama,
+  scratchBytes,
+  sessionKvBytes,
+  shapeFile,
+  withGGUF,
+  writeRandomGGUF,
+  writeShapeGGUF,
+  type GGUFFileType,
+  type RandomModelOptions,
+  type ShapeName,
+  type ShapeWeights,
+} from '@sparq/llm';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +44,11 @@ export interface BenchModel {
 
 /** Bytes read per decode step for the weights of the GGUF at `path`. */
 function decodeWeightBytes(path: string): number {
-  return withGGUF(path, (f) => f.tensors.filter((t) => t.name !== 'token_embd.weight').reduce((sum, t) => sum + (t.ne.reduce((a, b) => a * b, 1) / t.type.elements) * t.type.bytes, 0));
+  return withGGUF(path, (f) =>
+    f.tensors
+      .filter((t) => t.name !== 'token_embd.weight')
+      .reduce((sum, t) => sum + (t.ne.reduce((a, b) => a * b, 1) / t.type.elements) * t.type.bytes, 0),
+  );
 }
 
 export function givenModel(path: string): BenchModel {
@@ -38,14 +56,22 @@ export function givenModel(path: string): BenchModel {
 }
 
 /** A random llama of `shape` with `seqLen` positions, matrices in `type`, written by `engine`'s quantizers. */
-export function generatedModel(engine: Engine, shape: RandomModelOptions, seqLen: number, type: GGUFFileType = GENERATED_TYPE): BenchModel {
-  if (!GGUF_FILE_TYPES.includes(type)) throw new RangeError(`generated model type ${type}, expected one of ${GGUF_FILE_TYPES.join(', ')}`);
+export function generatedModel(
+  engine: Engine,
+  shape: RandomModelOptions,
+  seqLen: number,
+  type: GGUFFileType = GENERATED_TYPE,
+): BenchModel {
+  if (!GGUF_FILE_TYPES.includes(type))
+    throw new RangeError(`generated model type ${type}, expected one of ${GGUF_FILE_TYPES.join(', ')}`);
   const dir = mkdtempSync(join(tmpdir(), 'sparq-bench-'));
   try {
     const path = writeRandomGGUF(engine, randomLlama({ ...shape, seqLen }), type, join(dir, `random-${type}.gguf`));
     const s = shape;
     return {
-      path, source: 'generated', weightBytes: decodeWeightBytes(path),
+      path,
+      source: 'generated',
+      weightBytes: decodeWeightBytes(path),
       description: `random llama: dim ${s.dim}, ${s.nHeads} heads of ${s.dim! / s.nHeads!}, ${s.nLayers} layer${s.nLayers === 1 ? '' : 's'}, FFN ${s.hiddenDim}, ${type.toUpperCase()}`,
       dispose: () => rmSync(dir, { recursive: true, force: true }),
     };
@@ -81,15 +107,37 @@ export interface WholeModelMemory {
  * runs, with core's default kT for the type; llama.cpp: K and V rows) and sparq's scratch
  * (memory-plan.ts) on `threads` threads.
  */
-export function wholeModelMemory(name: ShapeName, weights: ShapeWeights, S: number, kv: KVDType, threads: number): WholeModelMemory {
+export function wholeModelMemory(
+  name: ShapeName,
+  weights: ShapeWeights,
+  S: number,
+  kv: KVDType,
+  threads: number,
+): WholeModelMemory {
   const { config: c, bytes } = shapeFile(MODEL_SHAPES[name], { weights });
   const sparqKvBytes = sessionKvBytes(c, S, kv, 'k-twice');
   const scratch = scratchBytes(c, S, PREFILL_CHUNK, threads);
   const llamaKv = llamaCppKvBytes(c, kv, S);
-  return { S, kv, weightBytes: bytes, sparqKvBytes, scratchBytes: scratch, sparqTotal: bytes + sparqKvBytes + scratch, llamaCppKvBytes: llamaKv, llamaCppTotal: bytes + llamaKv };
+  return {
+    S,
+    kv,
+    weightBytes: bytes,
+    sparqKvBytes,
+    scratchBytes: scratch,
+    sparqTotal: bytes + sparqKvBytes + scratch,
+    llamaCppKvBytes: llamaKv,
+    llamaCppTotal: bytes + llamaKv,
+  };
 }
 
-export function shapeModel(name: ShapeName, layers: number, weights: ShapeWeights, dir: string, quantizer: Engine, log: (line: string) => void): BenchModel & { reused: boolean; fileBytes: number } {
+export function shapeModel(
+  name: ShapeName,
+  layers: number,
+  weights: ShapeWeights,
+  dir: string,
+  quantizer: Engine,
+  log: (line: string) => void,
+): BenchModel & { reused: boolean; fileBytes: number } {
   const shape = MODEL_SHAPES[name];
   const file = shapeFile(shape, { layers, weights });
   const path = join(dir, `${name}-${layers}of${shape.nLayers}-${weights}.gguf`);
@@ -101,7 +149,11 @@ export function shapeModel(name: ShapeName, layers: number, weights: ShapeWeight
   }
   const c = file.config;
   return {
-    path, source: 'shape', weightBytes: decodeWeightBytes(path), reused, fileBytes: file.bytes,
+    path,
+    source: 'shape',
+    weightBytes: decodeWeightBytes(path),
+    reused,
+    fileBytes: file.bytes,
     description: `${name} shape (${shape.source}), ${layers} of ${shape.nLayers} layers: dim ${c.dim}, ${c.nHeads} heads over ${c.nKvHeads} KV heads of ${c.headDim}, FFN ${c.hiddenDim}, vocab ${c.vocabSize}, RoPE base ${c.ropeTheta}, ${weights.toUpperCase()}; ${file.bytes} bytes`,
     dispose: () => {},
   };

@@ -65,7 +65,11 @@ export interface EndToEndRow {
 }
 
 /** llama.cpp's KV cache: K and V rows (as ggml stores them) of every layer and KV head, for `positions` positions. */
-export function llamaCppKvBytes(c: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'headDim'>, kv: KVDType, positions: number): number {
+export function llamaCppKvBytes(
+  c: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'headDim'>,
+  kv: KVDType,
+  positions: number,
+): number {
   return positions * c.nLayers * c.nKvHeads * 2 * kvRowBytes(kv, c.headDim);
 }
 
@@ -77,7 +81,10 @@ function promptTokens(count: number, vocab: number): number[] {
 
 /** The fastest of `runs` (prefill and each method's decode on their own). */
 function best(runs: SystemTiming[]): SystemTiming {
-  return { prefillMs: Math.min(...runs.map((r) => r.prefillMs)), decodeMs: runs[0].decodeMs.map((_, i) => Math.min(...runs.map((r) => r.decodeMs[i]))) };
+  return {
+    prefillMs: Math.min(...runs.map((r) => r.prefillMs)),
+    decodeMs: runs[0].decodeMs.map((_, i) => Math.min(...runs.map((r) => r.decodeMs[i]))),
+  };
 }
 
 /** The largest of the runs' values (null if any is null). */
@@ -100,28 +107,66 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
         const llamaRuns: LlamaCppRun[] = [];
         for (let rep = 0; rep < o.reps; rep++) {
           const label = `${threads}t S=${S} KV ${kv} rep ${rep + 1}`;
-          const s = await withThreads(o.native, threads, () => sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv, (p) => o.onProgress?.(`sparq ${label}`, p)));
+          const s = await withThreads(o.native, threads, () =>
+            sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv, (p) => o.onProgress?.(`sparq ${label}`, p)),
+          );
           sparqRuns.push(s);
-          o.log(`e2e sparq ${label}: prefill ${tokS(S, s.prefillMs)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${tokS(1, s.decodeMs[i])}`).join(', ')} tok/s; KV ${mib(s.kvBytes)}, peak RSS ${mib(s.peakRssBytes)}`);
+          o.log(
+            `e2e sparq ${label}: prefill ${tokS(S, s.prefillMs)} tok/s, decode ${methods.map((m, i) => `${m.method}${m.method === 'sparq' ? ` k=${m.k}` : ''} ${tokS(1, s.decodeMs[i])}`).join(', ')} tok/s; KV ${mib(s.kvBytes)}, peak RSS ${mib(s.peakRssBytes)}`,
+          );
           if (o.llamaCpp) {
-            const l = await o.llamaCpp.run(tokens, S, o.steps, threads, { kv, flash: o.llamaFlash, onProgress: (p) => o.onProgress?.(`llama.cpp ${label}`, p) });
+            const l = await o.llamaCpp.run(tokens, S, o.steps, threads, {
+              kv,
+              flash: o.llamaFlash,
+              onProgress: (p) => o.onProgress?.(`llama.cpp ${label}`, p),
+            });
             llamaRuns.push(l);
-            o.log(`e2e llama.cpp ${label}: prefill ${tokS(S, l.prefillMs)} tok/s, decode ${tokS(1, l.decodeMs[0])} tok/s; KV ${mib(llamaCppKvBytes(c, kv, l.contextSize))}, peak RSS ${mib(l.peakRssBytes)}${l.failed.length ? ` (${l.failed.join('; ')})` : ''}`);
+            o.log(
+              `e2e llama.cpp ${label}: prefill ${tokS(S, l.prefillMs)} tok/s, decode ${tokS(1, l.decodeMs[0])} tok/s; KV ${mib(llamaCppKvBytes(c, kv, l.contextSize))}, peak RSS ${mib(l.peakRssBytes)}${l.failed.length ? ` (${l.failed.join('; ')})` : ''}`,
+            );
           }
         }
-        const row = (system: EndToEndRow['system'], timing: SystemTiming, memory: Pick<EndToEndRow, 'kvBytes' | 'peakRssBytes' | 'startRssBytes'>) =>
+        const row =
+          (
+            system: EndToEndRow['system'],
+            timing: SystemTiming,
+            memory: Pick<EndToEndRow, 'kvBytes' | 'peakRssBytes' | 'startRssBytes'>,
+          ) =>
           (m: (typeof methods)[number], i: number): EndToEndRow => {
-            const decodeBytes = o.model.weightBytes + c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * kvElementBytes(kv, c.headDim);
+            const decodeBytes =
+              o.model.weightBytes +
+              c.nLayers * c.nKvHeads * attentionCost(m, S, c.headDim) * kvElementBytes(kv, c.headDim);
             const bw = o.bandwidth.get(threads);
             return {
-              system, method: m.method as EndToEndRow['method'], r: m.r, k: m.k, l: m.l, threads, S, kv,
-              prefillTokS: (1000 * S) / timing.prefillMs, decodeTokS: 1000 / timing.decodeMs[i], decodeBytes,
-              pctBandwidth: bw ? (100 * decodeBytes) / (timing.decodeMs[i] * 1e6) / bw : null, ...memory,
+              system,
+              method: m.method as EndToEndRow['method'],
+              r: m.r,
+              k: m.k,
+              l: m.l,
+              threads,
+              S,
+              kv,
+              prefillTokS: (1000 * S) / timing.prefillMs,
+              decodeTokS: 1000 / timing.decodeMs[i],
+              decodeBytes,
+              pctBandwidth: bw ? (100 * decodeBytes) / (timing.decodeMs[i] * 1e6) / bw : null,
+              ...memory,
             };
           };
-        const memory = (runs: (SparqRun | LlamaCppRun)[], kvBytes: number) => ({ kvBytes, peakRssBytes: largest(runs.map((r) => r.peakRssBytes)), startRssBytes: largest(runs.map((r) => r.startRssBytes)) });
+        const memory = (runs: (SparqRun | LlamaCppRun)[], kvBytes: number) => ({
+          kvBytes,
+          peakRssBytes: largest(runs.map((r) => r.peakRssBytes)),
+          startRssBytes: largest(runs.map((r) => r.startRssBytes)),
+        });
         rows.push(...methods.map(row('sparq', best(sparqRuns), memory(sparqRuns, sparqRuns[0].kvBytes))));
-        if (llamaRuns.length > 0) rows.push(row('llama.cpp', best(llamaRuns), memory(llamaRuns, llamaCppKvBytes(c, kv, llamaRuns[0].contextSize)))(methods[0], 0));
+        if (llamaRuns.length > 0)
+          rows.push(
+            row(
+              'llama.cpp',
+              best(llamaRuns),
+              memory(llamaRuns, llamaCppKvBytes(c, kv, llamaRuns[0].contextSize)),
+            )(methods[0], 0),
+          );
         o.onRows?.(rows);
       }
     }

@@ -9,15 +9,35 @@ import { DEFAULT_SHAPE_DIR } from './bench-model.ts';
 import { isInt, number } from '../flags.ts';
 
 export const BENCH_FLAGS = {
-  model: { type: 'string' }, out: { type: 'string' }, quick: { type: 'boolean' }, threads: { type: 'string' },
-  backend: { type: 'string' }, seq: { type: 'string' }, 'e2e-seq': { type: 'string' }, kv: { type: 'string' },
-  layout: { type: 'string' }, heads: { type: 'string' }, decode: { type: 'string' }, reps: { type: 'string' },
-  time: { type: 'string' }, 'no-llama-cpp': { type: 'boolean' }, 'no-kernels': { type: 'boolean' }, 'no-e2e': { type: 'boolean' },
-  json: { type: 'boolean' }, shape: { type: 'string' }, layers: { type: 'string' }, weights: { type: 'string' }, 'shape-dir': { type: 'string' },
-  'e2e-kv': { type: 'string' }, groups: { type: 'string' }, 'llama-flash': { type: 'string' },
+  model: { type: 'string' },
+  out: { type: 'string' },
+  quick: { type: 'boolean' },
+  threads: { type: 'string' },
+  backend: { type: 'string' },
+  seq: { type: 'string' },
+  'e2e-seq': { type: 'string' },
+  kv: { type: 'string' },
+  layout: { type: 'string' },
+  heads: { type: 'string' },
+  decode: { type: 'string' },
+  reps: { type: 'string' },
+  time: { type: 'string' },
+  'no-llama-cpp': { type: 'boolean' },
+  'no-kernels': { type: 'boolean' },
+  'no-e2e': { type: 'boolean' },
+  json: { type: 'boolean' },
+  shape: { type: 'string' },
+  layers: { type: 'string' },
+  weights: { type: 'string' },
+  'shape-dir': { type: 'string' },
+  'e2e-kv': { type: 'string' },
+  groups: { type: 'string' },
+  'llama-flash': { type: 'string' },
 } as const;
 
-type Values = { [K in keyof typeof BENCH_FLAGS]?: (typeof BENCH_FLAGS)[K]['type'] extends 'boolean' ? boolean : string };
+type Values = {
+  [K in keyof typeof BENCH_FLAGS]?: (typeof BENCH_FLAGS)[K]['type'] extends 'boolean' ? boolean : string;
+};
 
 /** The smallest S: SparQ's k = S/16 must keep at least one position. */
 export const MIN_SEQ = 16;
@@ -57,16 +77,19 @@ export interface BenchSettings {
 function list<T>(flag: string, raw: string | undefined, fallback: T[], parse: (item: string) => T): T[] {
   if (raw === undefined) return fallback;
   const items = raw.split(',').map((s) => s.trim());
-  if (items.some((s) => s === '')) throw new UsageError(`--${flag} ${raw}: an empty item; expected a comma-separated list`);
+  if (items.some((s) => s === ''))
+    throw new UsageError(`--${flag} ${raw}: an empty item; expected a comma-separated list`);
   const values = items.map(parse);
   if (new Set(values).size !== values.length) throw new UsageError(`--${flag} ${raw}: an item is repeated`);
   return values;
 }
 
-const intItem = (flag: string, min: number, max: number) => (s: string) => number(flag, s, 0, isInt(min, max), `integers in [${min}, ${max}]`);
+const intItem = (flag: string, min: number, max: number) => (s: string) =>
+  number(flag, s, 0, isInt(min, max), `integers in [${min}, ${max}]`);
 function oneOf<T extends string>(flag: string, allowed: readonly T[]) {
   return (s: string): T => {
-    if (!(allowed as readonly string[]).includes(s)) throw new UsageError(`--${flag} ${s}, expected one of ${allowed.join(', ')}`);
+    if (!(allowed as readonly string[]).includes(s))
+      throw new UsageError(`--${flag} ${s}, expected one of ${allowed.join(', ')}`);
     return s as T;
   };
 }
@@ -76,15 +99,23 @@ export const SHAPE_LAYERS = 2;
 
 function shapeSettings(values: Values): BenchSettings['shape'] {
   if (values.shape === undefined) {
-    for (const flag of ['layers', 'weights', 'shape-dir'] as const) if (values[flag] !== undefined) throw new UsageError(`--${flag} needs --shape`);
+    for (const flag of ['layers', 'weights', 'shape-dir'] as const)
+      if (values[flag] !== undefined) throw new UsageError(`--${flag} needs --shape`);
     return null;
   }
-  if (values.model !== undefined) throw new UsageError('--shape and --model: give one (--shape writes its own model file)');
+  if (values.model !== undefined)
+    throw new UsageError('--shape and --model: give one (--shape writes its own model file)');
   const name = oneOf('shape', SHAPE_NAMES)(values.shape);
   const max = MODEL_SHAPES[name].nLayers;
   return {
     name,
-    layers: number('layers', values.layers, Math.min(SHAPE_LAYERS, max), isInt(1, max), `an integer in [1, ${max}] (${name} has ${max} layers)`),
+    layers: number(
+      'layers',
+      values.layers,
+      Math.min(SHAPE_LAYERS, max),
+      isInt(1, max),
+      `an integer in [1, ${max}] (${name} has ${max} layers)`,
+    ),
     weights: values.weights === undefined ? 'q4_k_m' : oneOf('weights', SHAPE_WEIGHTS)(values.weights),
     dir: values['shape-dir'] ?? DEFAULT_SHAPE_DIR,
   };
@@ -93,7 +124,12 @@ function shapeSettings(values: Values): BenchSettings['shape'] {
 export function benchSettings(values: Values): BenchSettings {
   const quick = !!values.quick;
   const MAX_SEQ = 1 << 20;
-  const backends = values.backend === 'all' ? (['native', 'reference'] as const).slice() : values.backend === undefined ? null : list('backend', values.backend, [], oneOf('backend', ['native', 'reference'] as const));
+  const backends =
+    values.backend === 'all'
+      ? (['native', 'reference'] as const).slice()
+      : values.backend === undefined
+        ? null
+        : list('backend', values.backend, [], oneOf('backend', ['native', 'reference'] as const));
   const e2e = !values['no-e2e'];
   const kernels = !values['no-kernels'];
   if (!e2e && !kernels) throw new UsageError('--no-kernels and --no-e2e: nothing left to run');
@@ -102,10 +138,25 @@ export function benchSettings(values: Values): BenchSettings {
     out: values.out ?? 'sparq-bench',
     model: values.model,
     shape: shapeSettings(values),
-    threads: values.threads === undefined ? (quick ? [1] : null) : list('threads', values.threads, [], intItem('threads', 1, 256)),
+    threads:
+      values.threads === undefined
+        ? quick
+          ? [1]
+          : null
+        : list('threads', values.threads, [], intItem('threads', 1, 256)),
     backends,
-    seqs: list('seq', values.seq, quick ? [256, 512] : [1024, 2048, 4096, 8192, 16384, 32768], intItem('seq', MIN_SEQ, MAX_SEQ)),
-    e2eSeqs: list('e2e-seq', values['e2e-seq'], quick ? [64, 128] : [512, 1024, 2048, 4096], intItem('e2e-seq', MIN_SEQ, MAX_SEQ)),
+    seqs: list(
+      'seq',
+      values.seq,
+      quick ? [256, 512] : [1024, 2048, 4096, 8192, 16384, 32768],
+      intItem('seq', MIN_SEQ, MAX_SEQ),
+    ),
+    e2eSeqs: list(
+      'e2e-seq',
+      values['e2e-seq'],
+      quick ? [64, 128] : [512, 1024, 2048, 4096],
+      intItem('e2e-seq', MIN_SEQ, MAX_SEQ),
+    ),
     kv: list('kv', values.kv, quick ? ['f32'] : ['f16', 'f32'], oneOf('kv', KV_DTYPES)),
     e2eKv: list('e2e-kv', values['e2e-kv'], quick ? ['f32'] : ['f16'], oneOf('e2e-kv', KV_DTYPES)),
     groups: list('groups', values.groups, quick ? [1] : [1, 4, 8], intItem('groups', 1, 64)),
@@ -115,7 +166,9 @@ export function benchSettings(values: Values): BenchSettings {
     reps: number('reps', values.reps, 1, isInt(1, 100), 'an integer in [1, 100]'),
     timeMs: number('time', values.time, quick ? 30 : 500, isInt(1, 600_000), 'milliseconds, an integer in [1, 600000]'),
     llamaCpp: !values['no-llama-cpp'],
-    llamaFlash: { on: [true], off: [false], both: [true, false] }[oneOf('llama-flash', ['on', 'off', 'both'] as const)(values['llama-flash'] ?? 'both')],
+    llamaFlash: { on: [true], off: [false], both: [true, false] }[
+      oneOf('llama-flash', ['on', 'off', 'both'] as const)(values['llama-flash'] ?? 'both')
+    ],
     kernels,
     e2e,
     json: !!values.json,

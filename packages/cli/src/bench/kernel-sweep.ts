@@ -79,7 +79,11 @@ export function kvElementBytes(kv: KVDType, headDim: number): number {
 export function sweepMethods(S: number, headDim: number): AttentionConfig[] {
   const r = Math.max(1, Math.floor(headDim / 8));
   const sparq = (k: number): AttentionConfig => ({ method: 'sparq', r, k, l: Math.floor(k / 4), reallocate: true });
-  return [{ method: 'dense', r: 0, k: 0, l: 0, reallocate: false }, sparq(Math.max(1, Math.floor(S / 8))), sparq(Math.max(1, Math.floor(S / 16)))];
+  return [
+    { method: 'dense', r: 0, k: 0, l: 0, reallocate: false },
+    sparq(Math.max(1, Math.floor(S / 8))),
+    sparq(Math.max(1, Math.floor(S / 16))),
+  ];
 }
 
 /** Queries the timed runs take turns over (see kernelSweep). */
@@ -90,7 +94,9 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
   // Successive runs take turns over several queries, as decode steps do: with one query SparQ would
   // select the same rows every run and find some of them still in the last-level cache (the Zen 4
   // VM, one thread, S = 32k, k = S/8: 2-4% faster with f16, 5-11% with f32 than with 8 queries in turn).
-  const queries = new Map(o.groups.map((g) => [g, Array.from({ length: QUERIES }, (_, i) => randomQuery(o.heads * g, o.headDim, 2 + i))]));
+  const queries = new Map(
+    o.groups.map((g) => [g, Array.from({ length: QUERIES }, (_, i) => randomQuery(o.heads * g, o.headDim, 2 + i))]),
+  );
   let turn = 0;
   for (const engine of o.engines) {
     const native = engine.name === 'native' ? o.native : null;
@@ -109,23 +115,48 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
                 const ms = await withThreads(native, threads, () =>
                   medianMs(
                     m.method === 'dense'
-                      ? () => { const { q, out } = next(); engine.attentionDecode(out, q, cache); }
-                      : () => { const { q, out } = next(); engine.sparqDecode(out, q, cache, m); },
+                      ? () => {
+                          const { q, out } = next();
+                          engine.attentionDecode(out, q, cache);
+                        }
+                      : () => {
+                          const { q, out } = next();
+                          engine.sparqDecode(out, q, cache, m);
+                        },
                     { timeMs: o.timeMs },
                   ),
                 );
                 if (m.method === 'dense') denseMs = ms;
                 const bytes = o.heads * attentionCost(m, S, o.headDim) * bytesPer;
                 const gbPerS = bytes / (ms * 1e6);
-                const dataRatio = attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
+                const dataRatio =
+                  attentionCost({ ...m, method: 'dense' }, S, o.headDim) / attentionCost(m, S, o.headDim);
                 const speedup = denseMs / ms;
                 rows.push({
-                  backend: engine.name, threads, kv, layout, group, S, method: m.method as 'dense' | 'sparq', r: m.r, k: m.k, l: m.l, ms, bytes, gbPerS,
-                  readGBs: bw, pctBandwidth: bw ? (100 * gbPerS) / bw : null, speedup, dataRatio, pctOfDataRatio: (100 * speedup) / dataRatio,
+                  backend: engine.name,
+                  threads,
+                  kv,
+                  layout,
+                  group,
+                  S,
+                  method: m.method as 'dense' | 'sparq',
+                  r: m.r,
+                  k: m.k,
+                  l: m.l,
+                  ms,
+                  bytes,
+                  gbPerS,
+                  readGBs: bw,
+                  pctBandwidth: bw ? (100 * gbPerS) / bw : null,
+                  speedup,
+                  dataRatio,
+                  pctOfDataRatio: (100 * speedup) / dataRatio,
                 });
               }
               const [d, s8, s16] = rows.slice(-3);
-              o.log(`kernels ${engine.name} ${threads}t ${kv} ${layout} g${group} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`);
+              o.log(
+                `kernels ${engine.name} ${threads}t ${kv} ${layout} g${group} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`,
+              );
             }
           }
         }

@@ -39,7 +39,13 @@ export interface LlamaCppRun extends SystemTiming {
 export interface LlamaCppRunner {
   /** llama.cpp's release tag in node-llama-cpp's prebuilt binary. */
   version: string;
-  run(tokens: readonly number[], S: number, steps: number, threads: number, options?: LlamaCppRunOptions): Promise<LlamaCppRun>;
+  run(
+    tokens: readonly number[],
+    S: number,
+    steps: number,
+    threads: number,
+    options?: LlamaCppRunOptions,
+  ): Promise<LlamaCppRun>;
   dispose(): Promise<void>;
 }
 
@@ -53,32 +59,51 @@ const GGML_KV = { f32: 'F32', f16: 'F16', q8_0: 'Q8_0', q4_0: 'Q4_0' } as const;
  * A runner for the GGUF at `path`, or why llama.cpp cannot run here. `clock` gives the times in ms
  * (default the wall clock; bench/prefill.ts --cpu passes the process's CPU time).
  */
-export async function openLlamaCpp(path: string, clock: () => number = () => performance.now()): Promise<LlamaCppRunner | { missing: string }> {
+export async function openLlamaCpp(
+  path: string,
+  clock: () => number = () => performance.now(),
+): Promise<LlamaCppRunner | { missing: string }> {
   let lib: typeof import('node-llama-cpp');
   try {
     lib = await import('node-llama-cpp');
   } catch (error) {
-    return { missing: `node-llama-cpp is not installed (npm install node-llama-cpp to compare): ${(error as Error).message.split('\n')[0]}` };
+    return {
+      missing: `node-llama-cpp is not installed (npm install node-llama-cpp to compare): ${(error as Error).message.split('\n')[0]}`,
+    };
   }
   let llama: Awaited<ReturnType<typeof lib.getLlama>>;
   try {
     llama = await lib.getLlama({ gpu: false, build: 'never', logLevel: lib.LlamaLogLevel.error });
   } catch (error) {
-    return { missing: `node-llama-cpp has no usable prebuilt llama.cpp for this machine: ${(error as Error).message.split('\n')[0]}` };
+    return {
+      missing: `node-llama-cpp has no usable prebuilt llama.cpp for this machine: ${(error as Error).message.split('\n')[0]}`,
+    };
   }
   const model = await llama.loadModel({ modelPath: path });
   /** One prefill of S tokens and `steps` decode steps in a fresh context. */
-  const runOnce = async (tokens: readonly number[], S: number, steps: number, threads: number, flashAttention: boolean, o: LlamaCppRunOptions) => {
+  const runOnce = async (
+    tokens: readonly number[],
+    S: number,
+    steps: number,
+    threads: number,
+    flashAttention: boolean,
+    o: LlamaCppRunOptions,
+  ) => {
     const kv = GGML_KV[o.kv ?? 'f16'];
     const context = await model.createContext({
-      contextSize: S + steps + 8, batchSize: Math.min(BATCH, S), threads: { ideal: threads, min: threads }, sequences: 1, flashAttention,
-      experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv,
+      contextSize: S + steps + 8,
+      batchSize: Math.min(BATCH, S),
+      threads: { ideal: threads, min: threads },
+      sequences: 1,
+      flashAttention,
+      experimentalKvCacheKeyType: kv,
+      experimentalKvCacheValueType: kv,
     });
     try {
       const sequence = context.getSequence();
       const ids = tokens as unknown as import('node-llama-cpp').Token[];
       let t0 = clock();
-      for (let done = 0; done < S; ) {
+      for (let done = 0; done < S;) {
         const n = Math.min(PROGRESS_TOKENS, S - done);
         await sequence.evaluateWithoutGeneratingNewTokens(ids.slice(done, done + n));
         done += n;
@@ -88,7 +113,10 @@ export async function openLlamaCpp(path: string, clock: () => number = () => per
       const prefillMs = clock() - t0;
       t0 = clock();
       // One evaluation per token with the next token sampled greedily (logits computed, as sparq's decode does).
-      for (let i = 0; i < steps; i++) await sequence.controlledEvaluate([[ids[S + i], { generateNext: { token: true, options: { temperature: 0 } } }]]);
+      for (let i = 0; i < steps; i++)
+        await sequence.controlledEvaluate([
+          [ids[S + i], { generateNext: { token: true, options: { temperature: 0 } } }],
+        ]);
       return { prefillMs, decodeMs: [(clock() - t0) / steps], contextSize: context.contextSize };
     } finally {
       await context.dispose();
@@ -107,10 +135,15 @@ export async function openLlamaCpp(path: string, clock: () => number = () => per
           failed.push(`flash attention ${flashAttention ? 'on' : 'off'}: ${(error as Error).message.split('\n')[0]}`);
         }
       }
-      if (timings.length === 0) throw new Error(`llama.cpp could not run S = ${S} with KV ${options.kv ?? 'f16'}: ${failed.join('; ')}`);
+      if (timings.length === 0)
+        throw new Error(`llama.cpp could not run S = ${S} with KV ${options.kv ?? 'f16'}: ${failed.join('; ')}`);
       return {
-        prefillMs: Math.min(...timings.map((t) => t.prefillMs)), decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))],
-        contextSize: Math.max(...timings.map((t) => t.contextSize)), peakRssBytes: window.peakBytes(), startRssBytes: window.startBytes, failed,
+        prefillMs: Math.min(...timings.map((t) => t.prefillMs)),
+        decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))],
+        contextSize: Math.max(...timings.map((t) => t.contextSize)),
+        peakRssBytes: window.peakBytes(),
+        startRssBytes: window.startBytes,
+        failed,
       };
     },
     dispose: () => model.dispose(),

@@ -21,5 +21,10 @@ export function machineInfo(): MachineInfo {
   const info = cpus();
   const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
   const flags = /^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? [];
-  return { cpu: info[0]?.model.trim() ?? 'unknown', cores: info.length, flags, simdFlags: flags.filter((f) => SIMD.test(f)) };
+  return {
+    cpu: info[0]?.model.trim() ?? 'unknown',
+    cores: info.length,
+    flags,
+    simdFlags: flags.filter((f) => SIMD.test(f)),
+  };
 }

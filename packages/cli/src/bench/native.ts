@@ -19,7 +19,12 @@ export function nativeControls(): NativeControls | { missing: string } {
   try {
     const addon = loadAddon();
     const a = attentionAddon(addon);
-    return { kernel: addon.info().kernel, defaultThreads: a.attnThreads(), setThreads: (n) => void a.attnSetThreads(n), readSum: (x) => a.attnReadSum(x) };
+    return {
+      kernel: addon.info().kernel,
+      defaultThreads: a.attnThreads(),
+      setThreads: (n) => void a.attnSetThreads(n),
+      readSum: (x) => a.attnReadSum(x),
+    };
   } catch (error) {
     return { missing: (error as Error).message };
   }

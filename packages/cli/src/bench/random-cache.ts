@@ -20,8 +20,19 @@ export interface CacheShape {
   kTDType?: KTDType;
 }
 
-export function randomCache(engine: Engine, { S, heads, headDim, dtype, layout, kTDType }: CacheShape, seed = 1): KVCache {
-  const cache = new KVCache({ nKvHeads: heads, headDim, capacity: S, dtype, layout, kTDType: layout === 'k-twice' ? kTDType : null });
+export function randomCache(
+  engine: Engine,
+  { S, heads, headDim, dtype, layout, kTDType }: CacheShape,
+  seed = 1,
+): KVCache {
+  const cache = new KVCache({
+    nKvHeads: heads,
+    headDim,
+    capacity: S,
+    dtype,
+    layout,
+    kTDType: layout === 'k-twice' ? kTDType : null,
+  });
   const random = mulberry32(seed);
   const k = Tensor.zeros('f32', [CHUNK, heads, headDim]); // (chunk, heads, d)
   const v = Tensor.zeros('f32', [CHUNK, heads, headDim]);

@@ -31,12 +31,26 @@ export interface SparqRun extends SystemTiming {
 /** Positions a run of `S` prompt tokens and `steps` tokens per method needs. */
 export const e2ePositions = (S: number, steps: number, methods: number) => S + steps * methods;
 
-export async function sparqEndToEnd(lm: LanguageModel, tokens: readonly number[], S: number, steps: number, methods: readonly AttentionConfig[], kv: KVDType, onProgress?: (progress: PrefillProgress) => void): Promise<SparqRun> {
+export async function sparqEndToEnd(
+  lm: LanguageModel,
+  tokens: readonly number[],
+  S: number,
+  steps: number,
+  methods: readonly AttentionConfig[],
+  kv: KVDType,
+  onProgress?: (progress: PrefillProgress) => void,
+): Promise<SparqRun> {
   const capacity = e2ePositions(S, steps, methods.length);
-  if (tokens.length < capacity) throw new RangeError(`sparqEndToEnd: ${tokens.length} tokens, expected at least ${capacity}`);
+  if (tokens.length < capacity)
+    throw new RangeError(`sparqEndToEnd: ${tokens.length} tokens, expected at least ${capacity}`);
   const first = methods.find((m) => m.method === 'sparq') ?? methods[0];
   const window = await rssWindow();
-  const session = new Session(lm.engine, lm.model, { capacity, maxPrefill: Math.min(PREFILL_CHUNK, S), attention: first, kvDType: kv });
+  const session = new Session(lm.engine, lm.model, {
+    capacity,
+    maxPrefill: Math.min(PREFILL_CHUNK, S),
+    attention: first,
+    kvDType: kv,
+  });
   let t0 = performance.now();
   session.prefill(tokens.slice(0, S), { onProgress });
   const prefillMs = performance.now() - t0;

@@ -15,7 +15,17 @@ import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlags } from '../flags.ts';
 import { measureReadBandwidth, PROBE_BYTES, releaseProbeBuffer } from '../bench/bandwidth.ts';
-import { DEFAULT_SHAPE_DIR, FULL_SHAPE, GENERATED_TYPE, QUICK_SHAPE, generatedModel, givenModel, shapeModel, wholeModelMemory, type BenchModel } from '../bench/bench-model.ts';
+import {
+  DEFAULT_SHAPE_DIR,
+  FULL_SHAPE,
+  GENERATED_TYPE,
+  QUICK_SHAPE,
+  generatedModel,
+  givenModel,
+  shapeModel,
+  wholeModelMemory,
+  type BenchModel,
+} from '../bench/bench-model.ts';
 import { endToEnd } from '../bench/end-to-end.ts';
 import { BENCH_FLAGS, SHAPE_LAYERS, SWEEP_HEAD_DIM, benchSettings, type BenchSettings } from '../bench/flags.ts';
 import { kernelSweep, sweepMethods } from '../bench/kernel-sweep.ts';
@@ -87,7 +97,8 @@ export const benchCommand: Command = {
     const log = (line: string) => void process.stderr.write(`${line}\n`);
     const probe = nativeControls();
     const native = 'missing' in probe ? null : probe;
-    if ('missing' in probe) log(`native addon unavailable (${probe.missing}): no thread control and no bandwidth probe`);
+    if ('missing' in probe)
+      log(`native addon unavailable (${probe.missing}): no thread control and no bandwidth probe`);
     const sweepEngines = await engines(s);
     const threads = threadCounts(s, native);
     const steps = s.decodeSteps;
@@ -97,33 +108,56 @@ export const benchCommand: Command = {
     let model: BenchModel | null = null;
     let llamaCpp: LlamaCppRunner | null = null;
     const results: BenchResults = {
-      command: `sparq bench ${argv.join(' ')}`.trim(), date: new Date().toISOString(), machine: machineInfo(), nativeKernel: native?.kernel ?? null,
+      command: `sparq bench ${argv.join(' ')}`.trim(),
+      date: new Date().toISOString(),
+      machine: machineInfo(),
+      nativeKernel: native?.kernel ?? null,
       options: { ...s, threads, backends: sweepEngines.map((e) => e.name), sweepHeadDim: SWEEP_HEAD_DIM },
-      bandwidth: [], kernels: [], model: null, wholeModel: [], endToEnd: [], llamaCpp: { status: s.e2e ? 'disabled' : 'skipped' },
+      bandwidth: [],
+      kernels: [],
+      model: null,
+      wholeModel: [],
+      endToEnd: [],
+      llamaCpp: { status: s.e2e ? 'disabled' : 'skipped' },
     };
     try {
       if (s.e2e) {
         if (s.model) {
           model = givenModel(s.model);
         } else if (s.shape) {
-          const m = shapeModel(s.shape.name, s.shape.layers, s.shape.weights, s.shape.dir, await selectBackend({ backend: 'reference' }), log);
+          const m = shapeModel(
+            s.shape.name,
+            s.shape.layers,
+            s.shape.weights,
+            s.shape.dir,
+            await selectBackend({ backend: 'reference' }),
+            log,
+          );
           log(`${m.reused ? 'reusing' : 'wrote'} ${m.path} (${m.fileBytes} bytes)`);
           model = m;
         } else {
           log(`writing a random ${s.quick ? 'tiny' : 'llama-shaped'} ${GENERATED_TYPE} model ...`);
-          const quantizer = e2eEngine.has('quantize', GENERATED_TYPE) ? e2eEngine : await selectBackend({ backend: 'reference' });
+          const quantizer = e2eEngine.has('quantize', GENERATED_TYPE)
+            ? e2eEngine
+            : await selectBackend({ backend: 'reference' });
           model = generatedModel(quantizer, s.quick ? QUICK_SHAPE : FULL_SHAPE, positions(Math.max(...s.e2eSeqs)));
         }
         results.model = { source: model.source, description: model.description, weightBytes: model.weightBytes };
         const shape = s.shape;
-        if (shape) results.wholeModel = s.e2eSeqs.flatMap((S) => s.e2eKv.map((kv) => wholeModelMemory(shape.name, shape.weights, S, kv, Math.max(...threads))));
+        if (shape)
+          results.wholeModel = s.e2eSeqs.flatMap((S) =>
+            s.e2eKv.map((kv) => wholeModelMemory(shape.name, shape.weights, S, kv, Math.max(...threads))),
+          );
       }
       // Everything that can fail on the inputs fails before the slow parts.
       const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
       const lm = model ? openModel(e2eEngine, model.path, { fallback }) : null;
       if (lm) {
         const tooLong = s.e2eSeqs.filter((S) => positions(S) > lm.config.seqLen);
-        if (tooLong.length > 0) throw new UsageError(`--e2e-seq ${tooLong.join(',')}: S plus ${positions(0)} decode positions exceeds the model's seq_len ${lm.config.seqLen}`);
+        if (tooLong.length > 0)
+          throw new UsageError(
+            `--e2e-seq ${tooLong.join(',')}: S plus ${positions(0)} decode positions exceeds the model's seq_len ${lm.config.seqLen}`,
+          );
       }
       if (lm && s.llamaCpp) {
         const opened = await openLlamaCpp(model!.path);
@@ -136,7 +170,8 @@ export const benchCommand: Command = {
         }
       }
 
-      const probe = (t: number) => (native ? measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES) : null);
+      const probe = (t: number) =>
+        native ? measureReadBandwidth(native, t, s.quick ? 100 : 1500, s.quick ? PROBE_BYTES / 16 : PROBE_BYTES) : null;
       const bandwidth = new Map<number, number>();
       if (native) {
         for (const t of new Set([1, ...threads])) {
@@ -147,14 +182,39 @@ export const benchCommand: Command = {
         }
       }
       if (s.kernels) {
-        results.kernels = await kernelSweep({ engines: sweepEngines, native, threads, seqs: s.seqs, heads: s.heads, groups: s.groups, headDim: SWEEP_HEAD_DIM, kv: s.kv, layouts: s.layouts, timeMs: s.timeMs, probe, log });
+        results.kernels = await kernelSweep({
+          engines: sweepEngines,
+          native,
+          threads,
+          seqs: s.seqs,
+          heads: s.heads,
+          groups: s.groups,
+          headDim: SWEEP_HEAD_DIM,
+          kv: s.kv,
+          layouts: s.layouts,
+          timeMs: s.timeMs,
+          probe,
+          log,
+        });
         writeReport(s.out, results); // the kernels' files now: the end-to-end part can take long
       }
       if (lm && model) {
         releaseProbeBuffer(); // 1 GiB that would count in both engines' resident memory
         log(`end to end on ${model.description} (backend ${lm.backend})`);
         const bar = progress('prefill', process.stderr, { everyMs: PROGRESS_EVERY_MS });
-        results.endToEnd = await endToEnd({ lm, model, llamaCpp, native: lm.engine.name === 'native' ? native : null, threads, seqs: s.e2eSeqs, kv: s.e2eKv, llamaFlash: s.llamaFlash, steps, reps: s.reps, bandwidth, log,
+        results.endToEnd = await endToEnd({
+          lm,
+          model,
+          llamaCpp,
+          native: lm.engine.name === 'native' ? native : null,
+          threads,
+          seqs: s.e2eSeqs,
+          kv: s.e2eKv,
+          llamaFlash: s.llamaFlash,
+          steps,
+          reps: s.reps,
+          bandwidth,
+          log,
           onProgress: (what, p) => {
             if (p.total > PREFILL_CHUNK) bar.update(p.done, p.total, `${what}: ${rateNote(p)}`);
             if (p.done === p.total) bar.end();

@@ -29,7 +29,9 @@ export const buildNativeCommand: Command = {
     // --strict: a failed build exits 1 with the compiler's messages (install time never fails; this does).
     const result = spawnSync(process.execPath, [script, '--force', '--strict'], { stdio: 'inherit' });
     if (result.status !== 0) {
-      process.stderr.write(`sparq build-native: the build failed (see above); the engine keeps running on the reference backend\n`);
+      process.stderr.write(
+        `sparq build-native: the build failed (see above); the engine keeps running on the reference backend\n`,
+      );
       return 1;
     }
     process.stderr.write(`sparq build-native: done; 'sparq backends' shows the native backend\n`);

@@ -7,11 +7,29 @@
  */
 import { createInterface } from 'node:readline';
 import { selectBackend } from '@sparq/core';
-import { Chat, ChatTemplate, buildModel, chatTemplateSource, checkTensors, describeConfig, findTokenizer, readModelFile, readTextFile } from '@sparq/llm';
+import {
+  Chat,
+  ChatTemplate,
+  buildModel,
+  chatTemplateSource,
+  checkTensors,
+  describeConfig,
+  findTokenizer,
+  readModelFile,
+  readTextFile,
+} from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
-import { RUN_FLAGS, attention as attentionFlags, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
+import {
+  RUN_FLAGS,
+  attention as attentionFlags,
+  contextFlag,
+  describeAttention,
+  runUsage,
+  sampling,
+  storage,
+} from '../run-flags.ts';
 
 const USAGE = `sparq chat --model FILE [--system TEXT] [--template FILE] [--max-tokens N] [--ctx N]
            [--temperature T] [--top-p P] [--seed S]
@@ -36,9 +54,17 @@ export const chatCommand: Command = {
   summary: 'chat with a GGUF model through its chat template (multi-turn, one KV cache)',
   usage: USAGE,
   async run(argv) {
-    const values = parseFlags(argv, { ...RUN_FLAGS, system: { type: 'string' }, template: { type: 'string' }, 'max-tokens': { type: 'string' } });
+    const values = parseFlags(argv, {
+      ...RUN_FLAGS,
+      system: { type: 'string' },
+      template: { type: 'string' },
+      'max-tokens': { type: 'string' },
+    });
     if (!values.model) throw new UsageError('--model FILE is required');
-    const maxReplyTokens = values['max-tokens'] === undefined ? undefined : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
+    const maxReplyTokens =
+      values['max-tokens'] === undefined
+        ? undefined
+        : number('max-tokens', values['max-tokens'], 0, isInt(1), 'an integer >= 1');
     const { temperature, topP, seed } = sampling(values, 0.8);
     const { weights, productPath, kv, kt, kvLayout, checkTensors: check } = storage(values);
 
@@ -46,16 +72,29 @@ export const chatCommand: Command = {
     const file = readModelFile(values.model, engine);
     const c = file.loaded.config;
     const { tokenizer } = findTokenizer(file, values.tokenizer);
-    const source = values.template !== undefined ? readTextFile(values.template) : file.gguf && chatTemplateSource(file.gguf);
+    const source =
+      values.template !== undefined ? readTextFile(values.template) : file.gguf && chatTemplateSource(file.gguf);
     if (!source) throw new UsageError(`${values.model} has no tokenizer.chat_template; pass --template FILE`);
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
     if (check) checkTensors(engine, file.loaded);
     const model = buildModel(engine, file.loaded, weights);
     const chat = new Chat(engine, model, tokenizer, new ChatTemplate(source, tokenizer), {
-      attention, contextSize: context, maxReplyTokens, system: values.system, temperature, topP, seed, kv, kt, kvLayout, productPath,
+      attention,
+      contextSize: context,
+      maxReplyTokens,
+      system: values.system,
+      temperature,
+      topP,
+      seed,
+      kv,
+      kt,
+      kvLayout,
+      productPath,
     });
-    process.stderr.write(`model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`);
+    process.stderr.write(
+      `model ${values.model}: ${file.loaded.format}; ${describeConfig(c)}\nweights ${model.weightType}; context ${context}; attention ${attention.method}${describeAttention(attention)}\n`,
+    );
 
     const tty = process.stdin.isTTY === true;
     const lines = createInterface({ input: process.stdin, terminal: tty, prompt: '> ' });

@@ -3,7 +3,16 @@
  * tokenizer embedded, matrices in one type, norms F32. Progress on stderr.
  */
 import { isBlockDType, selectBackend, type Engine } from '@sparq/core';
-import { GGUF_FILE_TYPES, findTokenizer, ggufTensors, llamaMetadata, readModelFile, writeGGUFFile, type GGUFFileType, type LoadedModel } from '@sparq/llm';
+import {
+  GGUF_FILE_TYPES,
+  findTokenizer,
+  ggufTensors,
+  llamaMetadata,
+  readModelFile,
+  writeGGUFFile,
+  type GGUFFileType,
+  type LoadedModel,
+} from '@sparq/llm';
 import { statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import '../backends.ts';
@@ -29,7 +38,12 @@ layout, which is also llama.cpp's for llama; the file says so in
 sparq.rope_layout = "adjacent". The tokenizer defaults to the input GGUF's own,
 else tok<vocab>.bin or tokenizer.bin next to the model.`,
   async run(argv) {
-    const values = parseFlags(argv, { model: { type: 'string' }, out: { type: 'string' }, type: { type: 'string' }, tokenizer: { type: 'string' } });
+    const values = parseFlags(argv, {
+      model: { type: 'string' },
+      out: { type: 'string' },
+      type: { type: 'string' },
+      tokenizer: { type: 'string' },
+    });
     if (!values.model) throw new UsageError('--model FILE is required');
     if (!values.out) throw new UsageError('--out FILE is required');
     const type = choice<GGUFFileType>('type', values.type, GGUF_FILE_TYPES, 'f32');
@@ -40,12 +54,19 @@ else tok<vocab>.bin or tokenizer.bin next to the model.`,
     const { tokenizer, source } = findTokenizer(file, values.tokenizer);
     process.stderr.write(`read ${values.model}: ${file.loaded.format}; tokenizer ${source}\n`);
     const bar = progress('convert', process.stderr);
-    const { tensors, notes } = ggufTensors(engine, file.loaded, type, (done, total, name, dtype) => bar.update(done, total, `${name} ${dtype}`));
+    const { tensors, notes } = ggufTensors(engine, file.loaded, type, (done, total, name, dtype) =>
+      bar.update(done, total, `${name} ${dtype}`),
+    );
     bar.end();
     for (const note of notes) process.stderr.write(`note: ${note}\n`);
-    const metadata = llamaMetadata(file.loaded.config, tokenizer, { name: basename(values.model).replace(/\.[^.]*$/, ''), fileType: type });
+    const metadata = llamaMetadata(file.loaded.config, tokenizer, {
+      name: basename(values.model).replace(/\.[^.]*$/, ''),
+      fileType: type,
+    });
     const size = writeGGUFFile(values.out, metadata, tensors);
-    process.stderr.write(`wrote ${values.out}: ${size} bytes, ${tensors.length} tensors, ${metadata.length} metadata keys (backend ${engine.name})\n`);
+    process.stderr.write(
+      `wrote ${values.out}: ${size} bytes, ${tensors.length} tensors, ${metadata.length} metadata keys (backend ${engine.name})\n`,
+    );
     return 0;
   },
 };
@@ -54,8 +75,10 @@ else tok<vocab>.bin or tokenizer.bin next to the model.`,
 function checkOutput(out: string): void {
   const folder = dirname(resolve(out));
   const dir = statSync(folder, { throwIfNoEntry: false });
-  if (!dir?.isDirectory()) throw new Error(`--out ${out}: the folder ${folder} ${dir ? 'is not a directory' : 'does not exist'}`);
-  if (statSync(out, { throwIfNoEntry: false })?.isDirectory()) throw new Error(`--out ${out}: is a directory, expected a file name`);
+  if (!dir?.isDirectory())
+    throw new Error(`--out ${out}: the folder ${folder} ${dir ? 'is not a directory' : 'does not exist'}`);
+  if (statSync(out, { throwIfNoEntry: false })?.isDirectory())
+    throw new Error(`--out ${out}: is a directory, expected a file name`);
 }
 
 /** The selected backend, or the reference one when the selected backend cannot read the model's block types or quantize to `type`. */
@@ -65,6 +88,8 @@ async function converter(loaded: LoadedModel, type: GGUFFileType): Promise<Engin
   if (isBlockDType(type)) needed.add(type);
   const lacking = [...needed].filter((d) => !engine.has(d === type ? 'quantize' : 'dequantize', d));
   if (lacking.length === 0) return engine;
-  process.stderr.write(`note: backend ${engine.name} does not convert ${lacking.join(', ')}; using the reference backend\n`);
+  process.stderr.write(
+    `note: backend ${engine.name} does not convert ${lacking.join(', ')}; using the reference backend\n`,
+  );
   return selectBackend({ backend: 'reference' });
 }

@@ -12,7 +12,17 @@
  * then 1 warm-up step (not measured: JIT, and H2O's first step sees everything)
  * and T measured decode steps, each appending one token then running every method.
  */
-import { AttentionStats, H2OState, KVCache, SparqTrace, Tensor, loadBackends, selectBackend, type Engine, type OpName } from '@sparq/core';
+import {
+  AttentionStats,
+  H2OState,
+  KVCache,
+  SparqTrace,
+  Tensor,
+  loadBackends,
+  selectBackend,
+  type Engine,
+  type OpName,
+} from '@sparq/core';
 import { mulberry32 } from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
@@ -56,20 +66,33 @@ method attended, k' = the method's k), output error vs dense (relative L2) and
 time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
   async run(argv) {
     const values = parseFlags(argv, {
-      backend: { type: 'string' }, seq: { type: 'string' }, steps: { type: 'string' }, heads: { type: 'string' },
-      'kv-heads': { type: 'string' }, 'head-dim': { type: 'string' }, seed: { type: 'string' },
+      backend: { type: 'string' },
+      seq: { type: 'string' },
+      steps: { type: 'string' },
+      heads: { type: 'string' },
+      'kv-heads': { type: 'string' },
+      'head-dim': { type: 'string' },
+      seed: { type: 'string' },
     });
     const int = (flag: keyof typeof values, fallback: number, min: number, max: number): number =>
       number(flag, values[flag] as string | undefined, fallback, isInt(min, max), `an integer in [${min}, ${max}]`);
-    const S = int('seq', 1024, 16, DEMO_MAX_SEQ), T = int('steps', 8, 1, 100_000), H = int('heads', 8, 1, 256), d = int('head-dim', 64, 8, 1024);
+    const S = int('seq', 1024, 16, DEMO_MAX_SEQ),
+      T = int('steps', 8, 1, 100_000),
+      H = int('heads', 8, 1, 256),
+      d = int('head-dim', 64, 8, 1024);
     // mulberry32 takes 32 bits of seed.
     const seed = int('seed', 1, 0, 2 ** 32 - 1);
     const nKv = int('kv-heads', H, 1, H);
     if (H % nKv !== 0) throw new UsageError(`--heads ${H} must be a multiple of --kv-heads ${nKv}`);
-    if ((S + T) * nKv * d > DEMO_MAX_ELEMENTS) throw new UsageError(`--seq ${S} --steps ${T} --kv-heads ${nKv} --head-dim ${d} need ${(S + T) * nKv * d} cache elements per copy, at most ${DEMO_MAX_ELEMENTS} (1 GiB of f32)`);
+    if ((S + T) * nKv * d > DEMO_MAX_ELEMENTS)
+      throw new UsageError(
+        `--seq ${S} --steps ${T} --kv-heads ${nKv} --head-dim ${d} need ${(S + T) * nKv * d} cache elements per copy, at most ${DEMO_MAX_ELEMENTS} (1 GiB of f32)`,
+      );
     const g = H / nKv;
     const engine = await demoBackend(values.backend);
-    process.stderr.write(`demo: backend ${engine.name}, S ${S}, T ${T}, heads ${H}, KV heads ${nKv}, d ${d}, seed ${seed}\n`);
+    process.stderr.write(
+      `demo: backend ${engine.name}, S ${S}, T ${T}, heads ${H}, KV heads ${nKv}, d ${d}, seed ${seed}\n`,
+    );
 
     // ---- workload ----
     const rand = prng(seed);
@@ -109,12 +132,29 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
     const dense = 2 * S * d + 2 * d;
     const methods: Method[] = [];
     const add = (name: string, params: string, formula: number, step: Method['step']) =>
-      methods.push({ name, params, formula: formula / dense, step, stats: new AttentionStats(), seconds: 0, agree: 0, agreeTotal: 0, err2: 0 });
+      methods.push({
+        name,
+        params,
+        formula: formula / dense,
+        step,
+        stats: new AttentionStats(),
+        seconds: 0,
+        agree: 0,
+        agreeTotal: 0,
+        err2: 0,
+      });
     const allValid = () => [range(cache.nPad[0], cache.nPast[0])];
-    add('dense', '-', dense, (e, out, q, c, stats) => (e.attentionDecode(out, q, c, { stats }), Array(nKv).fill(allValid()[0])));
+    add(
+      'dense',
+      '-',
+      dense,
+      (e, out, q, c, stats) => (e.attentionDecode(out, q, c, { stats }), Array(nKv).fill(allValid()[0])),
+    );
     for (const ratio of [1 / 2, 1 / 4, 1 / 8]) {
       const label = `1/${1 / ratio}`;
-      const r = Math.max(1, Math.round(ratio * d)), k = Math.max(1, Math.round((ratio * S) / 2)), l = Math.floor(k / 4);
+      const r = Math.max(1, Math.round(ratio * d)),
+        k = Math.max(1, Math.round((ratio * S) / 2)),
+        l = Math.floor(k / 4);
       add(`sparq ${label}`, `r=${r} k=${k} l=${l}`, S * r + 2 * k * d + 4 * d, (e, out, q, c, stats) => {
         const trace = new SparqTrace(1, H, nKv, r, k);
         e.sparqDecode(out, q, c, { r, k, l }, { stats, trace });
@@ -137,7 +177,8 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
         e.lmInfiniteDecode(out, q, c, { k: kl }, { stats });
         const valid = allValid()[0];
         const sinks = Math.min(16, kl - 1);
-        const kept = valid.length <= kl ? valid : [...valid.slice(0, sinks), ...valid.slice(valid.length - (kl - sinks))];
+        const kept =
+          valid.length <= kl ? valid : [...valid.slice(0, sinks), ...valid.slice(valid.length - (kl - sinks))];
         return range(0, nKv).map(() => kept);
       });
     }
@@ -175,20 +216,46 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
 
     // ---- table ----
     const rows = methods.map((m) => [
-      m.name, m.params, m.formula.toFixed(3), (m.stats.total / methods[0].stats.total).toFixed(3),
-      m.agreeTotal ? m.agree / m.agreeTotal : 1, Math.sqrt(m.err2 / denseNorm2), ((m.seconds / T) * 1000).toFixed(2),
+      m.name,
+      m.params,
+      m.formula.toFixed(3),
+      (m.stats.total / methods[0].stats.total).toFixed(3),
+      m.agreeTotal ? m.agree / m.agreeTotal : 1,
+      Math.sqrt(m.err2 / denseNorm2),
+      ((m.seconds / T) * 1000).toFixed(2),
     ]);
     const header = ['method', 'params', 'formula', 'counted', 'top-k agree', 'rel L2 err', 'ms/step'];
-    const cells = [header, ...rows.map((r) => [r[0], r[1], r[2], r[3], (r[4] as number).toFixed(3), (r[5] as number).toExponential(2), r[6]] as string[])];
+    const cells = [
+      header,
+      ...rows.map(
+        (r) =>
+          [r[0], r[1], r[2], r[3], (r[4] as number).toFixed(3), (r[5] as number).toExponential(2), r[6]] as string[],
+      ),
+    ];
     const widths = header.map((_, c) => Math.max(...cells.map((r) => r[c].length)));
-    for (const r of cells) process.stdout.write(r.map((x, c) => x.padEnd(widths[c])).join('  ').trimEnd() + '\n');
-    process.stdout.write(`formula = SPEC 3 elements / dense at S ${S}; counted = elements the kernels counted / dense's; top-k agree = fraction of dense's top-k' positions (by summed group probability) the method attended; rel L2 err = ||y - y_dense|| / ||y_dense|| over ${T} steps\n`);
+    for (const r of cells)
+      process.stdout.write(
+        r
+          .map((x, c) => x.padEnd(widths[c]))
+          .join('  ')
+          .trimEnd() + '\n',
+      );
+    process.stdout.write(
+      `formula = SPEC 3 elements / dense at S ${S}; counted = elements the kernels counted / dense's; top-k agree = fraction of dense's top-k' positions (by summed group probability) the method attended; rel L2 err = ||y - y_dense|| / ||y_dense|| over ${T} steps\n`,
+    );
     return 0;
   },
 };
 
 /** Dense attention probabilities summed over each KV head's group: (nKv) rows of (n) positions, from our f32 copy of K. */
-export function denseGroupProbs(q: Float32Array, keys: Float32Array, n: number, nKv: number, g: number, d: number): Float64Array[] {
+export function denseGroupProbs(
+  q: Float32Array,
+  keys: Float32Array,
+  n: number,
+  nKv: number,
+  g: number,
+  d: number,
+): Float64Array[] {
   return range(0, nKv).map((h) => {
     const sum = new Float64Array(n);
     // Each query head of the group: scores, softmax, added into the group's sum.
@@ -210,14 +277,24 @@ export function denseGroupProbs(q: Float32Array, keys: Float32Array, n: number, 
 
 /** The k positions of largest p (ties: lowest index). */
 function topPositions(p: Float64Array, k: number): number[] {
-  return range(0, p.length).sort((a, b) => p[b] - p[a] || a - b).slice(0, k);
+  return range(0, p.length)
+    .sort((a, b) => p[b] - p[a] || a - b)
+    .slice(0, k);
 }
 
-const DEMO_OPS: OpName[] = ['kvAppend', 'attentionDecode', 'sparqDecode', 'topkDecode', 'h2oDecode', 'lmInfiniteDecode'];
+const DEMO_OPS: OpName[] = [
+  'kvAppend',
+  'attentionDecode',
+  'sparqDecode',
+  'topkDecode',
+  'h2oDecode',
+  'lmInfiniteDecode',
+];
 
 /** The named backend, else the best available one that implements every op the demo runs. */
 async function demoBackend(name: string | undefined): Promise<Engine> {
-  if (name !== undefined || process.env.SPARQ_BACKEND) return selectBackend(name !== undefined ? { backend: name } : {});
+  if (name !== undefined || process.env.SPARQ_BACKEND)
+    return selectBackend(name !== undefined ? { backend: name } : {});
   const { available } = await loadBackends();
   for (const engine of available) {
     const missing = DEMO_OPS.filter((op) => !engine.has(op));

@@ -12,8 +12,22 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { selectBackend, type AttentionMethod, type Engine, type KVDType } from '@sparq/core';
 import {
-  ATTENTION_METHODS, NEEDLE_TARGETS, NEEDLE_TASKS, buildModel, fillerTokens, findTokenizer, readModelFile, readTokenizerFile, retrievalModel, runNeedleSweep,
-  type Model, type NeedleTask, type Tokenizer, MAX_NGRAM, MIN_NGRAM, MULTIKEY_NEEDLES,
+  ATTENTION_METHODS,
+  NEEDLE_TARGETS,
+  NEEDLE_TASKS,
+  buildModel,
+  fillerTokens,
+  findTokenizer,
+  readModelFile,
+  readTokenizerFile,
+  retrievalModel,
+  runNeedleSweep,
+  type Model,
+  type NeedleTask,
+  type Tokenizer,
+  MAX_NGRAM,
+  MIN_NGRAM,
+  MULTIKEY_NEEDLES,
 } from '@sparq/llm';
 import { UsageError } from '../command.ts';
 import { choice, isInt, number } from '../flags.ts';
@@ -23,7 +37,10 @@ import { sharedPath } from '../shared-path.ts';
 
 /** KV element types the needle sweep runs (q8_0: ggml's blocks, with the i4 K transposed of issue 24). */
 const KV_TYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0'];
-const FULL = { lengths: [4096, 8192, 16384, 32768, 65536, 131072], depths: Array.from({ length: 11 }, (_, i) => i / 10) };
+const FULL = {
+  lengths: [4096, 8192, 16384, 32768, 65536, 131072],
+  depths: Array.from({ length: 11 }, (_, i) => i / 10),
+};
 const QUICK = { lengths: [4096], depths: [0, 0.5, 1] };
 
 export const NEEDLE_USAGE = `sparq eval --task needle [--model FILE] [--ngram N] [--tokenizer FILE] [--data FILE] [--backend NAME]
@@ -53,25 +70,65 @@ read from the file unless --tokenizer is given).
   --out DIR         default needle-results: needle.json, needle.md, needle-KV-METHOD-RATIO.svg`;
 
 export interface NeedleValues {
-  model?: string; tokenizer?: string; data?: string; backend?: string; attention?: string; r?: string; k?: string; l?: string;
-  kv?: string; json?: boolean; methods?: string; targets?: string; quick?: boolean; out?: string; ngram?: string;
-  'needle-tasks'?: string; lengths?: string; depths?: string; length?: string; depth?: string; seed?: string;
+  model?: string;
+  tokenizer?: string;
+  data?: string;
+  backend?: string;
+  attention?: string;
+  r?: string;
+  k?: string;
+  l?: string;
+  kv?: string;
+  json?: boolean;
+  methods?: string;
+  targets?: string;
+  quick?: boolean;
+  out?: string;
+  ngram?: string;
+  'needle-tasks'?: string;
+  lengths?: string;
+  depths?: string;
+  length?: string;
+  depth?: string;
+  seed?: string;
 }
 
-const list = (raw: string | undefined) => raw?.split(',').map((s) => s.trim()).filter(Boolean);
+const list = (raw: string | undefined) =>
+  raw
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 export async function needleEval(values: NeedleValues, argv: readonly string[]): Promise<number> {
   const defaults = values.quick ? QUICK : FULL;
   const single = values.attention !== undefined;
-  const lengths = single ? [number('length', values.length, 4096, isInt(64), 'an integer >= 64')] : (list(values.lengths) ?? defaults.lengths.map(String)).map((x) => number('lengths', x, 0, isInt(64), 'integers >= 64'));
-  const depths = single ? [number('depth', values.depth, 0.5, (x) => x >= 0 && x <= 1, 'a number in [0, 1]')] : (list(values.depths) ?? defaults.depths.map(String)).map((x) => number('depths', x, 0, (v) => v >= 0 && v <= 1, 'numbers in [0, 1]'));
-  const tasks = (list(values['needle-tasks']) ?? NEEDLE_TASKS).map((t) => choice<NeedleTask>('needle-tasks', t, NEEDLE_TASKS, 'passkey'));
+  const lengths = single
+    ? [number('length', values.length, 4096, isInt(64), 'an integer >= 64')]
+    : (list(values.lengths) ?? defaults.lengths.map(String)).map((x) =>
+        number('lengths', x, 0, isInt(64), 'integers >= 64'),
+      );
+  const depths = single
+    ? [number('depth', values.depth, 0.5, (x) => x >= 0 && x <= 1, 'a number in [0, 1]')]
+    : (list(values.depths) ?? defaults.depths.map(String)).map((x) =>
+        number('depths', x, 0, (v) => v >= 0 && v <= 1, 'numbers in [0, 1]'),
+      );
+  const tasks = (list(values['needle-tasks']) ?? NEEDLE_TASKS).map((t) =>
+    choice<NeedleTask>('needle-tasks', t, NEEDLE_TASKS, 'passkey'),
+  );
   const kvs = (list(values.kv) ?? ['f16']).map((x) => choice<KVDType>('kv', x, KV_TYPES, 'f16'));
-  const ngram = number('ngram', values.ngram, 4, isInt(MIN_NGRAM, MAX_NGRAM), `an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`);
+  const ngram = number(
+    'ngram',
+    values.ngram,
+    4,
+    isInt(MIN_NGRAM, MAX_NGRAM),
+    `an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`,
+  );
   const seed = number('seed', values.seed, 1, isInt(0, 2 ** 31), 'an integer in [0, 2^31]');
   const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
-  if (!existsSync(dataPath)) throw new UsageError(`--data ${dataPath}: no such file${values.data ? '' : ' (the default; give the flag)'}`);
-  const backend = values.backend === undefined ? undefined : choice('backend', values.backend, ['reference', 'native'], 'native');
+  if (!existsSync(dataPath))
+    throw new UsageError(`--data ${dataPath}: no such file${values.data ? '' : ' (the default; give the flag)'}`);
+  const backend =
+    values.backend === undefined ? undefined : choice('backend', values.backend, ['reference', 'native'], 'native');
   const engine = await selectBackend(backend ? { backend } : {});
   const longest = Math.max(...lengths);
   const { model, tokenizer, source } = loadModel(engine, values, ngram, longest);
@@ -84,11 +141,30 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     methods = [method];
     targets = [number('targets', list(values.targets)?.[0], 1 / 8, (x) => x > 0 && x <= 1, 'a ratio in (0, 1]')];
   } else {
-    methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((m) => choice<AttentionMethod>('methods', m, ATTENTION_METHODS.filter((x) => x !== 'dense'), 'sparq'));
-    targets = (list(values.targets) ?? NEEDLE_TARGETS.map(String)).map((t) => number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'));
+    methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((m) =>
+      choice<AttentionMethod>(
+        'methods',
+        m,
+        ATTENTION_METHODS.filter((x) => x !== 'dense'),
+        'sparq',
+      ),
+    );
+    targets = (list(values.targets) ?? NEEDLE_TARGETS.map(String)).map((t) =>
+      number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'),
+    );
   }
   const bar = progress('needle', process.stderr);
-  const report: NeedleReport = { command: `sparq eval ${argv.join(' ')}`.trim(), model: source, data: dataPath, backend: engine.name, ngram, tasks, lengths, depths, results: [] };
+  const report: NeedleReport = {
+    command: `sparq eval ${argv.join(' ')}`.trim(),
+    model: source,
+    data: dataPath,
+    backend: engine.name,
+    ngram,
+    tasks,
+    lengths,
+    depths,
+    results: [],
+  };
   const out = values.out ?? 'needle-results';
   for (const kv of kvs) {
     const started = performance.now();
@@ -96,10 +172,19 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     report.results.push(result);
     // One length at a time, the files rewritten after each: a long sweep stopped early keeps its shorter lengths.
     for (const length of lengths) {
-      result.records.push(...runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
-        tasks, lengths: [length], depths, methods, targets, ngram, seed,
-        onCase: (done, total, label) => bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
-      }));
+      result.records.push(
+        ...runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
+          tasks,
+          lengths: [length],
+          depths,
+          methods,
+          targets,
+          ngram,
+          seed,
+          onCase: (done, total, label) =>
+            bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
+        }),
+      );
       result.seconds = (performance.now() - started) / 1000;
       if (!single) writeReport(report, out);
     }
@@ -109,8 +194,25 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     const method = methods[0];
     for (const { kv, records } of report.results) {
       for (const r of records.filter((x) => x.method === method)) {
-        const line = { task: r.task, length: r.length, depth: r.depth, kv, method, r: r.r, k: r.k, exact: r.exact, answer: r.answer, output: r.output, compression: r.compression, recall: r.recall };
-        process.stdout.write(values.json ? JSON.stringify(line) + '\n' : `${r.task} ${r.length} depth ${r.depth} ${r.label}: ${r.exact ? 'exact' : 'wrong'} (${JSON.stringify(r.output)}, answer ${r.answer})\n`);
+        const line = {
+          task: r.task,
+          length: r.length,
+          depth: r.depth,
+          kv,
+          method,
+          r: r.r,
+          k: r.k,
+          exact: r.exact,
+          answer: r.answer,
+          output: r.output,
+          compression: r.compression,
+          recall: r.recall,
+        };
+        process.stdout.write(
+          values.json
+            ? JSON.stringify(line) + '\n'
+            : `${r.task} ${r.length} depth ${r.depth} ${r.label}: ${r.exact ? 'exact' : 'wrong'} (${JSON.stringify(r.output)}, answer ${r.answer})\n`,
+        );
       }
     }
     return 0;
@@ -127,9 +229,17 @@ function writeReport(report: NeedleReport, out: string): string[] {
 }
 
 /** The retrieval model built for `longest` positions, or --model's file; and the tokenizer. */
-function loadModel(engine: Engine, values: NeedleValues, ngram: number, longest: number): { model: Model; tokenizer: Tokenizer; source: string } {
+function loadModel(
+  engine: Engine,
+  values: NeedleValues,
+  ngram: number,
+  longest: number,
+): { model: Model; tokenizer: Tokenizer; source: string } {
   const tokPath = values.tokenizer ?? sharedPath('models/tok512.bin');
-  if (values.model === undefined && !existsSync(tokPath)) throw new UsageError(`--tokenizer ${tokPath}: no such file${values.tokenizer ? '' : ' (the default; give the flag)'}`);
+  if (values.model === undefined && !existsSync(tokPath))
+    throw new UsageError(
+      `--tokenizer ${tokPath}: no such file${values.tokenizer ? '' : ' (the default; give the flag)'}`,
+    );
   if (values.model === undefined) {
     const tokenizer = readTokenizerFile(tokPath);
     const { loaded } = retrievalModel({ ngram, ctx: Math.max(131072, longest + 64), vocabSize: tokenizer.vocabSize });
@@ -137,7 +247,10 @@ function loadModel(engine: Engine, values: NeedleValues, ngram: number, longest:
   }
   if (!existsSync(values.model)) throw new UsageError(`--model ${values.model}: no such file`);
   const file = readModelFile(values.model, engine);
-  if (file.loaded.config.seqLen < longest + 64) throw new UsageError(`--lengths: ${longest} tokens and the answer exceed the model's context of ${file.loaded.config.seqLen}`);
+  if (file.loaded.config.seqLen < longest + 64)
+    throw new UsageError(
+      `--lengths: ${longest} tokens and the answer exceed the model's context of ${file.loaded.config.seqLen}`,
+    );
   const { tokenizer } = findTokenizer(file, values.tokenizer);
   return { model: buildModel(engine, file.loaded), tokenizer, source: values.model };
 }

@@ -12,9 +12,36 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
-  ATTENTION_METHODS, COMPRESSION_TARGETS, DEFAULT_SESSION_KT, EVAL_TASKS, GREEDY_PROTOCOL, PERPLEXITY_PROTOCOL, agreementSummary, attentionStatistics, configLabel, defaultAttention,
-  denseNll, encodePieces, evalSession, greedySteps, greedyTokens, meanCompression, methodNll, openModel, readTextFile, runSweep, scoredSteps, storyPrompts, summarize, textPieces,
-  type AttentionConfig, type EvalModel, type EvalTask, type LanguageModel, type SweepOptions, type WeightType,
+  ATTENTION_METHODS,
+  COMPRESSION_TARGETS,
+  DEFAULT_SESSION_KT,
+  EVAL_TASKS,
+  GREEDY_PROTOCOL,
+  PERPLEXITY_PROTOCOL,
+  agreementSummary,
+  attentionStatistics,
+  configLabel,
+  defaultAttention,
+  denseNll,
+  encodePieces,
+  evalSession,
+  greedySteps,
+  greedyTokens,
+  meanCompression,
+  methodNll,
+  openModel,
+  readTextFile,
+  runSweep,
+  scoredSteps,
+  storyPrompts,
+  summarize,
+  textPieces,
+  type AttentionConfig,
+  type EvalModel,
+  type EvalTask,
+  type LanguageModel,
+  type SweepOptions,
+  type WeightType,
 } from '@sparq/llm';
 import '../backends.ts';
 import { sharedPath } from '../shared-path.ts';
@@ -40,7 +67,13 @@ const VARIANTS: readonly Variant[] = [
 ];
 
 /** The sweep's defaults, and the CI-sized ones of --quick. */
-const FULL = { windows: undefined as number | undefined, prompts: GREEDY_PROTOCOL.prompts, tokens: GREEDY_PROTOCOL.count, statsWindows: 4, sweepK: [8, 16, 32, 64] };
+const FULL = {
+  windows: undefined as number | undefined,
+  prompts: GREEDY_PROTOCOL.prompts,
+  tokens: GREEDY_PROTOCOL.count,
+  statsWindows: 4,
+  sweepK: [8, 16, 32, 64],
+};
 const QUICK = { windows: 2, prompts: 4, tokens: 32, statsWindows: 1, sweepK: [16] };
 
 /**
@@ -100,37 +133,83 @@ export const evalCommand: Command = {
   usage: USAGE,
   async run(argv) {
     const values = parseFlags(argv, {
-      model: { type: 'string' }, tokenizer: { type: 'string' }, data: { type: 'string' }, backend: { type: 'string' },
-      task: { type: 'string' }, attention: { type: 'string' }, r: { type: 'string' }, k: { type: 'string' }, l: { type: 'string' },
-      'no-reallocate': { type: 'boolean' }, weights: { type: 'string' }, kv: { type: 'string' }, kt: { type: 'string' }, json: { type: 'boolean' },
-      methods: { type: 'string' }, targets: { type: 'string' }, variants: { type: 'string' }, 'sweep-r': { type: 'string' }, 'sweep-k': { type: 'string' },
-      windows: { type: 'string' }, prompts: { type: 'string' }, tokens: { type: 'string' }, 'stats-windows': { type: 'string' },
-      quick: { type: 'boolean' }, out: { type: 'string' }, from: { type: 'string' },
-      ngram: { type: 'string' }, 'needle-tasks': { type: 'string' }, lengths: { type: 'string' }, depths: { type: 'string' },
-      length: { type: 'string' }, depth: { type: 'string' }, seed: { type: 'string' },
+      model: { type: 'string' },
+      tokenizer: { type: 'string' },
+      data: { type: 'string' },
+      backend: { type: 'string' },
+      task: { type: 'string' },
+      attention: { type: 'string' },
+      r: { type: 'string' },
+      k: { type: 'string' },
+      l: { type: 'string' },
+      'no-reallocate': { type: 'boolean' },
+      weights: { type: 'string' },
+      kv: { type: 'string' },
+      kt: { type: 'string' },
+      json: { type: 'boolean' },
+      methods: { type: 'string' },
+      targets: { type: 'string' },
+      variants: { type: 'string' },
+      'sweep-r': { type: 'string' },
+      'sweep-k': { type: 'string' },
+      windows: { type: 'string' },
+      prompts: { type: 'string' },
+      tokens: { type: 'string' },
+      'stats-windows': { type: 'string' },
+      quick: { type: 'boolean' },
+      out: { type: 'string' },
+      from: { type: 'string' },
+      ngram: { type: 'string' },
+      'needle-tasks': { type: 'string' },
+      lengths: { type: 'string' },
+      depths: { type: 'string' },
+      length: { type: 'string' },
+      depth: { type: 'string' },
+      seed: { type: 'string' },
     });
     if (values.task === 'needle') return needleEval(values, argv);
-    if (values.from !== undefined) return render(JSON.parse(readTextFile(values.from)) as EvalReport, values.out ?? dirname(values.from), false);
+    if (values.from !== undefined)
+      return render(JSON.parse(readTextFile(values.from)) as EvalReport, values.out ?? dirname(values.from), false);
     const defaults = values.quick ? QUICK : FULL;
     const modelPath = values.model ?? sharedPath('models/stories260K.bin');
     const dataPath = values.data ?? sharedPath('data/tinystories_val.txt');
-    for (const [flag, path] of [['--model', modelPath], ['--data', dataPath]]) {
-      if (!existsSync(path)) throw new UsageError(`${flag} ${path}: no such file${values[flag.slice(2) as 'model' | 'data'] ? '' : ' (the default; give the flag)'}`);
+    for (const [flag, path] of [
+      ['--model', modelPath],
+      ['--data', dataPath],
+    ]) {
+      if (!existsSync(path))
+        throw new UsageError(
+          `${flag} ${path}: no such file${values[flag.slice(2) as 'model' | 'data'] ? '' : ' (the default; give the flag)'}`,
+        );
     }
-    const windows = values.windows === undefined ? defaults.windows : number('windows', values.windows, 0, isInt(1), 'an integer >= 1');
+    const windows =
+      values.windows === undefined
+        ? defaults.windows
+        : number('windows', values.windows, 0, isInt(1), 'an integer >= 1');
     const promptCount = number('prompts', values.prompts, defaults.prompts, isInt(1), 'an integer >= 1');
     const count = number('tokens', values.tokens, defaults.tokens, isInt(1), 'an integer >= 1');
-    const statsWindows = number('stats-windows', values['stats-windows'], defaults.statsWindows, isInt(1), 'an integer >= 1');
-    const backend = values.backend === undefined ? undefined : choice('backend', values.backend, ['reference', 'native'], 'native');
+    const statsWindows = number(
+      'stats-windows',
+      values['stats-windows'],
+      defaults.statsWindows,
+      isInt(1),
+      'an integer >= 1',
+    );
+    const backend =
+      values.backend === undefined ? undefined : choice('backend', values.backend, ['reference', 'native'], 'native');
     const engine = await selectBackend(backend ? { backend } : {});
     const fallback = backend || process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const load = (weights: WeightType | undefined): LanguageModel => openModel(engine, modelPath, { tokenizer: values.tokenizer, weights, fallback });
+    const load = (weights: WeightType | undefined): LanguageModel =>
+      openModel(engine, modelPath, { tokenizer: values.tokenizer, weights, fallback });
 
     const base = load(undefined);
     const c = base.config;
     const ppl = { ...PERPLEXITY_PROTOCOL, window: Math.min(PERPLEXITY_PROTOCOL.window, c.seqLen), windows };
     const greedy = { ...GREEDY_PROTOCOL, prompts: promptCount, count };
-    if (greedy.promptLength + count - 1 > c.seqLen) throw new UsageError(`--tokens ${count}: ${greedy.promptLength} prompt tokens + ${count} exceed the model's ${c.seqLen} positions`);
+    if (greedy.promptLength + count - 1 > c.seqLen)
+      throw new UsageError(
+        `--tokens ${count}: ${greedy.promptLength} prompt tokens + ${count} exceed the model's ${c.seqLen} positions`,
+      );
     const pieces = textPieces(readTextFile(dataPath));
     const tokens = encodePieces(base.tokenizer, pieces);
     const prompts = storyPrompts(base.tokenizer, pieces, promptCount, greedy.promptLength);
@@ -145,32 +224,99 @@ export const evalCommand: Command = {
       const a = attentionFlags(values, c.headDim, ppl.window);
       const one = singleRun(m, a, task ?? 'ppl', tokens, prompts, { ppl, greedy, statsWindows }, onProgress);
       bar.end();
-      const record = { task: task ?? 'ppl', model: modelPath, backend: lm.engine.name, weights: lm.weightType, kv: kvDType, kt: kTDType ?? DEFAULT_SESSION_KT[kvDType], method: a.method, r: a.r, k: a.k, l: a.l, reallocate: a.reallocate, ...one };
+      const record = {
+        task: task ?? 'ppl',
+        model: modelPath,
+        backend: lm.engine.name,
+        weights: lm.weightType,
+        kv: kvDType,
+        kt: kTDType ?? DEFAULT_SESSION_KT[kvDType],
+        method: a.method,
+        r: a.r,
+        k: a.k,
+        l: a.l,
+        reallocate: a.reallocate,
+        ...one,
+      };
       if (values.json) process.stdout.write(JSON.stringify(record) + '\n');
-      else process.stdout.write(`${configLabel(a)}: ${Object.entries(one).filter(([, v]) => typeof v === 'number').map(([key, v]) => `${key} ${+(v as number).toPrecision(6)}`).join(', ')}\n`);
+      else
+        process.stdout.write(
+          `${configLabel(a)}: ${Object.entries(one)
+            .filter(([, v]) => typeof v === 'number')
+            .map(([key, v]) => `${key} ${+(v as number).toPrecision(6)}`)
+            .join(', ')}\n`,
+        );
       return 0;
     }
 
-    const list = (raw: string | undefined) => raw?.split(',').map((s) => s.trim()).filter(Boolean);
-    const methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((mth) => choice<AttentionMethod>('methods', mth, ATTENTION_METHODS.filter((x) => x !== 'dense'), 'sparq'));
-    const targets = (list(values.targets) ?? COMPRESSION_TARGETS.map(String)).map((t) => number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'));
-    const variants = (list(values.variants) ?? VARIANTS.map((v) => v.name)).map((name) => VARIANTS.find((v) => v.name === name) ?? badVariant(name));
-    const ints = (flag: string, raw: string | undefined, fallback: number[], max: number) => (list(raw) ?? fallback.map(String)).map((x) => number(flag, x, 0, isInt(1, max), `integers in [1, ${max}]`));
-    const sweep = { r: ints('sweep-r', values['sweep-r'], Array.from({ length: c.headDim }, (_, i) => i + 1), c.headDim), k: ints('sweep-k', values['sweep-k'], defaults.sweepK, ppl.window) };
-    const options: SweepOptions = { tasks: task ? [task] : EVAL_TASKS, methods, targets, ppl, greedy, stats: { windows: statsWindows, sweep }, onProgress };
+    const list = (raw: string | undefined) =>
+      raw
+        ?.split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+    const methods = (list(values.methods) ?? ['sparq', 'h2o', 'lminf', 'oracle']).map((mth) =>
+      choice<AttentionMethod>(
+        'methods',
+        mth,
+        ATTENTION_METHODS.filter((x) => x !== 'dense'),
+        'sparq',
+      ),
+    );
+    const targets = (list(values.targets) ?? COMPRESSION_TARGETS.map(String)).map((t) =>
+      number('targets', t, 0, (x) => x > 0 && x <= 1, 'ratios in (0, 1]'),
+    );
+    const variants = (list(values.variants) ?? VARIANTS.map((v) => v.name)).map(
+      (name) => VARIANTS.find((v) => v.name === name) ?? badVariant(name),
+    );
+    const ints = (flag: string, raw: string | undefined, fallback: number[], max: number) =>
+      (list(raw) ?? fallback.map(String)).map((x) => number(flag, x, 0, isInt(1, max), `integers in [1, ${max}]`));
+    const sweep = {
+      r: ints(
+        'sweep-r',
+        values['sweep-r'],
+        Array.from({ length: c.headDim }, (_, i) => i + 1),
+        c.headDim,
+      ),
+      k: ints('sweep-k', values['sweep-k'], defaults.sweepK, ppl.window),
+    };
+    const options: SweepOptions = {
+      tasks: task ? [task] : EVAL_TASKS,
+      methods,
+      targets,
+      ppl,
+      greedy,
+      stats: { windows: statsWindows, sweep },
+      onProgress,
+    };
     const results: VariantResult[] = [];
     for (const v of variants) {
       const lm = v.weights === undefined ? base : load(v.weights);
       const m: EvalModel = { engine: lm.engine, model: lm.model, kvDType: v.kv, productPath: EVAL_PRODUCT_PATH };
       const started = performance.now();
-      const r = runSweep(m, tokens, prompts, { ...options, onProgress: (label, done, total) => onProgress(`${v.name} ${label}`, done, total) });
-      results.push({ variant: v.name, weights: lm.weightType, kv: v.kv, seconds: (performance.now() - started) / 1000, ...r });
+      const r = runSweep(m, tokens, prompts, {
+        ...options,
+        onProgress: (label, done, total) => onProgress(`${v.name} ${label}`, done, total),
+      });
+      results.push({
+        variant: v.name,
+        weights: lm.weightType,
+        kv: v.kv,
+        seconds: (performance.now() - started) / 1000,
+        ...r,
+      });
     }
     bar.end();
     const report: EvalReport = {
       command: `sparq eval ${argv.join(' ')}`.trim(),
-      model: modelPath, data: dataPath, backend: engine.name, config: c, tokens: tokens.length,
-      protocol: { ppl, greedy, stats: options.stats }, methods, targets, variants: results,
+      model: modelPath,
+      data: dataPath,
+      backend: engine.name,
+      config: c,
+      tokens: tokens.length,
+      protocol: { ppl, greedy, stats: options.stats },
+      methods,
+      targets,
+      variants: results,
     };
     return render(report, values.out ?? 'eval-results', !!values.json);
   },
@@ -196,18 +342,44 @@ interface SingleProtocol {
 }
 
 /** One configuration on one task: the numbers of its JSON record. */
-function singleRun(m: EvalModel, a: AttentionConfig, task: EvalTask, tokens: number[], prompts: number[][], p: SingleProtocol, onProgress: (label: string, done: number, total: number) => void): Record<string, unknown> {
+function singleRun(
+  m: EvalModel,
+  a: AttentionConfig,
+  task: EvalTask,
+  tokens: number[],
+  prompts: number[][],
+  p: SingleProtocol,
+  onProgress: (label: string, done: number, total: number) => void,
+): Record<string, unknown> {
   const d = m.model.config.headDim;
   const label = configLabel(a);
   if (task === 'ppl') {
     const dense = denseNll(m, tokens, p.ppl, (done, total) => onProgress('dense', done, total));
     if (a.method === 'dense') {
       const s = summarize(dense, dense);
-      return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: 1, counted_ratio: 1, counted_bytes_ratio: 1 };
+      return {
+        ppl: s.ppl,
+        nll: s.nll,
+        targets: s.targets,
+        dense_ppl: s.densePpl,
+        dense_nll: s.denseNll,
+        compression: 1,
+        counted_ratio: 1,
+        counted_bytes_ratio: 1,
+      };
     }
     const run = methodNll(m, tokens, a, p.ppl, (done, total) => onProgress(label, done, total));
     const s = summarize(run.nll, dense);
-    return { ppl: s.ppl, nll: s.nll, targets: s.targets, dense_ppl: s.densePpl, dense_nll: s.denseNll, compression: meanCompression(a, scoredSteps(tokens.length, p.ppl), d), counted_ratio: run.countedRatio, counted_bytes_ratio: run.countedBytesRatio };
+    return {
+      ppl: s.ppl,
+      nll: s.nll,
+      targets: s.targets,
+      dense_ppl: s.densePpl,
+      dense_nll: s.denseNll,
+      compression: meanCompression(a, scoredSteps(tokens.length, p.ppl), d),
+      counted_ratio: run.countedRatio,
+      counted_bytes_ratio: run.countedBytesRatio,
+    };
   }
   if (task === 'greedy') {
     const g = p.greedy;
@@ -218,9 +390,25 @@ function singleRun(m: EvalModel, a: AttentionConfig, task: EvalTask, tokens: num
       onProgress(label, i + 1, prompts.length);
       return greedyTokens(session, prompt, g.count, greedyTokens(dense, prompt, g.count)).length;
     });
-    return { ...agreementSummary(lengths), prompts: prompts.length, lengths, compression: meanCompression(a, greedySteps(g.promptLength, g.count), d) };
+    return {
+      ...agreementSummary(lengths),
+      prompts: prompts.length,
+      lengths,
+      compression: meanCompression(a, greedySteps(g.promptLength, g.count), d),
+    };
   }
-  const stats = attentionStatistics(m, tokens, { ...p.ppl, windows: p.statsWindows }, [{ label, config: a }], { r: [], k: [] }, (done, total) => onProgress(label, done, total));
+  const stats = attentionStatistics(
+    m,
+    tokens,
+    { ...p.ppl, windows: p.statsWindows },
+    [{ label, config: a }],
+    { r: [], k: [] },
+    (done, total) => onProgress(label, done, total),
+  );
   const { label: _, config: __, ...numbers } = stats.methods[0];
-  return { ...numbers, steps: stats.steps, compression: meanCompression(a, scoredSteps(tokens.length, { ...p.ppl, windows: p.statsWindows }), d) };
+  return {
+    ...numbers,
+    steps: stats.steps,
+    compression: meanCompression(a, scoredSteps(tokens.length, { ...p.ppl, windows: p.statsWindows }), d),
+  };
 }

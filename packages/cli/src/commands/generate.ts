@@ -7,13 +7,32 @@
  * between two forward steps and still prints the summary (exit 130).
  */
 import { SparqRangeError, selectBackend } from '@sparq/core';
-import { DEFAULT_PREFILL_CHUNK, clampSteps, describeConfig, loadSessionState, openModel, readModelPlan, readTextFile, saveSessionState, type GenerationResult } from '@sparq/llm';
+import {
+  DEFAULT_PREFILL_CHUNK,
+  clampSteps,
+  describeConfig,
+  loadSessionState,
+  openModel,
+  readModelPlan,
+  readTextFile,
+  saveSessionState,
+  type GenerationResult,
+} from '@sparq/llm';
 import { writeFileSync } from 'node:fs';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { isInt, number, parseFlags } from '../flags.ts';
 import { PROGRESS_EVERY_MS, progress, rateNote } from '../progress.ts';
-import { RUN_FLAGS, attention as attentionFlags, attentionSettings, contextFlag, describeAttention, runUsage, sampling, storage } from '../run-flags.ts';
+import {
+  RUN_FLAGS,
+  attention as attentionFlags,
+  attentionSettings,
+  contextFlag,
+  describeAttention,
+  runUsage,
+  sampling,
+  storage,
+} from '../run-flags.ts';
 
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const EXIT_INTERRUPTED = 130;
@@ -51,12 +70,19 @@ export const generateCommand: Command = {
   usage: USAGE,
   async run(argv) {
     const values = parseFlags(argv, {
-      ...RUN_FLAGS, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, n: { type: 'string', short: 'n' },
-      stop: { type: 'string', multiple: true }, json: { type: 'boolean' }, 'json-file': { type: 'string' },
-      'save-state': { type: 'string' }, 'load-state': { type: 'string' },
+      ...RUN_FLAGS,
+      prompt: { type: 'string' },
+      'prompt-file': { type: 'string' },
+      n: { type: 'string', short: 'n' },
+      stop: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
+      'json-file': { type: 'string' },
+      'save-state': { type: 'string' },
+      'load-state': { type: 'string' },
     });
     if (!values.model) throw new UsageError('--model FILE is required');
-    if (values.prompt !== undefined && values['prompt-file'] !== undefined) throw new UsageError('--prompt and --prompt-file: give one of them');
+    if (values.prompt !== undefined && values['prompt-file'] !== undefined)
+      throw new UsageError('--prompt and --prompt-file: give one of them');
     const steps = number('n', values.n, 256, isInt(0), 'an integer >= 0');
     const { temperature, topP, seed } = sampling(values, 1);
     const { weights, productPath, kv, kt, kvLayout, checkTensors } = storage(values);
@@ -70,7 +96,18 @@ export const generateCommand: Command = {
     const context = contextFlag(values, header.seqLen);
     const contextSize = clampSteps(steps, context);
     const wanted = attentionFlags(values, header.headDim, contextSize);
-    const model = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv, kt, kvLayout, productPath, fallback, checkTensors, contextSize, attention: { method: wanted.method } });
+    const model = openModel(engine, values.model, {
+      tokenizer: values.tokenizer,
+      weights,
+      kv,
+      kt,
+      kvLayout,
+      productPath,
+      fallback,
+      checkTensors,
+      contextSize,
+      attention: { method: wanted.method },
+    });
     const c = model.config;
     const attention = wanted;
     const method = attention.method;
@@ -81,8 +118,15 @@ export const generateCommand: Command = {
     const tokens = model.tokenize(prompt, { bos: loaded === undefined });
     if (session.position + tokens.length > contextSize) {
       // Name the limit that binds: -n when it is below the context, else --ctx, else the model's trained context.
-      const limit = contextSize < context ? `-n ${steps}` : values.ctx !== undefined ? `--ctx ${context}` : `the model's trained context (${c.seqLen})`;
-      const what = loaded ? `${tokens.length} tokens after the ${session.position} loaded` : `${tokens.length} tokens (with BOS)`;
+      const limit =
+        contextSize < context
+          ? `-n ${steps}`
+          : values.ctx !== undefined
+            ? `--ctx ${context}`
+            : `the model's trained context (${c.seqLen})`;
+      const what = loaded
+        ? `${tokens.length} tokens after the ${session.position} loaded`
+        : `${tokens.length} tokens (with BOS)`;
       throw new SparqRangeError(`generate: the prompt is ${what}, more than the ${contextSize} positions of ${limit}`);
     }
 
@@ -98,7 +142,12 @@ export const generateCommand: Command = {
       // so a run it ends finishes with 'length', and one a full context ends with 'context'.
       const maxTokens = contextSize < context ? contextSize - session.position - tokens.length + 1 : undefined;
       const generation = session.generate(tokens, {
-        temperature, topP, seed, maxTokens, stop: values.stop, signal: controller.signal,
+        temperature,
+        topP,
+        seed,
+        maxTokens,
+        stop: values.stop,
+        signal: controller.signal,
         onProgress: (p) => {
           if (p.total > DEFAULT_PREFILL_CHUNK) bar.update(p.done, p.total, rateNote(p));
         },
@@ -119,11 +168,21 @@ export const generateCommand: Command = {
     const a = result.attention;
     const params = describeAttention(attention);
     const summary = {
-      model: values.model, format: model.model.format, config: c, weights: model.weightType, notes: model.model.notes, tokenizer: model.tokenizerSource, kv, kt: session.forward.caches[0].kTDType, kvLayout: session.forward.caches[0].layout,
-      kvBytes: session.forward.kvBytes, kvBytesPerPosition: session.forward.kvBytesPerPosition,
+      model: values.model,
+      format: model.model.format,
+      config: c,
+      weights: model.weightType,
+      notes: model.model.notes,
+      tokenizer: model.tokenizerSource,
+      kv,
+      kt: session.forward.caches[0].kTDType,
+      kvLayout: session.forward.caches[0].layout,
+      kvBytes: session.forward.kvBytes,
+      kvBytesPerPosition: session.forward.kvBytesPerPosition,
       sampling: { temperature, topP, seed: seed.toString() },
       backend: { name: info.name, kernel: info.kernel, threads: info.threads },
-      ...result, text: undefined,
+      ...result,
+      text: undefined,
       attention: { ...attention, ...a },
       interrupted,
     };

@@ -6,7 +6,14 @@
  * checkpoint: its config and the stacked weight regions. Reads only headers,
  * so it is instant for a file of any size. `--json` prints the same as JSON.
  */
-import { describeConfig, readModelHeader, type GGUFFile, type GGUFValue, type Llama2cRegion, type ModelConfig } from '@sparq/llm';
+import {
+  describeConfig,
+  readModelHeader,
+  type GGUFFile,
+  type GGUFValue,
+  type Llama2cRegion,
+  type ModelConfig,
+} from '@sparq/llm';
 import { UsageError, type Command } from '../command.ts';
 import { parseFlagsAndFiles } from '../flags.ts';
 
@@ -25,7 +32,7 @@ const HEAD = 8;
 
 export const inspectCommand: Command = {
   name: 'inspect',
-  summary: 'print a model file\'s metadata and tensor table (name, type, shape, bytes), as gguf dump',
+  summary: "print a model file's metadata and tensor table (name, type, shape, bytes), as gguf dump",
   usage: USAGE,
   async run(argv) {
     const parsed = parseFlagsAndFiles(argv, { json: { type: 'boolean' } }, true);
@@ -33,7 +40,12 @@ export const inspectCommand: Command = {
     const path = parsed.positionals[0];
     const header = readModelHeader(path);
     const json = parsed.values.json === true;
-    const text = 'gguf' in header ? (json ? JSON.stringify(asJSON(path, header.gguf), null, 2) : asText(path, header.gguf)) : llama2c(path, header.llama2c, json);
+    const text =
+      'gguf' in header
+        ? json
+          ? JSON.stringify(asJSON(path, header.gguf), null, 2)
+          : asText(path, header.gguf)
+        : llama2c(path, header.llama2c, json);
     process.stdout.write(text + '\n');
     return 0;
   },
@@ -43,7 +55,11 @@ export const inspectCommand: Command = {
 function plain(v: GGUFValue): unknown {
   if (v.type === 'array') {
     const items = Array.from(v.value.values as ArrayLike<unknown>).slice(0, HEAD);
-    return { itemType: v.value.itemType, length: v.value.values.length, head: items.map((x) => (typeof x === 'bigint' ? x.toString() : typeof x === 'object' ? '[array]' : x)) };
+    return {
+      itemType: v.value.itemType,
+      length: v.value.values.length,
+      head: items.map((x) => (typeof x === 'bigint' ? x.toString() : typeof x === 'object' ? '[array]' : x)),
+    };
   }
   return typeof v.value === 'bigint' ? v.value.toString() : v.value;
 }
@@ -55,7 +71,14 @@ function asJSON(path: string, f: GGUFFile) {
     parts: f.parts.map((p) => p.name),
     alignment: f.alignment,
     metadata: Object.fromEntries([...f.metadata].map(([k, v]) => [k, { type: v.type, value: plain(v) }])),
-    tensors: f.tensors.map((t) => ({ name: t.name, type: t.type.name, ne: t.ne, bytes: t.byteSize, offset: t.fileOffset, part: t.part })),
+    tensors: f.tensors.map((t) => ({
+      name: t.name,
+      type: t.type.name,
+      ne: t.ne,
+      bytes: t.byteSize,
+      offset: t.fileOffset,
+      part: t.part,
+    })),
   };
 }
 
@@ -67,21 +90,33 @@ function show(v: GGUFValue): string {
   if (v.type === 'f32') return String(Number(v.value.toPrecision(7)));
   if (v.type !== 'array') return String(v.value);
   const all = Array.from(v.value.values as ArrayLike<unknown>);
-  const items = all.slice(0, HEAD).map((x) => (typeof x === 'string' ? str(x) : typeof x === 'object' ? '[...]' : String(x)));
+  const items = all
+    .slice(0, HEAD)
+    .map((x) => (typeof x === 'string' ? str(x) : typeof x === 'object' ? '[...]' : String(x)));
   return `[${v.value.itemType} x ${all.length}] ${items.join(', ')}${all.length > HEAD ? ', ...' : ''}`;
 }
 
 function asText(path: string, f: GGUFFile): string {
-  const lines = [`${path}: GGUF v${f.version}, ${f.metadata.size} metadata keys, ${f.tensors.length} tensors, alignment ${f.alignment}${f.parts.length > 1 ? `, ${f.parts.length} parts` : ''}`];
+  const lines = [
+    `${path}: GGUF v${f.version}, ${f.metadata.size} metadata keys, ${f.tensors.length} tensors, alignment ${f.alignment}${f.parts.length > 1 ? `, ${f.parts.length} parts` : ''}`,
+  ];
   lines.push('', 'metadata:');
   const keyWidth = Math.max(0, ...[...f.metadata.keys()].map((k) => k.length));
   for (const [key, v] of f.metadata) lines.push(`  ${key.padEnd(keyWidth)}  ${v.type.padEnd(6)}  ${show(v)}`);
   lines.push('', 'tensors:');
-  const rows = f.tensors.map((t, i) => [String(i), t.name, t.type.name, `[${t.ne.join(', ')}]`, String(t.byteSize), String(t.fileOffset) + (f.parts.length > 1 ? ` (part ${t.part + 1})` : '')]);
+  const rows = f.tensors.map((t, i) => [
+    String(i),
+    t.name,
+    t.type.name,
+    `[${t.ne.join(', ')}]`,
+    String(t.byteSize),
+    String(t.fileOffset) + (f.parts.length > 1 ? ` (part ${t.part + 1})` : ''),
+  ]);
   const header = ['#', 'name', 'type', 'shape (ne)', 'bytes', 'offset'];
   const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
   // Numbers right-aligned, text left-aligned.
-  const line = (r: string[]) => '  ' + r.map((cell, c) => (c === 0 || c >= 4 ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ');
+  const line = (r: string[]) =>
+    '  ' + r.map((cell, c) => (c === 0 || c >= 4 ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ');
   lines.push(line(header), ...rows.map(line));
   const total = f.tensors.reduce((n, t) => n + t.byteSize, 0);
   lines.push('', `${f.tensors.length} tensors, ${total} bytes of tensor data`);
@@ -89,12 +124,31 @@ function asText(path: string, f: GGUFFile): string {
 }
 
 /** A llama2.c checkpoint: its config, then each region (all F32). */
-function llama2c(path: string, { config, regions }: { config: ModelConfig; regions: Llama2cRegion[] }, json: boolean): string {
-  const rows = regions.map((r) => ({ name: r.name, type: 'F32', shape: r.shape, bytes: r.shape.reduce((a, b) => a * b, 4), offset: r.at }));
-  if (json) return JSON.stringify({ file: path, format: 'llama2.c legacy (version 0)', config, tensors: rows }, null, 2);
+function llama2c(
+  path: string,
+  { config, regions }: { config: ModelConfig; regions: Llama2cRegion[] },
+  json: boolean,
+): string {
+  const rows = regions.map((r) => ({
+    name: r.name,
+    type: 'F32',
+    shape: r.shape,
+    bytes: r.shape.reduce((a, b) => a * b, 4),
+    offset: r.at,
+  }));
+  if (json)
+    return JSON.stringify({ file: path, format: 'llama2.c legacy (version 0)', config, tensors: rows }, null, 2);
   const table = rows.map((r) => [r.name, r.type, `[${r.shape.join(', ')}]`, String(r.bytes), String(r.offset)]);
   const header = ['name', 'type', 'shape', 'bytes', 'offset'];
   const widths = header.map((h, c) => Math.max(h.length, ...table.map((r) => r[c].length)));
-  const line = (r: string[]) => '  ' + r.map((cell, c) => (c >= 3 ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ');
-  return [`${path}: llama2.c legacy (version 0), f32`, `  ${describeConfig(config)}${config.sharedClassifier ? ', classifier shared with the embedding' : ''}`, '', 'tensors:', line(header), ...table.map(line)].join('\n');
+  const line = (r: string[]) =>
+    '  ' + r.map((cell, c) => (c >= 3 ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ');
+  return [
+    `${path}: llama2.c legacy (version 0), f32`,
+    `  ${describeConfig(config)}${config.sharedClassifier ? ', classifier shared with the embedding' : ''}`,
+    '',
+    'tensors:',
+    line(header),
+    ...table.map(line),
+  ].join('\n');
 }

@@ -36,7 +36,9 @@ const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
  * put there by scripts/release-pack.mjs); in a checkout, packages/playground/dist (pnpm install builds it).
  */
 const INSTALLED_PAGE = fileURLToPath(new URL('../../playground/', import.meta.url));
-const PAGE = existsSync(join(INSTALLED_PAGE, 'index.html')) ? INSTALLED_PAGE : join(REPO, 'packages', 'playground', 'dist');
+const PAGE = existsSync(join(INSTALLED_PAGE, 'index.html'))
+  ? INSTALLED_PAGE
+  : join(REPO, 'packages', 'playground', 'dist');
 const DEFAULT_MODEL = join(REPO, '..', 'shared', 'models', 'stories260K.bin');
 const DEFAULT_PORT = 8260;
 
@@ -53,15 +55,24 @@ export const playgroundCommand: Command = {
   summary: 'serve the browser playground that shows SparQ at work on a model',
   usage: USAGE,
   async run(argv) {
-    const values = parseFlags(argv, { model: { type: 'string' }, tokenizer: { type: 'string' }, port: { type: 'string' } });
+    const values = parseFlags(argv, {
+      model: { type: 'string' },
+      tokenizer: { type: 'string' },
+      port: { type: 'string' },
+    });
     const port = number('port', values.port, DEFAULT_PORT, isInt(0, 65535), 'an integer in [0, 65535]');
     if (!existsSync(join(PAGE, 'index.html'))) {
-      throw new UsageError(`the page is not built (${PAGE} has no index.html). The playground runs from a checkout of the repository: run pnpm install there (or pnpm --filter @sparq/playground build)`);
+      throw new UsageError(
+        `the page is not built (${PAGE} has no index.html). The playground runs from a checkout of the repository: run pnpm install there (or pnpm --filter @sparq/playground build)`,
+      );
     }
     const model = values.model ?? DEFAULT_MODEL;
     if (!existsSync(model)) throw new UsageError(`--model ${model}: no such file`);
     const header = readModelHeader(model);
-    const tokenizer = 'gguf' in header ? (values.tokenizer ?? null) : (values.tokenizer ?? tokenizerBeside(model, header.llama2c.config.vocabSize));
+    const tokenizer =
+      'gguf' in header
+        ? (values.tokenizer ?? null)
+        : (values.tokenizer ?? tokenizerBeside(model, header.llama2c.config.vocabSize));
     if (tokenizer !== null && !existsSync(tokenizer)) throw new UsageError(`--tokenizer ${tokenizer}: no such file`);
 
     // Every path the server answers, decided now: the page's own files and the two named files.
@@ -70,7 +81,10 @@ export const playgroundCommand: Command = {
     routes.set('/', join(PAGE, 'index.html'));
     routes.set('/files/model', model);
     if (tokenizer !== null) routes.set('/files/tokenizer', tokenizer);
-    const files = JSON.stringify({ model: basename(model), tokenizer: tokenizer === null ? null : basename(tokenizer) });
+    const files = JSON.stringify({
+      model: basename(model),
+      tokenizer: tokenizer === null ? null : basename(tokenizer),
+    });
 
     const server = createServer((request, response) => {
       const path = new URL(request.url ?? '/', 'http://localhost').pathname;

@@ -3,7 +3,16 @@
  * docs/retrieval-model.md) as an ordinary llama GGUF with the stories260K tokenizer embedded.
  */
 import { existsSync } from 'node:fs';
-import { gguf, ggufTensors, llamaMetadata, readTokenizerFile, retrievalModel, writeGGUFFile, MAX_NGRAM, MIN_NGRAM } from '@sparq/llm';
+import {
+  gguf,
+  ggufTensors,
+  llamaMetadata,
+  readTokenizerFile,
+  retrievalModel,
+  writeGGUFFile,
+  MAX_NGRAM,
+  MIN_NGRAM,
+} from '@sparq/llm';
 import { selectBackend } from '@sparq/core';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
@@ -25,19 +34,35 @@ docs/retrieval-model.md explains every weight.
                  chosen so that the match holds over it (default 131072)
   --tokenizer F  llama2.c tokenizer (default ../shared/models/tok512.bin, 512 tokens)`,
   async run(argv) {
-    const values = parseFlags(argv, { out: { type: 'string' }, ngram: { type: 'string' }, ctx: { type: 'string' }, tokenizer: { type: 'string' } });
+    const values = parseFlags(argv, {
+      out: { type: 'string' },
+      ngram: { type: 'string' },
+      ctx: { type: 'string' },
+      tokenizer: { type: 'string' },
+    });
     if (!values.out) throw new UsageError('--out FILE is required');
-    const ngram = number('ngram', values.ngram, 4, isInt(MIN_NGRAM, MAX_NGRAM), `an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`);
+    const ngram = number(
+      'ngram',
+      values.ngram,
+      4,
+      isInt(MIN_NGRAM, MAX_NGRAM),
+      `an integer in [${MIN_NGRAM}, ${MAX_NGRAM}]`,
+    );
     const ctx = number('ctx', values.ctx, 131072, isInt(16, 1 << 24), `an integer in [16, ${1 << 24}]`);
     const tokenizerPath = values.tokenizer ?? sharedPath('models/tok512.bin');
-    if (!existsSync(tokenizerPath)) throw new UsageError(`--tokenizer ${tokenizerPath}: no such file${values.tokenizer ? '' : ' (the default; give the flag)'}`);
+    if (!existsSync(tokenizerPath))
+      throw new UsageError(
+        `--tokenizer ${tokenizerPath}: no such file${values.tokenizer ? '' : ' (the default; give the flag)'}`,
+      );
     const tokenizer = readTokenizerFile(tokenizerPath);
     const { loaded, design } = retrievalModel({ ngram, ctx, vocabSize: tokenizer.vocabSize });
     const { tensors } = ggufTensors(await selectBackend({ backend: 'reference' }), loaded, 'f32');
     const metadata = llamaMetadata(loaded.config, tokenizer, { name: `sparq-retrieval-${ngram}gram`, fileType: 'f32' });
     metadata.push(['sparq.retrieval.ngram', gguf.u32(ngram)]);
     const size = writeGGUFFile(values.out, metadata, tensors);
-    process.stderr.write(`wrote ${values.out}: ${size} bytes; ${ngram}-gram induction, dim ${design.dim}, code dims ${design.m}, RoPE base ${design.ropeBase.toExponential(3)}, context ${ctx}\n`);
+    process.stderr.write(
+      `wrote ${values.out}: ${size} bytes; ${ngram}-gram induction, dim ${design.dim}, code dims ${design.m}, RoPE base ${design.ropeBase.toExponential(3)}, context ${ctx}\n`,
+    );
     return 0;
   },
 };

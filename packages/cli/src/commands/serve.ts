@@ -7,18 +7,34 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { selectBackend } from '@sparq/core';
-import { ChatTemplate, LanguageModel, chatTemplateSource, describeConfig, openModel, readModelHeader, stopRuleOf } from '@sparq/llm';
+import {
+  ChatTemplate,
+  LanguageModel,
+  chatTemplateSource,
+  describeConfig,
+  openModel,
+  readModelHeader,
+  stopRuleOf,
+} from '@sparq/llm';
 import '../backends.ts';
 import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
-import { RUN_FLAGS, attention as attentionFlags, attentionSettings, contextFlag, describeAttention, storage } from '../run-flags.ts';
+import {
+  RUN_FLAGS,
+  attention as attentionFlags,
+  attentionSettings,
+  contextFlag,
+  describeAttention,
+  storage,
+} from '../run-flags.ts';
 import { startServer, type ServeOptions } from '../serve/server.ts';
 
 /**
  * The chat template of a model that has none (llama2.c files, base models): the messages' text,
  * one per line, for the model to continue; nothing marks the roles.
  */
-export const PLAIN_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}";
+export const PLAIN_TEMPLATE =
+  "{% for message in messages %}{{ message['content'] }}{% if not loop.last %}{{ '\\n' }}{% endif %}{% endfor %}";
 
 const USAGE = `sparq serve --model FILE [--host ADDR] [--port N] [--parallel N] [--ctx N] [--queue N]
             [--timeout S] [--body-timeout S] [--max-body BYTES] [--prefill-chunk N]
@@ -56,35 +72,93 @@ export const serveCommand: Command = {
   usage: USAGE,
   async run(argv) {
     const values = parseFlags(argv, {
-      ...RUN_FLAGS, host: { type: 'string' }, port: { type: 'string' }, parallel: { type: 'string' }, queue: { type: 'string' },
-      timeout: { type: 'string' }, 'body-timeout': { type: 'string' }, 'max-body': { type: 'string' }, 'prefill-chunk': { type: 'string' },
-      name: { type: 'string' }, template: { type: 'string' },
+      ...RUN_FLAGS,
+      host: { type: 'string' },
+      port: { type: 'string' },
+      parallel: { type: 'string' },
+      queue: { type: 'string' },
+      timeout: { type: 'string' },
+      'body-timeout': { type: 'string' },
+      'max-body': { type: 'string' },
+      'prefill-chunk': { type: 'string' },
+      name: { type: 'string' },
+      template: { type: 'string' },
     });
     if (!values.model) throw new UsageError('--model FILE is required');
-    for (const flag of ['temperature', 'top-p', 'seed'] as const) if (values[flag] !== undefined) throw new UsageError(`--${flag}: sampling is per request in sparq serve (the request's ${flag.replace('-', '_')})`);
+    for (const flag of ['temperature', 'top-p', 'seed'] as const)
+      if (values[flag] !== undefined)
+        throw new UsageError(
+          `--${flag}: sampling is per request in sparq serve (the request's ${flag.replace('-', '_')})`,
+        );
     const parallel = number('parallel', values.parallel, 1, isInt(1, 256), 'an integer in [1, 256]');
     const port = number('port', values.port, 8080, isInt(0, 65535), 'an integer in [0, 65535]');
     const queue = number('queue', values.queue, 64, isInt(0), 'an integer >= 0');
-    const timeout = number('timeout', values.timeout, 600, (t) => Number.isFinite(t) && t > 0, 'a number of seconds > 0');
-    const bodyTimeout = number('body-timeout', values['body-timeout'], 10, (t) => Number.isFinite(t) && t > 0, 'a number of seconds > 0');
+    const timeout = number(
+      'timeout',
+      values.timeout,
+      600,
+      (t) => Number.isFinite(t) && t > 0,
+      'a number of seconds > 0',
+    );
+    const bodyTimeout = number(
+      'body-timeout',
+      values['body-timeout'],
+      10,
+      (t) => Number.isFinite(t) && t > 0,
+      'a number of seconds > 0',
+    );
     const maxBody = number('max-body', values['max-body'], 1 << 20, isInt(1), 'an integer >= 1');
-    const prefillChunk = number('prefill-chunk', values['prefill-chunk'], 64, isInt(1, 4096), 'an integer in [1, 4096]');
+    const prefillChunk = number(
+      'prefill-chunk',
+      values['prefill-chunk'],
+      64,
+      isInt(1, 4096),
+      'an integer in [1, 4096]',
+    );
     choice('attention', values.attention, ['dense', 'sparq', 'oracle', 'lminf'], 'dense');
     const { weights, productPath, kv: kvDType, kvLayout, checkTensors } = storage(values);
 
     const engine = await selectBackend();
     const fallback = process.env.SPARQ_BACKEND ? undefined : await selectBackend({ backend: 'reference' });
-    const loaded = openModel(engine, values.model, { tokenizer: values.tokenizer, weights, kv: kvDType, kvLayout, productPath, fallback, checkTensors });
+    const loaded = openModel(engine, values.model, {
+      tokenizer: values.tokenizer,
+      weights,
+      kv: kvDType,
+      kvLayout,
+      productPath,
+      fallback,
+      checkTensors,
+    });
     const c = loaded.config;
     const context = contextFlag(values, c.seqLen);
     const attention = attentionFlags(values, c.headDim, context);
     // The same model with the flags' attention as every request's default.
-    const lm = new LanguageModel(loaded.engine, loaded.model, loaded.tokenizer, { kv: kvDType, kvLayout, attention: attentionSettings(values), productPath, tokenizerSource: loaded.tokenizerSource });
-    const served = { lm, template: new ChatTemplate(templateSource(values.model, values.template), lm.tokenizer), context, name: values.name ?? basename(values.model) };
+    const lm = new LanguageModel(loaded.engine, loaded.model, loaded.tokenizer, {
+      kv: kvDType,
+      kvLayout,
+      attention: attentionSettings(values),
+      productPath,
+      tokenizerSource: loaded.tokenizerSource,
+    });
+    const served = {
+      lm,
+      template: new ChatTemplate(templateSource(values.model, values.template), lm.tokenizer),
+      context,
+      name: values.name ?? basename(values.model),
+    };
     const options: ServeOptions = {
-      host: values.host ?? '127.0.0.1', port, parallel, context, queue, prefillChunk,
-      timeoutMs: timeout * 1000, bodyTimeoutMs: bodyTimeout * 1000, maxBodyBytes: maxBody,
-      kvDType, kvLayout: kvLayout ?? (attention.method === 'sparq' ? 'k-twice' : 'single-k'), stopRule: stopRuleOf(lm.model.format),
+      host: values.host ?? '127.0.0.1',
+      port,
+      parallel,
+      context,
+      queue,
+      prefillChunk,
+      timeoutMs: timeout * 1000,
+      bodyTimeoutMs: bodyTimeout * 1000,
+      maxBodyBytes: maxBody,
+      kvDType,
+      kvLayout: kvLayout ?? (attention.method === 'sparq' ? 'k-twice' : 'single-k'),
+      stopRule: stopRuleOf(lm.model.format),
     };
     const running = await startServer(served, options);
     const info = engine.info();
@@ -98,7 +172,9 @@ export const serveCommand: Command = {
     // The first signal drains; a second one exits at once.
     await new Promise<void>((resolve) => {
       const stop = (signal: string) => {
-        process.stderr.write(`sparq serve: ${signal}: finishing ${running.scheduler.busySlots + running.scheduler.queueLength} request(s), then exiting (again to exit now)\n`);
+        process.stderr.write(
+          `sparq serve: ${signal}: finishing ${running.scheduler.busySlots + running.scheduler.queueLength} request(s), then exiting (again to exit now)\n`,
+        );
         const now = () => process.exit(130);
         process.once('SIGINT', now);
         process.once('SIGTERM', now);

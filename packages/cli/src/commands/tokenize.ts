@@ -30,14 +30,23 @@ export const tokenizeCommand: Command = {
   usage: USAGE,
   async run(argv) {
     const values = parseFlags(argv, {
-      model: { type: 'string' }, tokenizer: { type: 'string' }, text: { type: 'string' }, file: { type: 'string' }, json: { type: 'boolean' },
-      'no-special': { type: 'boolean' }, 'parse-special': { type: 'boolean' },
+      model: { type: 'string' },
+      tokenizer: { type: 'string' },
+      text: { type: 'string' },
+      file: { type: 'string' },
+      json: { type: 'boolean' },
+      'no-special': { type: 'boolean' },
+      'parse-special': { type: 'boolean' },
     });
     if (!values.model) throw new UsageError('--model FILE is required');
-    if ((values.text === undefined) === (values.file === undefined)) throw new UsageError('give exactly one of --text TEXT and --file FILE');
+    if ((values.text === undefined) === (values.file === undefined))
+      throw new UsageError('give exactly one of --text TEXT and --file FILE');
     const text = values.text ?? readTextFile(values.file!);
     const { tokenizer, source } = readTokenizerOnly(values.model, values.tokenizer);
-    const ids = tokenizer.encode(text, { addSpecial: !values['no-special'], parseSpecial: values['parse-special'] ?? false });
+    const ids = tokenizer.encode(text, {
+      addSpecial: !values['no-special'],
+      parseSpecial: values['parse-special'] ?? false,
+    });
     process.stdout.write(values.json ? `${JSON.stringify(ids)}\n` : `${ids.join(' ')}\n`);
     process.stderr.write(`${ids.length} tokens; tokenizer ${source}\n`);
     return 0;

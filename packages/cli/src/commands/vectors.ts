@@ -44,7 +44,8 @@ unless named by --backend.
       // A backend that declares an op absent cannot run the file: skipped with the reason, never passed.
       engines = available.filter((engine) => {
         const missing = NEEDED_OPS.filter((op) => !engine.has(op));
-        if (missing.length > 0) process.stdout.write(`SKIP  [${engine.name}]  does not implement ${missing.join(', ')}\n`);
+        if (missing.length > 0)
+          process.stdout.write(`SKIP  [${engine.name}]  does not implement ${missing.join(', ')}\n`);
         return missing.length === 0;
       });
     }
@@ -68,14 +69,19 @@ unless named by --backend.
             alpha: { shape: [c.nKv * c.g], data: Array.from(result.alpha) },
           };
         } catch (error) {
-          process.stdout.write(`FAIL  ${c.name.padEnd(24)} [${engine.name}]  threw ${(error as Error).name}: ${(error as Error).message}\n`);
+          process.stdout.write(
+            `FAIL  ${c.name.padEnd(24)} [${engine.name}]  threw ${(error as Error).name}: ${(error as Error).message}\n`,
+          );
           failed++;
         }
       }
     }
     process.stdout.write(`${passed} passed, ${failed} failed\n`);
     if (values.out !== undefined) {
-      writeFileSync(values.out, JSON.stringify({ format: 'sparq-vectors-results/v1', source: file, backends: results }) + '\n');
+      writeFileSync(
+        values.out,
+        JSON.stringify({ format: 'sparq-vectors-results/v1', source: file, backends: results }) + '\n',
+      );
       process.stderr.write(`wrote ${values.out}\n`);
     }
     return failed > 0 ? 1 : 0;

@@ -9,9 +9,14 @@ export type Align = 'left' | 'right';
 
 const escapeCell = (cell: Cell): string => String(cell).replaceAll('|', '\\|');
 
-export function markdownTable(header: readonly string[], rows: readonly (readonly Cell[])[], align: readonly Align[] = []): string {
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly Cell[])[],
+  align: readonly Align[] = [],
+): string {
   for (const [i, row] of rows.entries()) {
-    if (row.length !== header.length) throw new RangeError(`table row ${i} has ${row.length} cells, the header has ${header.length}`);
+    if (row.length !== header.length)
+      throw new RangeError(`table row ${i} has ${row.length} cells, the header has ${header.length}`);
   }
   const rule = header.map((_, c) => (align[c] === 'right' ? '---:' : '---'));
   const line = (cells: readonly Cell[]) => `| ${cells.map(escapeCell).join(' | ')} |`;

@@ -34,7 +34,8 @@ const percent = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(0)}%` 
 const labelsOf = (records: readonly NeedleRecord[]) => [...new Set(records.map((r) => r.label))];
 
 /** Accuracy over the records matching `keep`. */
-const accuracy = (records: readonly NeedleRecord[], keep: (r: NeedleRecord) => boolean) => mean(records.filter(keep).map((r) => (r.exact ? 1 : 0)));
+const accuracy = (records: readonly NeedleRecord[], keep: (r: NeedleRecord) => boolean) =>
+  mean(records.filter(keep).map((r) => (r.exact ? 1 : 0)));
 
 /** Writes the report's files into `dir`; their names. */
 export function writeNeedleReport(report: NeedleReport, dir: string): string[] {
@@ -44,7 +45,11 @@ export function writeNeedleReport(report: NeedleReport, dir: string): string[] {
   for (const { kv, records } of report.results) {
     for (const label of labelsOf(records)) {
       const name = `needle-${kv}-${label.replace(/[ /]+/g, '-')}.svg`;
-      const values = report.depths.map((depth) => report.lengths.map((length) => accuracy(records, (r) => r.label === label && r.length === length && r.depth === depth)));
+      const values = report.depths.map((depth) =>
+        report.lengths.map((length) =>
+          accuracy(records, (r) => r.label === label && r.length === length && r.depth === depth),
+        ),
+      );
       const svg = heatmap(values, {
         title: `${label}, KV ${kv}: exact answers (%)`,
         caption: `${report.tasks.join(' + ')}; retrieval model, ${report.ngram}-gram`,
@@ -62,28 +67,54 @@ export function writeNeedleReport(report: NeedleReport, dir: string): string[] {
 
 /** The Markdown tables: accuracy per configuration and length (each task and both), and recall per layer and head. */
 export function needleMarkdown(report: NeedleReport): string {
-  const out = [`# Needle in a haystack\n`, `\`${report.command}\`\n`, `Model: ${report.model}, ${report.ngram}-gram. Filler ${report.data}, backend ${report.backend}. Depths ${report.depths.map((x) => `${Math.round(100 * x)}%`).join(', ')}.\n`];
+  const out = [
+    `# Needle in a haystack\n`,
+    `\`${report.command}\`\n`,
+    `Model: ${report.model}, ${report.ngram}-gram. Filler ${report.data}, backend ${report.backend}. Depths ${report.depths.map((x) => `${Math.round(100 * x)}%`).join(', ')}.\n`,
+  ];
   for (const { kv, seconds, records } of report.results) {
     out.push(`## KV ${kv} (${seconds.toFixed(0)} s)\n`);
     out.push('Exact-answer accuracy over the depths (and tasks, in the last columns):\n');
-    const header = ['configuration', 'r', 'k (at the longest)', 'ratio', ...report.tasks.flatMap((t) => report.lengths.map((L) => `${t} ${formatTick(L)}`)), ...report.lengths.map((L) => `all ${formatTick(L)}`)];
+    const header = [
+      'configuration',
+      'r',
+      'k (at the longest)',
+      'ratio',
+      ...report.tasks.flatMap((t) => report.lengths.map((L) => `${t} ${formatTick(L)}`)),
+      ...report.lengths.map((L) => `all ${formatTick(L)}`),
+    ];
     const rows: Cell[][] = labelsOf(records).map((label) => {
       const mine = records.filter((r) => r.label === label);
       const longest = mine.filter((r) => r.length === Math.max(...report.lengths));
       return [
-        label, mine[0].r, longest[0]?.k ?? '-', mean(mine.map((r) => r.compression)).toFixed(3),
-        ...report.tasks.flatMap((t) => report.lengths.map((L) => percent(accuracy(mine, (r) => r.task === t && r.length === L)))),
+        label,
+        mine[0].r,
+        longest[0]?.k ?? '-',
+        mean(mine.map((r) => r.compression)).toFixed(3),
+        ...report.tasks.flatMap((t) =>
+          report.lengths.map((L) => percent(accuracy(mine, (r) => r.task === t && r.length === L))),
+        ),
         ...report.lengths.map((L) => percent(accuracy(mine, (r) => r.length === L))),
       ];
     });
     out.push(markdownTable(header, rows, ['left']) + '\n');
     const layers = records[0]?.recall.length ?? 0;
     const heads = records[0]?.recall[0]?.length ?? 0;
-    out.push('Recall of the answer positions (share of decode steps whose attended set held the position the step copies), per layer and head, over every case. Layer 2 head 0 is the match head; layer 1 holds previous-token heads, which do not read the needle:\n');
-    const recallHeader = ['configuration', ...Array.from({ length: layers * heads }, (_, i) => `L${Math.floor(i / heads) + 1} h${i % heads}`)];
+    out.push(
+      'Recall of the answer positions (share of decode steps whose attended set held the position the step copies), per layer and head, over every case. Layer 2 head 0 is the match head; layer 1 holds previous-token heads, which do not read the needle:\n',
+    );
+    const recallHeader = [
+      'configuration',
+      ...Array.from({ length: layers * heads }, (_, i) => `L${Math.floor(i / heads) + 1} h${i % heads}`),
+    ];
     const recallRows: Cell[][] = labelsOf(records).map((label) => {
       const mine = records.filter((r) => r.label === label);
-      return [label, ...Array.from({ length: layers * heads }, (_, i) => mean(mine.map((r) => r.recall[Math.floor(i / heads)][i % heads]).filter(Number.isFinite)).toFixed(3))];
+      return [
+        label,
+        ...Array.from({ length: layers * heads }, (_, i) =>
+          mean(mine.map((r) => r.recall[Math.floor(i / heads)][i % heads]).filter(Number.isFinite)).toFixed(3),
+        ),
+      ];
     });
     out.push(markdownTable(recallHeader, recallRows, ['left']) + '\n');
   }

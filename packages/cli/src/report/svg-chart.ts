@@ -35,14 +35,16 @@ const MARKERS = ['circle', 'square', 'diamond'] as const;
 function marker(kind: (typeof MARKERS)[number], x: number, y: number, colour: string, legend = false): string {
   const [cx, cy, cls] = [x.toFixed(1), y.toFixed(1), legend ? ' class="legend"' : ''];
   if (kind === 'circle') return `<circle${cls} cx="${cx}" cy="${cy}" r="3" fill="${colour}"/>`;
-  if (kind === 'square') return `<rect${cls} x="${(x - 3).toFixed(1)}" y="${(y - 3).toFixed(1)}" width="6" height="6" fill="${colour}"/>`;
+  if (kind === 'square')
+    return `<rect${cls} x="${(x - 3).toFixed(1)}" y="${(y - 3).toFixed(1)}" width="6" height="6" fill="${colour}"/>`;
   const at = (dx: number, dy: number) => `${(x + dx).toFixed(1)},${(y + dy).toFixed(1)}`;
   return `<polygon${cls} points="${at(0, -4)} ${at(4, 0)} ${at(0, 4)} ${at(-4, 0)}" fill="${colour}"/>`;
 }
 const MARGIN = { left: 64, right: 16, top: 48, bottom: 48 };
 const LEGEND_ROW = 18;
 
-const escapeXml = (text: string): string => text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
+const escapeXml = (text: string): string =>
+  text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
 
 /** A short label for a tick value: at most 4 significant digits, k/M suffixes for large ones. */
 export function formatTick(v: number): string {
@@ -93,17 +95,30 @@ export function lineChart(series: readonly Series[], options: ChartOptions): str
   const legendHeight = LEGEND_ROW * series.length;
   const height = (options.height ?? 400) + legendHeight;
   const plot = { x0: MARGIN.left, x1: width - MARGIN.right, y0: height - MARGIN.bottom - legendHeight, y1: MARGIN.top };
-  const usable = (p: readonly [number, number]) => Number.isFinite(p[0]) && Number.isFinite(p[1]) && (!options.logX || p[0] > 0) && (!options.logY || p[1] > 0);
+  const usable = (p: readonly [number, number]) =>
+    Number.isFinite(p[0]) && Number.isFinite(p[1]) && (!options.logX || p[0] > 0) && (!options.logY || p[1] > 0);
   const points = series.map((s) => s.points.filter(usable));
-  const [xlo, xhi] = range(points.flat().map((p) => p[0]), !!options.logX);
-  const [ylo, yhi] = range(points.flat().map((p) => p[1]), !!options.logY, options.yInclude);
+  const [xlo, xhi] = range(
+    points.flat().map((p) => p[0]),
+    !!options.logX,
+  );
+  const [ylo, yhi] = range(
+    points.flat().map((p) => p[1]),
+    !!options.logY,
+    options.yInclude,
+  );
   const sx = scale(xlo, xhi, !!options.logX, plot.x0, plot.x1);
   const sy = scale(ylo, yhi, !!options.logY, plot.y0, plot.y1);
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`);
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+  );
   parts.push(`<rect width="${width}" height="${height}" fill="#fff"/>`);
-  parts.push(`<text x="${width / 2}" y="18" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(options.title)}</text>`);
-  if (options.caption) parts.push(`<text x="${width / 2}" y="36" text-anchor="middle" fill="#444">${escapeXml(options.caption)}</text>`);
+  parts.push(
+    `<text x="${width / 2}" y="18" text-anchor="middle" font-size="15" font-weight="bold">${escapeXml(options.title)}</text>`,
+  );
+  if (options.caption)
+    parts.push(`<text x="${width / 2}" y="36" text-anchor="middle" fill="#444">${escapeXml(options.caption)}</text>`);
   for (const t of ticks(xlo, xhi, !!options.logX).filter((t) => t >= xlo && t <= xhi)) {
     const x = sx(t).toFixed(1);
     parts.push(`<line x1="${x}" y1="${plot.y0}" x2="${x}" y2="${plot.y1}" stroke="#e5e5e5"/>`);
@@ -112,21 +127,34 @@ export function lineChart(series: readonly Series[], options: ChartOptions): str
   for (const t of ticks(ylo, yhi, !!options.logY).filter((t) => t >= ylo && t <= yhi)) {
     const y = sy(t).toFixed(1);
     parts.push(`<line x1="${plot.x0}" y1="${y}" x2="${plot.x1}" y2="${y}" stroke="#e5e5e5"/>`);
-    parts.push(`<text x="${plot.x0 - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${formatTick(t)}</text>`);
+    parts.push(
+      `<text x="${plot.x0 - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${formatTick(t)}</text>`,
+    );
   }
-  parts.push(`<rect x="${plot.x0}" y="${plot.y1}" width="${plot.x1 - plot.x0}" height="${plot.y0 - plot.y1}" fill="none" stroke="#333"/>`);
-  parts.push(`<text x="${(plot.x0 + plot.x1) / 2}" y="${plot.y0 + 34}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`);
+  parts.push(
+    `<rect x="${plot.x0}" y="${plot.y1}" width="${plot.x1 - plot.x0}" height="${plot.y0 - plot.y1}" fill="none" stroke="#333"/>`,
+  );
+  parts.push(
+    `<text x="${(plot.x0 + plot.x1) / 2}" y="${plot.y0 + 34}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`,
+  );
   const yMid = (plot.y0 + plot.y1) / 2;
-  parts.push(`<text x="16" y="${yMid}" text-anchor="middle" transform="rotate(-90 16 ${yMid})">${escapeXml(options.yLabel)}</text>`);
+  parts.push(
+    `<text x="16" y="${yMid}" text-anchor="middle" transform="rotate(-90 16 ${yMid})">${escapeXml(options.yLabel)}</text>`,
+  );
   series.forEach((s, i) => {
     const colour = PALETTE[i % PALETTE.length];
     const kind = MARKERS[Math.floor(i / PALETTE.length) % MARKERS.length];
     const xy = points[i].map(([x, y]) => [sx(x), sy(y)] as const);
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
-    if (xy.length > 1) parts.push(`<polyline points="${xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
+    if (xy.length > 1)
+      parts.push(
+        `<polyline points="${xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`,
+      );
     for (const [x, y] of xy) parts.push(marker(kind, x, y, colour));
     const ly = plot.y0 + MARGIN.bottom + i * LEGEND_ROW;
-    parts.push(`<line x1="${plot.x0}" y1="${ly}" x2="${plot.x0 + 24}" y2="${ly}" stroke="${colour}" stroke-width="2"${dash}/>`);
+    parts.push(
+      `<line x1="${plot.x0}" y1="${ly}" x2="${plot.x0 + 24}" y2="${ly}" stroke="${colour}" stroke-width="2"${dash}/>`,
+    );
     parts.push(marker(kind, plot.x0 + 12, ly, colour, true));
     parts.push(`<text x="${plot.x0 + 30}" y="${ly}" dominant-baseline="middle">${escapeXml(s.name)}</text>`);
   });
@@ -155,7 +183,8 @@ export function heatmap(values: readonly (readonly number[])[], options: Heatmap
   const width = left + options.columns.length * cell.w + 16;
   const height = top + options.rows.length * cell.h + 48;
   // Red -> yellow -> green in HSL hue 0..120.
-  const colour = (v: number) => (Number.isFinite(v) ? `hsl(${Math.round(120 * Math.min(1, Math.max(0, v)))}, 70%, 55%)` : '#cccccc');
+  const colour = (v: number) =>
+    Number.isFinite(v) ? `hsl(${Math.round(120 * Math.min(1, Math.max(0, v)))}, 70%, 55%)` : '#cccccc';
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
     `<rect width="${width}" height="${height}" fill="white"/>`,
@@ -169,13 +198,24 @@ export function heatmap(values: readonly (readonly number[])[], options: Heatmap
       const v = values[r]?.[c] ?? Number.NaN;
       const x = left + c * cell.w;
       parts.push(`<rect x="${x}" y="${y}" width="${cell.w - 1}" height="${cell.h - 1}" fill="${colour(v)}"/>`);
-      if (Number.isFinite(v)) parts.push(`<text x="${x + cell.w / 2}" y="${y + cell.h / 2 + 4}" text-anchor="middle">${Math.round(100 * v)}</text>`);
+      if (Number.isFinite(v))
+        parts.push(
+          `<text x="${x + cell.w / 2}" y="${y + cell.h / 2 + 4}" text-anchor="middle">${Math.round(100 * v)}</text>`,
+        );
     });
   });
   const bottom = top + options.rows.length * cell.h;
-  options.columns.forEach((label, c) => parts.push(`<text x="${left + c * cell.w + cell.w / 2}" y="${bottom + 14}" text-anchor="middle">${escapeXml(label)}</text>`));
-  parts.push(`<text x="${left + (options.columns.length * cell.w) / 2}" y="${bottom + 34}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`);
-  parts.push(`<text x="14" y="${top + (options.rows.length * cell.h) / 2}" text-anchor="middle" transform="rotate(-90 14 ${top + (options.rows.length * cell.h) / 2})">${escapeXml(options.yLabel)}</text>`);
+  options.columns.forEach((label, c) =>
+    parts.push(
+      `<text x="${left + c * cell.w + cell.w / 2}" y="${bottom + 14}" text-anchor="middle">${escapeXml(label)}</text>`,
+    ),
+  );
+  parts.push(
+    `<text x="${left + (options.columns.length * cell.w) / 2}" y="${bottom + 34}" text-anchor="middle">${escapeXml(options.xLabel)}</text>`,
+  );
+  parts.push(
+    `<text x="14" y="${top + (options.rows.length * cell.h) / 2}" text-anchor="middle" transform="rotate(-90 14 ${top + (options.rows.length * cell.h) / 2})">${escapeXml(options.yLabel)}</text>`,
+  );
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }

@@ -21,7 +21,11 @@ export class ApiError extends Error {
   readonly type: string;
   readonly param: string | null;
   readonly code: string | null;
-  constructor(status: number, message: string, options: { type?: string; param?: string | null; code?: string | null } = {}) {
+  constructor(
+    status: number,
+    message: string,
+    options: { type?: string; param?: string | null; code?: string | null } = {},
+  ) {
     super(message);
     this.status = status;
     this.type = options.type ?? (status >= 500 ? 'server_error' : 'invalid_request_error');
@@ -85,30 +89,51 @@ const ZERO_SEED = 2 ** 53;
 
 /** Checks a request body (parsed JSON) for `endpoint` and turns it into a job. */
 export function parseRequest(endpoint: Endpoint, body: unknown, served: Served): ParsedRequest {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new ApiError(400, 'the request body must be a JSON object');
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new ApiError(400, 'the request body must be a JSON object');
   const b = body as Record<string, unknown>;
   const model = optional<string>(b, 'model', 'a string', (v) => typeof v === 'string') ?? served.name;
   for (const [field, inert] of UNSUPPORTED) {
     const v = b[field];
-    if (v !== undefined && v !== null && !inert(v)) throw invalid(field, `${JSON.stringify(v)?.slice(0, 80)} is not supported by sparq serve (it would change the output; leave it out)`);
+    if (v !== undefined && v !== null && !inert(v))
+      throw invalid(
+        field,
+        `${JSON.stringify(v)?.slice(0, 80)} is not supported by sparq serve (it would change the output; leave it out)`,
+      );
   }
   const n = optional(b, 'n', 'an integer', Number.isInteger);
   if (n !== undefined && n !== 1) throw invalid('n', `${n}, only 1 is supported (send one request per completion)`);
   const prompt = endpoint === 'chat' ? chatPrompt(b, served) : completionPrompt(b, served);
   const room = served.context - prompt.length;
   if (room < 0) {
-    throw new ApiError(400, `the prompt is ${prompt.length} tokens, the context holds ${served.context} (sparq serve --ctx)`, { param: endpoint === 'chat' ? 'messages' : 'prompt', code: 'context_length_exceeded' });
+    throw new ApiError(
+      400,
+      `the prompt is ${prompt.length} tokens, the context holds ${served.context} (sparq serve --ctx)`,
+      { param: endpoint === 'chat' ? 'messages' : 'prompt', code: 'context_length_exceeded' },
+    );
   }
-  const maxField = b.max_completion_tokens !== undefined && b.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
+  const maxField =
+    b.max_completion_tokens !== undefined && b.max_completion_tokens !== null ? 'max_completion_tokens' : 'max_tokens';
   const maxTokens = optional(b, maxField, 'an integer >= 1', (v) => Number.isSafeInteger(v) && (v as number) >= 1);
   if (maxTokens !== undefined && maxTokens > room) {
-    throw new ApiError(400, `${maxField} ${maxTokens} with a prompt of ${prompt.length} tokens needs ${prompt.length + maxTokens} positions, the context holds ${served.context}`, { param: maxField, code: 'context_length_exceeded' });
+    throw new ApiError(
+      400,
+      `${maxField} ${maxTokens} with a prompt of ${prompt.length} tokens needs ${prompt.length + maxTokens} positions, the context holds ${served.context}`,
+      { param: maxField, code: 'context_length_exceeded' },
+    );
   }
-  const temperature = optional(b, 'temperature', 'a number in [0, 2]', (v) => typeof v === 'number' && v >= 0 && v <= 2) ?? 1;
+  const temperature =
+    optional(b, 'temperature', 'a number in [0, 2]', (v) => typeof v === 'number' && v >= 0 && v <= 2) ?? 1;
   const topP = optional(b, 'top_p', 'a number in (0, 1]', (v) => typeof v === 'number' && v > 0 && v <= 1) ?? 1;
-  const seed = optional(b, 'seed', `an integer in [0, ${Number.MAX_SAFE_INTEGER}]`, (v) => Number.isSafeInteger(v) && (v as number) >= 0);
+  const seed = optional(
+    b,
+    'seed',
+    `an integer in [0, ${Number.MAX_SAFE_INTEGER}]`,
+    (v) => Number.isSafeInteger(v) && (v as number) >= 0,
+  );
   const stream = optional<boolean>(b, 'stream', 'true or false', (v) => typeof v === 'boolean') ?? false;
-  const options = optional(b, 'stream_options', 'an object', (v) => typeof v === 'object' && !Array.isArray(v)) as Record<string, unknown> | undefined;
+  const options = optional(b, 'stream_options', 'an object', (v) => typeof v === 'object' && !Array.isArray(v)) as
+    Record<string, unknown> | undefined;
   const includeUsage = options?.include_usage === true;
   const ignoreEos = optional<boolean>(b, 'ignore_eos', 'true or false', (v) => typeof v === 'boolean') ?? false;
   return {
@@ -129,7 +154,12 @@ export function parseRequest(endpoint: Endpoint, body: unknown, served: Served):
 }
 
 /** b[field] when present and not null, checked by `ok`; undefined when absent. */
-function optional<T = number>(b: Record<string, unknown>, field: string, expected: string, ok: (v: unknown) => boolean): T | undefined {
+function optional<T = number>(
+  b: Record<string, unknown>,
+  field: string,
+  expected: string,
+  ok: (v: unknown) => boolean,
+): T | undefined {
   const v = b[field];
   if (v === undefined || v === null) return undefined;
   if (!ok(v)) throw invalid(field, `${JSON.stringify(v)}, expected ${expected}`);
@@ -147,12 +177,17 @@ function stopStrings(v: unknown): string[] {
 function chatPrompt(b: Record<string, unknown>, served: Served): number[] {
   if (b.prompt !== undefined) throw invalid('prompt', 'is a /v1/completions field; chat takes messages');
   const raw = b.messages;
-  if (!Array.isArray(raw) || raw.length === 0) throw invalid('messages', 'expected a non-empty array of { role, content }');
+  if (!Array.isArray(raw) || raw.length === 0)
+    throw invalid('messages', 'expected a non-empty array of { role, content }');
   const messages: ChatMessage[] = raw.map((m, i) => {
     if (m === null || typeof m !== 'object') throw invalid(`messages[${i}]`, 'expected an object { role, content }');
     const { role, content } = m as Record<string, unknown>;
-    if (!ROLES.includes(role as never)) throw invalid(`messages[${i}].role`, `${JSON.stringify(role)}, expected one of ${ROLES.join(', ')}`);
-    return { role: role === 'developer' ? 'system' : (role as ChatMessage['role']), content: messageText(content, `messages[${i}].content`) };
+    if (!ROLES.includes(role as never))
+      throw invalid(`messages[${i}].role`, `${JSON.stringify(role)}, expected one of ${ROLES.join(', ')}`);
+    return {
+      role: role === 'developer' ? 'system' : (role as ChatMessage['role']),
+      content: messageText(content, `messages[${i}].content`),
+    };
   });
   let text: string;
   try {
@@ -169,7 +204,13 @@ function messageText(content: unknown, param: string): string {
   if (Array.isArray(content)) {
     return content
       .map((part, j) => {
-        if (part && typeof part === 'object' && (part as Record<string, unknown>).type === 'text' && typeof (part as Record<string, unknown>).text === 'string') return (part as { text: string }).text;
+        if (
+          part &&
+          typeof part === 'object' &&
+          (part as Record<string, unknown>).type === 'text' &&
+          typeof (part as Record<string, unknown>).text === 'string'
+        )
+          return (part as { text: string }).text;
         throw invalid(`${param}[${j}]`, 'expected a text part { type: "text", text } (sparq serve reads text only)');
       })
       .join('');
@@ -193,12 +234,17 @@ function completionPrompt(b: Record<string, unknown>, served: Served): number[] 
     return [...(p as number[])];
   }
   if (Array.isArray(p) && p.length === 1 && typeof p[0] === 'string') return completionPrompt({ prompt: p[0] }, served);
-  throw invalid('prompt', `${JSON.stringify(p)?.slice(0, 80)}, expected a string or a non-empty array of token ids (one prompt per request)`);
+  throw invalid(
+    'prompt',
+    `${JSON.stringify(p)?.slice(0, 80)}, expected a string or a non-empty array of token ids (one prompt per request)`,
+  );
 }
 
 /** The request's decode attention: the server's, with the request's attention, r, k, l over it. */
 function attention(b: Record<string, unknown>, served: Served): AttentionConfig {
-  const method = optional<string>(b, 'attention', `one of ${REQUEST_METHODS.join(', ')}`, (v) => REQUEST_METHODS.includes(v as never));
+  const method = optional<string>(b, 'attention', `one of ${REQUEST_METHODS.join(', ')}`, (v) =>
+    REQUEST_METHODS.includes(v as never),
+  );
   const settings: Partial<AttentionConfig> = method ? { method: method as AttentionConfig['method'] } : {};
   for (const field of ['r', 'k', 'l'] as const) {
     const v = optional(b, field, 'an integer', Number.isSafeInteger);
@@ -217,23 +263,57 @@ function attention(b: Record<string, unknown>, served: Served): AttentionConfig 
 const now = () => Math.floor(Date.now() / 1000);
 
 function usage(r: JobResult) {
-  return { prompt_tokens: r.promptTokens, completion_tokens: r.completionTokens, total_tokens: r.promptTokens + r.completionTokens, prompt_tokens_details: { cached_tokens: r.cachedTokens } };
+  return {
+    prompt_tokens: r.promptTokens,
+    completion_tokens: r.completionTokens,
+    total_tokens: r.promptTokens + r.completionTokens,
+    prompt_tokens_details: { cached_tokens: r.cachedTokens },
+  };
 }
 
 /** The whole response of a request that was not streamed. */
 export function completionBody(endpoint: Endpoint, id: string, model: string, text: string, r: JobResult) {
-  const choice = endpoint === 'chat' ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: r.finishReason } : { index: 0, text, logprobs: null, finish_reason: r.finishReason };
-  return { id, object: endpoint === 'chat' ? 'chat.completion' : 'text_completion', created: now(), model, choices: [choice], usage: usage(r) };
+  const choice =
+    endpoint === 'chat'
+      ? { index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: r.finishReason }
+      : { index: 0, text, logprobs: null, finish_reason: r.finishReason };
+  return {
+    id,
+    object: endpoint === 'chat' ? 'chat.completion' : 'text_completion',
+    created: now(),
+    model,
+    choices: [choice],
+    usage: usage(r),
+  };
 }
 
 /** One streamed chunk: a text piece (and, for chat, the role first), the finish reason, or the usage. */
-export function chunkBody(endpoint: Endpoint, id: string, model: string, part: { text?: string; role?: boolean; finish?: JobResult['finishReason']; usage?: JobResult }) {
+export function chunkBody(
+  endpoint: Endpoint,
+  id: string,
+  model: string,
+  part: { text?: string; role?: boolean; finish?: JobResult['finishReason']; usage?: JobResult },
+) {
   const finish = part.finish ?? null;
   const choices =
     part.usage !== undefined
       ? []
       : endpoint === 'chat'
-        ? [{ index: 0, delta: part.finish ? {} : { ...(part.role ? { role: 'assistant' } : {}), content: part.text ?? '' }, logprobs: null, finish_reason: finish }]
+        ? [
+            {
+              index: 0,
+              delta: part.finish ? {} : { ...(part.role ? { role: 'assistant' } : {}), content: part.text ?? '' },
+              logprobs: null,
+              finish_reason: finish,
+            },
+          ]
         : [{ index: 0, text: part.text ?? '', logprobs: null, finish_reason: finish }];
-  return { id, object: endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion', created: now(), model, choices, ...(part.usage ? { usage: usage(part.usage) } : {}) };
+  return {
+    id,
+    object: endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion',
+    created: now(),
+    model,
+    choices,
+    ...(part.usage ? { usage: usage(part.usage) } : {}),
+  };
 }

@@ -17,7 +17,18 @@
  * running: its slot is free before the next step). A step that throws fails the jobs in it and
  * leaves their slots empty; the loop goes on.
  */
-import { BatchState, RunState, Sampler, Session, StopFilter, TextStream, stops, type AttentionConfig, type LanguageModel, type StopRule } from '@sparq/llm';
+import {
+  BatchState,
+  RunState,
+  Sampler,
+  Session,
+  StopFilter,
+  TextStream,
+  stops,
+  type AttentionConfig,
+  type LanguageModel,
+  type StopRule,
+} from '@sparq/llm';
 import { KVCache, type KVDType } from '@sparq/core';
 
 export type FinishReason = 'stop' | 'length';
@@ -118,7 +129,16 @@ export interface SchedulerCounters {
 export class Scheduler {
   readonly lm: LanguageModel;
   readonly options: SchedulerOptions;
-  readonly counters: SchedulerCounters = { promptTokens: 0, cachedTokens: 0, generatedTokens: 0, prefillMs: 0, decodeMs: 0, decodeSteps: 0, decodeRows: 0, failedSteps: 0 };
+  readonly counters: SchedulerCounters = {
+    promptTokens: 0,
+    cachedTokens: 0,
+    generatedTokens: 0,
+    prefillMs: 0,
+    decodeMs: 0,
+    decodeSteps: 0,
+    decodeRows: 0,
+    failedSteps: 0,
+  };
   /** Bytes of the KV caches (allocated at start). */
   readonly kvBytes: number;
   private readonly slots: Slot[];
@@ -133,14 +153,32 @@ export class Scheduler {
     this.lm = lm;
     this.options = options;
     const c = lm.config;
-    const caches = Array.from({ length: c.nLayers }, () => new KVCache({ nKvHeads: c.nKvHeads, headDim: c.headDim, capacity: options.context, batch: options.parallel, dtype: options.kvDType, layout: options.kvLayout }));
+    const caches = Array.from(
+      { length: c.nLayers },
+      () =>
+        new KVCache({
+          nKvHeads: c.nKvHeads,
+          headDim: c.headDim,
+          capacity: options.context,
+          batch: options.parallel,
+          dtype: options.kvDType,
+          layout: options.kvLayout,
+        }),
+    );
     this.kvBytes = caches.reduce((sum, cache) => sum + cache.byteLength, 0);
     // One run state for every slot's prefill and the batched decode: forward passes run one at a time.
     const state = new RunState(c, Math.max(options.prefillChunk, options.parallel));
     this.batch = new BatchState(state);
     const attention = lm.resolveAttention(options.context);
     this.slots = Array.from({ length: options.parallel }, (_, s) => {
-      const session = new Session(lm.engine, lm.model, { capacity: options.context, maxPrefill: options.prefillChunk, attention, productPath: lm.productPath, state, caches: caches.map((cache) => cache.view(s, 0, c.nKvHeads)) });
+      const session = new Session(lm.engine, lm.model, {
+        capacity: options.context,
+        maxPrefill: options.prefillChunk,
+        attention,
+        productPath: lm.productPath,
+        state,
+        caches: caches.map((cache) => cache.view(s, 0, c.nKvHeads)),
+      });
       return new Slot(s, session);
     });
   }
@@ -163,7 +201,10 @@ export class Scheduler {
   submit(spec: JobSpec, events: JobEvents): Job {
     // Jobs queued since the last step take the free slots first; past those, the queue's bound.
     const free = this.slots.filter((s) => s.job === null).length;
-    if (this.queue.length >= free + this.options.queue) throw new QueueFullError(`the queue holds ${this.options.queue} requests and all ${this.options.parallel} slots are busy`);
+    if (this.queue.length >= free + this.options.queue)
+      throw new QueueFullError(
+        `the queue holds ${this.options.queue} requests and all ${this.options.parallel} slots are busy`,
+      );
     const job = new Job(spec, events, this.lm.config.vocabSize);
     this.queue.push(job);
     this.kick();
@@ -280,7 +321,11 @@ export class Scheduler {
   private decodeStep(slots: Slot[]): void {
     const tokens = slots.map((s) => s.job!.pending!);
     const t0 = performance.now();
-    const rows = Session.decodeBatch(slots.map((s) => s.session), tokens, this.batch);
+    const rows = Session.decodeBatch(
+      slots.map((s) => s.session),
+      tokens,
+      this.batch,
+    );
     this.counters.decodeMs += performance.now() - t0;
     this.counters.decodeSteps++;
     this.counters.decodeRows += slots.length;
@@ -302,7 +347,8 @@ export class Scheduler {
     if (text) job.events.onText(text);
     if (stopped) return this.finish(job, 'stop', false);
     // The next token must fit the slot's context to be forwarded.
-    if (job.generated >= job.spec.maxTokens || slot.session.pos >= this.options.context) return this.finish(job, 'length');
+    if (job.generated >= job.spec.maxTokens || slot.session.pos >= this.options.context)
+      return this.finish(job, 'length');
     job.pending = next;
   }
 
@@ -315,7 +361,12 @@ export class Scheduler {
       if (tail) job.events.onText(tail);
     }
     this.end(job);
-    job.events.onDone({ finishReason: reason, promptTokens: job.spec.prompt.length, completionTokens: job.generated, cachedTokens: job.cachedTokens });
+    job.events.onDone({
+      finishReason: reason,
+      promptTokens: job.spec.prompt.length,
+      completionTokens: job.generated,
+      cachedTokens: job.cachedTokens,
+    });
   }
 
   private end(job: Job): void {

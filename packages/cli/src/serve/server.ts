@@ -57,7 +57,12 @@ export async function startServer(served: Served, options: ServeOptions): Promis
   const server = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
       // A bug in a handler: this request fails, the server goes on.
-      sendError(res, error instanceof ApiError ? error : new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`));
+      sendError(
+        res,
+        error instanceof ApiError
+          ? error
+          : new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`),
+      );
     });
   });
   // Malformed HTTP: answer with its status when the socket can still take it (headers too large
@@ -69,7 +74,8 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     const code = error.code ?? 'unknown';
     metrics.clientErrors.set(code, (metrics.clientErrors.get(code) ?? 0) + 1);
     const status = CLIENT_ERROR_STATUS[code] ?? '400 Bad Request';
-    if (socket.writable && code !== 'ECONNRESET') socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    if (socket.writable && code !== 'ECONNRESET')
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
     else socket.destroy();
   });
 
@@ -80,20 +86,46 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     res.on('error', () => res.destroy());
     const endpoint = ROUTES[path];
     if (endpoint) {
-      if (req.method !== 'POST') return sendError(res, new ApiError(405, `${req.method} ${path}: use POST`, { code: 'method_not_allowed' }));
+      if (req.method !== 'POST')
+        return sendError(res, new ApiError(405, `${req.method} ${path}: use POST`, { code: 'method_not_allowed' }));
       return complete(endpoint, req, res);
     }
-    if (req.method !== 'GET') return sendError(res, new ApiError(405, `${req.method} ${path}: use GET`, { code: 'method_not_allowed' }));
+    if (req.method !== 'GET')
+      return sendError(res, new ApiError(405, `${req.method} ${path}: use GET`, { code: 'method_not_allowed' }));
     if (path === '/health') {
-      const body = { status: draining ? 'draining' : 'ok', slots_idle: options.parallel - scheduler.busySlots, slots_processing: scheduler.busySlots, queue: scheduler.queueLength };
+      const body = {
+        status: draining ? 'draining' : 'ok',
+        slots_idle: options.parallel - scheduler.busySlots,
+        slots_processing: scheduler.busySlots,
+        queue: scheduler.queueLength,
+      };
       return sendJson(res, draining ? 503 : 200, body);
     }
-    if (path === '/v1/models') return sendJson(res, 200, { object: 'list', data: [{ id: served.name, object: 'model', created: 0, owned_by: 'sparq', meta: { context: served.context, parallel: options.parallel } }] });
+    if (path === '/v1/models')
+      return sendJson(res, 200, {
+        object: 'list',
+        data: [
+          {
+            id: served.name,
+            object: 'model',
+            created: 0,
+            owned_by: 'sparq',
+            meta: { context: served.context, parallel: options.parallel },
+          },
+        ],
+      });
     if (path === '/metrics') {
       res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' });
       return void res.end(metrics.render(scheduler, options));
     }
-    sendError(res, new ApiError(404, `no route ${req.method} ${path} (routes: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics)`, { code: 'not_found' }));
+    sendError(
+      res,
+      new ApiError(
+        404,
+        `no route ${req.method} ${path} (routes: POST /v1/chat/completions, /v1/completions; GET /v1/models, /health, /metrics)`,
+        { code: 'not_found' },
+      ),
+    );
   }
 
   async function complete(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -110,7 +142,10 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     try {
       body = JSON.parse(raw);
     } catch (error) {
-      return sendError(res, new ApiError(400, `the request body is not valid JSON: ${(error as Error).message}`, { code: 'invalid_json' }));
+      return sendError(
+        res,
+        new ApiError(400, `the request body is not valid JSON: ${(error as Error).message}`, { code: 'invalid_json' }),
+      );
     }
     const parsed = parseRequest(endpoint, body, served);
     const id = `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${process.pid.toString(36)}${(++sequence).toString(36)}`;
@@ -159,11 +194,23 @@ export async function startServer(served: Served, options: ServeOptions): Promis
     } catch (error) {
       if (!(error instanceof QueueFullError)) throw error;
       res.setHeader('Retry-After', String(metrics.retryAfterSeconds(scheduler.queueLength, options.parallel)));
-      return sendError(res, new ApiError(429, `server busy: ${error.message}; retry later`, { type: 'rate_limit_error', code: 'queue_full' }));
+      return sendError(
+        res,
+        new ApiError(429, `server busy: ${error.message}; retry later`, {
+          type: 'rate_limit_error',
+          code: 'queue_full',
+        }),
+      );
     }
     timer = setTimeout(() => {
       scheduler.cancel(job);
-      fail(new ApiError(504, `the request took longer than the server's ${options.timeoutMs} ms limit (sparq serve --timeout)`, { type: 'timeout_error', code: 'timeout' }));
+      fail(
+        new ApiError(
+          504,
+          `the request took longer than the server's ${options.timeoutMs} ms limit (sparq serve --timeout)`,
+          { type: 'timeout_error', code: 'timeout' },
+        ),
+      );
     }, options.timeoutMs);
     // The client left: its slot is freed now, before the next step.
     res.on('close', () => {
@@ -174,7 +221,11 @@ export async function startServer(served: Served, options: ServeOptions): Promis
       }
     });
     if (parsed.stream) {
-      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', Connection: 'keep-alive' });
+      res.writeHead(200, {
+        'Content-Type': 'text/event-stream',
+        'Cache-Control': 'no-cache',
+        Connection: 'keep-alive',
+      });
       if (endpoint === 'chat') sse(chunkBody(endpoint, id, parsed.model, { role: true }));
     }
   }
@@ -212,7 +263,14 @@ function readBody(req: IncomingMessage, res: ServerResponse, options: ServeOptio
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > options.maxBodyBytes) {
       res.setHeader('Connection', 'close');
-      sendError(res, new ApiError(413, `the request body is ${declared} bytes, the limit is ${options.maxBodyBytes} (sparq serve --max-body)`, { code: 'body_too_large' }));
+      sendError(
+        res,
+        new ApiError(
+          413,
+          `the request body is ${declared} bytes, the limit is ${options.maxBodyBytes} (sparq serve --max-body)`,
+          { code: 'body_too_large' },
+        ),
+      );
       req.resume();
       return resolve(null);
     }
@@ -227,7 +285,14 @@ function readBody(req: IncomingMessage, res: ServerResponse, options: ServeOptio
     };
     const timer = setTimeout(() => {
       res.setHeader('Connection', 'close');
-      sendError(res, new ApiError(408, `the request body did not arrive within ${options.bodyTimeoutMs} ms (sparq serve --body-timeout)`, { code: 'body_timeout' }));
+      sendError(
+        res,
+        new ApiError(
+          408,
+          `the request body did not arrive within ${options.bodyTimeoutMs} ms (sparq serve --body-timeout)`,
+          { code: 'body_timeout' },
+        ),
+      );
       res.on('finish', () => req.destroy());
       finish(null);
     }, options.bodyTimeoutMs);
@@ -236,7 +301,14 @@ function readBody(req: IncomingMessage, res: ServerResponse, options: ServeOptio
       size += chunk.length;
       if (size > options.maxBodyBytes) {
         res.setHeader('Connection', 'close');
-        sendError(res, new ApiError(413, `the request body is over the limit of ${options.maxBodyBytes} bytes (sparq serve --max-body)`, { code: 'body_too_large' }));
+        sendError(
+          res,
+          new ApiError(
+            413,
+            `the request body is over the limit of ${options.maxBodyBytes} bytes (sparq serve --max-body)`,
+            { code: 'body_too_large' },
+          ),
+        );
         res.on('finish', () => req.destroy());
         return finish(null);
       }
@@ -298,25 +370,45 @@ class Metrics {
     const lines: string[] = [];
     const metric = (name: string, type: 'counter' | 'gauge', help: string, values: [string, number][]) => {
       lines.push(`# HELP sparq_${name} ${help}`, `# TYPE sparq_${name} ${type}`);
-      for (const [labels, v] of values) lines.push(`sparq_${name}${labels ? `{${labels}}` : ''} ${Number.isFinite(v) ? v : 0}`);
+      for (const [labels, v] of values)
+        lines.push(`sparq_${name}${labels ? `{${labels}}` : ''} ${Number.isFinite(v) ? v : 0}`);
     };
     metric('requests_total', 'counter', 'HTTP requests answered, by path and status.', [...this.requests]);
-    metric('client_disconnects_total', 'counter', 'Completion requests whose client left before the end.', [['', this.disconnects]]);
-    metric('http_client_errors_total', 'counter', "Connections closed on an HTTP-level error (Node's code: malformed request, header or request timeout, reset).", [...this.clientErrors].map(([code, n]) => [`code="${code}"`, n]));
+    metric('client_disconnects_total', 'counter', 'Completion requests whose client left before the end.', [
+      ['', this.disconnects],
+    ]);
+    metric(
+      'http_client_errors_total',
+      'counter',
+      "Connections closed on an HTTP-level error (Node's code: malformed request, header or request timeout, reset).",
+      [...this.clientErrors].map(([code, n]) => [`code="${code}"`, n]),
+    );
     metric('prompt_tokens_total', 'counter', 'Prompt tokens forwarded (prefill).', [['', c.promptTokens]]);
-    metric('prompt_cache_tokens_total', 'counter', "Prompt tokens found in a slot's cache and not forwarded again.", [['', c.cachedTokens]]);
+    metric('prompt_cache_tokens_total', 'counter', "Prompt tokens found in a slot's cache and not forwarded again.", [
+      ['', c.cachedTokens],
+    ]);
     metric('generated_tokens_total', 'counter', 'Tokens sampled.', [['', c.generatedTokens]]);
     metric('decode_steps_total', 'counter', 'Batched decode steps (one forward pass each).', [['', c.decodeSteps]]);
-    metric('decode_rows_total', 'counter', 'Sequences forwarded by decode steps (rows / steps = mean batch).', [['', c.decodeRows]]);
+    metric('decode_rows_total', 'counter', 'Sequences forwarded by decode steps (rows / steps = mean batch).', [
+      ['', c.decodeRows],
+    ]);
     metric('failed_steps_total', 'counter', 'Forward steps that threw (their requests failed).', [['', c.failedSteps]]);
     metric('queue_length', 'gauge', 'Requests waiting for a slot.', [['', s.queueLength]]);
     metric('queue_capacity', 'gauge', 'Requests the queue holds at most.', [['', options.queue]]);
     metric('slots_busy', 'gauge', 'Slots running a request.', [['', s.busySlots]]);
     metric('slots_total', 'gauge', 'Slots (--parallel).', [['', options.parallel]]);
-    metric('prefill_tokens_per_second', 'gauge', 'Prompt tokens per second of prefill, since start.', [['', rate(c.promptTokens, c.prefillMs)]]);
-    metric('decode_tokens_per_second', 'gauge', 'Tokens per second of batched decode (all rows), since start.', [['', rate(c.decodeRows, c.decodeMs)]]);
-    metric('time_to_first_token_seconds_mean', 'gauge', 'Mean time from request to first text, since start.', [['', this.firstTokens ? this.firstTokenMs / this.firstTokens / 1000 : 0]]);
-    metric('kv_bytes_in_use', 'gauge', 'KV cache bytes holding positions (cached prefixes included).', [['', Math.round(s.kvBytesInUse)]]);
+    metric('prefill_tokens_per_second', 'gauge', 'Prompt tokens per second of prefill, since start.', [
+      ['', rate(c.promptTokens, c.prefillMs)],
+    ]);
+    metric('decode_tokens_per_second', 'gauge', 'Tokens per second of batched decode (all rows), since start.', [
+      ['', rate(c.decodeRows, c.decodeMs)],
+    ]);
+    metric('time_to_first_token_seconds_mean', 'gauge', 'Mean time from request to first text, since start.', [
+      ['', this.firstTokens ? this.firstTokenMs / this.firstTokens / 1000 : 0],
+    ]);
+    metric('kv_bytes_in_use', 'gauge', 'KV cache bytes holding positions (cached prefixes included).', [
+      ['', Math.round(s.kvBytesInUse)],
+    ]);
     metric('kv_bytes_allocated', 'gauge', 'KV cache bytes allocated at start (slots x context).', [['', s.kvBytes]]);
     return lines.join('\n') + '\n';
   }

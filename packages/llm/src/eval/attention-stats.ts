@@ -18,7 +18,17 @@
  * never touched; H2O keeps its own state per layer on that mirror, seeded by the
  * prefill's weights and evicting as it would along this (dense) trajectory.
  */
-import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, isBlockKV, type AttentionOptions, type KVStorage } from '@sparq/core';
+import {
+  Engine,
+  H2OState,
+  KVCache,
+  SparqTrace,
+  Tensor,
+  f16ToF32,
+  isBlockKV,
+  type AttentionOptions,
+  type KVStorage,
+} from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
@@ -63,7 +73,13 @@ class ProbeEngine extends Engine {
   observe: (out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache) => void = () => {};
   observePrefill: (q: Tensor<'f32'>, cache: KVCache) => void = () => {};
 
-  override attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+  override attentionPrefill(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    seq: number,
+    options?: AttentionOptions,
+  ): void {
     super.attentionPrefill(out, q, cache, seq, options);
     this.observePrefill(q, cache);
   }
@@ -90,13 +106,30 @@ class Sums {
 }
 
 /** Statistics of `configs` (and the r/k sweep) over the decode steps of the protocol's windows. */
-export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: PerplexityProtocol, configs: readonly LabelledConfig[], sweep: StatsSweep, onWindow?: OnWindow): AttentionStatsResult {
+export function attentionStatistics(
+  m: EvalModel,
+  tokens: readonly number[],
+  p: PerplexityProtocol,
+  configs: readonly LabelledConfig[],
+  sweep: StatsSweep,
+  onWindow?: OnWindow,
+): AttentionStatsResult {
   const c = m.model.config;
   const { nLayers, nHeads, nKvHeads, headDim: d } = c;
   const g = nHeads / nKvHeads;
   const probe = new ProbeEngine(m.engine.backend);
   const session = evalSession(m, defaultAttention('dense', d, p.window), p.window, probe);
-  const mirrors = session.caches.map(() => new KVCache({ nKvHeads, headDim: d, capacity: p.window, dtype: m.kvDType, kTDType: m.kTDType, layout: 'k-twice' }));
+  const mirrors = session.caches.map(
+    () =>
+      new KVCache({
+        nKvHeads,
+        headDim: d,
+        capacity: p.window,
+        dtype: m.kvDType,
+        kTDType: m.kTDType,
+        layout: 'k-twice',
+      }),
+  );
   const h2o = configs.map((x) => (x.config.method === 'h2o' ? mirrors.map((mirror) => new H2OState(mirror)) : null));
   const sums = configs.map(() => new Sums());
   const sweepCells = sweep.r.flatMap((r) => sweep.k.map((k) => ({ r, k, sum: 0, n: 0 })));
@@ -164,7 +197,8 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
         case 'sparq':
           trace = new SparqTrace(1, nHeads, nKvHeads, a.r, a.k);
           probe.sparqDecode(scratch, q, mirror, { r: a.r, k: a.k, l: a.l, reallocate: a.reallocate }, { trace });
-          for (let kvh = 0; kvh < nKvHeads; kvh++) positions.push(trace.i2.slice(kvh * a.k, kvh * a.k + trace.i2Count[kvh]));
+          for (let kvh = 0; kvh < nKvHeads; kvh++)
+            positions.push(trace.i2.slice(kvh * a.k, kvh * a.k + trace.i2Count[kvh]));
           break;
         case 'oracle':
           // By definition the top-k' positions of the group's summed exact probabilities.
@@ -174,13 +208,15 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
         case 'h2o': {
           // What this step attends: the valid positions not evicted before it.
           const state = h2o[ci]![layer];
-          for (let kvh = 0; kvh < nKvHeads; kvh++) positions.push(range(0, S).filter((j) => state.evicted[kvh * state.capacity + j] === 0));
+          for (let kvh = 0; kvh < nKvHeads; kvh++)
+            positions.push(range(0, S).filter((j) => state.evicted[kvh * state.capacity + j] === 0));
           probe.h2oDecode(scratch, q, mirror, state, { k: a.k });
           break;
         }
         case 'lminf': {
           const sinks = Math.min(LM_INFINITE_SINKS, kPrime - 1);
-          const kept = kPrime >= S ? range(0, S) : Int32Array.from([...range(0, sinks), ...range(S - (kPrime - sinks), S)]);
+          const kept =
+            kPrime >= S ? range(0, S) : Int32Array.from([...range(0, sinks), ...range(S - (kPrime - sinks), S)]);
           for (let kvh = 0; kvh < nKvHeads; kvh++) positions.push(kept);
           probe.lmInfiniteDecode(scratch, q, mirror, { k: a.k });
           break;
@@ -205,7 +241,11 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
       probe.sparqDecode(scratch, q, mirror, { r: cell.r, k: cell.k, l: 0 }, { trace });
       for (let h = 0; h < nHeads; h++) {
         const kvh = Math.floor(h / g);
-        cell.sum += agreementOf(h, trace.i2.subarray(kvh * cell.k, kvh * cell.k + trace.i2Count[kvh]), kPrime).agreement;
+        cell.sum += agreementOf(
+          h,
+          trace.i2.subarray(kvh * cell.k, kvh * cell.k + trace.i2Count[kvh]),
+          kPrime,
+        ).agreement;
         cell.n++;
       }
     }
@@ -228,7 +268,15 @@ export function attentionStatistics(m: EvalModel, tokens: readonly number[], p: 
     methods: configs.map((x, i) => {
       const s = sums[i];
       const sparq = x.config.method === 'sparq';
-      return { ...x, topkAgreement: mean(s.agreement, s.n), mass: mean(s.mass, s.n), alpha: sparq ? mean(s.alpha, s.n) : null, alphaError: sparq ? mean(s.alphaError, s.n) : null, outputError: mean(s.outputError, s.n), samples: s.n };
+      return {
+        ...x,
+        topkAgreement: mean(s.agreement, s.n),
+        mass: mean(s.mass, s.n),
+        alpha: sparq ? mean(s.alpha, s.n) : null,
+        alphaError: sparq ? mean(s.alphaError, s.n) : null,
+        outputError: mean(s.outputError, s.n),
+        samples: s.n,
+      };
     }),
     sweep: sweepCells.map(({ r, k, sum, n }) => ({ r, k, topkAgreement: mean(sum, n) })),
     kurtosis: kurtSum.map((row) => Array.from(row, (v) => mean(v, observations))),
@@ -274,7 +322,11 @@ function readRows(engine: Engine, cache: KVCache, store: KVStorage, h: number, f
   const d = cache.headDim;
   const out = new Float32Array(n * d);
   const at = cache.rowOffset(0, h, from);
-  if (isBlockKV(cache.dtype)) engine.dequantize(Tensor.wrap('f32', out, [n * d]), Tensor.wrap(cache.dtype, (store as Uint8Array).subarray(at, at + n * cache.rowStride), [n * d]));
+  if (isBlockKV(cache.dtype))
+    engine.dequantize(
+      Tensor.wrap('f32', out, [n * d]),
+      Tensor.wrap(cache.dtype, (store as Uint8Array).subarray(at, at + n * cache.rowStride), [n * d]),
+    );
   else for (let e = 0; e < n * d; e++) out[e] = cache.dtype === 'f16' ? f16ToF32(store[at + e]) : store[at + e];
   return out;
 }
@@ -288,7 +340,9 @@ function range(from: number, to: number): Int32Array {
 function groupTop(probs: Float64Array, stride: number, first: number, g: number, S: number, count: number): Int32Array {
   const score = new Float64Array(S);
   for (let t = 0; t < g; t++) for (let j = 0; j < S; j++) score[j] += probs[(first + t) * stride + j];
-  return range(0, S).sort((a, b) => score[b] - score[a] || a - b).subarray(0, count);
+  return range(0, S)
+    .sort((a, b) => score[b] - score[a] || a - b)
+    .subarray(0, count);
 }
 
 /** Kurtosis m4 / m2^2 of x[at .. at + n) (3 for Gaussian data; NaN for constant data). */

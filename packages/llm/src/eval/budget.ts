@@ -58,7 +58,12 @@ export function nearestBudget(base: AttentionConfig, target: number, steps: read
 }
 
 /** The configuration of `method` at `target` for a task whose decode steps are `steps`. */
-export function configForTarget(method: AttentionMethod, target: number, steps: readonly number[], d: number): AttentionConfig {
+export function configForTarget(
+  method: AttentionMethod,
+  target: number,
+  steps: readonly number[],
+  d: number,
+): AttentionConfig {
   const base: AttentionConfig = { method, r: d, k: 1, l: 0, reallocate: true };
   if (method === 'dense') return { ...base, k: largest(steps) };
   const sparq = { ...base, method: 'sparq' as const, r: sparqComponents(target, d) };

@@ -33,7 +33,12 @@ export function encodePieces(tokenizer: Tokenizer, pieces: readonly string[]): n
  * Greedy-task prompts: the first `length` tokens (BOS included) of the first
  * `count` pieces that have at least that many tokens.
  */
-export function storyPrompts(tokenizer: Tokenizer, pieces: readonly string[], count: number, length: number): number[][] {
+export function storyPrompts(
+  tokenizer: Tokenizer,
+  pieces: readonly string[],
+  count: number,
+  length: number,
+): number[][] {
   const prompts: number[][] = [];
   for (const piece of pieces) {
     if (prompts.length === count) break;

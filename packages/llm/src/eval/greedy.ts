@@ -12,7 +12,12 @@ import { argmax } from '../sampler.ts';
  * Greedy tokens after `prompt`, at most `count`; with `reference`, stops at
  * the first token that differs from it (the tokens returned all agree).
  */
-export function greedyTokens(session: Session, prompt: readonly number[], count: number, reference?: readonly number[]): number[] {
+export function greedyTokens(
+  session: Session,
+  prompt: readonly number[],
+  count: number,
+  reference?: readonly number[],
+): number[] {
   session.reset();
   let logits = session.prefill(prompt);
   const out: number[] = [];

@@ -10,7 +10,19 @@
  * The answer's first token comes from the prefill's last row (dense for every method, as prefill
  * is); the methods decode the rest.
  */
-import { Engine, SparqTrace, Tensor, f16ToF32, type AttentionOptions, type BudgetParams, type H2OState, type KVCache, type KVDType, type SparqOptions, type SparqParams } from '@sparq/core';
+import {
+  Engine,
+  SparqTrace,
+  Tensor,
+  f16ToF32,
+  type AttentionOptions,
+  type BudgetParams,
+  type H2OState,
+  type KVCache,
+  type KVDType,
+  type SparqOptions,
+  type SparqParams,
+} from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
 import { argmax } from '../sampler.ts';
@@ -44,12 +56,23 @@ export interface NeedleOutcome {
 }
 
 /** The configurations at each target for a case of `length` tokens and `steps` decode steps; dense first. */
-export function needleConfigs(methods: readonly AttentionConfig['method'][], targets: readonly number[], length: number, steps: number, d: number): NeedleConfig[] {
+export function needleConfigs(
+  methods: readonly AttentionConfig['method'][],
+  targets: readonly number[],
+  length: number,
+  steps: number,
+  d: number,
+): NeedleConfig[] {
   const sizes = Array.from({ length: Math.max(1, steps) }, (_, i) => length + 1 + i);
   const out: NeedleConfig[] = [{ label: 'dense', target: 1, config: configForTarget('dense', 1, sizes, d) }];
   for (const method of methods) {
     if (method === 'dense') continue;
-    for (const target of targets) out.push({ label: `${method} 1/${Math.round(1 / target)}`, target, config: configForTarget(method, target, sizes, d) });
+    for (const target of targets)
+      out.push({
+        label: `${method} 1/${Math.round(1 / target)}`,
+        target,
+        config: configForTarget(method, target, sizes, d),
+      });
   }
   return out;
 }
@@ -83,24 +106,54 @@ class RecallProbe extends Engine {
     this.record(cache, () => this.target < cache.nValid(0));
   }
 
-  override sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+  override sparqDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: SparqParams,
+    options?: SparqOptions,
+  ): void {
     const trace = options?.trace ?? new SparqTrace(1, q.shape[1], cache.nKvHeads, params.r, params.k);
     super.sparqDecode(out, q, cache, params, { ...options, trace });
-    this.record(cache, (kvh) => trace.i2.subarray(kvh * params.k, kvh * params.k + trace.i2Count[kvh]).includes(this.target));
+    this.record(cache, (kvh) =>
+      trace.i2.subarray(kvh * params.k, kvh * params.k + trace.i2Count[kvh]).includes(this.target),
+    );
   }
 
-  override topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  override topkDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     super.topkDecode(out, q, cache, params, options);
     this.record(cache, (kvh) => groupRank(this, q, cache, kvh, this.target) < Math.min(params.k, cache.nValid(0)));
   }
 
-  override h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
-    const kept = Array.from({ length: this.nKvHeads }, (_, kvh) => state.evicted[kvh * state.capacity + this.target] === 0);
+  override h2oDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    state: H2OState,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
+    const kept = Array.from(
+      { length: this.nKvHeads },
+      (_, kvh) => state.evicted[kvh * state.capacity + this.target] === 0,
+    );
     super.h2oDecode(out, q, cache, state, params, options);
     this.record(cache, (kvh) => kept[kvh]);
   }
 
-  override lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+  override lmInfiniteDecode(
+    out: Tensor<'f32'>,
+    q: Tensor<'f32'>,
+    cache: KVCache,
+    params: BudgetParams,
+    options?: AttentionOptions,
+  ): void {
     super.lmInfiniteDecode(out, q, cache, params, options);
     const S = cache.nValid(0);
     const k = Math.min(params.k, S);
@@ -147,10 +200,14 @@ function keyRows(engine: Engine, cache: KVCache, kvh: number, S: number): Float3
   const out = new Float32Array(S * d);
   const at = cache.rowOffset(0, kvh, 0); // a head's rows are contiguous
   if (cache.dtype === 'q8_0' || cache.dtype === 'q4_0') {
-    engine.dequantize(Tensor.wrap('f32', out, [S * d]), Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]));
+    engine.dequantize(
+      Tensor.wrap('f32', out, [S * d]),
+      Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
+    );
   } else if (cache.dtype === 'f16') {
     f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits));
-    for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = f16Table[cache.k[at + j * cache.rowStride + i]];
+    for (let j = 0; j < S; j++)
+      for (let i = 0; i < d; i++) out[j * d + i] = f16Table[cache.k[at + j * cache.rowStride + i]];
   } else {
     for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = cache.k[at + j * cache.rowStride + i];
   }
@@ -164,14 +221,25 @@ export interface NeedleRunModel {
 }
 
 /** Every configuration on one case, from one shared dense prefill. */
-export function runNeedleCase(m: NeedleRunModel, tokenizer: Tokenizer, c: NeedleCase, configs: readonly NeedleConfig[]): NeedleOutcome[] {
+export function runNeedleCase(
+  m: NeedleRunModel,
+  tokenizer: Tokenizer,
+  c: NeedleCase,
+  configs: readonly NeedleConfig[],
+): NeedleOutcome[] {
   const { nLayers, nHeads, nKvHeads, headDim: d } = m.model.config;
   const g = nHeads / nKvHeads;
   const steps = c.answerTokens.length;
   const probe = new RecallProbe(m.engine.backend);
   // H2O's score state exists only in a session created for it; every other method runs on the same session.
   const h2o = configs.find((x) => x.config.method === 'h2o')?.config ?? configs[0].config;
-  const session = new Session(probe, m.model, { capacity: c.prompt.length + steps, maxPrefill: NEEDLE_PREFILL_CHUNK, attention: h2o, kvDType: m.kvDType, kvLayout: 'k-twice' });
+  const session = new Session(probe, m.model, {
+    capacity: c.prompt.length + steps,
+    maxPrefill: NEEDLE_PREFILL_CHUNK,
+    attention: h2o,
+    kvDType: m.kvDType,
+    kvLayout: 'k-twice',
+  });
   const first = argmax(session.prefill(c.prompt));
   const afterPrefill = session.checkpoint();
   return configs.map(({ label, config }) => {
@@ -186,11 +254,24 @@ export function runNeedleCase(m: NeedleRunModel, tokenizer: Tokenizer, c: Needle
       probe.held.forEach((v, j) => (held[j] += v));
       calls += probe.calls;
     }
-    const recall = Array.from({ length: nLayers }, (_, l) => Array.from({ length: nHeads }, (_, h) => (calls > 0 ? held[l * nKvHeads + Math.floor(h / g)] / calls : Number.NaN)));
+    const recall = Array.from({ length: nLayers }, (_, l) =>
+      Array.from({ length: nHeads }, (_, h) =>
+        calls > 0 ? held[l * nKvHeads + Math.floor(h / g)] / calls : Number.NaN,
+      ),
+    );
     const output = tokenizer.decode(out);
     let compression = 0;
-    for (let i = 1; i < steps; i++) compression += attentionCost(config, c.prompt.length + i, d) / attentionCost({ ...config, method: 'dense' }, c.prompt.length + i, d);
-    return { label, exact: output.trim() === c.answer, output, recall, compression: steps > 1 ? compression / (steps - 1) : 1 };
+    for (let i = 1; i < steps; i++)
+      compression +=
+        attentionCost(config, c.prompt.length + i, d) /
+        attentionCost({ ...config, method: 'dense' }, c.prompt.length + i, d);
+    return {
+      label,
+      exact: output.trim() === c.answer,
+      output,
+      recall,
+      compression: steps > 1 ? compression / (steps - 1) : 1,
+    };
   });
 }
 
@@ -221,7 +302,12 @@ export interface NeedleRecord extends NeedleOutcome {
 }
 
 /** Every task x length x depth case, each with every configuration. */
-export function runNeedleSweep(m: NeedleRunModel, tokenizer: Tokenizer, filler: readonly number[], o: NeedleSweepOptions): NeedleRecord[] {
+export function runNeedleSweep(
+  m: NeedleRunModel,
+  tokenizer: Tokenizer,
+  filler: readonly number[],
+  o: NeedleSweepOptions,
+): NeedleRecord[] {
   const records: NeedleRecord[] = [];
   const total = o.tasks.length * o.lengths.length * o.depths.length;
   let done = 0;
@@ -233,7 +319,18 @@ export function runNeedleSweep(m: NeedleRunModel, tokenizer: Tokenizer, filler: 
         const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
         runNeedleCase(m, tokenizer, c, configs).forEach((outcome, j) => {
           const { config, target } = configs[j];
-          records.push({ task, length, depth, method: config.method, target, r: config.r, k: config.k, answer: c.answer, distractors: c.distractors.map((x) => x.value), ...outcome });
+          records.push({
+            task,
+            length,
+            depth,
+            method: config.method,
+            target,
+            r: config.r,
+            k: config.k,
+            answer: c.answer,
+            distractors: c.distractors.map((x) => x.value),
+            ...outcome,
+          });
         });
         done++;
       });

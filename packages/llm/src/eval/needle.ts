@@ -28,7 +28,24 @@ export const NEEDLE_TASKS: readonly NeedleTask[] = ['passkey', 'multikey'];
 /** Needles in a multikey prompt: the asked one and three distractors. */
 export const MULTIKEY_NEEDLES = 4;
 /** Keys of the multikey needles. */
-const WORDS = ['apple', 'river', 'candle', 'garden', 'pencil', 'rabbit', 'window', 'silver', 'forest', 'button', 'ocean', 'tiger', 'violin', 'castle', 'meadow', 'rocket'];
+const WORDS = [
+  'apple',
+  'river',
+  'candle',
+  'garden',
+  'pencil',
+  'rabbit',
+  'window',
+  'silver',
+  'forest',
+  'button',
+  'ocean',
+  'tiger',
+  'violin',
+  'castle',
+  'meadow',
+  'rocket',
+];
 
 export interface NeedleCase {
   task: NeedleTask;
@@ -59,36 +76,60 @@ export function fillerTokens(tokenizer: Tokenizer, text: string, count: number):
     out.push(...tokenizer.encode(text.slice(at, end), { addSpecial: false }));
     at = end;
   }
-  if (out.length < count) throw new RangeError(`needle: the filler text gives ${out.length} tokens, expected at least ${count}`);
+  if (out.length < count)
+    throw new RangeError(`needle: the filler text gives ${out.length} tokens, expected at least ${count}`);
   return out.slice(0, count);
 }
 
 /** One needle prompt of `length` tokens with the needle at `depth` (0..1); `seed` draws keys and distractor depths. */
-export function needleCase(tokenizer: Tokenizer, filler: readonly number[], task: NeedleTask, length: number, depth: number, seed: number, ngram: number): NeedleCase {
+export function needleCase(
+  tokenizer: Tokenizer,
+  filler: readonly number[],
+  task: NeedleTask,
+  length: number,
+  depth: number,
+  seed: number,
+  ngram: number,
+): NeedleCase {
   const enc = (s: string) => tokenizer.encode(s, { addSpecial: false });
   const random = mulberry32(seed);
-  const digits = (n: number) => Array.from({ length: n }, (_, i) => String(Math.floor(random() * (i === 0 ? 9 : 10)) + (i === 0 ? 1 : 0))).join('');
+  const digits = (n: number) =>
+    Array.from({ length: n }, (_, i) => String(Math.floor(random() * (i === 0 ? 9 : 10)) + (i === 0 ? 1 : 0))).join('');
   for (let attempt = 0; attempt < 64; attempt++) {
     let needles: { text: number[]; depth: number; value: string; asked: boolean }[];
     let question: number[];
     if (task === 'passkey') {
       const key = digits(5);
-      needles = [{ text: enc(` The pass key is ${key}. Remember it. ${key} is the pass key.`), depth, value: key, asked: true }];
+      needles = [
+        { text: enc(` The pass key is ${key}. Remember it. ${key} is the pass key.`), depth, value: key, asked: true },
+      ];
       question = enc(' What is the pass key? The pass key is');
     } else {
       const words = [...WORDS].sort(() => random() - 0.5).slice(0, MULTIKEY_NEEDLES);
       needles = words.map((w, i) => {
         const value = digits(7);
-        return { text: enc(` One of the special magic numbers for ${w} is ${value}.`), depth: i === 0 ? depth : random(), value, asked: i === 0 };
+        return {
+          text: enc(` One of the special magic numbers for ${w} is ${value}.`),
+          depth: i === 0 ? depth : random(),
+          value,
+          asked: i === 0,
+        };
       });
-      question = enc(` What is the special magic number for ${words[0]} mentioned in the provided text? The special magic number for ${words[0]} is`);
+      question = enc(
+        ` What is the special magic number for ${words[0]} mentioned in the provided text? The special magic number for ${words[0]} is`,
+      );
     }
     const needleTokens = needles.reduce((s, x) => s + x.text.length, 0);
     const fill = length - 1 - needleTokens - question.length;
-    if (fill < 0) throw new RangeError(`needle: length ${length} is shorter than the needles and question (${length - fill} tokens)`);
+    if (fill < 0)
+      throw new RangeError(
+        `needle: length ${length} is shorter than the needles and question (${length - fill} tokens)`,
+      );
     if (filler.length < fill) throw new RangeError(`needle: ${filler.length} filler tokens, expected at least ${fill}`);
     // Insert the needles in order of depth; each at its share of the filler.
-    const order = needles.map((x, i) => ({ ...x, i, at: Math.round(x.depth * fill) })).sort((a, b) => a.at - b.at || a.i - b.i);
+    const order = needles
+      .map((x, i) => ({ ...x, i, at: Math.round(x.depth * fill) }))
+      .sort((a, b) => a.at - b.at || a.i - b.i);
     const prompt = [BOS];
     let from = 0;
     let asked: [number, number] = [0, 0];
@@ -106,9 +147,21 @@ export function needleCase(tokenizer: Tokenizer, filler: readonly number[], task
     const answerTokens = answerAfter(tokenizer, prompt, asked, question.slice(-ngram), value);
     if (answerTokens === null || !determined(prompt, answerTokens, ngram)) continue;
     const first = asked[0] + indexOfRun(prompt.slice(asked[0], asked[1]), answerTokens);
-    return { task, length, depth, prompt, answer: value, answerTokens, answerPositions: answerTokens.map((_, i) => first + i), needle: asked, distractors };
+    return {
+      task,
+      length,
+      depth,
+      prompt,
+      answer: value,
+      answerTokens,
+      answerPositions: answerTokens.map((_, i) => first + i),
+      needle: asked,
+      distractors,
+    };
   }
-  throw new RangeError(`needle: no ${task} case of length ${length} at depth ${depth} whose answer the text determines (64 draws)`);
+  throw new RangeError(
+    `needle: no ${task} case of length ${length} at depth ${depth} whose answer the text determines (64 draws)`,
+  );
 }
 
 /**
@@ -116,7 +169,13 @@ export function needleCase(tokenizer: Tokenizer, filler: readonly number[], task
  * leading space token, when there is one, is part of what the model must generate); null when the
  * needle does not hold them.
  */
-function answerAfter(tokenizer: Tokenizer, prompt: readonly number[], [start, end]: [number, number], tail: readonly number[], value: string): number[] | null {
+function answerAfter(
+  tokenizer: Tokenizer,
+  prompt: readonly number[],
+  [start, end]: [number, number],
+  tail: readonly number[],
+  value: string,
+): number[] | null {
   const at = indexOfRun(prompt.slice(start, end), tail);
   if (at < 0) return null;
   for (let j = start + at + tail.length + 1; j <= end; j++) {

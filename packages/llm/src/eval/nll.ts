@@ -45,7 +45,10 @@ export class AllLogits {
    */
   prefill(tokens: readonly number[]): Float32Array {
     const n = tokens.length;
-    if (n < 1 || n > this.maxRows) throw new SparqRangeError(`AllLogits.prefill: ${n} tokens, expected 1..${this.maxRows} (one prefill call, the session's maxPrefill)`);
+    if (n < 1 || n > this.maxRows)
+      throw new SparqRangeError(
+        `AllLogits.prefill: ${n} tokens, expected 1..${this.maxRows} (one prefill call, the session's maxPrefill)`,
+      );
     const s = this.session;
     const { dim, vocabSize, normEps } = s.model.config;
     const w = s.model.weights;

@@ -32,8 +32,10 @@ export type OnWindow = (done: number, total: number) => void;
 
 /** [start, length) of each window run. */
 export function windowsOf(tokenCount: number, p: PerplexityProtocol): { start: number; n: number }[] {
-  if (!Number.isInteger(p.window) || p.window < 1) throw new SparqRangeError(`perplexity: window ${p.window}, expected an integer >= 1`);
-  if (!Number.isInteger(p.warmup) || p.warmup < 1 || p.warmup >= p.window) throw new SparqRangeError(`perplexity: warmup ${p.warmup}, expected an integer in [1, ${p.window - 1}]`);
+  if (!Number.isInteger(p.window) || p.window < 1)
+    throw new SparqRangeError(`perplexity: window ${p.window}, expected an integer >= 1`);
+  if (!Number.isInteger(p.warmup) || p.warmup < 1 || p.warmup >= p.window)
+    throw new SparqRangeError(`perplexity: warmup ${p.warmup}, expected an integer in [1, ${p.window - 1}]`);
   const out: { start: number; n: number }[] = [];
   for (let start = 0; start < tokenCount && (p.windows === undefined || out.length < p.windows); start += p.window) {
     out.push({ start, n: Math.min(p.window, tokenCount - start) });
@@ -51,7 +53,12 @@ export function scoredSteps(tokenCount: number, p: PerplexityProtocol): number[]
 }
 
 /** Dense NLL of every input position (batched prefill per window). */
-export function denseNll(m: EvalModel, tokens: readonly number[], p: PerplexityProtocol, onWindow?: OnWindow): Float64Array {
+export function denseNll(
+  m: EvalModel,
+  tokens: readonly number[],
+  p: PerplexityProtocol,
+  onWindow?: OnWindow,
+): Float64Array {
   const vocab = m.model.config.vocabSize;
   const nll = new Float64Array(tokens.length).fill(Number.NaN);
   const session = evalSession(m, defaultAttention('dense', m.model.config.headDim, p.window), p.window);
@@ -60,7 +67,8 @@ export function denseNll(m: EvalModel, tokens: readonly number[], p: PerplexityP
   windows.forEach(({ start, n }, i) => {
     session.reset();
     const logits = all.prefill(tokens.slice(start, start + n)); // (n, vocab)
-    for (let pos = 0; pos < n && start + pos + 1 < tokens.length; pos++) nll[start + pos] = tokenNll(logits, pos * vocab, vocab, tokens[start + pos + 1]);
+    for (let pos = 0; pos < n && start + pos + 1 < tokens.length; pos++)
+      nll[start + pos] = tokenNll(logits, pos * vocab, vocab, tokens[start + pos + 1]);
     onWindow?.(i + 1, windows.length);
   });
   return nll;
@@ -75,7 +83,13 @@ export interface MethodRun {
 }
 
 /** NLL of the positions a method run scores (warmup prefilled densely, then teacher-forced decode steps). */
-export function methodNll(m: EvalModel, tokens: readonly number[], attention: AttentionConfig, p: PerplexityProtocol, onWindow?: OnWindow): MethodRun {
+export function methodNll(
+  m: EvalModel,
+  tokens: readonly number[],
+  attention: AttentionConfig,
+  p: PerplexityProtocol,
+  onWindow?: OnWindow,
+): MethodRun {
   const vocab = m.model.config.vocabSize;
   const nll = new Float64Array(tokens.length).fill(Number.NaN);
   const session = evalSession(m, attention, p.window);

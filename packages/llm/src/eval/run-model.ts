@@ -18,6 +18,18 @@ export interface EvalModel {
 }
 
 /** A session of `capacity` positions that can prefill them all in one call. */
-export function evalSession(m: EvalModel, attention: AttentionConfig, capacity: number, engine: Engine = m.engine): Session {
-  return new Session(engine, m.model, { capacity, maxPrefill: capacity, attention, kvDType: m.kvDType, kt: m.kTDType, productPath: m.productPath });
+export function evalSession(
+  m: EvalModel,
+  attention: AttentionConfig,
+  capacity: number,
+  engine: Engine = m.engine,
+): Session {
+  return new Session(engine, m.model, {
+    capacity,
+    maxPrefill: capacity,
+    attention,
+    kvDType: m.kvDType,
+    kt: m.kTDType,
+    productPath: m.productPath,
+  });
 }

@@ -63,7 +63,12 @@ export interface SweepResult {
 }
 
 /** Every method at every target for a task whose decode steps have `steps` valid positions. */
-export function plan(methods: readonly AttentionMethod[], targets: readonly number[], steps: readonly number[], d: number): PlannedConfig[] {
+export function plan(
+  methods: readonly AttentionMethod[],
+  targets: readonly number[],
+  steps: readonly number[],
+  d: number,
+): PlannedConfig[] {
   return targets.flatMap((target) =>
     methods.map((method) => {
       const config = configForTarget(method, target, steps, d);
@@ -79,7 +84,12 @@ export function configLabel(a: AttentionConfig): string {
   return `${a.method} k=${a.k}`;
 }
 
-export function runSweep(m: EvalModel, tokens: readonly number[], prompts: readonly (readonly number[])[], o: SweepOptions): SweepResult {
+export function runSweep(
+  m: EvalModel,
+  tokens: readonly number[],
+  prompts: readonly (readonly number[])[],
+  o: SweepOptions,
+): SweepResult {
   const d = m.model.config.headDim;
   const progress = (label: string) => (done: number, total: number) => o.onProgress?.(label, done, total);
   const result: SweepResult = {};
@@ -112,7 +122,14 @@ export function runSweep(m: EvalModel, tokens: readonly number[], prompts: reado
   }
   if (o.tasks.includes('stats')) {
     const configs = pplPlan.map((x) => ({ label: configLabel(x.config), config: x.config }));
-    result.stats = attentionStatistics(m, tokens, { ...o.ppl, windows: o.stats.windows }, configs, o.stats.sweep, progress('stats'));
+    result.stats = attentionStatistics(
+      m,
+      tokens,
+      { ...o.ppl, windows: o.stats.windows },
+      configs,
+      o.stats.sweep,
+      progress('stats'),
+    );
   }
   return result;
 }

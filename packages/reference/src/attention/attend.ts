@@ -15,7 +15,14 @@ import type { HeadGroup } from './group.ts';
 import { softmaxRows } from './softmax.ts';
 
 /** scores (g, n) <- q_t · K[positions[j]] * scale, for each head t of the group. Counts n*d K elements. */
-export function keyScores(scores: Float32Array, group: HeadGroup, cache: KVCache, positions: Int32Array, scale: number, stats?: AttentionStats): void {
+export function keyScores(
+  scores: Float32Array,
+  group: HeadGroup,
+  cache: KVCache,
+  positions: Int32Array,
+  scale: number,
+  stats?: AttentionStats,
+): void {
   const { g, d, q, qAt } = group;
   const n = positions.length;
   const kRow = new Float32Array(d); // (d) one key row, widened to f32
@@ -33,7 +40,13 @@ export function keyScores(scores: Float32Array, group: HeadGroup, cache: KVCache
 }
 
 /** out_t (d) <- sum_j probs[t, j] * V[positions[j]], for each head t. Counts n*d V elements. */
-export function weightedValues(group: HeadGroup, cache: KVCache, positions: Int32Array, probs: Float32Array, stats?: AttentionStats): void {
+export function weightedValues(
+  group: HeadGroup,
+  cache: KVCache,
+  positions: Int32Array,
+  probs: Float32Array,
+  stats?: AttentionStats,
+): void {
   const { g, d, out, outAt } = group;
   const n = positions.length;
   const vRow = new Float32Array(d); // (d) one value row, widened to f32
@@ -56,7 +69,12 @@ export function weightedValues(group: HeadGroup, cache: KVCache, positions: Int3
  * subset): scores, softmax, weighted values into the group's output rows.
  * Returns probs (g, n) for callers that need the weights (H2O).
  */
-export function attendPositions(group: HeadGroup, cache: KVCache, positions: Int32Array, stats?: AttentionStats): Float32Array {
+export function attendPositions(
+  group: HeadGroup,
+  cache: KVCache,
+  positions: Int32Array,
+  stats?: AttentionStats,
+): Float32Array {
   const n = positions.length;
   const probs = new Float32Array(group.g * n); // (g, n)
   keyScores(probs, group, cache, positions, 1 / Math.sqrt(group.d), stats);

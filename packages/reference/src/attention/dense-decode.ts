@@ -13,7 +13,12 @@ import { attendPositions } from './attend.ts';
 import { validPositions } from './cache-read.ts';
 import { forEachDecodeGroup } from './group.ts';
 
-export function attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
+export function attentionDecode(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  options?: AttentionOptions,
+): void {
   // Every (sequence, KV head) group attends all of its sequence's valid positions.
   forEachDecodeGroup(out, q, cache, options?.stats, (group) => {
     attendPositions(group, cache, validPositions(cache, group.seq), options?.stats);

@@ -26,7 +26,14 @@ export interface HeadGroup {
 }
 
 /** The group of KV head `kvh` for row `row` of q/out (a sequence in decode, a token in prefill). */
-export function headGroup(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, row: number, seq: number, kvh: number): HeadGroup {
+export function headGroup(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  row: number,
+  seq: number,
+  kvh: number,
+): HeadGroup {
   const [, nHeads, d] = q.shape;
   const g = nHeads / cache.nKvHeads;
   // First query head of the group is kvh * g; heads are contiguous rows of d.
@@ -38,7 +45,13 @@ export function headGroup(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, 
  * Calls `visit` for every (sequence, KV head) group of a decode call, after
  * counting the call and its query reads and output writes (2d per query head).
  */
-export function forEachDecodeGroup(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, stats: AttentionStats | undefined, visit: (group: HeadGroup) => void): void {
+export function forEachDecodeGroup(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  stats: AttentionStats | undefined,
+  visit: (group: HeadGroup) => void,
+): void {
   if (stats) stats.calls++;
   // One group per sequence b and KV head kvh.
   for (let b = 0; b < cache.batch; b++) {

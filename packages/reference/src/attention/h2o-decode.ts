@@ -26,7 +26,14 @@ import { attendPositions } from './attend.ts';
 import { validPositions } from './cache-read.ts';
 import { forEachDecodeGroup } from './group.ts';
 
-export function h2oDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, state: H2OState, params: BudgetParams, options?: AttentionOptions): void {
+export function h2oDecode(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  state: H2OState,
+  params: BudgetParams,
+  options?: AttentionOptions,
+): void {
   const stats = options?.stats;
   forEachDecodeGroup(out, q, cache, stats, (group) => {
     const { seq, kvh, g } = group;

@@ -50,7 +50,14 @@ function writeCode(kT: IntegerKT, column: Uint8Array | Int8Array, col: number, p
  * `kvh` of sequence `seq` from `rows` (n, headDim): the decoded K rows of the block's stored
  * positions, n = min(64, nPast - 64 block).
  */
-export function quantizeKTBlock(cache: KVCache, seq: number, kvh: number, block: number, rows: Float32Array, n: number): void {
+export function quantizeKTBlock(
+  cache: KVCache,
+  seq: number,
+  kvh: number,
+  block: number,
+  rows: Float32Array,
+  n: number,
+): void {
   const kT = cache.kTDType as IntegerKT;
   const column = cache.kT as Uint8Array | Int8Array;
   const scales = cache.kTScale!;

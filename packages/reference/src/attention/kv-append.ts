@@ -49,7 +49,8 @@ export function kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tenso
       }
       if (cache.kTDType === 'f32' || cache.kTDType === 'f16') {
         readRow(row, cache, cache.k, at);
-        for (let i = 0; i < d; i++) cache.kT![cache.columnOffset(seq, h, i) + pos] = cache.kTDType === 'f16' ? f32ToF16(row[i]) : row[i];
+        for (let i = 0; i < d; i++)
+          cache.kT![cache.columnOffset(seq, h, i) + pos] = cache.kTDType === 'f16' ? f32ToF16(row[i]) : row[i];
       }
     }
   }
@@ -60,7 +61,8 @@ export function kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tenso
       const first = block * KT_BLOCK;
       const count = Math.min(KT_BLOCK, end - first);
       for (let h = 0; h < nKv; h++) {
-        for (let t = 0; t < count; t++) readRow(rows.subarray(t * d, (t + 1) * d), cache, cache.k, cache.rowOffset(seq, h, first + t));
+        for (let t = 0; t < count; t++)
+          readRow(rows.subarray(t * d, (t + 1) * d), cache, cache.k, cache.rowOffset(seq, h, first + t));
         quantizeKTBlock(cache, seq, h, block, rows, count);
       }
     }

@@ -30,7 +30,13 @@ export function lmInfinitePositions(valid: Int32Array, k: number): Int32Array {
   return kept;
 }
 
-export function lmInfiniteDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+export function lmInfiniteDecode(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  params: BudgetParams,
+  options?: AttentionOptions,
+): void {
   forEachDecodeGroup(out, q, cache, options?.stats, (group) => {
     attendPositions(group, cache, lmInfinitePositions(validPositions(cache, group.seq), params.k), options?.stats);
   });

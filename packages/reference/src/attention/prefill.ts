@@ -14,7 +14,13 @@ import { attendPositions } from './attend.ts';
 import { validPositions } from './cache-read.ts';
 import { countIo, headGroup } from './group.ts';
 
-export function attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void {
+export function attentionPrefill(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  seq: number,
+  options?: AttentionOptions,
+): void {
   const stats = options?.stats;
   if (stats) stats.calls++;
   const n = q.shape[0];

@@ -13,7 +13,12 @@
  * isLocal flag). Returns the chosen indices in ascending index order.
  *   candidates (n) -> chosen (min(k, n))
  */
-export function topIndices(candidates: ArrayLike<number>, k: number, key: ArrayLike<number>, primary?: ArrayLike<number>): Int32Array {
+export function topIndices(
+  candidates: ArrayLike<number>,
+  k: number,
+  key: ArrayLike<number>,
+  primary?: ArrayLike<number>,
+): Int32Array {
   const order = Array.from(candidates);
   // Comparator: primary descending, key descending, index ascending (the tie rule).
   order.sort((a, b) => (primary ? primary[b] - primary[a] : 0) || key[b] - key[a] || a - b);

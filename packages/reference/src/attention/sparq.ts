@@ -23,7 +23,13 @@ import { forEachDecodeGroup, type HeadGroup } from './group.ts';
 import { topIndices } from './select.ts';
 import { softmaxRows } from './softmax.ts';
 
-export function sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
+export function sparqDecode(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  params: SparqParams,
+  options?: SparqOptions,
+): void {
   const stats = options?.stats;
   const trace = options?.trace;
   const l = params.l ?? 0;
@@ -95,7 +101,15 @@ function interpolateMean(group: HeadGroup, cache: KVCache, alpha: Float64Array, 
 }
 
 /** Copies one group's choices into the trace (layouts in SparqTrace's doc). */
-function record(trace: SparqTrace, group: HeadGroup, traceHead: number, i1: Int32Array, i2: Int32Array, alpha: Float64Array, tau: Float64Array): void {
+function record(
+  trace: SparqTrace,
+  group: HeadGroup,
+  traceHead: number,
+  i1: Int32Array,
+  i2: Int32Array,
+  alpha: Float64Array,
+  tau: Float64Array,
+): void {
   const bh = group.seq * trace.nKvHeads + group.kvh;
   trace.i1.set(i1, bh * trace.r);
   trace.i2.fill(0, bh * trace.k, (bh + 1) * trace.k);

@@ -17,7 +17,13 @@ import { forEachDecodeGroup } from './group.ts';
 import { topIndices } from './select.ts';
 import { softmaxRows } from './softmax.ts';
 
-export function topkDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: BudgetParams, options?: AttentionOptions): void {
+export function topkDecode(
+  out: Tensor<'f32'>,
+  q: Tensor<'f32'>,
+  cache: KVCache,
+  params: BudgetParams,
+  options?: AttentionOptions,
+): void {
   const stats = options?.stats;
   forEachDecodeGroup(out, q, cache, stats, (group) => {
     const { g } = group;

@@ -69,6 +69,7 @@ export function quantizeQ8_0(x: Tensor<'f32'>, n: number, cols: number): Activat
   const q = new Int8Array(n * cols);
   const dx = new Float32Array((n * cols) / Q8_0_BLOCK);
   // Blocks run over the whole (n, cols) array: 32 divides cols, so none straddles two rows.
-  for (let b = 0; b < dx.length; b++) dx[b] = roundToF16(quantizeQ8_0Block(q, b * Q8_0_BLOCK, x.data, x.offset + b * Q8_0_BLOCK).d);
+  for (let b = 0; b < dx.length; b++)
+    dx[b] = roundToF16(quantizeQ8_0Block(q, b * Q8_0_BLOCK, x.data, x.offset + b * Q8_0_BLOCK).d);
   return { block: Q8_0_BLOCK, q, dx, s: new Float32Array(0) };
 }

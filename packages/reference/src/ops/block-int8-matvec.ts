@@ -47,7 +47,9 @@ import { blockCodesRun, subBlockOf } from './quantize.ts';
 const f32 = Math.fround;
 
 /** The activation quantizer ggml pairs with each weight type (its vec_dot_type). */
-export const ACTIVATIONS: Readonly<Record<BlockDType, (x: Tensor<'f32'>, n: number, cols: number) => ActivationBlocks>> = {
+export const ACTIVATIONS: Readonly<
+  Record<BlockDType, (x: Tensor<'f32'>, n: number, cols: number) => ActivationBlocks>
+> = {
   q4_0: quantizeQ8_0,
   q5_0: quantizeQ8_0,
   q8_0: quantizeQ8_0,

@@ -35,7 +35,13 @@ export const BLOCK = 32;
  * A type without a minimum gives m_s = -0: x + -0 = x for every f32 x, signed zeros included, so
  * one formula (makeCodec) dequantizes every type as ggml does.
  */
-export type BlockCodes = (codes: Int32Array, scales: Float32Array, mins: Float32Array, bytes: Uint8Array, at: number) => void;
+export type BlockCodes = (
+  codes: Int32Array,
+  scales: Float32Array,
+  mins: Float32Array,
+  bytes: Uint8Array,
+  at: number,
+) => void;
 
 /** One format's block conversion. `x` and `out` are flat arrays; `xAt`/`at` index the block's first element/byte. */
 export interface BlockCodec {
@@ -58,7 +64,12 @@ export interface BlockCodec {
  * arithmetic), and for types without a minimum m = -0 leaves f32(dl * c_j) as it is, -0 included.
  * (In JavaScript dl * c_j is an exact double product of an f32 and a small integer, rounded once by f32.)
  */
-export function makeCodec(elements: number, subBlock: number, quantizeBlock: BlockCodec['quantizeBlock'], blockCodes: BlockCodes): BlockCodec {
+export function makeCodec(
+  elements: number,
+  subBlock: number,
+  quantizeBlock: BlockCodec['quantizeBlock'],
+  blockCodes: BlockCodes,
+): BlockCodec {
   const codes = new Int32Array(elements); // scratch: (elements) one block's codes
   const scales = new Float32Array(elements / subBlock); // (sub-blocks) dl_s
   const mins = new Float32Array(elements / subBlock); // (sub-blocks) m_s
@@ -71,7 +82,8 @@ export function makeCodec(elements: number, subBlock: number, quantizeBlock: Blo
       blockCodes(codes, scales, mins, bytes, at);
       // Sub-block s covers elements [s * subBlock, (s + 1) * subBlock).
       for (let s = 0; s < scales.length; s++) {
-        for (let j = s * subBlock; j < (s + 1) * subBlock; j++) out[outAt + j] = f32(f32(scales[s] * codes[j]) + mins[s]);
+        for (let j = s * subBlock; j < (s + 1) * subBlock; j++)
+          out[outAt + j] = f32(f32(scales[s] * codes[j]) + mins[s]);
       }
     },
   };

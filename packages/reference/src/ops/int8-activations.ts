@@ -20,7 +20,14 @@ const f32 = Math.fround;
  * x (n, cols) f32 -> qx (n, cols) int8 codes, sx (n, cols / group) their steps dx:
  * qx[t * cols + c], sx[t * (cols / group) + g]. `group` divides cols.
  */
-export function quantizeActivations(qx: Int8Array, sx: Float32Array, x: Tensor<'f32'>, n: number, cols: number, group: number): void {
+export function quantizeActivations(
+  qx: Int8Array,
+  sx: Float32Array,
+  x: Tensor<'f32'>,
+  n: number,
+  cols: number,
+  group: number,
+): void {
   const groups = cols / group;
   for (let t = 0; t < n; t++) {
     for (let g = 0; g < groups; g++) {

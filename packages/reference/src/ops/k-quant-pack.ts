@@ -28,7 +28,8 @@ export function packCrumbs(bytes: Uint8Array, at: number, codes: Uint8Array): vo
   for (let h = 0; h < 2; h++) {
     for (let l = 0; l < 32; l++) {
       const e = 128 * h + l;
-      bytes[at + 32 * h + l] = (codes[e] & 3) | ((codes[e + 32] & 3) << 2) | ((codes[e + 64] & 3) << 4) | ((codes[e + 96] & 3) << 6);
+      bytes[at + 32 * h + l] =
+        (codes[e] & 3) | ((codes[e + 32] & 3) << 2) | ((codes[e + 64] & 3) << 4) | ((codes[e + 96] & 3) << 6);
     }
   }
 }

@@ -46,7 +46,14 @@ export function signedMax(x: Float32Array, at: number, n: number): { max: number
  * (sum w x l)^2 / sum w l^2 wins. An all-zero sub-block gets scale 0 and codes 0 (not nmax:
  * ggml's, and harmless, since they decode through scale 0).
  */
-export function makeQxQuants(n: number, nmax: number, x: Float32Array, xAt: number, L: Uint8Array, lAt: number): number {
+export function makeQxQuants(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  xAt: number,
+  L: Uint8Array,
+  lAt: number,
+): number {
   const { max, amax } = signedMax(x, xAt, n);
   if (amax < GROUP_MAX_EPS) {
     L.fill(0, lAt, lAt + n);
@@ -91,7 +98,14 @@ export function makeQxQuants(n: number, nmax: number, x: Float32Array, xAt: numb
  * after a sweep that changes nothing. Writes L[lAt + i] = l + nmax, returns the final
  * least-squares scale; an all-zero sub-block gets scale 0 and codes 0.
  */
-export function makeQ3Quants(n: number, nmax: number, x: Float32Array, xAt: number, L: Uint8Array, lAt: number): number {
+export function makeQ3Quants(
+  n: number,
+  nmax: number,
+  x: Float32Array,
+  xAt: number,
+  L: Uint8Array,
+  lAt: number,
+): number {
   const { max, amax } = signedMax(x, xAt, n);
   if (amax < GROUP_MAX_EPS) {
     L.fill(0, lAt, lAt + n);
@@ -139,7 +153,17 @@ export function makeQ3Quants(n: number, nmax: number, x: Float32Array, xAt: numb
 const AUX = new Uint8Array(32);
 
 /** sum_i w_i |s * codes[cAt + i] + m - x_i| (or its square when !useMad), in ggml's f32 order. */
-function weightedError(n: number, x: Float32Array, xAt: number, weights: Float32Array, codes: Uint8Array, cAt: number, s: number, m: number, useMad: boolean): number {
+function weightedError(
+  n: number,
+  x: Float32Array,
+  xAt: number,
+  weights: Float32Array,
+  codes: Uint8Array,
+  cAt: number,
+  s: number,
+  m: number,
+  useMad: boolean,
+): number {
   let sum = 0;
   for (let i = 0; i < n; i++) {
     const diff = f32(f32(f32(s * codes[cAt + i]) + m) - x[xAt + i]);
@@ -252,7 +276,19 @@ export function fitSubBlocks(
   let maxMin = 0;
   for (let s = 0; s < count; s++) {
     weigh(xAt + sub * s, weights);
-    const fit = makeQkx2Quants(sub, search.nmax, x, xAt + sub * s, weights, out.L, sub * s, search.rmin, f32(0.1), search.nstep, search.useMad);
+    const fit = makeQkx2Quants(
+      sub,
+      search.nmax,
+      x,
+      xAt + sub * s,
+      weights,
+      out.L,
+      sub * s,
+      search.rmin,
+      f32(0.1),
+      search.nstep,
+      search.useMad,
+    );
     out.scales[s] = fit.scale;
     out.mins[s] = fit.min;
     if (fit.scale > maxScale) maxScale = fit.scale;

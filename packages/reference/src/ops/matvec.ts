@@ -15,7 +15,16 @@
  * matmul decodes a row once and uses it for all n rows of x: n matvecs sharing one read of w.
  * Core has checked shapes, dtypes and contiguity; offsets are honoured.
  */
-import { Tensor, bf16ToF32, f16ToF32, f32ToBf16, isBlockDType, roundToF16, type BlockDType, type ProductPath } from '@sparq/core';
+import {
+  Tensor,
+  bf16ToF32,
+  f16ToF32,
+  f32ToBf16,
+  isBlockDType,
+  roundToF16,
+  type BlockDType,
+  type ProductPath,
+} from '@sparq/core';
 import { productBlockInt8 } from './block-int8-matvec.ts';
 import { dotF32 } from './dot.ts';
 import { dequantizeRun } from './quantize.ts';
@@ -66,7 +75,8 @@ function roundedTo(dtype: 'f16' | 'bf16', x: Tensor<'f32'>, n: number, cols: num
 /** n rows of x by the chosen path: on 'int8', the integer product for block weights and rounded activations for f16 and bf16 ones. */
 function productBy(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath): void {
   if (path === 'int8' && isBlockDType(w.dtype)) productBlockInt8(out, w as Tensor<BlockDType>, x, n);
-  else if (path === 'int8' && (w.dtype === 'f16' || w.dtype === 'bf16')) product(out, w, roundedTo(w.dtype, x, n, w.shape[1]), n);
+  else if (path === 'int8' && (w.dtype === 'f16' || w.dtype === 'bf16'))
+    product(out, w, roundedTo(w.dtype, x, n, w.shape[1]), n);
   else product(out, w, x, n);
 }
 

@@ -42,7 +42,11 @@ function quantizeBlock(bytes: Uint8Array, at: number, x: Float32Array, xAt: numb
   const weigh = (at: number, weights: Float32Array) => {
     for (let i = 0; i < SUB; i++) weights[i] = Math.abs(x[at + i]);
   };
-  const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, SEARCH, { L, scales: fitScales, mins: fitMins });
+  const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, SEARCH, {
+    L,
+    scales: fitScales,
+    mins: fitMins,
+  });
   // Sub-block scales to 4 bits against d = maxScale / 15 (nibble 0 when the whole block has none).
   const inverseScale = maxScale > 0 ? f32(15 / maxScale) : 0;
   const inverseMin = maxMin > 0 ? f32(15 / maxMin) : 0;

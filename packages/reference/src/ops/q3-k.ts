@@ -80,7 +80,8 @@ const blockCodes: BlockCodes = (codes, scales, mins, bytes, at) => {
     mins[s] = -0;
   }
   // The stored code is q + 4: low bits in qs, bit 2 in hmask; a clear high bit means q < 0.
-  for (let e = 0; e < QK; e++) codes[e] = (unpackCrumb(bytes, at + QS, e) | (unpackHighBit(bytes, at + HMASK, e) << 2)) - 4;
+  for (let e = 0; e < QK; e++)
+    codes[e] = (unpackCrumb(bytes, at + QS, e) | (unpackHighBit(bytes, at + HMASK, e) << 2)) - 4;
 };
 
 export const q3_k: BlockCodec = makeCodec(QK, SUB, quantizeBlock, blockCodes);

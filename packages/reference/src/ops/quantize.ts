@@ -22,7 +22,20 @@ import { q4_0, q5_0 } from './qx-0.ts';
 import { q4_1, q5_1 } from './qx-1.ts';
 import { q4_k, q5_k } from './qx-k.ts';
 
-const CODECS: Readonly<Record<BlockDType, BlockCodec>> = { q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs };
+const CODECS: Readonly<Record<BlockDType, BlockCodec>> = {
+  q4_0,
+  q4_1,
+  q5_0,
+  q5_1,
+  q8_0,
+  q2_k,
+  q3_k,
+  q4_k,
+  q5_k,
+  q6_k,
+  iq4_nl,
+  iq4_xs,
+};
 
 /** The block dtypes this backend quantizes, dequantizes and multiplies: all of them. */
 export const BLOCK_CODEC_DTYPES = Object.keys(CODECS) as readonly BlockDType[];
@@ -48,7 +61,14 @@ export function quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
  * x[xAt .. xAt+count) f32 -> consecutive blocks of `dtype` from bytes[at] (count whole blocks):
  * the quantize op on raw storage, e.g. one row of a quantized KV cache.
  */
-export function quantizeBytes(dtype: BlockDType, bytes: Uint8Array, at: number, x: Float32Array, xAt: number, count: number): void {
+export function quantizeBytes(
+  dtype: BlockDType,
+  bytes: Uint8Array,
+  at: number,
+  x: Float32Array,
+  xAt: number,
+  count: number,
+): void {
   const codec = CODECS[dtype];
   const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
   // One block of consecutive elements at a time.
@@ -56,10 +76,18 @@ export function quantizeBytes(dtype: BlockDType, bytes: Uint8Array, at: number, 
 }
 
 /** Consecutive blocks of `dtype` from bytes[at] -> out[outAt .. outAt+count) f32 (count whole blocks). */
-export function dequantizeBytes(dtype: BlockDType, out: Float32Array, outAt: number, bytes: Uint8Array, at: number, count: number): void {
+export function dequantizeBytes(
+  dtype: BlockDType,
+  out: Float32Array,
+  outAt: number,
+  bytes: Uint8Array,
+  at: number,
+  count: number,
+): void {
   const codec = CODECS[dtype];
   const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
-  for (let e = 0; e < count; e += elements) codec.dequantizeBlock(out, outAt + e, bytes, at + (e / elements) * blockBytes);
+  for (let e = 0; e < count; e += elements)
+    codec.dequantizeBlock(out, outAt + e, bytes, at + (e / elements) * blockBytes);
 }
 
 /** x (..., n) blocks -> out (..., n) f32. */
@@ -71,7 +99,13 @@ export function dequantize(out: Tensor<'f32'>, x: Tensor<BlockDType>): void {
  * Decodes `count` elements (whole blocks) of block tensor `x`, starting at its element `first`
  * (counted from x's offset), into out[outAt .. outAt+count). matvec uses it to decode one weight row.
  */
-export function dequantizeRun(out: Float32Array, outAt: number, x: Tensor<BlockDType>, first: number, count: number): void {
+export function dequantizeRun(
+  out: Float32Array,
+  outAt: number,
+  x: Tensor<BlockDType>,
+  first: number,
+  count: number,
+): void {
   dequantizeBytes(x.dtype, out, outAt, x.data, byteIndex(x, first), count);
 }
 
@@ -80,7 +114,14 @@ export function dequantizeRun(out: Float32Array, outAt: number, x: Tensor<BlockD
  * `x` from its element `first`: codes[0 .. count), and scales, mins [0 .. count / subBlockOf(dtype))
  * in sub-block order. The 'int8' product reads one weight row this way.
  */
-export function blockCodesRun(codes: Int32Array, scales: Float32Array, mins: Float32Array, x: Tensor<BlockDType>, first: number, count: number): void {
+export function blockCodesRun(
+  codes: Int32Array,
+  scales: Float32Array,
+  mins: Float32Array,
+  x: Tensor<BlockDType>,
+  first: number,
+  count: number,
+): void {
   const codec = CODECS[x.dtype];
   const { elements } = BLOCK_LAYOUT[x.dtype];
   const subBlocks = elements / codec.subBlock; // per block

@@ -24,7 +24,17 @@
  * to H - 1 (code top) and is the one element that can be a whole step off.
  */
 import { toInt8, truncToByte } from './round.ts';
-import { BLOCK, makeCodec, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
+import {
+  BLOCK,
+  makeCodec,
+  packBits,
+  packNibbles,
+  readF16,
+  readU32,
+  unpackNibble,
+  writeF16,
+  type BlockCodec,
+} from './ggml-block.ts';
 
 const f32 = Math.fround;
 
@@ -55,7 +65,8 @@ function scaleOnly(bits: 4 | 5): BlockCodec {
       const id = d !== 0 ? f32(1 / d) : 0;
       writeF16(bytes, at, d);
       // Shift to 0..2H+0.5 and truncate (C's (int8_t) cast): rounds to nearest since the shift has +0.5.
-      for (let j = 0; j < BLOCK; j++) stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(x[xAt + j] * id) + (half + 0.5)))));
+      for (let j = 0; j < BLOCK; j++)
+        stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(x[xAt + j] * id) + (half + 0.5)))));
       packNibbles(bytes, at + QS, (j) => stored[j]);
       if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => stored[j] >>> 4);
     },

@@ -23,7 +23,17 @@
  * a step; that is the format's, not ours.
  */
 import { toInt8, truncToByte } from './round.ts';
-import { BLOCK, makeCodec, packBits, packNibbles, readF16, readU32, unpackNibble, writeF16, type BlockCodec } from './ggml-block.ts';
+import {
+  BLOCK,
+  makeCodec,
+  packBits,
+  packNibbles,
+  readF16,
+  readU32,
+  unpackNibble,
+  writeF16,
+  type BlockCodec,
+} from './ggml-block.ts';
 
 const f32 = Math.fround;
 
@@ -55,7 +65,8 @@ function scaleAndMin(bits: 4 | 5): BlockCodec {
       writeF16(bytes, at + 2, min);
       // (x - min) * id lies in 0..top; +0.5 then truncation rounds to nearest (C's (int8_t) cast for
       // Q4_1, (uint8_t) for Q5_1: the same byte here, since the value is 0..top or not finite).
-      for (let j = 0; j < BLOCK; j++) stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(f32(x[xAt + j] - min) * id) + 0.5))));
+      for (let j = 0; j < BLOCK; j++)
+        stored[j] = Math.min(top, toInt8(truncToByte(f32(f32(f32(x[xAt + j] - min) * id) + 0.5))));
       packNibbles(bytes, at + QS, (j) => stored[j]);
       if (bits === 5) packBits(bytes, at + QH, BLOCK, (j) => stored[j] >>> 4);
     },

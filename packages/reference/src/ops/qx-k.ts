@@ -61,7 +61,11 @@ function scaleAndMinK(bits: 4 | 5, rmin: number, nstep: number): BlockCodec {
         const rms = f32(Math.sqrt(f32(sumX2 / SUB)));
         for (let i = 0; i < SUB; i++) weights[i] = f32(rms + Math.abs(x[at + i]));
       };
-      const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, search, { L, scales: fitScales, mins: fitMins });
+      const { maxScale, maxMin } = fitSubBlocks(x, xAt, SUB, QK / SUB, weigh, search, {
+        L,
+        scales: fitScales,
+        mins: fitMins,
+      });
       const inverseScale = maxScale > 0 ? f32(63 / maxScale) : 0;
       const inverseMin = maxMin > 0 ? f32(63 / maxMin) : 0;
       for (let s = 0; s < QK / SUB; s++) {
