@@ -5,16 +5,9 @@
  */
 import { BLOCK_LAYOUT, BLOCK_DTYPES } from '@sparq/core';
 import { describe, expect, it } from 'vitest';
-import { blockLayoutMismatch, loadAddon, type BlockShape } from '../../packages/native/lib/addon.ts';
+import { blockLayoutMismatch, type BlockShape } from '../../packages/native/lib/addon.ts';
+import { addon, missing } from '../support/addon.ts';
 import { DTYPE_CODE } from '../../packages/native/lib/basic-ops.ts';
-let addon: ReturnType<typeof loadAddon> | null = null;
-let missing = '';
-try {
-  addon = loadAddon();
-} catch (error) {
-  missing = (error as Error).message;
-  if (process.env.REQUIRE_NATIVE === '1' || process.env.CI === 'true') throw error;
-}
 
 describe.skipIf(!addon)(`native block layouts against core${addon ? '' : ` (skipped: ${missing})`}`, () => {
   const reported = () => addon!.blockLayouts();

@@ -6,17 +6,9 @@
  */
 import { ADVISE_MIN_BYTES, KVCache, allocBuffer, setMemoryAdvisor } from '@sparq/core';
 import { describe, expect, it } from 'vitest';
-import { loadAddon } from '../../packages/native/lib/addon.ts';
+import { addon, missing } from '../support/addon.ts';
 
 const HUGE_PAGE = 2 << 20;
-let addon: ReturnType<typeof loadAddon> | null = null;
-let missing = '';
-try {
-  addon = loadAddon();
-} catch (error) {
-  missing = (error as Error).message;
-  if (process.env.REQUIRE_NATIVE === '1') throw error;
-}
 
 describe.skipIf(!addon)(`adviseHugePages${addon ? '' : ` (skipped: ${missing})`}`, () => {
   const advise = (bytes: Uint8Array) => addon!.adviseHugePages(bytes);
