@@ -29,6 +29,18 @@ import {
 } from '@sparq/llm';
 import { asUsage, choice, isInt, number } from './flags.ts';
 
+/** The decode-attention and cache flags every command that runs a model takes (eval included). */
+export const ATTENTION_FLAGS = {
+  attention: { type: 'string' },
+  r: { type: 'string' },
+  k: { type: 'string' },
+  l: { type: 'string' },
+  'no-reallocate': { type: 'boolean' },
+  weights: { type: 'string' },
+  kv: { type: 'string' },
+  kt: { type: 'string' },
+} as const;
+
 export const RUN_FLAGS = {
   model: { type: 'string' },
   tokenizer: { type: 'string' },
@@ -36,15 +48,8 @@ export const RUN_FLAGS = {
   temperature: { type: 'string' },
   'top-p': { type: 'string' },
   seed: { type: 'string' },
-  attention: { type: 'string' },
-  r: { type: 'string' },
-  k: { type: 'string' },
-  l: { type: 'string' },
-  'no-reallocate': { type: 'boolean' },
-  weights: { type: 'string' },
+  ...ATTENTION_FLAGS,
   product: { type: 'string' },
-  kv: { type: 'string' },
-  kt: { type: 'string' },
   'kv-layout': { type: 'string' },
   'check-tensors': { type: 'boolean' },
 } as const;

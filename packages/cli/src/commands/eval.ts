@@ -49,7 +49,7 @@ import { UsageError, type Command } from '../command.ts';
 import { choice, isInt, number, parseFlags } from '../flags.ts';
 import { progress } from '../progress.ts';
 import { writeEvalReport, type EvalReport, type VariantResult } from '../report/eval-report.ts';
-import { attention as attentionFlags, storage } from '../run-flags.ts';
+import { ATTENTION_FLAGS, attention as attentionFlags, storage } from '../run-flags.ts';
 import { NEEDLE_USAGE, needleEval } from './eval-needle.ts';
 
 /** The model variants of the sweep: weights converted on load, KV element type. */
@@ -138,14 +138,7 @@ export const evalCommand: Command = {
       data: { type: 'string' },
       backend: { type: 'string' },
       task: { type: 'string' },
-      attention: { type: 'string' },
-      r: { type: 'string' },
-      k: { type: 'string' },
-      l: { type: 'string' },
-      'no-reallocate': { type: 'boolean' },
-      weights: { type: 'string' },
-      kv: { type: 'string' },
-      kt: { type: 'string' },
+      ...ATTENTION_FLAGS,
       json: { type: 'boolean' },
       methods: { type: 'string' },
       targets: { type: 'string' },
