@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { expect, it } from 'vitest';
 import { forEachBackend } from '../support/backends.ts';
-import { writeFamilyModel, type FamilySpec } from './family-fixture.ts';
+import { LLAMA_FAMILY, writeFamilyModel, type FamilySpec } from './family-fixture.ts';
 
 const PROMPT = [1, 300, 301, 302, 303, 260, 261, 262];
 const STEPS = 24;
@@ -21,20 +21,7 @@ const STEPS = 24;
  */
 const FULL_BUDGET_REL = 1e-4;
 
-const base: FamilySpec = {
-  name: 'llama',
-  arch: 'llama',
-  dim: 256,
-  nHeads: 4,
-  nKvHeads: 2,
-  hiddenDim: 512,
-  nLayers: 2,
-  seqLen: 256,
-  ropeTheta: 10000,
-  tied: true,
-  type: 'f32',
-  seed: 1,
-};
+const base = LLAMA_FAMILY;
 const FAMILIES: FamilySpec[] = [
   base,
   {

@@ -44,7 +44,7 @@ import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engines } from '../support/backends.ts';
-import { VOCAB, writeFamilyModel, type FamilySpec } from './family-fixture.ts';
+import { LLAMA_FAMILY, VOCAB, writeFamilyModel, type FamilySpec } from './family-fixture.ts';
 
 const STEPS = 64;
 const PROMPT = [1, 300, 301, 302, 303, 260, 261, 262];
@@ -58,20 +58,7 @@ export const LOGIT_TOLERANCE: Partial<Record<GGUFFileType, number>> = {
   q4_0: DEPTH / 127,
 };
 
-const llama: FamilySpec = {
-  name: 'llama',
-  arch: 'llama',
-  dim: 256,
-  nHeads: 4,
-  nKvHeads: 2,
-  hiddenDim: 512,
-  nLayers: 2,
-  seqLen: 256,
-  ropeTheta: 10000,
-  tied: true,
-  type: 'f32',
-  seed: 1,
-};
+const llama = LLAMA_FAMILY;
 const qwen2: FamilySpec = {
   ...llama,
   name: 'qwen2',

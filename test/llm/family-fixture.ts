@@ -54,6 +54,22 @@ export interface FamilySpec {
   chatTemplate?: string;
 }
 
+/** A small llama (GQA 4 over 2 heads, f32, tied classifier) the other families vary. */
+export const LLAMA_FAMILY: FamilySpec = {
+  name: 'llama',
+  arch: 'llama',
+  dim: 256,
+  nHeads: 4,
+  nKvHeads: 2,
+  hiddenDim: 512,
+  nLayers: 2,
+  seqLen: 256,
+  ropeTheta: 10000,
+  tied: true,
+  type: 'f32',
+  seed: 1,
+};
+
 /** <unk>, <s>, </s>, ChatML's two control tokens, 256 byte tokens, 59 words: 320 tokens. */
 export const VOCAB = 320;
 export const IM_START = 3;
