@@ -15,7 +15,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLAIN_TEMPLATE } from '../../packages/cli/src/commands/serve.ts';
 import { Scheduler } from '../../packages/cli/src/serve/scheduler.ts';
-import { startServer, type RunningServer, type ServeOptions } from '../../packages/cli/src/serve/server.ts';
+import {
+  KEEP_ALIVE_MS,
+  startServer,
+  type RunningServer,
+  type ServeOptions,
+} from '../../packages/cli/src/serve/server.ts';
 import { ChatTemplate, stopRuleOf } from '@sparq/llm';
 import { engines, forEachBackend } from '../support/backends.ts';
 import { ROOT, files, storiesMissing } from '../llm/support.ts';
@@ -496,6 +501,8 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       const whole = await s.client.completions.create(request);
       const usages: OpenAI.CompletionUsage[] = [];
       let afterUsage = 0;
+      let nulls = 0;
+      let chunks = 0;
       for await (const chunk of await s.client.completions.create({
         ...request,
         stream: true,
@@ -503,7 +510,11 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       })) {
         if (usages.length > 0) afterUsage++;
         if (chunk.usage) usages.push(chunk.usage);
+        else nulls += chunk.usage === null ? 1 : 0;
+        chunks++;
       }
+      // OpenAI's chunks before the usage one carry usage: null.
+      expect(nulls).toBe(chunks - 1);
       expect(usages).toHaveLength(1);
       expect(afterUsage).toBe(0);
       expect({ ...usages[0], prompt_tokens_details: undefined }).toEqual({
@@ -512,7 +523,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       });
       let plain = 0;
       for await (const chunk of await s.client.completions.create({ ...request, stream: true }))
-        if (chunk.usage) plain++;
+        if (chunk.usage !== undefined) plain++;
       expect(plain).toBe(0);
     });
   });
@@ -531,6 +542,15 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     expect(
       (JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)) as { choices: { text: string }[] }).choices[0].text,
     ).toBe(await alone(s.lm, PROMPTS[2], 6));
+  });
+
+  it('keeps an idle connection open longer than a load balancer does (Keep-Alive: timeout=65)', async () => {
+    const s = await serve(reference());
+    const response = await fetch(`${s.server.url}/health`);
+    await response.json();
+    expect(response.headers.get('keep-alive')).toBe(`timeout=${KEEP_ALIVE_MS / 1000}`);
+    expect(KEEP_ALIVE_MS).toBeGreaterThan(60_000);
+    await s.server.drain();
   });
 
   it('a request that arrives on a kept-alive connection while a step blocks the event loop past the keep-alive timeout is served', async () => {

@@ -287,12 +287,17 @@ export function completionBody(endpoint: Endpoint, id: string, model: string, te
   };
 }
 
-/** One streamed chunk: a text piece (and, for chat, the role first), the finish reason, or the usage. */
+/**
+ * One streamed chunk: a text piece (and, for chat, the role first), the finish reason, or the usage.
+ * With `stream_options.include_usage` every chunk before the usage one carries `usage: null`, as
+ * OpenAI's do (clients tell the last chunk by a non-null usage).
+ */
 export function chunkBody(
   endpoint: Endpoint,
   id: string,
   model: string,
   part: { text?: string; role?: boolean; finish?: JobResult['finishReason']; usage?: JobResult },
+  includeUsage = false,
 ) {
   const finish = part.finish ?? null;
   const choices =
@@ -314,6 +319,6 @@ export function chunkBody(
     created: now(),
     model,
     choices,
-    ...(part.usage ? { usage: usage(part.usage) } : {}),
+    ...(part.usage ? { usage: usage(part.usage) } : includeUsage ? { usage: null } : {}),
   };
 }

@@ -38,6 +38,14 @@ export interface RunningServer {
 
 const ROUTES: Record<string, Endpoint> = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' };
 
+/**
+ * How long an idle kept-alive connection stays open (ms). Longer than the idle timeout of the load
+ * balancers put in front of servers (commonly 60 s), so a balancer or client never reuses a
+ * connection the server has just closed: that race is a reset without an answer. Node's 5 s default
+ * is shorter than most clients' own keep-alive.
+ */
+export const KEEP_ALIVE_MS = 65_000;
+
 /** The status line for Node's HTTP parser errors that have their own (the rest get 400). */
 const CLIENT_ERROR_STATUS: Record<string, string> = {
   HPE_HEADER_OVERFLOW: '431 Request Header Fields Too Large',
@@ -65,6 +73,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
       );
     });
   });
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
   // Malformed HTTP: answer with its status when the socket can still take it (headers too large
   // 431, headers not complete within Node's headersTimeout of 60 s 408, anything else 400), then
   // close that socket; a reset one is just closed. (Node's header limit stays: with the body's 2 s,
@@ -172,7 +181,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
         if (ended) return;
         if (firstToken) metrics.firstToken(performance.now() - started);
         firstToken = false;
-        if (parsed.stream) sse(chunkBody(endpoint, id, parsed.model, { text: piece }));
+        if (parsed.stream) sse(chunkBody(endpoint, id, parsed.model, { text: piece }, parsed.includeUsage));
         else text += piece;
       },
       onDone(result: JobResult) {
@@ -180,7 +189,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
         end();
         metrics.done(performance.now() - started);
         if (!parsed.stream) return sendJson(res, 200, completionBody(endpoint, id, parsed.model, text, result));
-        sse(chunkBody(endpoint, id, parsed.model, { finish: result.finishReason }));
+        sse(chunkBody(endpoint, id, parsed.model, { finish: result.finishReason }, parsed.includeUsage));
         if (parsed.includeUsage) sse(chunkBody(endpoint, id, parsed.model, { usage: result }));
         res.end('data: [DONE]\n\n');
       },
@@ -226,7 +235,7 @@ export async function startServer(served: Served, options: ServeOptions): Promis
         'Cache-Control': 'no-cache',
         Connection: 'keep-alive',
       });
-      if (endpoint === 'chat') sse(chunkBody(endpoint, id, parsed.model, { role: true }));
+      if (endpoint === 'chat') sse(chunkBody(endpoint, id, parsed.model, { role: true }, parsed.includeUsage));
     }
   }
 
