@@ -310,6 +310,31 @@ forEachBackend('kvAppend', (engine) => {
     },
   );
 
+  opIt(
+    engine,
+    'kvAppend',
+    'writes the reference bytes at a model-sized shape (8 KV heads of 128: the pool splits heads)',
+    () => {
+      // Big enough for the native backend's per-head tasks (kv_append.cc) with one token per call.
+      const [nKv, d, n] = [8, 128, 150];
+      const rand = prng(7);
+      const caches = [engine, referenceEngine].map((e) => {
+        const cache = new KVCache({ nKvHeads: nKv, headDim: d, capacity: n, dtype: 'f16', kTDType: 'i4' });
+        return { e, cache };
+      });
+      for (let p = 0; p < n; p++) {
+        const x = Tensor.f32(
+          [1, nKv, d],
+          Array.from({ length: nKv * d }, () => 2 * rand() - 1),
+        );
+        for (const { e, cache } of caches) e.kvAppend(cache, 0, x, x);
+      }
+      const [a, b] = caches.map((c) => c.cache);
+      for (const name of ['k', 'kT', 'kTScale', 'v', 'vSum', 'nPast'] as const)
+        expect(Array.from(a[name] ?? []), name).toEqual(Array.from(b[name] ?? []));
+    },
+  );
+
   opIt(engine, 'kvAppend', 'rounds to f16 with round-to-nearest-even (1 + 2^-11 is a tie and rounds down to 1)', () => {
     const cache = new KVCache({ nKvHeads: 1, headDim: 2, capacity: 1, dtype: 'f16' });
     engine.kvAppend(
