@@ -67,14 +67,17 @@ const cpuMs = () => {
 for (const name of ['attentionDecode', 'sparqDecode'] as const) {
   const op = engine[name].bind(engine) as (...a: unknown[]) => void;
   (engine as unknown as Record<string, unknown>)[name] = (...a: unknown[]) => {
-    const t0 = performance.now(), c0 = cpuMs();
+    const t0 = performance.now(),
+      c0 = cpuMs();
     op(...a);
     attentionMs += performance.now() - t0;
     attentionCpuMs += cpuMs() - c0;
   };
 }
 
-console.log(`# ${path}: ${c.nLayers} layers, ${c.nHeads} heads over ${c.nKvHeads} KV heads, d ${c.headDim}; S ${S}, f16 KV, ${threads} threads`);
+console.log(
+  `# ${path}: ${c.nLayers} layers, ${c.nHeads} heads over ${c.nKvHeads} KV heads, d ${c.headDim}; S ${S}, f16 KV, ${threads} threads`,
+);
 const methods = [
   { name: 'dense', config: dense },
   { name: `sparq r ${sparq.r} k ${sparq.k} l ${sparq.l}`, config: sparq },
@@ -87,13 +90,17 @@ for (let round = 0; round < rounds; round++)
     session.decode(token++); // one step first: the method's first call pays its scratch growth
     attentionMs = 0;
     attentionCpuMs = 0;
-    const t0 = performance.now(), c0 = cpuMs();
+    const t0 = performance.now(),
+      c0 = cpuMs();
     for (let s = 0; s < steps - 1; s++) session.decode(token++);
-    const ms = (performance.now() - t0) / (steps - 1), cpu = (cpuMs() - c0) / (steps - 1);
+    const ms = (performance.now() - t0) / (steps - 1),
+      cpu = (cpuMs() - c0) / (steps - 1);
     if (ms < best[i].ms) best[i] = { ...best[i], ms, attention: attentionMs / (steps - 1) };
     if (cpu < best[i].cpu) best[i] = { ...best[i], cpu, attentionCpu: attentionCpuMs / (steps - 1) };
   });
-console.log('method                       | wall ms/step | attention | other | tok/s | CPU ms/step | attention | other');
+console.log(
+  'method                       | wall ms/step | attention | other | tok/s | CPU ms/step | attention | other',
+);
 const f = (x: number, w: number) => x.toFixed(2).padStart(w);
 methods.forEach((m, i) => {
   const b = best[i];
@@ -101,4 +108,6 @@ methods.forEach((m, i) => {
     `${m.name.padEnd(28)} | ${f(b.ms, 12)} | ${f(b.attention, 9)} | ${f(b.ms - b.attention, 5)} | ${(1000 / b.ms).toFixed(1).padStart(5)} | ${f(b.cpu, 11)} | ${f(b.attentionCpu, 9)} | ${f(b.cpu - b.attentionCpu, 5)}`,
   );
 });
-console.log(`SparQ over dense: ${(best[0].ms / best[1].ms).toFixed(2)}x wall, ${(best[0].cpu / best[1].cpu).toFixed(2)}x CPU`);
+console.log(
+  `SparQ over dense: ${(best[0].ms / best[1].ms).toFixed(2)}x wall, ${(best[0].cpu / best[1].cpu).toFixed(2)}x CPU`,
+);
