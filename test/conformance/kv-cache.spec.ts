@@ -316,7 +316,7 @@ forEachBackend('kvAppend', (engine) => {
     'writes the reference bytes at a model-sized shape (8 KV heads of 128: the pool splits heads)',
     () => {
       // Big enough for the native backend's per-head tasks (kv_append.cc) with one token per call.
-      const [nKv, d, n] = [8, 128, 150];
+      const [nKv, d, n] = [8, 128, 70];
       const rand = prng(7);
       const caches = [engine, referenceEngine].map((e) => {
         const cache = new KVCache({ nKvHeads: nKv, headDim: d, capacity: n, dtype: 'f16', kTDType: 'i4' });
