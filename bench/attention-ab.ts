@@ -1,7 +1,12 @@
 /**
  * Dense decode of two builds of the native addon in one process (before / after a kernel change):
  *   pnpm exec tsx bench/attention-ab.ts --base /path/to/old/sparq_native.node
- *     [--kv f16,q8_0,q4_0] [--g 1,4,8] [--S 16384,32768] [--paths avx2,avx512] [--time 600]
+ *     [--op decode|sparq|append] [--kv f16,q8_0,q4_0] [--g 1,4,8] [--S 16384,32768] [--paths avx2,avx512] [--time 600]
+ *
+ * --op sparq times SparQ decode instead (r = d/8, k = S/8, l = k/4, sparq bench's row) on the
+ * 'k-twice' layout with a session's K transposed (DEFAULT_SESSION_KT: i4 for f16 and q8_0, i2 for
+ * q4_0); --op append times the kvAppend of one token at position S - 1 into that cache (a decode
+ * step's append, integer kT blocks included). %BW is dense's only.
  *
  * Copy build/sparq_native.node aside before rebuilding and pass it as --base. Per row (kv type, GQA
  * group g, S, kernel path): a read probe at the default thread count, then the two builds' dense
@@ -39,18 +44,36 @@ const sizes = option('--S', '16384,32768').split(',').map(Number);
 const paths = option('--paths', 'avx2,avx512').split(',');
 const timeMs = Number(option('--time', '600'));
 const rowBytes = { f16: 2 * D, q8_0: (D / 32) * 34, q4_0: (D / 32) * 18 } as const;
+const op = option('--op', 'decode') as 'decode' | 'sparq' | 'append';
+if (!['decode', 'sparq', 'append'].includes(op))
+  throw new Error(`bench/attention-ab.ts: --op ${op}, expected decode | sparq | append`);
+const sessionKT = { f16: 'i4', q8_0: 'i4', q4_0: 'i2' } as const;
 
-console.log(`# dense decode, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);
+console.log(`# ${op}, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);
 console.log('  kv   g       S  kernel | base ms  %BW | this ms  %BW | speed-up | read GB/s');
 for (const dtype of dtypes) {
   for (const g of groups) {
     for (const S of sizes) {
       const nKv = H / g;
-      const cache = randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'single-k' });
+      const cache =
+        op === 'decode'
+          ? randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'single-k' })
+          : randomCache(native, { S, heads: nKv, headDim: D, dtype, layout: 'k-twice', kTDType: sessionKT[dtype] });
       const { q, out } = randomQuery(H, D, 3);
+      const row = randomQuery(nKv, D, 4).q; // (1, nKv, d): the appended token's k and v
       const bytes = 2 * nKv * S * rowBytes[dtype];
-      const decode = (addon: NativeAddon) => () =>
-        (addon.attnDecode as (...a: unknown[]) => void)(cache, q.data, out.data, H, null);
+      const [r, k] = [D / 8, S / 8];
+      const decode = (addon: NativeAddon) => {
+        const call = (name: string, ...a: unknown[]) =>
+          (addon[name as keyof NativeAddon] as (...b: unknown[]) => void)(...a);
+        if (op === 'sparq') return () => call('attnSparq', cache, q.data, out.data, H, r, k, k / 4, true, null, null);
+        if (op === 'append')
+          return () => {
+            cache.nPast[0] = S - 1;
+            call('attnKvAppend', cache, 0, row.data, row.data, 1);
+          };
+        return () => call('attnDecode', cache, q.data, out.data, H, null);
+      };
       for (const path of paths) {
         base.forceKernelPath(path);
         current.forceKernelPath(path);
@@ -60,7 +83,8 @@ for (const dtype of dtypes) {
           best[0] = Math.min(best[0], await medianMs('base', decode(base), timeMs));
           best[1] = Math.min(best[1], await medianMs('this', decode(current), timeMs));
         }
-        const pct = (ms: number) => `${((100 * bytes) / (ms * 1e6) / bw).toFixed(0).padStart(3)}%`;
+        const pct = (ms: number) =>
+          op === 'decode' ? `${((100 * bytes) / (ms * 1e6) / bw).toFixed(0).padStart(3)}%` : '   -';
         console.log(
           `${dtype.padStart(4)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} | ${best[0].toFixed(2).padStart(7)} ${pct(best[0])} | ${best[1].toFixed(2).padStart(7)} ${pct(best[1])} | ${(best[0] / best[1]).toFixed(2).padStart(7)}x | ${bw.toFixed(1)}`,
         );

@@ -9,6 +9,7 @@ import { CapacityError, KVCache, Tensor, f16ToF32, f32ToF16, type KTDType, type 
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
+import { prng } from '../../packages/cli/src/commands/demo.ts';
 import { at, buildCache, kTBlockCodes, shapeArb } from './oracle.ts';
 
 /** The running mean is a sum of <= 30 decoded values in f64 divided by n: exact to ~1e-15 relative. */
@@ -243,6 +244,94 @@ forEachBackend('kvAppend', (engine) => {
           expect([code(i, 128), code(i, 129), code(i, 130), code(i, 191)]).toEqual([...codes, 0, 0]);
         }
       }
+    },
+  );
+
+  opIt(
+    engine,
+    'kvAppend',
+    'after a truncate, appends write the bytes of a cache that never held the dropped positions (integer kT)',
+    () => {
+      // A block's codes are kept where its scale does not change: the dropped positions' codes
+      // must still go (0 past nPast), and a scale the dropped keys set must be derived again.
+      const arb = fc.record({
+        kT: fc.constantFrom('i8', 'i4', 'i2'),
+        dtype: fc.constantFrom('f32', 'f16'),
+        written: fc.integer({ min: 1, max: 150 }),
+        keep: fc.nat(),
+        added: fc.integer({ min: 1, max: 70 }),
+        // Per position: the magnitude of its key (a large one sets its block's scale).
+        big: fc.array(fc.boolean(), { minLength: 300, maxLength: 300 }),
+        seed: fc.nat(),
+      });
+      fc.assert(
+        fc.property(arb, ({ kT, dtype, written, keep, added, big, seed }) => {
+          const [nKv, d] = [2, 32];
+          const kept = keep % (written + 1);
+          const rand = prng(seed);
+          const row = (p: number, scale: number) =>
+            Tensor.f32(
+              [1, nKv, d],
+              Array.from({ length: nKv * d }, () => (big[p] ? 4 : 1) * scale * (2 * rand() - 1)),
+            );
+          // Positions [0, kept) shared; the dropped [kept, written) and the new ones differ.
+          const shared = Array.from({ length: kept }, (_, p) => row(p, 1));
+          const dropped = Array.from({ length: written - kept }, (_, i) => row(kept + i, 2));
+          const fresh = Array.from({ length: added }, (_, i) => row(kept + i, 1));
+          const capacity = Math.max(written, kept + added);
+          const make = () => new KVCache({ nKvHeads: nKv, headDim: d, capacity, dtype, kTDType: kT });
+          const truncated = make();
+          for (const x of [...shared, ...dropped]) engine.kvAppend(truncated, 0, x, x);
+          truncated.truncate(0, kept);
+          const direct = make();
+          for (const x of shared) engine.kvAppend(direct, 0, x, x);
+          for (const x of fresh) {
+            engine.kvAppend(truncated, 0, x, x);
+            engine.kvAppend(direct, 0, x, x);
+          }
+          // The blocks holding positions [0, nPast), whole (0 past nPast); later blocks and the rows
+          // past nPast may keep dropped keys until an append reaches them.
+          expect(truncated.nPast[0]).toBe(direct.nPast[0]);
+          const blocks = Math.ceil(direct.nPast[0] / 64);
+          const bytes = (blocks * 64 * BITS[kT]!) / 8;
+          for (let h = 0; h < nKv; h++)
+            for (let i = 0; i < d; i++) {
+              const [col, sc] = [direct.columnOffset(0, h, i), direct.scaleOffset(0, h, i)];
+              expect(Array.from(truncated.kT!.subarray(col, col + bytes)), `kT ${h} ${i}`).toEqual(
+                Array.from(direct.kT!.subarray(col, col + bytes)),
+              );
+              expect(Array.from(truncated.kTScale!.subarray(sc, sc + blocks)), `kTScale ${h} ${i}`).toEqual(
+                Array.from(direct.kTScale!.subarray(sc, sc + blocks)),
+              );
+            }
+        }),
+        { numRuns: 40 },
+      );
+    },
+  );
+
+  opIt(
+    engine,
+    'kvAppend',
+    'writes the reference bytes at a model-sized shape (8 KV heads of 128: the pool splits heads)',
+    () => {
+      // Big enough for the native backend's per-head tasks (kv_append.cc) with one token per call.
+      const [nKv, d, n] = [8, 128, 70];
+      const rand = prng(7);
+      const caches = [engine, referenceEngine].map((e) => {
+        const cache = new KVCache({ nKvHeads: nKv, headDim: d, capacity: n, dtype: 'f16', kTDType: 'i4' });
+        return { e, cache };
+      });
+      for (let p = 0; p < n; p++) {
+        const x = Tensor.f32(
+          [1, nKv, d],
+          Array.from({ length: nKv * d }, () => 2 * rand() - 1),
+        );
+        for (const { e, cache } of caches) e.kvAppend(cache, 0, x, x);
+      }
+      const [a, b] = caches.map((c) => c.cache);
+      for (const name of ['k', 'kT', 'kTScale', 'v', 'vSum', 'nPast'] as const)
+        expect(Array.from(a[name] ?? []), name).toEqual(Array.from(b[name] ?? []));
     },
   );
 

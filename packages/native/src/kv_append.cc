@@ -13,6 +13,7 @@
 
 #include "attention.h"
 #include "quant.h"
+#include "threads.h"
 
 namespace sparq {
 namespace {
@@ -59,32 +60,58 @@ void put_code(uint8_t* col, int64_t p, int bits, int code) {
   b = static_cast<uint8_t>((b & ~(mask << shift)) | (stored << shift));
 }
 
+// The code of x at scale `step` (an f16 scale as f32): round(x / step) half away from zero in f64,
+// clamped to [-qmax, qmax]; 0 when step is 0. Core rejects non-finite keys (validateKvAppend);
+// the finiteness test only keeps the cast to int defined.
+int kt_code(float x, double step, int qmax) {
+  const double code = step != 0 ? std::round(static_cast<double>(x) / step) : 0.0;
+  return std::isfinite(code) ? static_cast<int>(std::clamp<double>(code, -qmax, qmax)) : 0;
+}
+
 // Block `blk` of the integer columns of (seq, h), from the stored K rows of positions
-// [64 blk, min(64 blk + 64, nPast)): per component, d = f16(amax / qmax) (the division in f64,
-// rounded to f32 and then to f16, as core's f32ToF16 of a number), codes round(x / d) half away
-// from zero in f64, clamped to [-qmax, qmax]; all zero when d is 0. Every code of the block is
-// written (0 past nPast), so the stored bytes do not depend on how the appends were chunked.
-void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, int64_t blk, std::vector<float>& rows) {
+// [64 blk, min(64 blk + 64, npast)) (npast: the sequence's nPast after this append): per
+// component, d = f16(amax / qmax) (the division in f64, rounded to f32 and then to f16, as core's
+// f32ToF16 of a number), codes kt_code(x, d); all zero when d is 0. Every code of the block is
+// written (0 past npast), so the stored bytes do not depend on how the appends were chunked.
+// Positions below `fresh` were in the block before this append, and their codes were derived from
+// the same rows: where a component's new d equals its stored one, those codes are already right
+// and only positions from `fresh` are written. A decode step appends one position to a block of up
+// to 63, so most components keep their scale (the new key is rarely the block's largest) and the
+// step writes one code per component, not 64: 1.76 -> 0.27 ms per layer of 32 KV heads, d 128, at
+// the end of a block, one thread (bench/sparq-step.cc, docs/sparq-step.md).
+void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq, int64_t h, int64_t blk, int64_t fresh, int64_t npast,
+                         std::vector<float>& rows, std::vector<float>& amax) {
   const size_t d = static_cast<size_t>(c.d);
-  const int64_t p0 = blk * KT_BLOCK, p1 = std::min<int64_t>(p0 + KT_BLOCK, c.npast[seq]);
-  const size_t m = static_cast<size_t>(p1 - p0);
+  const int64_t p0 = blk * KT_BLOCK, p1 = std::min<int64_t>(p0 + KT_BLOCK, npast);
+  const size_t m = static_cast<size_t>(p1 - p0), kept = static_cast<size_t>(std::clamp<int64_t>(fresh - p0, 0, p1 - p0));
   rows.resize(m * d);
+  amax.assign(d, 0.f);
   const auto* k = static_cast<const uint8_t*>(c.rows(c.k, seq, h));
-  for (size_t u = 0; u < m; u++)
-    load_row(kt, c.dtype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.row_bytes(), d, rows.data() + u * d);
+  // amax per component over the block's rows (a loop over components per row: vectorized).
+  for (size_t u = 0; u < m; u++) {
+    float* x = rows.data() + u * d;
+    load_row(kt, c.dtype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.row_bytes(), d, x);
+    for (size_t i = 0; i < d; i++) amax[i] = std::max(amax[i], std::fabs(x[i]));
+  }
   const int bits = kt_bits(c.kt_dtype), qmax = (1 << (bits - 1)) - 1;
   const size_t head = static_cast<size_t>(seq * c.nkv + h) * d;
   for (size_t i = 0; i < d; i++) {
     uint8_t* col = static_cast<uint8_t*>(c.kT) + (head + i) * c.kt_col_bytes();
-    float amax = 0.f;
-    for (size_t u = 0; u < m; u++) amax = std::max(amax, std::fabs(rows[u * d + i]));
-    const uint16_t scale = fp32_to_fp16_ref(static_cast<float>(static_cast<double>(amax) / qmax));
-    c.kt_scale[(head + i) * c.kt_scale_blocks() + static_cast<size_t>(blk)] = scale;
+    uint16_t& stored = c.kt_scale[(head + i) * c.kt_scale_blocks() + static_cast<size_t>(blk)];
+    const uint16_t scale = fp32_to_fp16_ref(static_cast<float>(static_cast<double>(amax[i]) / qmax));
+    const size_t from = scale == stored ? kept : 0;
+    stored = scale;
     const double step = fp16_to_fp32_ref(scale);
-    for (size_t u = 0; u < static_cast<size_t>(KT_BLOCK); u++) {
-      const double code = u < m && step != 0 ? std::round(static_cast<double>(rows[u * d + i]) / step) : 0.0;
-      // Core rejects non-finite keys (validateKvAppend); the test only keeps the cast to int defined.
-      put_code(col, p0 + static_cast<int64_t>(u), bits, std::isfinite(code) ? static_cast<int>(std::clamp<double>(code, -qmax, qmax)) : 0);
+    for (size_t u = from; u < m; u++) put_code(col, p0 + static_cast<int64_t>(u), bits, kt_code(rows[u * d + i], step, qmax));
+    // Zeros past npast: code by code to a byte boundary, then whole bytes (code 0 is stored as qmax
+    // in the packed types, so the bytes are put_code's, not zero).
+    size_t u = m;
+    for (; u < static_cast<size_t>(KT_BLOCK) && (p0 + static_cast<int64_t>(u)) * bits % 8 != 0; u++)
+      put_code(col, p0 + static_cast<int64_t>(u), bits, 0);
+    if (u < static_cast<size_t>(KT_BLOCK)) {
+      uint8_t zero = 0;
+      for (int j = 0; j < 8 / bits; j++) put_code(&zero, j, bits, 0);
+      std::memset(col + (p0 + static_cast<int64_t>(u)) * bits / 8, zero, (KT_BLOCK - u) * bits / 8);
     }
   }
 }
@@ -96,10 +123,18 @@ void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, 
   const size_t d = static_cast<size_t>(c.d), row_bytes = c.row_bytes();
   const bool float_cols = c.kT && !kt_is_integer(c.kt_dtype);
   const int64_t start = c.npast[seq];
-  std::vector<float> stored_k(d), stored_v(d);
-  for (int64_t t = 0; t < n_tokens; t++) {
-    const int64_t pos = start + t;
-    for (int64_t h = 0; h < c.nkv; h++) {
+  // One task per KV head: its rows, columns and V sum in token order (so the sums are the
+  // reference's), then its integer kT blocks. A decode step's integer blocks are most of the work
+  // (d codes and the block's rows per head); on the pool when there are at least 2^16 elements to
+  // read, about the work of a thread hand-off (see attention_ops.cc's run_tasks).
+  const int64_t blocks = c.kT && kt_is_integer(c.kt_dtype) ? (start + n_tokens - 1) / KT_BLOCK - start / KT_BLOCK + 1 : 0;
+  auto head = [&](size_t task) {
+    const int64_t h = static_cast<int64_t>(task);
+    thread_local std::vector<float> stored_k, stored_v, rows, amax;
+    stored_k.resize(d);
+    stored_v.resize(d);
+    for (int64_t t = 0; t < n_tokens; t++) {
+      const int64_t pos = start + t;
       const size_t at = static_cast<size_t>((t * c.nkv + h) * c.d);
       const size_t row = static_cast<size_t>((seq * c.nkv + h) * c.cap + pos) * row_bytes;
       void* krow = static_cast<uint8_t*>(c.k) + row;
@@ -120,13 +155,16 @@ void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, 
         for (size_t i = 0; i < d; i++) sum[i] += static_cast<double>(vread[i]);
       }
     }
+    for (int64_t blk = start / KT_BLOCK; blk < start / KT_BLOCK + blocks; blk++)
+      requantize_kt_block(kt, c, seq, h, blk, start, start + n_tokens, rows, amax);
+  };
+  const size_t heads = static_cast<size_t>(c.nkv);
+  if (static_cast<double>(c.nkv) * static_cast<double>(d) * static_cast<double>(n_tokens + blocks * KT_BLOCK) < (1 << 16)) {
+    for (size_t h = 0; h < heads; h++) head(h);
+  } else {
+    parallel_for(heads, head);
   }
   c.npast[seq] = static_cast<int32_t>(start + n_tokens);
-  if (c.kT && kt_is_integer(c.kt_dtype)) {
-    std::vector<float> rows;
-    for (int64_t h = 0; h < c.nkv; h++)
-      for (int64_t blk = start / KT_BLOCK; blk <= (start + n_tokens - 1) / KT_BLOCK; blk++) requantize_kt_block(kt, c, seq, h, blk, rows);
-  }
 }
 
 }  // namespace sparq
