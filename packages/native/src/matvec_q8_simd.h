@@ -59,10 +59,8 @@ inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
   second = _mm256_permute2x128_si256(lo, hi, 0x31);
 }
 
-// 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
-inline __m256i fifth_bits(const uint8_t* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, 4);
+// 32 bits -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits, AVX2).
+inline __m256i fifth_bits(uint32_t bits) {
   // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
   const __m256i spread =
       _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
@@ -104,61 +102,74 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
-// The 32-element block types give codes(x), the f16 scale at byte 0 and, with MIN, the f16 minimum
-// at byte M_AT; Block32 makes their block(x, sink).
-template <class T>
-struct Block32 {
-  static constexpr int ELEMENTS = 32;
-  template <class S>
-  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, T::codes(x), f16x8(x));
-    if constexpr (T::MIN) s.min32(0, f16_at(x + T::M_AT));
+// The 32-element block types are decoded two blocks at a time, x0 and x1, into the pair layout
+//   lo = [elements 0-15 of x0 | elements 0-15 of x1],  hi = [elements 16-31 of x0 | 16-31 of x1]
+// (for the nibble types the low and the high nibbles of [qs of x0 | qs of x1]: one insert, one shift,
+// two ands for 64 codes), and the activation codes are laid out the same way once per call (PairActs).
+// Each type gives pair(x0, x1, lo, hi), the f16 scale at byte 0 and, with MIN, the f16 minimum at M_AT.
+// Nibbles: the 16 bytes at q0 and q1.
+SPARQ_INLINE void nibble_pair(const uint8_t* q0, const uint8_t* q1, __m256i& lo, __m256i& hi) {
+  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)), 1);
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  lo = _mm256_and_si256(b, low);
+  hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+}
+// q5_0 / q5_1: the nibbles at q, plus 16 where the fifth bit (bit e of the 32-bit qh at h, element e) is set.
+SPARQ_INLINE void fifth_pair(const uint8_t* h0, const uint8_t* h1, __m256i& lo, __m256i& hi) {
+  nibble_pair(h0 + 4, h1 + 4, lo, hi);
+  uint32_t b0, b1;
+  std::memcpy(&b0, h0, 4);
+  std::memcpy(&b1, h1, 4);
+  // Bit j of these: byte j of lo and hi (elements 0-15 of each block in lo, 16-31 in hi).
+  const uint32_t low_bits = (b0 & 0xffff) | (b1 << 16), high_bits = (b0 >> 16) | (b1 & 0xffff0000u);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __m256i sixteen = _mm256_set1_epi8(16);
+  lo = _mm256_mask_add_epi8(lo, _cvtu32_mask32(low_bits), lo, sixteen);
+  hi = _mm256_mask_add_epi8(hi, _cvtu32_mask32(high_bits), hi, sixteen);
+#else
+  lo = _mm256_or_si256(lo, fifth_bits(low_bits));
+  hi = _mm256_or_si256(hi, fifth_bits(high_bits));
+#endif
+}
+struct Q4_0 {  // d | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { nibble_pair(x0 + 2, x1 + 2, lo, hi); }
+};
+struct Q4_1 {  // d | m | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { nibble_pair(x0 + 4, x1 + 4, lo, hi); }
+};
+struct Q5_0 {  // d | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { fifth_pair(x0 + 2, x1 + 2, lo, hi); }
+};
+struct Q5_1 {  // d | m | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { fifth_pair(x0 + 4, x1 + 4, lo, hi); }
+};
+struct Q8_0 {  // d | qs[32] signed
+  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) {
+    auto half = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
+    lo = _mm256_inserti128_si256(_mm256_castsi128_si256(half(x0 + 2)), half(x1 + 2), 1);
+    hi = _mm256_inserti128_si256(_mm256_castsi128_si256(half(x0 + 18)), half(x1 + 18), 1);
   }
 };
-struct Q4_0 : Block32<Q4_0> {
-  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 2); }
-};
-struct Q4_1 : Block32<Q4_1> {
-  static constexpr int BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 4); }
-};
-struct Q5_0 : Block32<Q5_0> {  // d | qh[4] | qs[16]
-  static constexpr int BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)); }
-};
-struct Q5_1 : Block32<Q5_1> {  // d | m | qh[4] | qs[16]
-  static constexpr int BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)); }
-};
-struct Q8_0 : Block32<Q8_0> {
-  static constexpr int BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)); }
-};
-struct IQ4_NL : Block32<IQ4_NL> {
-  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
+struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return iq4_levels(nibbles32(x + 2)); }
+  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) {
+    nibble_pair(x0 + 2, x1 + 2, lo, hi);
+    lo = iq4_levels(lo);
+    hi = iq4_levels(hi);
+  }
 };
-// The f16 fields at p, p + STRIDE, .., p + 7 STRIDE (one per block of a run of 8) as 8 f32 lanes.
-template <int STRIDE>
-SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
-  __m128i h = _mm_cvtsi32_si128(load_u16(p));
-  h = _mm_insert_epi16(h, load_u16(p + STRIDE), 1);
-  h = _mm_insert_epi16(h, load_u16(p + 2 * STRIDE), 2);
-  h = _mm_insert_epi16(h, load_u16(p + 3 * STRIDE), 3);
-  h = _mm_insert_epi16(h, load_u16(p + 4 * STRIDE), 4);
-  h = _mm_insert_epi16(h, load_u16(p + 5 * STRIDE), 5);
-  h = _mm_insert_epi16(h, load_u16(p + 6 * STRIDE), 6);
-  h = _mm_insert_epi16(h, load_u16(p + 7 * STRIDE), 7);
-  return _mm256_cvtph_ps(h);
-}
-
 // Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
 // as int16 in both 128-bit halves, then chunk c's in all 16 lanes (one byte shuffle).
 SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc32, sc32), 0x88); }
@@ -358,6 +369,165 @@ template <class T>
 SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
   if constexpr (T::SIGNED) return _mm256_maddubs_epi16(_mm256_abs_epi8(codes), _mm256_sign_epi8(x, codes));
   else return _mm256_maddubs_epi16(codes, x);
+}
+
+// ---- 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl) ----
+// Per pair of blocks and activation row: 2 integer products into 8 int32 lanes (lane j of half h:
+// block h's elements 4j .. 4j + 3 and 16 + 4j .. 16 + 4j + 3), one conversion, one FMA with the two
+// blocks' scales dl dx (each in its half: a permute of the 8 blocks' scales, converted and multiplied
+// by the row's dx once per 8 blocks); minimums once per 8 blocks; one horizontal sum per weight row.
+
+// The activation rows in the pair layout, per call: for pair p (blocks 2p, 2p + 1) and row t, the 64
+// codes [x0 0-15 | x1 0-15 | x0 16-31 | x1 16-31] at q + 64 (p n + t) and the 8 start lanes
+// -off * (the lane's 8 activation codes) at bias + 8 (p n + t) (off = PairActs::offset<T>()); per
+// row, dx and (with minimums) xs per block at d / sum32 + t blocks8, zero past the row's blocks (an
+// odd last block's partner has zero codes), so that runs of 8 blocks need no tail of their own.
+struct PairActs {
+  int64_t n = 0, blocks = 0, pairs = 0, blocks8 = 0;
+  std::vector<int8_t> q;
+  std::vector<int32_t> bias;
+  std::vector<float> d, sum32;
+
+  // The codes' offset the start lanes remove: T::BIAS, or 128 for signed codes with VNNI (c + 128).
+  template <class T>
+  static constexpr int offset() {
+#if defined(__AVX512VNNI__)
+    return T::SIGNED ? 128 : T::BIAS;
+#else
+    return T::BIAS;
+#endif
+  }
+
+  template <class T>
+  void fill(const RowActs& a) {
+    n = a.n;
+    blocks = a.cols / 32;
+    pairs = (blocks + 1) / 2;
+    blocks8 = (blocks + 7) / 8 * 8;
+    q.assign(static_cast<size_t>(pairs * n * 64), 0);
+    bias.assign(offset<T>() ? static_cast<size_t>(pairs * n * 8) : 0, 0);
+    d.assign(static_cast<size_t>(n * blocks8), 0.0f);
+    sum32.assign(T::MIN ? static_cast<size_t>(n * blocks8) : 0, 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int8_t* x = a.q.data() + t * a.cols + 32 * b;
+        int8_t* p = q.data() + 64 * ((b / 2) * n + t) + 16 * (b % 2);
+        std::memcpy(p, x, 16);
+        std::memcpy(p + 32, x + 16, 16);
+        if (!bias.empty()) {
+          int32_t* lanes = bias.data() + 8 * ((b / 2) * n + t) + 4 * (b % 2);
+          for (int j = 0; j < 4; ++j) {
+            int s = 0;
+            for (int i = 0; i < 4; ++i) s += x[4 * j + i] + x[16 + 4 * j + i];
+            lanes[j] = -offset<T>() * s;
+          }
+        }
+        d[t * blocks8 + b] = a.d[t * blocks + b];
+        if (T::MIN) sum32[t * blocks8 + b] = a.sum32[t * blocks + b];
+      }
+    }
+  }
+};
+
+// The int32 lanes of a pair of blocks (lo, hi: their codes in the pair layout) against the activation
+// codes at x (64 bytes), from start (the bias lanes, or zero): exact (see the top: u <= 31 keeps
+// vpmaddubsw's pair sums within 2 * 31 * 127, two of them within 15748; signed codes' pairs reach
+// 32512, so AVX2 widens lo's and hi's apart).
+template <class T>
+SPARQ_INLINE __m256i pair_lanes(__m256i lo, __m256i hi, const int8_t* x, __m256i start) {
+  const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+#if defined(__AVX512VNNI__)
+  if constexpr (T::SIGNED) {  // c + 128 (the sign bit flipped); start holds -128 times the codes' sums
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    lo = _mm256_xor_si256(lo, flip);
+    hi = _mm256_xor_si256(hi, flip);
+  }
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, lo, xl), hi, xh);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (T::SIGNED)
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
+  const __m256i sums = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
+  return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+#endif
+}
+
+// The f16 fields at p, p + STRIDE, .. of 8 blocks as f32 lanes, gathered in two 64-bit words
+// (general-register loads and shifts, which leave the vector units to the products).
+template <int STRIDE>
+SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
+  auto word = [p](int i) __attribute__((always_inline)) {
+    return static_cast<uint64_t>(load_u16(p + i * STRIDE)) | static_cast<uint64_t>(load_u16(p + (i + 1) * STRIDE)) << 16 |
+           static_cast<uint64_t>(load_u16(p + (i + 2) * STRIDE)) << 32 | static_cast<uint64_t>(load_u16(p + (i + 3) * STRIDE)) << 48;
+  };
+  return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(word(0))), static_cast<long long>(word(4)), 1));
+}
+// The same for `count` blocks (up to 8), zero past them.
+SPARQ_INLINE __m256 f16s_tail(const uint8_t* p, int stride, int count) {
+  alignas(16) uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < count; ++i) h[i] = load_u16(p + i * stride);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Weight row `row` against activation rows t0 .. t0 + NX - 1 of p into res[0 .. NX).
+template <class T, int NX>
+SPARQ_INLINE void row_tile32(const uint8_t* row, const PairActs& p, int64_t t0, float* res) {
+  constexpr bool START = PairActs::offset<T>() != 0;
+  constexpr int CHAINS = NX == 1 ? 2 : 1;  // one row: two FMA chains; more: the rows' chains overlap
+  __m256 acc[NX][CHAINS], mins[NX];
+  for (int k = 0; k < NX; ++k) {
+    for (int c = 0; c < CHAINS; ++c) acc[k][c] = _mm256_setzero_ps();
+    mins[k] = _mm256_setzero_ps();
+  }
+  // The tile's codes and start lanes of the current pair: row k's at q + 64 k, bias + 8 k.
+  const int8_t* q = p.q.data() + 64 * t0;
+  const int32_t* bias = START ? p.bias.data() + 8 * t0 : nullptr;
+  const int64_t q_step = 64 * p.n, bias_step = 8 * p.n;
+  const float* d = p.d.data() + t0 * p.blocks8;
+  const float* sum32 = T::MIN ? p.sum32.data() + t0 * p.blocks8 : nullptr;
+  // One run of up to 8 blocks from x (count of them in the row; p is zero past the row's blocks).
+  auto run = [&](const uint8_t* x, int count, __m256 dl, __m256 m) __attribute__((always_inline)) {
+    __m256 scale[NX];
+    for (int k = 0; k < NX; ++k) {
+      scale[k] = _mm256_mul_ps(dl, _mm256_loadu_ps(d + k * p.blocks8));
+      if constexpr (T::MIN) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32 + k * p.blocks8), mins[k]);
+    }
+    d += 8;
+    if constexpr (T::MIN) sum32 += 8;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      if (2 * i >= count) break;
+      const uint8_t* x0 = x + 2 * i * T::BYTES;
+      __m256i lo, hi;
+      T::pair(x0, 2 * i + 1 < count ? x0 + T::BYTES : x0, lo, hi);  // a lone last block pairs with itself (times zero codes)
+      const __m256i pick = _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1);
+      for (int k = 0; k < NX; ++k) {
+        const __m256i start = START ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * k)) : _mm256_setzero_si256();
+        __m256& a = acc[k][i % CHAINS];
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_lanes<T>(lo, hi, q + 64 * k, start)), _mm256_permutevar8x32_ps(scale[k], pick), a);
+      }
+      q += q_step;
+      if constexpr (START) bias += bias_step;
+    }
+  };
+  const int64_t blocks = p.blocks;
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    const uint8_t* x = row + b * T::BYTES;
+    run(x, 8, f16s8<T::BYTES>(x), T::MIN ? f16s8<T::BYTES>(x + T::M_AT) : _mm256_setzero_ps());
+  }
+  if (b < blocks) {
+    const uint8_t* x = row + b * T::BYTES;
+    const int count = static_cast<int>(blocks - b);
+    run(x, count, f16s_tail(x, T::BYTES, count), T::MIN ? f16s_tail(x + T::M_AT, T::BYTES, count) : _mm256_setzero_ps());
+  }
+  for (int k = 0; k < NX; ++k) {
+    __m256 s = mins[k];
+    for (int c = 0; c < CHAINS; ++c) s = _mm256_add_ps(s, acc[k][c]);
+    res[k] = Vec256::sum(s);
+  }
 }
 
 // RowActs' codes and bias lanes with the rows interleaved by chunk, [chunk][row][32 codes] and
@@ -598,6 +768,44 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
   if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
 }
 
+// Activation rows (a.n) against weight rows [row_begin, row_end) of 32-element blocks.
+template <class T>
+void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  thread_local PairActs kept;  // buffers kept from call to call
+  PairActs& p = kept;
+  p.fill<T>(a);
+  const int64_t row_bytes = p.blocks * T::BYTES;
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    row_tile32<T, decltype(nx)::value>(w + r * row_bytes, p, t0, res);
+  });
+}
+
+// The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by pair_lanes
+// (the sums rows_q8_32 scales) -> sums (n, rows, blocks).
+template <class T>
+void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  PairActs p;
+  p.fill<T>(a);
+  const int64_t blocks = p.blocks, row_bytes = blocks * T::BYTES;
+  for (int64_t t = 0; t < a.n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < blocks; b += 2) {
+        const uint8_t* x0 = w + r * row_bytes + b * T::BYTES;
+        __m256i lo, hi;
+        T::pair(x0, b + 1 < blocks ? x0 + T::BYTES : x0, lo, hi);
+        const int64_t at = (b / 2) * p.n + t;
+        const __m256i start = PairActs::offset<T>() ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.bias.data() + 8 * at))
+                                                    : _mm256_setzero_si256();
+        alignas(32) int32_t lane[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(lane), pair_lanes<T>(lo, hi, p.q.data() + 64 * at, start));
+        int32_t* s = sums + (t * rows + r) * blocks + b;
+        s[0] = lane[0] + lane[1] + lane[2] + lane[3];
+        if (b + 1 < blocks) s[1] = lane[4] + lane[5] + lane[6] + lane[7];
+      }
+    }
+  }
+}
+
 // Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
 template <class T>
 void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
@@ -620,11 +828,18 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
     with_type(t, [&](auto type) {                                                                                                        \
       using T = decltype(type);                                                                                                          \
-      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                  \
-      rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                   \
+      if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
+      else {                                                                                                                             \
+        if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
+        rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
+      }                                                                                                                                  \
     });                                                                                                                                  \
   }                                                                                                                                      \
   void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
-    with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                        \
+    with_type(t, [&](auto type) {                                                                                                        \
+      using T = decltype(type);                                                                                                          \
+      if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);                                                                  \
+      else row_sums<T>(w, a, rows, sums);                                                                                                \
+    });                                                                                                                                  \
   }                                                                                                                                      \
   }
