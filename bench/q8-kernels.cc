@@ -5,12 +5,15 @@
 //   pnpm build:native
 //   g++ -std=c++17 -O2 -mf16c -Ipackages/native/src bench/q8-kernels.cc \
 //     packages/native/build/obj/{matvec_q8_avx2,matvec_q8_avx512,matvec_q8_ref,cpu}.o -o /tmp/q8-kernels
-//   /tmp/q8-kernels [--hot] [--rounds 15] [--types q4_0,q8_0] [--rows 1,2,4,8]
-// With a baseline: copy the other build's matvec_q8_avx2.o and matvec_q8_avx512.o, rename their two
-// entry points each (objcopy --redefine-sym OLD=base_OLD, the mangled names from nm), link them
-// too and compile with -DQ8_BASELINE.
+//   /tmp/q8-kernels [--hot] [--weight-rows 4096] [--rounds 15] [--types q4_0,q8_0] [--rows 1,2,4,8]
+// With a baseline (main at f49c48f, whose RowActs still held bias lanes: OldRowActs below): copy its
+// matvec_q8_avx2.o, matvec_q8_avx512.o and matvec_q8_ref.o, rename their entry points with objcopy
+// --redefine-sym to base_matmul_q8_avx2 / base_matmul_q8_avx512 / base_quantize_row_acts taking an
+// OldRowActs (the mangled names: nm on this file's object), localize the rest of their global
+// symbols (--localize-symbol), link them too and compile with -DQ8_BASELINE.
 // Cold (default): the weights rotate through 160 MB of copies, so every call reads them from DRAM;
-// --hot: one copy (9-18 MB, inside the 32 MB L3), which shows the instruction cost alone. Figures:
+// --hot: one copy (9-18 MB, inside the 32 MB L3; with --weight-rows 256 inside the 1 MB L2, which shows
+// the instruction cost alone: the L3 is shared with the other core). Figures, per 4096 x 4096 weights:
 // the median over rounds of thread CPU ms per call (descheduled time left out), and weights per ns.
 #include <time.h>
 
@@ -31,8 +34,18 @@ using namespace sparq;
 
 #ifdef Q8_BASELINE
 namespace sparq {
-void base_matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
-void base_matmul_q8_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+// The baseline's RowActs (main at f49c48f, which kept per-call bias lanes) and its quantizer.
+struct OldRowActs {
+  int64_t n = 0, cols = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> bias;
+  std::vector<float> sum16, sum32;
+  std::vector<int16_t> isum16;
+};
+void base_quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, OldRowActs& a);
+void base_matmul_q8_avx2(WeightType t, const uint8_t* w, const OldRowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+void base_matmul_q8_avx512(WeightType t, const uint8_t* w, const OldRowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 }  // namespace sparq
 #endif
 
@@ -52,10 +65,22 @@ static const Type32 TYPES[] = {{"q4_0", WeightType::q4_0, 18, false}, {"q4_1", W
                                {"q5_0", WeightType::q5_0, 22, false}, {"q5_1", WeightType::q5_1, 24, true},
                                {"q8_0", WeightType::q8_0, 34, false}, {"iq4_nl", WeightType::iq4_nl, 18, false}};
 
-using Kernel = void (*)(WeightType, const uint8_t*, const RowActs&, int64_t, float*, int64_t, int64_t);
+// A kernel with its activations quantized by the build it belongs to.
+using Kernel = void (*)(WeightType, const uint8_t*, const void*, int64_t, float*, int64_t, int64_t);
+template <void (*K)(WeightType, const uint8_t*, const RowActs&, int64_t, float*, int64_t, int64_t)>
+void ours(WeightType t, const uint8_t* w, const void* a, int64_t rows, float* out, int64_t b, int64_t e) {
+  K(t, w, *static_cast<const RowActs*>(a), rows, out, b, e);
+}
+#ifdef Q8_BASELINE
+template <void (*K)(WeightType, const uint8_t*, const OldRowActs&, int64_t, float*, int64_t, int64_t)>
+void theirs(WeightType t, const uint8_t* w, const void* a, int64_t rows, float* out, int64_t b, int64_t e) {
+  K(t, w, *static_cast<const OldRowActs*>(a), rows, out, b, e);
+}
+#endif
 
 int main(int argc, char** argv) {
   const int64_t N = 4096;
+  int64_t R = N;  // weight rows (--weight-rows: 256 keeps one q8_0 matrix within the 1 MB L2)
   bool hot = false;
   int rounds = 15;
   std::string type_list = "q4_0,q4_1,q5_0,q5_1,q8_0,iq4_nl", row_list = "1,2,4,8";
@@ -65,6 +90,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") rounds = atoi(argv[++i]);
     else if (a == "--types") type_list = argv[++i];
     else if (a == "--rows") row_list = argv[++i];
+    else if (a == "--weight-rows") R = atoi(argv[++i]);
   }
   std::vector<int> row_counts;
   for (size_t p = 0; p < row_list.size();) {
@@ -80,14 +106,12 @@ int main(int argc, char** argv) {
     const char* name;
     Kernel k;
   };
-  std::vector<Named> kernels = {{"avx2", matmul_q8_avx2}};
-  if (cpu_features().avx512vnni) kernels.push_back({"avx512", matmul_q8_avx512});
+  std::vector<Named> kernels = {{"avx2", ours<matmul_q8_avx2>}};
+  if (cpu_features().avx512vnni) kernels.push_back({"avx512", ours<matmul_q8_avx512>});
+  const size_t own = kernels.size();
 #ifdef Q8_BASELINE
-  const size_t ours = kernels.size();
-  kernels.push_back({"avx2", base_matmul_q8_avx2});
-  if (cpu_features().avx512vnni) kernels.push_back({"avx512", base_matmul_q8_avx512});
-#else
-  const size_t ours = kernels.size();
+  kernels.push_back({"avx2", theirs<base_matmul_q8_avx2>});
+  if (cpu_features().avx512vnni) kernels.push_back({"avx512", theirs<base_matmul_q8_avx512>});
 #endif
   printf("%-7s %-7s %4s  %10s %8s", "type", "path", "rows", "cpu ms", "w/ns");
 #ifdef Q8_BASELINE
@@ -96,7 +120,7 @@ int main(int argc, char** argv) {
   printf("\n");
   for (const Type32& ty : TYPES) {
     if (("," + type_list + ",").find("," + std::string(ty.name) + ",") == std::string::npos) continue;
-    const size_t bytes = static_cast<size_t>(N) * N / 32 * ty.bytes;
+    const size_t bytes = static_cast<size_t>(R) * N / 32 * ty.bytes;
     const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / bytes + 1);
     std::vector<uint8_t> w(bytes * copies);
     for (auto& b : w) b = static_cast<uint8_t>(rng());
@@ -109,15 +133,22 @@ int main(int argc, char** argv) {
     for (int n : row_counts) {
       RowActs acts;
       quantize_row_acts(ty.t, x.data(), n, N, acts);
-      matmul_q8_ref(ty.t, w.data(), acts, N, expect.data(), 0, N);
-      for (size_t path = 0; path < ours; ++path) {
+#ifdef Q8_BASELINE
+      OldRowActs old;
+      base_quantize_row_acts(ty.t, x.data(), n, N, old);
+#else
+      const RowActs& old = acts;
+#endif
+      auto acts_of = [&](size_t k) -> const void* { return k < own ? static_cast<const void*>(&acts) : static_cast<const void*>(&old); };
+      matmul_q8_ref(ty.t, w.data(), acts, R, expect.data(), 0, R);
+      for (size_t path = 0; path < own; ++path) {
         // The kernels against the scalar twin (f32 rounding apart), then timed, alternating with the baseline.
         std::vector<size_t> run = {path};
-        if (path + ours < kernels.size()) run.push_back(path + ours);
+        if (path + own < kernels.size()) run.push_back(path + own);
         for (size_t k : run) {
-          kernels[k].k(ty.t, w.data(), acts, N, out.data(), 0, N);
+          kernels[k].k(ty.t, w.data(), acts_of(k), R, out.data(), 0, R);
           double worst = 0, scale = 0;
-          for (int64_t i = 0; i < n * N; ++i) {
+          for (int64_t i = 0; i < n * R; ++i) {
             worst = std::max(worst, static_cast<double>(std::fabs(out[i] - expect[i])));
             scale = std::max(scale, static_cast<double>(std::fabs(expect[i])));
           }
@@ -128,10 +159,10 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rounds; ++r) {
           for (size_t i = 0; i < run.size(); ++i) {
             const double t0 = cpu_ms();
-            const int calls = 4;
+            const int calls = static_cast<int>(4 * N / R);
             for (int c = 0; c < calls; ++c, copy = (copy + 1) % copies)
-              kernels[run[i]].k(ty.t, w.data() + copy * bytes, acts, N, out.data(), 0, N);
-            times[i].push_back((cpu_ms() - t0) / calls);
+              kernels[run[i]].k(ty.t, w.data() + copy * bytes, acts_of(run[i]), R, out.data(), 0, R);
+            times[i].push_back((cpu_ms() - t0) / calls * N / R);
           }
         }
         auto median = [](std::vector<double> v) {

@@ -1,11 +1,12 @@
 // The integer per-row product of matvec_q8.h, written once for matvec_q8_avx2.cc (AVX2) and
-// matvec_q8_avx512.cc (the same 256-bit code with AVX-512 VNNI's vpdpbusd for the integer sums,
-// and vpternlogd for some bit merges), each compiled with its ISA flags; everything here has
-// internal linkage. Every block type's codes are unpacked into 32 bytes per 32-element chunk and
-// multiplied with the int8 activation codes:
-// - 32-element blocks (q4_0 .. q8_0, iq4_nl): into 8 int32 lanes per chunk (lane i sums elements
-//   4i .. 4i + 3), then one f32 FMA per chunk with the block's scale dl dx; AVX2: vpmaddubsw
-//   (adjacent pairs to int16) and vpmaddwd against ones; VNNI: one vpdpbusd.
+// matvec_q8_avx512.cc (AVX-512 VNNI's vpdpbusd for the integer sums, vpternlogd and byte masks for
+// some bit merges), each compiled with its ISA flags; everything here has internal linkage. The
+// block types' codes are unpacked into bytes and multiplied with the int8 activation codes:
+// - 32-element blocks (q4_0 .. q8_0, iq4_nl): G blocks at once (Group: 2 in 256 bits with AVX2, 4 in
+//   512 bits with AVX-512), the activation codes laid out per call to match the codes' order, into
+//   4 int32 lanes per block (lane i sums 8 elements), then one conversion and one f32 FMA per G
+//   blocks with their scales dl dx (AVX2: vpmaddubsw, the two halves' int16 pair sums added, vpmaddwd
+//   against ones; VNNI: two vpdpbusd).
 // - 256-element super-blocks (the K-quants, iq4_xs): vpmaddubsw into 16 int16 pair sums per chunk,
 //   multiplied by the sub-block's integer scale and added into one int32 vector per super-block
 //   (AVX2: vpmaddwd against the scales and vpaddd; VNNI: one vpdpwssd), so that a chunk costs two or
@@ -14,18 +15,19 @@
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
 // - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
-//   (off 8, 16) start each int32 lane from -off * (its four activation codes'
-//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) subtract
+//   (off 8, 16) start each int32 lane from -off * (its activation codes'
+//   sum), precomputed per call (GroupActs); q3_k and q6_k (off 4, 32) subtract
 //   off * sum_s sc_s (the half-block's activation code sum, RowActs::isum16) once per super-block;
 //   u <= 63 and |q| <= 127 keep a pair within 2 * 63 * 127 = 16002;
 // - signed codes (q8_0, iq4_*): AVX2, and every super-block type, multiply |c| by q with c's sign
 //   moved onto q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
 //   VNNI's 32-element blocks (no int16 step to saturate) multiply c + 128 (c with its sign bit
-//   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
+//   flipped) by q, starting each lane from -128 * (its activation codes' sum), as q4_0;
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
 //   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
 //   minimums, then f32).
-// The 32-element blocks' int32 lanes stay below 2^24 (at most 8 * 128 * 127), so their conversion to
+// The 32-element blocks' int32 lanes stay below 2^24 (at most 8 * 128 * 127 and a start of at most
+// 128 * 8 * 127), so their conversion to
 // f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
 // so its one conversion may round, by one f32 rounding of that term (as any f32 addition of it would).
 #pragma once
@@ -41,6 +43,7 @@ namespace {
 
 // The sink and block decoders must inline into the row loop, or the accumulators live in memory.
 #define SPARQ_INLINE __attribute__((always_inline)) inline
+#define SPARQ_LAMBDA __attribute__((always_inline))
 
 // 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16),
 // iq4 nibbles -> their signed levels, and an f16 field: decode_simd.h's (via matvec_simd.h).
@@ -91,83 +94,161 @@ inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
-// SIGNED (codes stored signed), MIN (has minimums), for the half-block types OFFSET8 (codes are
-// u - OFFSET8, subtracted per super-block through offsets()), and block(x, sink), which hands the
-// sink every chunk c (32 elements from element 32 c of the block):
-// - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
+// SIGNED (codes stored signed), MIN (has minimums); the 32-element types group(x, lo, hi) (below);
+// the super-block types, for the half-block types OFFSET8 (codes are u - OFFSET8, subtracted per
+// super-block through offsets()), and block(x, sink), which hands the sink every chunk c (32 elements
+// from element 32 c of the block) as scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
 //   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or HalfScales::chunk), for the
 //   half-block types with an offset offsets(the 16 half-block scales as int16), then end_block(d),
 //   the f32 super-block scale (in all 8 lanes);
-// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
+// and the minimums as mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
-// The 32-element block types are decoded two blocks at a time, x0 and x1, into the pair layout
-//   lo = [elements 0-15 of x0 | elements 0-15 of x1],  hi = [elements 16-31 of x0 | 16-31 of x1]
-// (for the nibble types the low and the high nibbles of [qs of x0 | qs of x1]: one insert, one shift,
-// two ands for 64 codes), and the activation codes are laid out the same way once per call (PairActs).
-// Each type gives pair(x0, x1, lo, hi), the f16 scale at byte 0 and, with MIN, the f16 minimum at M_AT.
-// Nibbles: the 16 bytes at q0 and q1.
-SPARQ_INLINE void nibble_pair(const uint8_t* q0, const uint8_t* q1, __m256i& lo, __m256i& hi) {
-  const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(q1)), 1);
-  const __m256i low = _mm256_set1_epi8(0x0f);
-  lo = _mm256_and_si256(b, low);
-  hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
-}
-// q5_0 / q5_1: the nibbles at q, plus 16 where the fifth bit (bit e of the 32-bit qh at h, element e) is set.
-SPARQ_INLINE void fifth_pair(const uint8_t* h0, const uint8_t* h1, __m256i& lo, __m256i& hi) {
-  nibble_pair(h0 + 4, h1 + 4, lo, hi);
-  uint32_t b0, b1;
-  std::memcpy(&b0, h0, 4);
-  std::memcpy(&b1, h1, 4);
-  // Bit j of these: byte j of lo and hi (elements 0-15 of each block in lo, 16-31 in hi).
-  const uint32_t low_bits = (b0 & 0xffff) | (b1 << 16), high_bits = (b0 >> 16) | (b1 & 0xffff0000u);
-#if defined(__AVX512BW__) && defined(__AVX512VL__)
-  const __m256i sixteen = _mm256_set1_epi8(16);
-  lo = _mm256_mask_add_epi8(lo, _cvtu32_mask32(low_bits), lo, sixteen);
-  hi = _mm256_mask_add_epi8(hi, _cvtu32_mask32(high_bits), hi, sixteen);
+// The 32-element block types are decoded G blocks at a time (Group: 2 in 256 bits with AVX2, 4 in 512
+// bits with AVX-512), block h's codes in 128-bit lane h of two vectors:
+//   lo = [elements 0-15 of each block],  hi = [elements 16-31 of each block]
+// (for the nibble types the low and the high nibbles of the blocks' qs side by side: G - 1 inserts, one
+// shift, two ands for 32 G codes), and the activation codes are laid out the same way once per call
+// (GroupActs). Each type gives group(x, lo, hi) for the blocks at x[0 .. G), the f16 scale at byte 0
+// and, with MIN, the f16 minimum at M_AT.
+#if defined(__AVX512VNNI__)
+struct Group {
+  static constexpr int G = 4;
+  using I = __m512i;
+  using F = __m512;
+  // The 16 bytes at x[h] + at in 128-bit lane h.
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    auto two = [&](int h) SPARQ_LAMBDA {
+      return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h] + at))),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h + 1] + at)), 1);
+    };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(two(0)), two(2), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm512_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm512_and_si512(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm512_and_si512(_mm512_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))), n);
+  }
+  // a + 16 in byte i where bit i of bits is set.
+  SPARQ_INLINE static I add16(I a, uint64_t bits) { return _mm512_mask_add_epi8(a, _cvtu64_mask64(bits), a, bytes(16)); }
+  SPARQ_INLINE static I load(const void* p) { return _mm512_loadu_si512(p); }
+  SPARQ_INLINE static I zero() { return _mm512_setzero_si512(); }
+  // Signed codes as c + 128 (the sign bit flipped), against start lanes holding -128 times the codes' sums.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    if constexpr (T::SIGNED) {
+      lo = _mm512_xor_si512(lo, bytes(static_cast<char>(0x80)));
+      hi = _mm512_xor_si512(hi, bytes(static_cast<char>(0x80)));
+    }
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, load(x)), hi, load(x + 64));
+  }
+  SPARQ_INLINE static F fzero() { return _mm512_setzero_ps(); }
+  // lanes * (scale8[G i + h] in the lanes of block h) + acc.
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m512i pick = _mm512_setr_epi32(4 * i, 4 * i, 4 * i, 4 * i, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 2, 4 * i + 2,
+                                           4 * i + 2, 4 * i + 2, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_permutexvar_ps(pick, _mm512_castps256_ps512(scale8)), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+};
 #else
-  lo = _mm256_or_si256(lo, fifth_bits(low_bits));
-  hi = _mm256_or_si256(hi, fifth_bits(high_bits));
+struct Group {
+  static constexpr int G = 2;
+  using I = __m256i;
+  using F = __m256;
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0] + at))),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1] + at)), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm256_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm256_and_si256(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) { return iq4_levels(n); }
+  SPARQ_INLINE static I add16(I a, uint64_t bits) { return _mm256_or_si256(a, fifth_bits(static_cast<uint32_t>(bits))); }
+  SPARQ_INLINE static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  SPARQ_INLINE static I zero() { return _mm256_setzero_si256(); }
+  // vpmaddubsw takes the codes unsigned: u <= 31 keeps its pair sums within 2 * 31 * 127, lo's and hi's
+  // together within 15748; signed codes go in as |c| against x with c's sign, pairs up to 32512, so
+  // lo's and hi's are widened apart.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    const I xl = load(x), xh = load(x + 32), ones = _mm256_set1_epi16(1);
+    if constexpr (T::SIGNED)
+      return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones),
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
+    const I sums = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
+    return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+  }
+  SPARQ_INLINE static F fzero() { return _mm256_setzero_ps(); }
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m256i pick = _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_permutevar8x32_ps(scale8, pick), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) { return v; }
+};
 #endif
+using GroupI = Group::I;
+// Nibbles: the 16 bytes at x[h] + at.
+SPARQ_INLINE void nibble_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  const GroupI b = Group::halves(x, at);
+  lo = Group::low4(b);
+  hi = Group::high4(b);
+}
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
+SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  nibble_group(x, at + 4, lo, hi);
+  // Bit 16 h + j: byte j of lane h (elements 0-15 of block h in lo, 16-31 in hi).
+  uint64_t low_bits = 0, high_bits = 0;
+  for (int h = 0; h < Group::G; ++h) {
+    uint32_t qh;
+    std::memcpy(&qh, x[h] + at, 4);
+    low_bits |= static_cast<uint64_t>(qh & 0xffff) << (16 * h);
+    high_bits |= static_cast<uint64_t>(qh >> 16) << (16 * h);
+  }
+  lo = Group::add16(lo, low_bits);
+  hi = Group::add16(hi, high_bits);
 }
 struct Q4_0 {  // d | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { nibble_pair(x0 + 2, x1 + 2, lo, hi); }
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 2, lo, hi); }
 };
 struct Q4_1 {  // d | m | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { nibble_pair(x0 + 4, x1 + 4, lo, hi); }
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 4, lo, hi); }
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { fifth_pair(x0 + 2, x1 + 2, lo, hi); }
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 2, lo, hi); }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) { fifth_pair(x0 + 4, x1 + 4, lo, hi); }
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 4, lo, hi); }
 };
 struct Q8_0 {  // d | qs[32] signed
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) {
-    auto half = [](const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); };
-    lo = _mm256_inserti128_si256(_mm256_castsi128_si256(half(x0 + 2)), half(x1 + 2), 1);
-    hi = _mm256_inserti128_si256(_mm256_castsi128_si256(half(x0 + 18)), half(x1 + 18), 1);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    lo = Group::halves(x, 2);
+    hi = Group::halves(x, 18);
   }
 };
 struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  SPARQ_INLINE static void pair(const uint8_t* x0, const uint8_t* x1, __m256i& lo, __m256i& hi) {
-    nibble_pair(x0 + 2, x1 + 2, lo, hi);
-    lo = iq4_levels(lo);
-    hi = iq4_levels(hi);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    nibble_group(x, 2, lo, hi);
+    lo = Group::levels(lo);
+    hi = Group::levels(hi);
   }
 };
 // Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
@@ -338,31 +419,6 @@ void with_type(WeightType t, Fn fn) {
   }
 }
 
-// The int32 lanes of one chunk's codes against the activation codes at q (bias: their RowActs::bias
-// lanes): lane i sums elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
-template <class T>
-SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias) {
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-#if defined(__AVX512VNNI__)
-  // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
-  if (T::SIGNED)
-    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)),
-                               _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
-#endif
-  __m256i mag = codes;
-  if (T::SIGNED) {
-    x = _mm256_sign_epi8(x, codes);
-    mag = _mm256_sign_epi8(codes, codes);
-  }
-  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)) : _mm256_setzero_si256();
-#if defined(__AVX512VNNI__)
-  return _mm256_dpbusd_epi32(start, mag, x);
-#else
-  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), _mm256_set1_epi16(1));
-  return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
-#endif
-}
-
 // The 16 int16 pair sums of a super-block chunk's codes against activation codes x: lane i holds
 // elements 2i and 2i + 1 (vpmaddubsw; signed codes as |c| times x with c's sign, exact: see the top).
 template <class T>
@@ -372,18 +428,19 @@ SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
 }
 
 // ---- 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl) ----
-// Per pair of blocks and activation row: 2 integer products into 8 int32 lanes (lane j of half h:
-// block h's elements 4j .. 4j + 3 and 16 + 4j .. 16 + 4j + 3), one conversion, one FMA with the two
-// blocks' scales dl dx (each in its half: a permute of the 8 blocks' scales, converted and multiplied
-// by the row's dx once per 8 blocks); minimums once per 8 blocks; one horizontal sum per weight row.
+// Per group of G blocks (Group) and activation row: two integer products into 4 G int32 lanes (lane j
+// of 128-bit lane h: block h's elements 4j .. 4j + 3 and 16 + 4j .. 16 + 4j + 3), one conversion, one
+// FMA with the blocks' scales dl dx (a permute of 8 blocks' scales, converted and multiplied by the
+// row's dx once per 8 blocks); the minimums once per 8 blocks; one horizontal sum per weight row.
 
-// The activation rows in the pair layout, per call: for pair p (blocks 2p, 2p + 1) and row t, the 64
-// codes [x0 0-15 | x1 0-15 | x0 16-31 | x1 16-31] at q + 64 (p n + t) and the 8 start lanes
-// -off * (the lane's 8 activation codes) at bias + 8 (p n + t) (off = PairActs::offset<T>()); per
-// row, dx and (with minimums) xs per block at d / sum32 + t blocks8, zero past the row's blocks (an
-// odd last block's partner has zero codes), so that runs of 8 blocks need no tail of their own.
-struct PairActs {
-  int64_t n = 0, blocks = 0, pairs = 0, blocks8 = 0;
+// The activation rows in the group layout, per call: for group g (blocks G g .. G g + G - 1) and row t,
+// the 32 G codes [elements 0-15 of each block | elements 16-31 of each block] at q + 32 G (g n + t)
+// and the 4 G start lanes -off * (the lane's 8 activation codes) at bias + 4 G (g n + t) (off =
+// offset<T>()); per row, dx and (with minimums) xs per block at d / sum32 + t blocks8. All zero past
+// the row's blocks, so that a run of fewer than 8 blocks adds nothing for the missing ones.
+struct GroupActs {
+  static constexpr int G = Group::G;
+  int64_t n = 0, blocks = 0, groups = 0, blocks8 = 0;
   std::vector<int8_t> q;
   std::vector<int32_t> bias;
   std::vector<float> d, sum32;
@@ -402,25 +459,22 @@ struct PairActs {
   void fill(const RowActs& a) {
     n = a.n;
     blocks = a.cols / 32;
-    pairs = (blocks + 1) / 2;
+    groups = (blocks + G - 1) / G;
     blocks8 = (blocks + 7) / 8 * 8;
-    q.assign(static_cast<size_t>(pairs * n * 64), 0);
-    bias.assign(offset<T>() ? static_cast<size_t>(pairs * n * 8) : 0, 0);
+    q.assign(static_cast<size_t>(groups * n * 32 * G), 0);
+    bias.assign(offset<T>() ? static_cast<size_t>(groups * n * 4 * G) : 0, 0);
     d.assign(static_cast<size_t>(n * blocks8), 0.0f);
     sum32.assign(T::MIN ? static_cast<size_t>(n * blocks8) : 0, 0.0f);
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int8_t* x = a.q.data() + t * a.cols + 32 * b;
-        int8_t* p = q.data() + 64 * ((b / 2) * n + t) + 16 * (b % 2);
-        std::memcpy(p, x, 16);
-        std::memcpy(p + 32, x + 16, 16);
-        if (!bias.empty()) {
-          int32_t* lanes = bias.data() + 8 * ((b / 2) * n + t) + 4 * (b % 2);
-          for (int j = 0; j < 4; ++j) {
-            int s = 0;
-            for (int i = 0; i < 4; ++i) s += x[4 * j + i] + x[16 + 4 * j + i];
-            lanes[j] = -offset<T>() * s;
-          }
+        const int64_t at = (b / G) * n + t, h = b % G;
+        std::memcpy(q.data() + 32 * G * at + 16 * h, x, 16);
+        std::memcpy(q.data() + 32 * G * at + 16 * (G + h), x + 16, 16);
+        for (int j = 0; j < 4 && !bias.empty(); ++j) {
+          int sum = 0;
+          for (int i = 0; i < 4; ++i) sum += x[4 * j + i] + x[16 + 4 * j + i];
+          bias[4 * G * at + 4 * h + j] = -offset<T>() * sum;
         }
         d[t * blocks8 + b] = a.d[t * blocks + b];
         if (T::MIN) sum32[t * blocks8 + b] = a.sum32[t * blocks + b];
@@ -429,36 +483,20 @@ struct PairActs {
   }
 };
 
-// The int32 lanes of a pair of blocks (lo, hi: their codes in the pair layout) against the activation
-// codes at x (64 bytes), from start (the bias lanes, or zero): exact (see the top: u <= 31 keeps
-// vpmaddubsw's pair sums within 2 * 31 * 127, two of them within 15748; signed codes' pairs reach
-// 32512, so AVX2 widens lo's and hi's apart).
+// The G blocks from x (count of them in the row, the missing ones replaced by the last: their
+// activation codes are zero) into lo and hi.
 template <class T>
-SPARQ_INLINE __m256i pair_lanes(__m256i lo, __m256i hi, const int8_t* x, __m256i start) {
-  const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-#if defined(__AVX512VNNI__)
-  if constexpr (T::SIGNED) {  // c + 128 (the sign bit flipped); start holds -128 times the codes' sums
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    lo = _mm256_xor_si256(lo, flip);
-    hi = _mm256_xor_si256(hi, flip);
-  }
-  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, lo, xl), hi, xh);
-#else
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (T::SIGNED)
-    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones),
-                            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
-  const __m256i sums = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
-  return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
-#endif
+SPARQ_INLINE void decode_group(const uint8_t* x, int count, GroupI& lo, GroupI& hi) {
+  const uint8_t* at[Group::G];
+  for (int h = 0; h < Group::G; ++h) at[h] = x + (h < count ? h : count - 1) * T::BYTES;
+  T::group(at, lo, hi);
 }
 
 // The f16 fields at p, p + STRIDE, .. of 8 blocks as f32 lanes, gathered in two 64-bit words
 // (general-register loads and shifts, which leave the vector units to the products).
 template <int STRIDE>
 SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
-  auto word = [p](int i) __attribute__((always_inline)) {
+  auto word = [p](int i) SPARQ_LAMBDA {
     return static_cast<uint64_t>(load_u16(p + i * STRIDE)) | static_cast<uint64_t>(load_u16(p + (i + 1) * STRIDE)) << 16 |
            static_cast<uint64_t>(load_u16(p + (i + 2) * STRIDE)) << 32 | static_cast<uint64_t>(load_u16(p + (i + 3) * STRIDE)) << 48;
   };
@@ -473,146 +511,104 @@ SPARQ_INLINE __m256 f16s_tail(const uint8_t* p, int stride, int count) {
 
 // Weight row `row` against activation rows t0 .. t0 + NX - 1 of p into res[0 .. NX).
 template <class T, int NX>
-SPARQ_INLINE void row_tile32(const uint8_t* row, const PairActs& p, int64_t t0, float* res) {
-  constexpr bool START = PairActs::offset<T>() != 0;
+SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0, float* res) {
+  constexpr int G = Group::G, GROUPS8 = 8 / G;
+  constexpr bool START = GroupActs::offset<T>() != 0;
   constexpr int CHAINS = NX == 1 ? 2 : 1;  // one row: two FMA chains; more: the rows' chains overlap
-  __m256 acc[NX][CHAINS], mins[NX];
+  Group::F acc[NX][CHAINS];
+  __m256 mins[NX];
   for (int k = 0; k < NX; ++k) {
-    for (int c = 0; c < CHAINS; ++c) acc[k][c] = _mm256_setzero_ps();
+    for (int c = 0; c < CHAINS; ++c) acc[k][c] = Group::fzero();
     mins[k] = _mm256_setzero_ps();
   }
-  // The tile's codes and start lanes of the current pair: row k's at q + 64 k, bias + 8 k.
-  const int8_t* q = p.q.data() + 64 * t0;
-  const int32_t* bias = START ? p.bias.data() + 8 * t0 : nullptr;
-  const int64_t q_step = 64 * p.n, bias_step = 8 * p.n;
+  // The tile's codes and start lanes of the current group: row k's at q + 32 G k, bias + 4 G k.
+  const int8_t* q = p.q.data() + 32 * G * t0;
+  const int32_t* bias = START ? p.bias.data() + 4 * G * t0 : nullptr;
+  const int64_t q_step = 32 * G * p.n, bias_step = 4 * G * p.n;
   const float* d = p.d.data() + t0 * p.blocks8;
   const float* sum32 = T::MIN ? p.sum32.data() + t0 * p.blocks8 : nullptr;
-  // One run of up to 8 blocks from x (count of them in the row; p is zero past the row's blocks).
-  auto run = [&](const uint8_t* x, int count, __m256 dl, __m256 m) __attribute__((always_inline)) {
+  // Runs of 8 blocks (the last may be shorter: count of them in the row).
+  for (int64_t b = 0; b < p.blocks; b += 8) {
+    const uint8_t* x = row + b * T::BYTES;
+    const int count = p.blocks - b < 8 ? static_cast<int>(p.blocks - b) : 8;
+    const __m256 dl = count == 8 ? f16s8<T::BYTES>(x) : f16s_tail(x, T::BYTES, count);
     __m256 scale[NX];
-    for (int k = 0; k < NX; ++k) {
-      scale[k] = _mm256_mul_ps(dl, _mm256_loadu_ps(d + k * p.blocks8));
-      if constexpr (T::MIN) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32 + k * p.blocks8), mins[k]);
+    for (int k = 0; k < NX; ++k) scale[k] = _mm256_mul_ps(dl, _mm256_loadu_ps(d + k * p.blocks8));
+    if constexpr (T::MIN) {
+      const __m256 m = count == 8 ? f16s8<T::BYTES>(x + T::M_AT) : f16s_tail(x + T::M_AT, T::BYTES, count);
+      for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32 + k * p.blocks8), mins[k]);
+      sum32 += 8;
     }
     d += 8;
-    if constexpr (T::MIN) sum32 += 8;
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      if (2 * i >= count) break;
-      const uint8_t* x0 = x + 2 * i * T::BYTES;
-      __m256i lo, hi;
-      T::pair(x0, 2 * i + 1 < count ? x0 + T::BYTES : x0, lo, hi);  // a lone last block pairs with itself (times zero codes)
-      const __m256i pick = _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1);
+    for (int i = 0; i < GROUPS8; ++i) {
+      if (G * i >= count) break;
+      GroupI lo, hi;
+      decode_group<T>(x + G * i * T::BYTES, count - G * i, lo, hi);
       for (int k = 0; k < NX; ++k) {
-        const __m256i start = START ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias + 8 * k)) : _mm256_setzero_si256();
-        __m256& a = acc[k][i % CHAINS];
-        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(pair_lanes<T>(lo, hi, q + 64 * k, start)), _mm256_permutevar8x32_ps(scale[k], pick), a);
+        const GroupI start = START ? Group::load(bias + 4 * G * k) : Group::zero();
+        Group::F& a = acc[k][i % CHAINS];
+        a = Group::fma(Group::lanes<T>(lo, hi, q + 32 * G * k, start), scale[k], i, a);
       }
       q += q_step;
       if constexpr (START) bias += bias_step;
     }
-  };
-  const int64_t blocks = p.blocks;
-  int64_t b = 0;
-  for (; b + 8 <= blocks; b += 8) {
-    const uint8_t* x = row + b * T::BYTES;
-    run(x, 8, f16s8<T::BYTES>(x), T::MIN ? f16s8<T::BYTES>(x + T::M_AT) : _mm256_setzero_ps());
-  }
-  if (b < blocks) {
-    const uint8_t* x = row + b * T::BYTES;
-    const int count = static_cast<int>(blocks - b);
-    run(x, count, f16s_tail(x, T::BYTES, count), T::MIN ? f16s_tail(x + T::M_AT, T::BYTES, count) : _mm256_setzero_ps());
   }
   for (int k = 0; k < NX; ++k) {
-    __m256 s = mins[k];
-    for (int c = 0; c < CHAINS; ++c) s = _mm256_add_ps(s, acc[k][c]);
-    res[k] = Vec256::sum(s);
+    Group::F s = acc[k][0];
+    for (int c = 1; c < CHAINS; ++c) s = Group::add(s, acc[k][c]);
+    res[k] = Vec256::sum(_mm256_add_ps(Group::fold(s), mins[k]));
   }
 }
 
-// RowActs' codes and bias lanes with the rows interleaved by chunk, [chunk][row][32 codes] and
-// [chunk][row][8 lanes] (step = rows): a tile's rows are then constant offsets from one pointer, not
-// a pointer each (8 rows' pointers do not fit the general registers beside the loop's own). One row
-// is its own interleaving (step 1: RowActs' arrays themselves).
+// RowActs' codes with the rows interleaved by chunk, [chunk][row][32 codes] (step = rows): a tile's
+// rows are then constant offsets from one pointer, not a pointer each (8 rows' pointers do not fit
+// the general registers beside the loop's own). One row is its own interleaving (step 1: RowActs'
+// array itself).
 struct ActCodes {
   const int8_t* q;
-  const int32_t* bias;  // null: no bias lanes
   int64_t step;
   std::vector<int8_t> q_kept;
-  std::vector<int32_t> bias_kept;
 
-  explicit ActCodes(const RowActs& a) : q(a.q.data()), bias(a.bias.empty() ? nullptr : a.bias.data()), step(a.n) {
+  explicit ActCodes(const RowActs& a) : q(a.q.data()), step(a.n) {
     if (a.n == 1) return;
     const int64_t chunks = a.cols / 32;
     q_kept.resize(a.q.size());
-    bias_kept.resize(a.bias.size());
-    for (int64_t t = 0; t < a.n; ++t) {
-      for (int64_t g = 0; g < chunks; ++g) {
-        std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
-        if (bias) std::memcpy(bias_kept.data() + 8 * (g * a.n + t), a.bias.data() + t * (a.cols / 4) + 8 * g, 8 * sizeof(int32_t));
-      }
-    }
+    for (int64_t t = 0; t < a.n; ++t)
+      for (int64_t g = 0; g < chunks; ++g) std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
     q = q_kept.data();
-    bias = bias ? bias_kept.data() : nullptr;
   }
 };
 
-// The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, for
-// 32-element blocks scaled and accumulated in two f32 chains (even and odd chunks: c, known when the
-// block's code is compiled, picks the chain, so the accumulators stay in registers), for super-blocks
-// scaled by the integer sub-block scales into one int32 vector per super-block; and the minimums' terms.
+// The sink of T::block (a super-block type) for NX activation rows from t0: the integer dot products
+// of each chunk scaled by the integer sub-block scales into one int32 vector per super-block, then
+// one f32 FMA per super-block; and the minimums' terms.
 template <class T, int NX>
 struct RowSums {
-  // The activation codes and bias lanes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k),
-  // bias + 8 (g step + k), so that every row of the tile is a constant offset from one pointer.
+  // The activation codes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k), so that every
+  // row of the tile is a constant offset from one pointer.
   const int8_t* q;
-  const int32_t* bias;
   int64_t step;
   const float *d[NX], *sum32[NX];
   const int16_t* isum16[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
-  __m256 acc[2][NX], mins[NX];
+  __m256 acc[NX], mins[NX];
   __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
-  float min_scalar[NX];
 
-  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0)
-      : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), step(codes.step) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
       d[k] = a.d.data() + t * (a.cols / 32);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
-      acc[0][k] = acc[1][k] = mins[k] = _mm256_setzero_ps();
+      acc[k] = mins[k] = _mm256_setzero_ps();
       block_sum[k] = _mm256_setzero_si256();
-      min_scalar[k] = 0;
     }
   }
 
-  // Row k's activation codes and bias lanes of chunk g.
+  // Row k's activation codes of chunk g.
   SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + 32 * (g * step + k); }
-  SPARQ_INLINE const int32_t* bias_at(int64_t g, int k) const { return T::BIAS || T::SIGNED ? bias + 8 * (g * step + k) : nullptr; }
 
-  SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
-    const int64_t g = g0 + c;
-    for (int k = 0; k < NX; ++k) {
-      __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))),
-                          _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
-    }
-  }
-  // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl times each row's dx into
-  // scale (NX x 8, kept by the caller: an array in this struct would keep the accumulators in memory),
-  // then each block's codes.
-  SPARQ_INLINE void scales8(__m256 dl, float (*scale)[8]) const {
-    for (int k = 0; k < NX; ++k) _mm256_store_ps(scale[k], _mm256_mul_ps(dl, _mm256_loadu_ps(d[k] + g0)));
-  }
-  SPARQ_INLINE void run_chunk(int i, __m256i codes, const float (*scale)[8]) {
-    for (int k = 0; k < NX; ++k) {
-      __m256& a = acc[NX == 1 ? i & 1 : 0][k];  // one row: two chains; more: the rows' chains overlap
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i),
-                          a);
-    }
-  }
   // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
     for (int k = 0; k < NX; ++k) {
@@ -635,12 +631,9 @@ struct RowSums {
   // The super-block's sum times d dx (Q8_K's dx, repeated per 32 elements in RowActs::d).
   SPARQ_INLINE void end_block(__m256 scale) {
     for (int k = 0; k < NX; ++k) {
-      acc[0][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[0][k]);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[k]);
       block_sum[k] = _mm256_setzero_si256();
     }
-  }
-  SPARQ_INLINE void min32(int c, float m) {
-    for (int k = 0; k < NX; ++k) min_scalar[k] += m * sum32[k][g0 + c];
   }
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
@@ -653,27 +646,20 @@ struct RowSums {
     }
   }
   void finish(float* res) const {
-    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), mins[k])) + min_scalar[k];
+    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(acc[k], mins[k]));
   }
 };
 
-// The sink of T::block for q8_sums_avx2: the int32 sums sum_j c_j q_j of every sub-block of one
-// activation row (the K-quants' integer sub-block scales left out: block_codes.h's codes), into sums.
+// The sink of T::block (a super-block type) for q8_sums_avx2: the int32 sums sum_j c_j q_j of every
+// sub-block of one activation row (the integer sub-block scales left out: block_codes.h's codes), into sums.
 template <class T>
 struct SubSums {
   const int8_t* q;
-  const int32_t* bias;
   const int16_t* isum16;
   int32_t* sums;   // the row's sub-block sums
   int64_t g0 = 0;  // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
-  SPARQ_INLINE void store(int c, __m256i codes) {
-    alignas(32) int32_t lane[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q + 32 * (g0 + c), bias ? bias + 8 * (g0 + c) : nullptr));
-    sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
-  }
-  SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
   // The sub-block sums by pair_sums itself (block_codes.h's codes are q3_k's and q6_k's u, their
   // offset a minimum there).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
@@ -688,7 +674,6 @@ struct SubSums {
   }
   SPARQ_INLINE void offsets(__m256i) {}
   SPARQ_INLINE void end_block(__m256) {}
-  SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
   SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
@@ -729,19 +714,7 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
     constexpr int NX = decltype(nx)::value;
     RowSums<T, NX> sums(a, codes, t0);
     const uint8_t* row = w + r * row_bytes;
-    int64_t b = 0;
-    if constexpr (T::ELEMENTS == 32) {
-      // Runs of 8 blocks: their 8 scales (and minimums) converted and multiplied by dx as one vector.
-      alignas(32) float scale[NX][8];
-      for (; b + 8 <= blocks; b += 8, sums.g0 += 8) {
-        const uint8_t* x = row + b * T::BYTES;
-        sums.scales8(f16s8<T::BYTES>(x), scale);
-        if constexpr (T::MIN) sums.mins32(f16s8<T::BYTES>(x + T::M_AT));
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) sums.run_chunk(i, T::codes(x + i * T::BYTES), scale);
-      }
-    }
-    for (; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
+    for (int64_t b = 0; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
     sums.finish(res);
   });
 }
@@ -771,8 +744,8 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
 // Activation rows (a.n) against weight rows [row_begin, row_end) of 32-element blocks.
 template <class T>
 void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
-  thread_local PairActs kept;  // buffers kept from call to call
-  PairActs& p = kept;
+  thread_local GroupActs kept;  // buffers kept from call to call
+  GroupActs& p = kept;
   p.fill<T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
   for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
@@ -780,27 +753,26 @@ void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, in
   });
 }
 
-// The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by pair_lanes
-// (the sums rows_q8_32 scales) -> sums (n, rows, blocks).
+// The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by
+// Group::lanes (the sums rows_q8_32 scales) -> sums (n, rows, blocks).
 template <class T>
 void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
-  PairActs p;
+  constexpr int G = Group::G;
+  GroupActs p;
   p.fill<T>(a);
   const int64_t blocks = p.blocks, row_bytes = blocks * T::BYTES;
   for (int64_t t = 0; t < a.n; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t b = 0; b < blocks; b += 2) {
-        const uint8_t* x0 = w + r * row_bytes + b * T::BYTES;
-        __m256i lo, hi;
-        T::pair(x0, b + 1 < blocks ? x0 + T::BYTES : x0, lo, hi);
-        const int64_t at = (b / 2) * p.n + t;
-        const __m256i start = PairActs::offset<T>() ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.bias.data() + 8 * at))
-                                                    : _mm256_setzero_si256();
-        alignas(32) int32_t lane[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(lane), pair_lanes<T>(lo, hi, p.q.data() + 64 * at, start));
-        int32_t* s = sums + (t * rows + r) * blocks + b;
-        s[0] = lane[0] + lane[1] + lane[2] + lane[3];
-        if (b + 1 < blocks) s[1] = lane[4] + lane[5] + lane[6] + lane[7];
+      for (int64_t b = 0; b < blocks; b += G) {
+        const int count = static_cast<int>(std::min<int64_t>(G, blocks - b));
+        GroupI lo, hi;
+        decode_group<T>(w + r * row_bytes + b * T::BYTES, count, lo, hi);
+        const int64_t at = (b / G) * p.n + t;
+        const GroupI start = GroupActs::offset<T>() ? Group::load(p.bias.data() + 4 * G * at) : Group::zero();
+        alignas(64) int32_t lane[4 * G];
+        const GroupI sum = Group::lanes<T>(lo, hi, p.q.data() + 32 * G * at, start);
+        std::memcpy(lane, &sum, sizeof lane);
+        for (int h = 0; h < count; ++h) sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
       }
     }
   }
@@ -812,8 +784,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
-                      a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
