@@ -143,6 +143,21 @@ struct Group {
     }
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, load(x)), hi, load(x + 64));
   }
+  // The shared layout (GroupActs::shared): the activation codes x + 128 are the unsigned operand, the
+  // weights' codes c (signed: u - BIAS) the signed one, and each lane starts from -128 (the sum of its
+  // c), which all the activation rows share: sum c (x + 128) - 128 sum c = sum c x, exact.
+  template <class T>
+  SPARQ_INLINE static I shared_start(I& lo, I& hi) {
+    if constexpr (T::BIAS != 0) {
+      lo = _mm512_sub_epi8(lo, bytes(T::BIAS));
+      hi = _mm512_sub_epi8(hi, bytes(T::BIAS));
+    }
+    const I c128 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero(), bytes(static_cast<char>(0x80)), lo), bytes(static_cast<char>(0x80)), hi);
+    return _mm512_sub_epi32(zero(), c128);
+  }
+  SPARQ_INLINE static I shared_lanes(I lo, I hi, const int8_t* x, I start) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, load(x), lo), load(x + 64), hi);
+  }
   SPARQ_INLINE static F fzero() { return _mm512_setzero_ps(); }
   // lanes * (scale8[G i + h] in the lanes of block h) + acc.
   SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
@@ -441,6 +456,7 @@ SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
 struct GroupActs {
   static constexpr int G = Group::G;
   int64_t n = 0, blocks = 0, groups = 0, blocks8 = 0;
+  bool shared = false;  // no start lanes: the weights give them (Group::shared_start); q holds x + 128
   std::vector<int8_t> q;
   std::vector<int32_t> bias;
   std::vector<float> d, sum32;
@@ -454,23 +470,41 @@ struct GroupActs {
     return T::BIAS;
 #endif
   }
+  // Whether T may take the shared layout: with VNNI, the types with start lanes. Used for several
+  // activation rows, whose start lanes would add half to the activations' bytes per weight row (8
+  // rows' would no longer fit the L1 cache: 1.4-1.8x slower), not for one, where the weights' extra
+  // work per group costs more than the load of one row's start lanes. (AVX2's equivalent, signed codes
+  // against x with their sign, was 1.1-1.3x slower for 2-8 rows: there the integer work decides.)
+  template <class T>
+  static constexpr bool can_share() {
+#if defined(__AVX512VNNI__)
+    return offset<T>() != 0;
+#else
+    return false;
+#endif
+  }
 
   template <class T>
   void fill(const RowActs& a) {
     n = a.n;
+    shared = can_share<T>() && n > 1;
     blocks = a.cols / 32;
     groups = (blocks + G - 1) / G;
     blocks8 = (blocks + 7) / 8 * 8;
     q.assign(static_cast<size_t>(groups * n * 32 * G), 0);
-    bias.assign(offset<T>() ? static_cast<size_t>(groups * n * 4 * G) : 0, 0);
+    bias.assign(offset<T>() && !shared ? static_cast<size_t>(groups * n * 4 * G) : 0, 0);
     d.assign(static_cast<size_t>(n * blocks8), 0.0f);
     sum32.assign(T::MIN ? static_cast<size_t>(n * blocks8) : 0, 0.0f);
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t b = 0; b < blocks; ++b) {
         const int8_t* x = a.q.data() + t * a.cols + 32 * b;
         const int64_t at = (b / G) * n + t, h = b % G;
-        std::memcpy(q.data() + 32 * G * at + 16 * h, x, 16);
-        std::memcpy(q.data() + 32 * G * at + 16 * (G + h), x + 16, 16);
+        int8_t* to = q.data() + 32 * G * at + 16 * h;
+        const int8_t shift = shared ? static_cast<int8_t>(0x80) : 0;  // x + 128
+        for (int j = 0; j < 16; ++j) {
+          to[j] = static_cast<int8_t>(x[j] ^ shift);
+          to[16 * G + j] = static_cast<int8_t>(x[16 + j] ^ shift);
+        }
         for (int j = 0; j < 4 && !bias.empty(); ++j) {
           int sum = 0;
           for (int i = 0; i < 4; ++i) sum += x[4 * j + i] + x[16 + 4 * j + i];
@@ -510,10 +544,10 @@ SPARQ_INLINE __m256 f16s_tail(const uint8_t* p, int stride, int count) {
 }
 
 // Weight row `row` against activation rows t0 .. t0 + NX - 1 of p into res[0 .. NX).
-template <class T, int NX>
+template <class T, int NX, bool SHARED>
 SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0, float* res) {
   constexpr int G = Group::G, GROUPS8 = 8 / G;
-  constexpr bool START = GroupActs::offset<T>() != 0;
+  constexpr bool START = GroupActs::offset<T>() != 0 && !SHARED;
   constexpr int CHAINS = NX == 1 ? 2 : 1;  // one row: two FMA chains; more: the rows' chains overlap
   Group::F acc[NX][CHAINS];
   __m256 mins[NX];
@@ -545,10 +579,21 @@ SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0,
       if (G * i >= count) break;
       GroupI lo, hi;
       decode_group<T>(x + G * i * T::BYTES, count - G * i, lo, hi);
-      for (int k = 0; k < NX; ++k) {
-        const GroupI start = START ? Group::load(bias + 4 * G * k) : Group::zero();
-        Group::F& a = acc[k][i % CHAINS];
-        a = Group::fma(Group::lanes<T>(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+#if defined(__AVX512VNNI__)
+      if constexpr (SHARED) {
+        const GroupI start = Group::shared_start<T>(lo, hi);
+        for (int k = 0; k < NX; ++k) {
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::shared_lanes(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
+      } else
+#endif
+      {
+        for (int k = 0; k < NX; ++k) {
+          const GroupI start = START ? Group::load(bias + 4 * G * k) : Group::zero();
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::lanes<T>(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
       }
       q += q_step;
       if constexpr (START) bias += bias_step;
@@ -749,7 +794,9 @@ void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, in
   p.fill<T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
   for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
-    row_tile32<T, decltype(nx)::value>(w + r * row_bytes, p, t0, res);
+    if constexpr (GroupActs::can_share<T>())
+      if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
+    row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
   });
 }
 
@@ -768,9 +815,15 @@ void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums)
         GroupI lo, hi;
         decode_group<T>(w + r * row_bytes + b * T::BYTES, count, lo, hi);
         const int64_t at = (b / G) * p.n + t;
-        const GroupI start = GroupActs::offset<T>() ? Group::load(p.bias.data() + 4 * G * at) : Group::zero();
+        GroupI sum;
+#if defined(__AVX512VNNI__)
+        if (p.shared) sum = Group::shared_lanes(lo, hi, p.q.data() + 32 * G * at, Group::shared_start<T>(lo, hi));
+#endif
+        if (!p.shared) {
+          const GroupI start = GroupActs::offset<T>() ? Group::load(p.bias.data() + 4 * G * at) : Group::zero();
+          sum = Group::lanes<T>(lo, hi, p.q.data() + 32 * G * at, start);
+        }
         alignas(64) int32_t lane[4 * G];
-        const GroupI sum = Group::lanes<T>(lo, hi, p.q.data() + 32 * G * at, start);
         std::memcpy(lane, &sum, sizeof lane);
         for (int h = 0; h < count; ++h) sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
       }
