@@ -26,9 +26,8 @@
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
 //   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
 //   minimums, then f32).
-// The 32-element blocks' int32 lanes stay below 2^24 (at most 8 * 128 * 127 and a start of at most
-// 128 * 8 * 127), so their conversion to
-// f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
+// The 32-element blocks' int32 lanes (8 products each) stay below 2^24 (at most 8 * 128 * 127), so
+// their conversion to f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
 // so its one conversion may round, by one f32 rounding of that term (as any f32 addition of it would).
 #pragma once
 #include <cstring>
