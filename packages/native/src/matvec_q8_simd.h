@@ -451,7 +451,8 @@ SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
 // the 32 G codes [elements 0-15 of each block | elements 16-31 of each block] at q + 32 G (g n + t)
 // and the 4 G start lanes -off * (the lane's 8 activation codes) at bias + 4 G (g n + t) (off =
 // offset<T>()); per row, dx and (with minimums) xs per block at d / sum32 + t blocks8. All zero past
-// the row's blocks, so that a run of fewer than 8 blocks adds nothing for the missing ones.
+// the row's blocks: a missing block's dx of 0 zeroes whatever its lanes hold (in the shared layout
+// its codes 0 stand for x = -128), so a run of fewer than 8 blocks needs no code of its own.
 struct GroupActs {
   static constexpr int G = Group::G;
   int64_t n = 0, blocks = 0, groups = 0, blocks8 = 0;
@@ -516,8 +517,8 @@ struct GroupActs {
   }
 };
 
-// The G blocks from x (count of them in the row, the missing ones replaced by the last: their
-// activation codes are zero) into lo and hi.
+// The G blocks from x (count of them in the row; the missing ones, whose scale dx is 0, replaced by
+// the last) into lo and hi.
 template <class T>
 SPARQ_INLINE void decode_group(const uint8_t* x, int count, GroupI& lo, GroupI& hi) {
   const uint8_t* at[Group::G];
