@@ -61,16 +61,6 @@ inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
   second = _mm256_permute2x128_si256(lo, hi, 0x31);
 }
 
-// 32 bits -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits, AVX2).
-inline __m256i fifth_bits(uint32_t bits) {
-  // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
-}
-
 // The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
 // `to` and up): one 16-bit shift, whose spill from the neighbouring byte lands outside the mask.
 inline __m256i bits_at(__m256i b, int from, int to, int mask) {
@@ -129,8 +119,18 @@ struct Group {
   SPARQ_INLINE static I levels(I n) {
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))), n);
   }
-  // a + 16 in byte i where bit i of bits is set.
-  SPARQ_INLINE static I add16(I a, uint64_t bits) { return _mm512_mask_add_epi8(a, _cvtu64_mask64(bits), a, bytes(16)); }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and tested into a byte mask.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm512_broadcast_i32x4(qh), bit = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ULL));
+    const I spread_lo = _mm512_setr_epi64(0, R, 4 * R, 5 * R, 8 * R, 9 * R, 12 * R, 13 * R);
+    const I spread_hi = _mm512_setr_epi64(2 * R, 3 * R, 6 * R, 7 * R, 10 * R, 11 * R, 14 * R, 15 * R);
+    const __mmask64 set_lo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_lo), bit);
+    const __mmask64 set_hi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_hi), bit);
+    lo = _mm512_mask_add_epi8(lo, set_lo, lo, bytes(16));
+    hi = _mm512_mask_add_epi8(hi, set_hi, hi, bytes(16));
+  }
   SPARQ_INLINE static I load(const void* p) { return _mm512_loadu_si512(p); }
   SPARQ_INLINE static I zero() { return _mm512_setzero_si512(); }
   // Signed codes as c + 128 (the sign bit flipped), against start lanes holding -128 times the codes' sums.
@@ -182,7 +182,18 @@ struct Group {
   SPARQ_INLINE static I low4(I b) { return _mm256_and_si256(b, bytes(0x0f)); }
   SPARQ_INLINE static I high4(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), bytes(0x0f)); }
   SPARQ_INLINE static I levels(I n) { return iq4_levels(n); }
-  SPARQ_INLINE static I add16(I a, uint64_t bits) { return _mm256_or_si256(a, fifth_bits(static_cast<uint32_t>(bits))); }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and compared into 0x10 or 0.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm256_broadcastsi128_si256(qh), bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    auto fifth = [&](long long a, long long b) SPARQ_LAMBDA {  // bytes a, a + 1 (lane 0) and b, b + 1 (lane 1)
+      const I spread = _mm256_shuffle_epi8(words, _mm256_setr_epi64x(a * R, (a + 1) * R, b * R, (b + 1) * R));
+      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(16));
+    };
+    lo = _mm256_or_si256(lo, fifth(0, 4));
+    hi = _mm256_or_si256(hi, fifth(2, 6));
+  }
   SPARQ_INLINE static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   SPARQ_INLINE static I zero() { return _mm256_setzero_si256(); }
   // vpmaddubsw takes the codes unsigned: u <= 31 keeps its pair sums within 2 * 31 * 127, lo's and hi's
@@ -215,18 +226,19 @@ SPARQ_INLINE void nibble_group(const uint8_t* const* x, int at, GroupI& lo, Grou
 }
 // q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
 // x[h] + at, element e) is set.
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
 SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
   nibble_group(x, at + 4, lo, hi);
-  // Bit 16 h + j: byte j of lane h (elements 0-15 of block h in lo, 16-31 in hi).
-  uint64_t low_bits = 0, high_bits = 0;
-  for (int h = 0; h < Group::G; ++h) {
+  // The G words qh in the dwords of one 128-bit vector, then Group::add16.
+  auto word = [&](int h) SPARQ_LAMBDA {
     uint32_t qh;
     std::memcpy(&qh, x[h] + at, 4);
-    low_bits |= static_cast<uint64_t>(qh & 0xffff) << (16 * h);
-    high_bits |= static_cast<uint64_t>(qh >> 16) << (16 * h);
-  }
-  lo = Group::add16(lo, low_bits);
-  hi = Group::add16(hi, high_bits);
+    return static_cast<int>(qh);
+  };
+  __m128i qh = _mm_cvtsi32_si128(word(0));
+  for (int h = 1; h < Group::G; ++h) qh = _mm_insert_epi32(qh, word(h), h);
+  Group::add16(lo, hi, qh);
 }
 struct Q4_0 {  // d | qs[16]
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
