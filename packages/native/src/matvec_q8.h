@@ -52,7 +52,6 @@ struct RowActs {
   int64_t n = 0, cols = 0;
   std::vector<int8_t> q;        // (n, cols) codes
   std::vector<float> d;         // (n, cols / 32) steps dx of the 32 elements' activation block
-  std::vector<int32_t> bias;    // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
   std::vector<float> sum16;     // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;     // (n, cols / 32): quantize_act_row's xs; types with a minimum only
   std::vector<int16_t> isum16;  // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
@@ -72,17 +71,14 @@ constexpr bool q8_has_min(WeightType t) {
   }
 }
 
-// The codes' offset that matmul_q8_avx2 subtracts in its integer sums through RowActs::bias (the
-// other kernels take block_codes.h's signed codes).
+// The codes' offset that the x86 per-row kernels subtract in their integer sums (matvec_q8_simd.h's
+// GroupActs; the other kernels take block_codes.h's signed codes).
 constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
 // The constant code offset of q3_k (4) and q6_k (32) (block_codes.h), which the SIMD kernels
 // subtract once per super-block against RowActs::isum16, instead of as a minimum; 0 otherwise.
 constexpr int q8_offset8(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
 // Types whose codes are stored signed (q8_0, iq4_*).
 constexpr bool q8_signed(WeightType t) { return t == WeightType::q8_0 || t == WeightType::iq4_nl || t == WeightType::iq4_xs; }
-// The offset off of RowActs::bias: q8_bias, or 128 for the signed codes, which the VNNI kernel
-// multiplies as c + 128 (vpdpbusd's weights are unsigned); 0: no bias row.
-constexpr int q8_act_bias(WeightType t) { return q8_signed(t) ? 128 : q8_bias(t); }
 
 // x (n, cols) -> a, for weights of type t (a block type). Portable scalar code, every kernel path's.
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a);

@@ -100,13 +100,11 @@ void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, flo
 
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a) {
   const int64_t chunks = cols / 32;
-  const int bias = q8_act_bias(t);
   const bool min = q8_has_min(t);
   a.n = n;
   a.cols = cols;
   a.q.resize(static_cast<size_t>(n * cols));
   a.d.resize(static_cast<size_t>(n * chunks));
-  a.bias.resize(bias ? static_cast<size_t>(n * cols / 4) : 0);
   a.sum16.resize(min ? static_cast<size_t>(n * cols / 16) : 0);
   a.sum32.resize(static_cast<size_t>(n * chunks));
   a.isum16.resize(sub_block_elements(t) == 16 ? static_cast<size_t>(n * cols / 16) : 0);
@@ -117,7 +115,6 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
   for (int64_t i = 0; i < n * chunks; ++i) {
     const int8_t* q = a.q.data() + 32 * i;
     const float dx = a.d[i];
-    for (int j = 0; j < 32 && bias; j += 4) a.bias[8 * i + j / 4] = -bias * (q[j] + q[j + 1] + q[j + 2] + q[j + 3]);
     if (min) {
       int32_t first = 0, sum = 0;
       for (int j = 0; j < 16; ++j) first += q[j];

@@ -1,11 +1,12 @@
 // The integer per-row product of matvec_q8.h, written once for matvec_q8_avx2.cc (AVX2) and
-// matvec_q8_avx512.cc (the same 256-bit code with AVX-512 VNNI's vpdpbusd for the integer sums,
-// and vpternlogd for some bit merges), each compiled with its ISA flags; everything here has
-// internal linkage. Every block type's codes are unpacked into 32 bytes per 32-element chunk and
-// multiplied with the int8 activation codes:
-// - 32-element blocks (q4_0 .. q8_0, iq4_nl): into 8 int32 lanes per chunk (lane i sums elements
-//   4i .. 4i + 3), then one f32 FMA per chunk with the block's scale dl dx; AVX2: vpmaddubsw
-//   (adjacent pairs to int16) and vpmaddwd against ones; VNNI: one vpdpbusd.
+// matvec_q8_avx512.cc (AVX-512 VNNI's vpdpbusd for the integer sums, vpternlogd and byte masks for
+// some bit merges), each compiled with its ISA flags; everything here has internal linkage. The
+// block types' codes are unpacked into bytes and multiplied with the int8 activation codes:
+// - 32-element blocks (q4_0 .. q8_0, iq4_nl): G blocks at once (Group: 2 in 256 bits with AVX2, 4 in
+//   512 bits with AVX-512), the activation codes laid out per call to match the codes' order, into
+//   4 int32 lanes per block (lane i sums 8 elements), then one conversion and one f32 FMA per G
+//   blocks with their scales dl dx (AVX2: vpmaddubsw, the two halves' int16 pair sums added, vpmaddwd
+//   against ones; VNNI: two vpdpbusd).
 // - 256-element super-blocks (the K-quants, iq4_xs): vpmaddubsw into 16 int16 pair sums per chunk,
 //   multiplied by the sub-block's integer scale and added into one int32 vector per super-block
 //   (AVX2: vpmaddwd against the scales and vpaddd; VNNI: one vpdpwssd), so that a chunk costs two or
@@ -14,19 +15,19 @@
 //
 // Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
 // - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
-//   (off 8, 16) start each int32 lane from -off * (its four activation codes'
-//   sum), precomputed per call (RowActs::bias); q3_k and q6_k (off 4, 32) subtract
+//   (off 8, 16) start each int32 lane from -off * (its activation codes'
+//   sum), precomputed per call (GroupActs); q3_k and q6_k (off 4, 32) subtract
 //   off * sum_s sc_s (the half-block's activation code sum, RowActs::isum16) once per super-block;
 //   u <= 63 and |q| <= 127 keep a pair within 2 * 63 * 127 = 16002;
 // - signed codes (q8_0, iq4_*): AVX2, and every super-block type, multiply |c| by q with c's sign
 //   moved onto q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
 //   VNNI's 32-element blocks (no int16 step to saturate) multiply c + 128 (c with its sign bit
-//   flipped) by q, starting each lane from -128 * (its four codes' sum), as q4_0;
+//   flipped) by q, starting each lane from -128 * (its activation codes' sum), as q4_0;
 // - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
 //   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
 //   minimums, then f32).
-// The 32-element blocks' int32 lanes stay below 2^24 (at most 8 * 128 * 127), so their conversion to
-// f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
+// The 32-element blocks' int32 lanes (8 products each) stay below 2^24 (at most 8 * 128 * 127), so
+// their conversion to f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
 // so its one conversion may round, by one f32 rounding of that term (as any f32 addition of it would).
 #pragma once
 #include <cstring>
@@ -41,6 +42,7 @@ namespace {
 
 // The sink and block decoders must inline into the row loop, or the accumulators live in memory.
 #define SPARQ_INLINE __attribute__((always_inline)) inline
+#define SPARQ_LAMBDA __attribute__((always_inline))
 
 // 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16),
 // iq4 nibbles -> their signed levels, and an f16 field: decode_simd.h's (via matvec_simd.h).
@@ -57,18 +59,6 @@ inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
   const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
   first = _mm256_permute2x128_si256(lo, hi, 0x20);
   second = _mm256_permute2x128_si256(lo, hi, 0x31);
-}
-
-// 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
-inline __m256i fifth_bits(const uint8_t* p) {
-  uint32_t bits;
-  std::memcpy(&bits, p, 4);
-  // Byte j takes byte j / 8 of the word, then tests its bit j % 8.
-  const __m256i spread =
-      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
-                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-  const __m256i mask = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(0x10));
 }
 
 // The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
@@ -93,72 +83,200 @@ inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
-// SIGNED (codes stored signed), MIN (has minimums), for the half-block types OFFSET8 (codes are
-// u - OFFSET8, subtracted per super-block through offsets()), and block(x, sink), which hands the
-// sink every chunk c (32 elements from element 32 c of the block):
-// - 32-element blocks: chunk(c, codes, dl) with the f32 scale;
-// - 256-element super-blocks: scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
+// SIGNED (codes stored signed), MIN (has minimums); the 32-element types group(x, lo, hi) (below);
+// the super-block types, for the half-block types OFFSET8 (codes are u - OFFSET8, subtracted per
+// super-block through offsets()), and block(x, sink), which hands the sink every chunk c (32 elements
+// from element 32 c of the block) as scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
 //   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or HalfScales::chunk), for the
 //   half-block types with an offset offsets(the 16 half-block scales as int16), then end_block(d),
 //   the f32 super-block scale (in all 8 lanes);
-// and the minimums as min32 (one sub-block), mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
+// and the minimums as mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
 // integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
 // f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
-// The 32-element block types give codes(x), the f16 scale at byte 0 and, with MIN, the f16 minimum
-// at byte M_AT; Block32 makes their block(x, sink).
-template <class T>
-struct Block32 {
-  static constexpr int ELEMENTS = 32;
-  template <class S>
-  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    s.chunk(0, T::codes(x), f16x8(x));
-    if constexpr (T::MIN) s.min32(0, f16_at(x + T::M_AT));
+// The 32-element block types are decoded G blocks at a time (Group: 2 in 256 bits with AVX2, 4 in 512
+// bits with AVX-512), block h's codes in 128-bit lane h of two vectors:
+//   lo = [elements 0-15 of each block],  hi = [elements 16-31 of each block]
+// (for the nibble types the low and the high nibbles of the blocks' qs side by side: G - 1 inserts, one
+// shift, two ands for 32 G codes), and the activation codes are laid out the same way once per call
+// (GroupActs). Each type gives group(x, lo, hi) for the blocks at x[0 .. G), the f16 scale at byte 0
+// and, with MIN, the f16 minimum at M_AT.
+#if defined(__AVX512VNNI__)
+struct Group {
+  static constexpr int G = 4;
+  using I = __m512i;
+  using F = __m512;
+  // The 16 bytes at x[h] + at in 128-bit lane h.
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    auto two = [&](int h) SPARQ_LAMBDA {
+      return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h] + at))),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h + 1] + at)), 1);
+    };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(two(0)), two(2), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm512_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm512_and_si512(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm512_and_si512(_mm512_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))), n);
+  }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and tested into a byte mask.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm512_broadcast_i32x4(qh), bit = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ULL));
+    const I spread_lo = _mm512_setr_epi64(0, R, 4 * R, 5 * R, 8 * R, 9 * R, 12 * R, 13 * R);
+    const I spread_hi = _mm512_setr_epi64(2 * R, 3 * R, 6 * R, 7 * R, 10 * R, 11 * R, 14 * R, 15 * R);
+    const __mmask64 set_lo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_lo), bit);
+    const __mmask64 set_hi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_hi), bit);
+    lo = _mm512_mask_add_epi8(lo, set_lo, lo, bytes(16));
+    hi = _mm512_mask_add_epi8(hi, set_hi, hi, bytes(16));
+  }
+  SPARQ_INLINE static I load(const void* p) { return _mm512_loadu_si512(p); }
+  SPARQ_INLINE static I zero() { return _mm512_setzero_si512(); }
+  // Signed codes as c + 128 (the sign bit flipped), against start lanes holding -128 times the codes' sums.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    if constexpr (T::SIGNED) {
+      lo = _mm512_xor_si512(lo, bytes(static_cast<char>(0x80)));
+      hi = _mm512_xor_si512(hi, bytes(static_cast<char>(0x80)));
+    }
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, load(x)), hi, load(x + 64));
+  }
+  // The shared layout (GroupActs::shared): the activation codes x + 128 are the unsigned operand, the
+  // weights' codes c (signed: u - BIAS) the signed one, and each lane starts from -128 (the sum of its
+  // c), which all the activation rows share: sum c (x + 128) - 128 sum c = sum c x, exact.
+  template <class T>
+  SPARQ_INLINE static I shared_start(I& lo, I& hi) {
+    if constexpr (T::BIAS != 0) {
+      lo = _mm512_sub_epi8(lo, bytes(T::BIAS));
+      hi = _mm512_sub_epi8(hi, bytes(T::BIAS));
+    }
+    const I c128 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero(), bytes(static_cast<char>(0x80)), lo), bytes(static_cast<char>(0x80)), hi);
+    return _mm512_sub_epi32(zero(), c128);
+  }
+  SPARQ_INLINE static I shared_lanes(I lo, I hi, const int8_t* x, I start) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, load(x), lo), load(x + 64), hi);
+  }
+  SPARQ_INLINE static F fzero() { return _mm512_setzero_ps(); }
+  // lanes * (scale8[G i + h] in the lanes of block h) + acc.
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m512i pick = _mm512_setr_epi32(4 * i, 4 * i, 4 * i, 4 * i, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 2, 4 * i + 2,
+                                           4 * i + 2, 4 * i + 2, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_permutexvar_ps(pick, _mm512_castps256_ps512(scale8)), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
   }
 };
-struct Q4_0 : Block32<Q4_0> {
-  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 2); }
+#else
+struct Group {
+  static constexpr int G = 2;
+  using I = __m256i;
+  using F = __m256;
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0] + at))),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1] + at)), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm256_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm256_and_si256(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) { return iq4_levels(n); }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and compared into 0x10 or 0.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm256_broadcastsi128_si256(qh), bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    auto fifth = [&](long long a, long long b) SPARQ_LAMBDA {  // bytes a, a + 1 (lane 0) and b, b + 1 (lane 1)
+      const I spread = _mm256_shuffle_epi8(words, _mm256_setr_epi64x(a * R, (a + 1) * R, b * R, (b + 1) * R));
+      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(16));
+    };
+    lo = _mm256_or_si256(lo, fifth(0, 4));
+    hi = _mm256_or_si256(hi, fifth(2, 6));
+  }
+  SPARQ_INLINE static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  SPARQ_INLINE static I zero() { return _mm256_setzero_si256(); }
+  // vpmaddubsw takes the codes unsigned: u <= 31 keeps its pair sums within 2 * 31 * 127, lo's and hi's
+  // together within 15748; signed codes go in as |c| against x with c's sign, pairs up to 32512, so
+  // lo's and hi's are widened apart.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    const I xl = load(x), xh = load(x + 32), ones = _mm256_set1_epi16(1);
+    if constexpr (T::SIGNED)
+      return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones),
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
+    const I sums = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
+    return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+  }
+  SPARQ_INLINE static F fzero() { return _mm256_setzero_ps(); }
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m256i pick = _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_permutevar8x32_ps(scale8, pick), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) { return v; }
 };
-struct Q4_1 : Block32<Q4_1> {
-  static constexpr int BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return nibbles32(x + 4); }
-};
-struct Q5_0 : Block32<Q5_0> {  // d | qh[4] | qs[16]
-  static constexpr int BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 6), fifth_bits(x + 2)); }
-};
-struct Q5_1 : Block32<Q5_1> {  // d | m | qh[4] | qs[16]
-  static constexpr int BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_or_si256(nibbles32(x + 8), fifth_bits(x + 4)); }
-};
-struct Q8_0 : Block32<Q8_0> {
-  static constexpr int BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2)); }
-};
-struct IQ4_NL : Block32<IQ4_NL> {
-  static constexpr int BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
-  SPARQ_INLINE static __m256i codes(const uint8_t* x) { return iq4_levels(nibbles32(x + 2)); }
-};
-// The f16 fields at p, p + STRIDE, .., p + 7 STRIDE (one per block of a run of 8) as 8 f32 lanes.
-template <int STRIDE>
-SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
-  __m128i h = _mm_cvtsi32_si128(load_u16(p));
-  h = _mm_insert_epi16(h, load_u16(p + STRIDE), 1);
-  h = _mm_insert_epi16(h, load_u16(p + 2 * STRIDE), 2);
-  h = _mm_insert_epi16(h, load_u16(p + 3 * STRIDE), 3);
-  h = _mm_insert_epi16(h, load_u16(p + 4 * STRIDE), 4);
-  h = _mm_insert_epi16(h, load_u16(p + 5 * STRIDE), 5);
-  h = _mm_insert_epi16(h, load_u16(p + 6 * STRIDE), 6);
-  h = _mm_insert_epi16(h, load_u16(p + 7 * STRIDE), 7);
-  return _mm256_cvtph_ps(h);
+#endif
+using GroupI = Group::I;
+// Nibbles: the 16 bytes at x[h] + at.
+SPARQ_INLINE void nibble_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  const GroupI b = Group::halves(x, at);
+  lo = Group::low4(b);
+  hi = Group::high4(b);
 }
-
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
+SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  nibble_group(x, at + 4, lo, hi);
+  // The G words qh in the dwords of one 128-bit vector, then Group::add16.
+  auto word = [&](int h) SPARQ_LAMBDA {
+    uint32_t qh;
+    std::memcpy(&qh, x[h] + at, 4);
+    return static_cast<int>(qh);
+  };
+  __m128i qh = _mm_cvtsi32_si128(word(0));
+  for (int h = 1; h < Group::G; ++h) qh = _mm_insert_epi32(qh, word(h), h);
+  Group::add16(lo, hi, qh);
+}
+struct Q4_0 {  // d | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 2, lo, hi); }
+};
+struct Q4_1 {  // d | m | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 4, lo, hi); }
+};
+struct Q5_0 {  // d | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 2, lo, hi); }
+};
+struct Q5_1 {  // d | m | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 4, lo, hi); }
+};
+struct Q8_0 {  // d | qs[32] signed
+  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    lo = Group::halves(x, 2);
+    hi = Group::halves(x, 18);
+  }
+};
+struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    nibble_group(x, 2, lo, hi);
+    lo = Group::levels(lo);
+    hi = Group::levels(hi);
+  }
+};
 // Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
 // as int16 in both 128-bit halves, then chunk c's in all 16 lanes (one byte shuffle).
 SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc32, sc32), 0x88); }
@@ -327,31 +445,6 @@ void with_type(WeightType t, Fn fn) {
   }
 }
 
-// The int32 lanes of one chunk's codes against the activation codes at q (bias: their RowActs::bias
-// lanes): lane i sums elements 4i .. 4i + 3 of codes * x-codes, minus T::BIAS times the x-codes.
-template <class T>
-SPARQ_INLINE __m256i lane_sums(__m256i codes, const int8_t* q, const int32_t* bias) {
-  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-#if defined(__AVX512VNNI__)
-  // Signed codes as c + 128 (the flipped sign bit), the lanes starting from -128 times the x-codes' sums.
-  if (T::SIGNED)
-    return _mm256_dpbusd_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)),
-                               _mm256_xor_si256(codes, _mm256_set1_epi8(static_cast<char>(0x80))), x);
-#endif
-  __m256i mag = codes;
-  if (T::SIGNED) {
-    x = _mm256_sign_epi8(x, codes);
-    mag = _mm256_sign_epi8(codes, codes);
-  }
-  const __m256i start = T::BIAS ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)) : _mm256_setzero_si256();
-#if defined(__AVX512VNNI__)
-  return _mm256_dpbusd_epi32(start, mag, x);
-#else
-  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), _mm256_set1_epi16(1));
-  return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
-#endif
-}
-
 // The 16 int16 pair sums of a super-block chunk's codes against activation codes x: lane i holds
 // elements 2i and 2i + 1 (vpmaddubsw; signed codes as |c| times x with c's sign, exact: see the top).
 template <class T>
@@ -360,89 +453,219 @@ SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
   else return _mm256_maddubs_epi16(codes, x);
 }
 
-// RowActs' codes and bias lanes with the rows interleaved by chunk, [chunk][row][32 codes] and
-// [chunk][row][8 lanes] (step = rows): a tile's rows are then constant offsets from one pointer, not
-// a pointer each (8 rows' pointers do not fit the general registers beside the loop's own). One row
-// is its own interleaving (step 1: RowActs' arrays themselves).
-struct ActCodes {
-  const int8_t* q;
-  const int32_t* bias;  // null: no bias lanes
-  int64_t step;
-  std::vector<int8_t> q_kept;
-  std::vector<int32_t> bias_kept;
+// ---- 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl) ----
+// Per group of G blocks (Group) and activation row: two integer products into 4 G int32 lanes (lane j
+// of 128-bit lane h: block h's elements 4j .. 4j + 3 and 16 + 4j .. 16 + 4j + 3), one conversion, one
+// FMA with the blocks' scales dl dx (a permute of 8 blocks' scales, converted and multiplied by the
+// row's dx once per 8 blocks); the minimums once per 8 blocks; one horizontal sum per weight row.
 
-  explicit ActCodes(const RowActs& a) : q(a.q.data()), bias(a.bias.empty() ? nullptr : a.bias.data()), step(a.n) {
-    if (a.n == 1) return;
-    const int64_t chunks = a.cols / 32;
-    q_kept.resize(a.q.size());
-    bias_kept.resize(a.bias.size());
-    for (int64_t t = 0; t < a.n; ++t) {
-      for (int64_t g = 0; g < chunks; ++g) {
-        std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
-        if (bias) std::memcpy(bias_kept.data() + 8 * (g * a.n + t), a.bias.data() + t * (a.cols / 4) + 8 * g, 8 * sizeof(int32_t));
+// The activation rows in the group layout, per call: for group g (blocks G g .. G g + G - 1) and row t,
+// the 32 G codes [elements 0-15 of each block | elements 16-31 of each block] at q + 32 G (g n + t)
+// and the 4 G start lanes -off * (the lane's 8 activation codes) at bias + 4 G (g n + t) (off =
+// offset<T>()); per row, dx and (with minimums) xs per block at d / sum32 + t blocks8. All zero past
+// the row's blocks: a missing block's dx of 0 zeroes whatever its lanes hold (in the shared layout
+// its codes 0 stand for x = -128), so a run of fewer than 8 blocks needs no code of its own.
+struct GroupActs {
+  static constexpr int G = Group::G;
+  int64_t n = 0, blocks = 0, groups = 0, blocks8 = 0;
+  bool shared = false;  // no start lanes: the weights give them (Group::shared_start); q holds x + 128
+  std::vector<int8_t> q;
+  std::vector<int32_t> bias;
+  std::vector<float> d, sum32;
+
+  // The codes' offset the start lanes remove: T::BIAS, or 128 for signed codes with VNNI (c + 128).
+  template <class T>
+  static constexpr int offset() {
+#if defined(__AVX512VNNI__)
+    return T::SIGNED ? 128 : T::BIAS;
+#else
+    return T::BIAS;
+#endif
+  }
+  // Whether T may take the shared layout: with VNNI, the types with start lanes. Used for several
+  // activation rows, whose start lanes would add half to the activations' bytes per weight row (8
+  // rows' would no longer fit the L1 cache: 1.4-1.8x slower), not for one, where the weights' extra
+  // work per group costs more than the load of one row's start lanes. (AVX2's equivalent, signed codes
+  // against x with their sign, was 1.1-1.3x slower for 2-8 rows: there the integer work decides.)
+  template <class T>
+  static constexpr bool can_share() {
+#if defined(__AVX512VNNI__)
+    return offset<T>() != 0;
+#else
+    return false;
+#endif
+  }
+
+  template <class T>
+  void fill(const RowActs& a) {
+    n = a.n;
+    shared = can_share<T>() && n > 1;
+    blocks = a.cols / 32;
+    groups = (blocks + G - 1) / G;
+    blocks8 = (blocks + 7) / 8 * 8;
+    q.assign(static_cast<size_t>(groups * n * 32 * G), 0);
+    bias.assign(offset<T>() && !shared ? static_cast<size_t>(groups * n * 4 * G) : 0, 0);
+    d.assign(static_cast<size_t>(n * blocks8), 0.0f);
+    sum32.assign(T::MIN ? static_cast<size_t>(n * blocks8) : 0, 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int8_t* x = a.q.data() + t * a.cols + 32 * b;
+        const int64_t at = (b / G) * n + t, h = b % G;
+        int8_t* to = q.data() + 32 * G * at + 16 * h;
+        const int8_t shift = shared ? static_cast<int8_t>(0x80) : 0;  // x + 128
+        for (int j = 0; j < 16; ++j) {
+          to[j] = static_cast<int8_t>(x[j] ^ shift);
+          to[16 * G + j] = static_cast<int8_t>(x[16 + j] ^ shift);
+        }
+        for (int j = 0; j < 4 && !bias.empty(); ++j) {
+          int sum = 0;
+          for (int i = 0; i < 4; ++i) sum += x[4 * j + i] + x[16 + 4 * j + i];
+          bias[4 * G * at + 4 * h + j] = -offset<T>() * sum;
+        }
+        d[t * blocks8 + b] = a.d[t * blocks + b];
+        if (T::MIN) sum32[t * blocks8 + b] = a.sum32[t * blocks + b];
       }
     }
-    q = q_kept.data();
-    bias = bias ? bias_kept.data() : nullptr;
   }
 };
 
-// The sink of T::block for NX activation rows from t0: the integer dot products of each chunk, for
-// 32-element blocks scaled and accumulated in two f32 chains (even and odd chunks: c, known when the
-// block's code is compiled, picks the chain, so the accumulators stay in registers), for super-blocks
-// scaled by the integer sub-block scales into one int32 vector per super-block; and the minimums' terms.
+// The G blocks from x (count of them in the row; the missing ones, whose scale dx is 0, replaced by
+// the last) into lo and hi.
+template <class T>
+SPARQ_INLINE void decode_group(const uint8_t* x, int count, GroupI& lo, GroupI& hi) {
+  const uint8_t* at[Group::G];
+  for (int h = 0; h < Group::G; ++h) at[h] = x + (h < count ? h : count - 1) * T::BYTES;
+  T::group(at, lo, hi);
+}
+
+// The f16 fields at p, p + STRIDE, .. of 8 blocks as f32 lanes, gathered in two 64-bit words
+// (general-register loads and shifts, which leave the vector units to the products).
+template <int STRIDE>
+SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
+  auto word = [p](int i) SPARQ_LAMBDA {
+    return static_cast<uint64_t>(load_u16(p + i * STRIDE)) | static_cast<uint64_t>(load_u16(p + (i + 1) * STRIDE)) << 16 |
+           static_cast<uint64_t>(load_u16(p + (i + 2) * STRIDE)) << 32 | static_cast<uint64_t>(load_u16(p + (i + 3) * STRIDE)) << 48;
+  };
+  return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(word(0))), static_cast<long long>(word(4)), 1));
+}
+// The same for `count` blocks (up to 8), zero past them.
+SPARQ_INLINE __m256 f16s_tail(const uint8_t* p, int stride, int count) {
+  alignas(16) uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < count; ++i) h[i] = load_u16(p + i * stride);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Weight row `row` against activation rows t0 .. t0 + NX - 1 of p into res[0 .. NX).
+template <class T, int NX, bool SHARED>
+SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0, float* res) {
+  constexpr int G = Group::G, GROUPS8 = 8 / G;
+  constexpr bool START = GroupActs::offset<T>() != 0 && !SHARED;
+  constexpr int CHAINS = NX == 1 ? 2 : 1;  // one row: two FMA chains; more: the rows' chains overlap
+  Group::F acc[NX][CHAINS];
+  __m256 mins[NX];
+  for (int k = 0; k < NX; ++k) {
+    for (int c = 0; c < CHAINS; ++c) acc[k][c] = Group::fzero();
+    mins[k] = _mm256_setzero_ps();
+  }
+  // The tile's codes and start lanes of the current group: row k's at q + 32 G k, bias + 4 G k.
+  const int8_t* q = p.q.data() + 32 * G * t0;
+  const int32_t* bias = START ? p.bias.data() + 4 * G * t0 : nullptr;
+  const int64_t q_step = 32 * G * p.n, bias_step = 4 * G * p.n;
+  const float* d = p.d.data() + t0 * p.blocks8;
+  const float* sum32 = T::MIN ? p.sum32.data() + t0 * p.blocks8 : nullptr;
+  // Runs of 8 blocks (the last may be shorter: count of them in the row).
+  for (int64_t b = 0; b < p.blocks; b += 8) {
+    const uint8_t* x = row + b * T::BYTES;
+    const int count = p.blocks - b < 8 ? static_cast<int>(p.blocks - b) : 8;
+    const __m256 dl = count == 8 ? f16s8<T::BYTES>(x) : f16s_tail(x, T::BYTES, count);
+    __m256 scale[NX];
+    for (int k = 0; k < NX; ++k) scale[k] = _mm256_mul_ps(dl, _mm256_loadu_ps(d + k * p.blocks8));
+    if constexpr (T::MIN) {
+      const __m256 m = count == 8 ? f16s8<T::BYTES>(x + T::M_AT) : f16s_tail(x + T::M_AT, T::BYTES, count);
+      for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32 + k * p.blocks8), mins[k]);
+      sum32 += 8;
+    }
+    d += 8;
+#pragma GCC unroll 4
+    for (int i = 0; i < GROUPS8; ++i) {
+      if (G * i >= count) break;
+      GroupI lo, hi;
+      decode_group<T>(x + G * i * T::BYTES, count - G * i, lo, hi);
+#if defined(__AVX512VNNI__)
+      if constexpr (SHARED) {
+        const GroupI start = Group::shared_start<T>(lo, hi);
+        for (int k = 0; k < NX; ++k) {
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::shared_lanes(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
+      } else
+#endif
+      {
+        for (int k = 0; k < NX; ++k) {
+          const GroupI start = START ? Group::load(bias + 4 * G * k) : Group::zero();
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::lanes<T>(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
+      }
+      q += q_step;
+      if constexpr (START) bias += bias_step;
+    }
+  }
+  for (int k = 0; k < NX; ++k) {
+    Group::F s = acc[k][0];
+    for (int c = 1; c < CHAINS; ++c) s = Group::add(s, acc[k][c]);
+    res[k] = Vec256::sum(_mm256_add_ps(Group::fold(s), mins[k]));
+  }
+}
+
+// RowActs' codes with the rows interleaved by chunk, [chunk][row][32 codes] (step = rows): a tile's
+// rows are then constant offsets from one pointer, not a pointer each (8 rows' pointers do not fit
+// the general registers beside the loop's own). One row is its own interleaving (step 1: RowActs'
+// array itself).
+struct ActCodes {
+  const int8_t* q;
+  int64_t step;
+  std::vector<int8_t> q_kept;
+
+  explicit ActCodes(const RowActs& a) : q(a.q.data()), step(a.n) {
+    if (a.n == 1) return;
+    const int64_t chunks = a.cols / 32;
+    q_kept.resize(a.q.size());
+    for (int64_t t = 0; t < a.n; ++t)
+      for (int64_t g = 0; g < chunks; ++g) std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
+    q = q_kept.data();
+  }
+};
+
+// The sink of T::block (a super-block type) for NX activation rows from t0: the integer dot products
+// of each chunk scaled by the integer sub-block scales into one int32 vector per super-block, then
+// one f32 FMA per super-block; and the minimums' terms.
 template <class T, int NX>
 struct RowSums {
-  // The activation codes and bias lanes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k),
-  // bias + 8 (g step + k), so that every row of the tile is a constant offset from one pointer.
+  // The activation codes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k), so that every
+  // row of the tile is a constant offset from one pointer.
   const int8_t* q;
-  const int32_t* bias;
   int64_t step;
   const float *d[NX], *sum32[NX];
   const int16_t* isum16[NX];
   int64_t g0 = 0;  // the current block's first chunk in the row
-  __m256 acc[2][NX], mins[NX];
+  __m256 acc[NX], mins[NX];
   __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
-  float min_scalar[NX];
 
-  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0)
-      : q(codes.q + 32 * t0), bias(codes.bias ? codes.bias + 8 * t0 : nullptr), step(codes.step) {
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), step(codes.step) {
     for (int k = 0; k < NX; ++k) {
       const int64_t t = t0 + k;
       d[k] = a.d.data() + t * (a.cols / 32);
       isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
       sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
-      acc[0][k] = acc[1][k] = mins[k] = _mm256_setzero_ps();
+      acc[k] = mins[k] = _mm256_setzero_ps();
       block_sum[k] = _mm256_setzero_si256();
-      min_scalar[k] = 0;
     }
   }
 
-  // Row k's activation codes and bias lanes of chunk g.
+  // Row k's activation codes of chunk g.
   SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + 32 * (g * step + k); }
-  SPARQ_INLINE const int32_t* bias_at(int64_t g, int k) const { return T::BIAS || T::SIGNED ? bias + 8 * (g * step + k) : nullptr; }
 
-  SPARQ_INLINE void chunk(int c, __m256i codes, __m256 dl) {
-    const int64_t g = g0 + c;
-    for (int k = 0; k < NX; ++k) {
-      __m256& a = acc[c & 1][k];
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g, k), bias_at(g, k))),
-                          _mm256_mul_ps(dl, _mm256_broadcast_ss(d[k] + g)), a);
-    }
-  }
-  // A run of 8 32-element blocks from chunk g0 (rows_q8): their scales dl times each row's dx into
-  // scale (NX x 8, kept by the caller: an array in this struct would keep the accumulators in memory),
-  // then each block's codes.
-  SPARQ_INLINE void scales8(__m256 dl, float (*scale)[8]) const {
-    for (int k = 0; k < NX; ++k) _mm256_store_ps(scale[k], _mm256_mul_ps(dl, _mm256_loadu_ps(d[k] + g0)));
-  }
-  SPARQ_INLINE void run_chunk(int i, __m256i codes, const float (*scale)[8]) {
-    for (int k = 0; k < NX; ++k) {
-      __m256& a = acc[NX == 1 ? i & 1 : 0][k];  // one row: two chains; more: the rows' chains overlap
-      a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums<T>(codes, x_at(g0 + i, k), bias_at(g0 + i, k))), _mm256_broadcast_ss(scale[k] + i),
-                          a);
-    }
-  }
   // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
     for (int k = 0; k < NX; ++k) {
@@ -465,12 +688,9 @@ struct RowSums {
   // The super-block's sum times d dx (Q8_K's dx, repeated per 32 elements in RowActs::d).
   SPARQ_INLINE void end_block(__m256 scale) {
     for (int k = 0; k < NX; ++k) {
-      acc[0][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[0][k]);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[k]);
       block_sum[k] = _mm256_setzero_si256();
     }
-  }
-  SPARQ_INLINE void min32(int c, float m) {
-    for (int k = 0; k < NX; ++k) min_scalar[k] += m * sum32[k][g0 + c];
   }
   SPARQ_INLINE void mins32(__m256 m) {
     for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
@@ -483,27 +703,20 @@ struct RowSums {
     }
   }
   void finish(float* res) const {
-    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0][k], acc[1][k]), mins[k])) + min_scalar[k];
+    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(acc[k], mins[k]));
   }
 };
 
-// The sink of T::block for q8_sums_avx2: the int32 sums sum_j c_j q_j of every sub-block of one
-// activation row (the K-quants' integer sub-block scales left out: block_codes.h's codes), into sums.
+// The sink of T::block (a super-block type) for q8_sums_avx2: the int32 sums sum_j c_j q_j of every
+// sub-block of one activation row (the integer sub-block scales left out: block_codes.h's codes), into sums.
 template <class T>
 struct SubSums {
   const int8_t* q;
-  const int32_t* bias;
   const int16_t* isum16;
   int32_t* sums;   // the row's sub-block sums
   int64_t g0 = 0;  // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
-  SPARQ_INLINE void store(int c, __m256i codes) {
-    alignas(32) int32_t lane[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lane_sums<T>(codes, q + 32 * (g0 + c), bias ? bias + 8 * (g0 + c) : nullptr));
-    sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
-  }
-  SPARQ_INLINE void chunk(int c, __m256i codes, __m256) { store(c, codes); }
   // The sub-block sums by pair_sums itself (block_codes.h's codes are q3_k's and q6_k's u, their
   // offset a minimum there).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
@@ -518,7 +731,6 @@ struct SubSums {
   }
   SPARQ_INLINE void offsets(__m256i) {}
   SPARQ_INLINE void end_block(__m256) {}
-  SPARQ_INLINE void min32(int, float) {}
   SPARQ_INLINE void mins32(__m256) {}
   SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
@@ -559,19 +771,7 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
     constexpr int NX = decltype(nx)::value;
     RowSums<T, NX> sums(a, codes, t0);
     const uint8_t* row = w + r * row_bytes;
-    int64_t b = 0;
-    if constexpr (T::ELEMENTS == 32) {
-      // Runs of 8 blocks: their 8 scales (and minimums) converted and multiplied by dx as one vector.
-      alignas(32) float scale[NX][8];
-      for (; b + 8 <= blocks; b += 8, sums.g0 += 8) {
-        const uint8_t* x = row + b * T::BYTES;
-        sums.scales8(f16s8<T::BYTES>(x), scale);
-        if constexpr (T::MIN) sums.mins32(f16s8<T::BYTES>(x + T::M_AT));
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) sums.run_chunk(i, T::codes(x + i * T::BYTES), scale);
-      }
-    }
-    for (; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
+    for (int64_t b = 0; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
     sums.finish(res);
   });
 }
@@ -598,14 +798,58 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
   if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
 }
 
+// Activation rows (a.n) against weight rows [row_begin, row_end) of 32-element blocks.
+template <class T>
+void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  thread_local GroupActs kept;  // buffers kept from call to call
+  GroupActs& p = kept;
+  p.fill<T>(a);
+  const int64_t row_bytes = p.blocks * T::BYTES;
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    if constexpr (GroupActs::can_share<T>())
+      if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
+    row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
+  });
+}
+
+// The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by
+// Group::lanes (the sums rows_q8_32 scales) -> sums (n, rows, blocks).
+template <class T>
+void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  constexpr int G = Group::G;
+  GroupActs p;
+  p.fill<T>(a);
+  const int64_t blocks = p.blocks, row_bytes = blocks * T::BYTES;
+  for (int64_t t = 0; t < a.n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < blocks; b += G) {
+        const int count = static_cast<int>(std::min<int64_t>(G, blocks - b));
+        GroupI lo, hi;
+        decode_group<T>(w + r * row_bytes + b * T::BYTES, count, lo, hi);
+        const int64_t at = (b / G) * p.n + t;
+        GroupI sum;
+#if defined(__AVX512VNNI__)
+        if (p.shared) sum = Group::shared_lanes(lo, hi, p.q.data() + 32 * G * at, Group::shared_start<T>(lo, hi));
+#endif
+        if (!p.shared) {
+          const GroupI start = GroupActs::offset<T>() ? Group::load(p.bias.data() + 4 * G * at) : Group::zero();
+          sum = Group::lanes<T>(lo, hi, p.q.data() + 32 * G * at, start);
+        }
+        alignas(64) int32_t lane[4 * G];
+        std::memcpy(lane, &sum, sizeof lane);
+        for (int h = 0; h < count; ++h) sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
+      }
+    }
+  }
+}
+
 // Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
 template <class T>
 void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
-                      a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
@@ -620,11 +864,18 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
     with_type(t, [&](auto type) {                                                                                                        \
       using T = decltype(type);                                                                                                          \
-      if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                  \
-      rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                   \
+      if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
+      else {                                                                                                                             \
+        if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
+        rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
+      }                                                                                                                                  \
     });                                                                                                                                  \
   }                                                                                                                                      \
   void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
-    with_type(t, [&](auto type) { row_sums<decltype(type)>(w, a, rows, sums); });                                                        \
+    with_type(t, [&](auto type) {                                                                                                        \
+      using T = decltype(type);                                                                                                          \
+      if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);                                                                  \
+      else row_sums<T>(w, a, rows, sums);                                                                                                \
+    });                                                                                                                                  \
   }                                                                                                                                      \
   }
