@@ -171,16 +171,21 @@ function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number
   const S = cache.nValid(0);
   const d = cache.headDim;
   const g = q.shape[1] / cache.nKvHeads;
-  const keys = keyRows(engine, cache, kvh, S); // (S, d) as attention reads them
+  const { keys, at, stride } = keyRows(engine, cache, kvh, S); // row j at at + j * stride, as attention reads it
+  const f16 =
+    cache.dtype === 'f16' ? (f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits))) : null;
   const score = new Float64Array(S);
   const logits = new Float64Array(S);
+  const scale = Math.sqrt(d);
   for (let t = 0; t < g; t++) {
     const qh = q.offset + (kvh * g + t) * d; // q (1, nHeads, d): head kvh * g + t
     let max = -Infinity;
     for (let j = 0; j < S; j++) {
+      const row = at + j * stride;
       let dot = 0;
-      for (let i = 0; i < d; i++) dot += q.data[qh + i] * keys[j * d + i];
-      logits[j] = dot / Math.sqrt(d);
+      if (f16) for (let i = 0; i < d; i++) dot += q.data[qh + i] * f16[keys[row + i]];
+      else for (let i = 0; i < d; i++) dot += q.data[qh + i] * keys[row + i];
+      logits[j] = dot / scale;
       max = Math.max(max, logits[j]);
     }
     let sum = 0;
@@ -195,24 +200,25 @@ function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number
 /** f16 bits -> f32, all 65536 of them: widening is exact, and a table is faster than decoding each element. */
 let f16Table: Float32Array | null = null;
 
-/** The first S key rows of sequence 0, KV head kvh, decoded to f32 (S, d): block rows by the engine's dequantize. */
-function keyRows(engine: Engine, cache: KVCache, kvh: number, S: number): Float32Array {
+/**
+ * The first S key rows of sequence 0, KV head kvh: f32 and f16 rows where the cache holds them
+ * (f16 as bits, widened by the caller), block rows decoded to f32 by the engine's dequantize.
+ */
+function keyRows(
+  engine: Engine,
+  cache: KVCache,
+  kvh: number,
+  S: number,
+): { keys: ArrayLike<number>; at: number; stride: number } {
   const d = cache.headDim;
-  const out = new Float32Array(S * d);
   const at = cache.rowOffset(0, kvh, 0); // a head's rows are contiguous
-  if (cache.dtype === 'q8_0' || cache.dtype === 'q4_0') {
-    engine.dequantize(
-      Tensor.wrap('f32', out, [S * d]),
-      Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
-    );
-  } else if (cache.dtype === 'f16') {
-    f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits));
-    for (let j = 0; j < S; j++)
-      for (let i = 0; i < d; i++) out[j * d + i] = f16Table[cache.k[at + j * cache.rowStride + i]];
-  } else {
-    for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = cache.k[at + j * cache.rowStride + i];
-  }
-  return out;
+  if (cache.dtype !== 'q8_0' && cache.dtype !== 'q4_0') return { keys: cache.k, at, stride: cache.rowStride };
+  const out = new Float32Array(S * d);
+  engine.dequantize(
+    Tensor.wrap('f32', out, [S * d]),
+    Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
+  );
+  return { keys: out, at: 0, stride: d };
 }
 
 export interface NeedleRunModel {
