@@ -62,6 +62,14 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
     }
   });
 
+  it('builds a 128k prompt with the needle at depth 0 (all the filler after it)', () => {
+    // The filler was spread as push's arguments, which overflowed the call stack here.
+    const long = fillerTokens(tokenizer, readFileSync(text.path, 'utf8'), 131072);
+    const c = needleCase(tokenizer, long, 'passkey', 131072, 0, 1, 4);
+    expect(c.prompt.length).toBe(131072);
+    expect(c.needle[0]).toBe(1);
+  });
+
   it('dense and oracle answer and attend the answer positions; LM-Infinite cannot see an early needle', () => {
     const c = needleCase(tokenizer, filler, 'passkey', 1500, 0.3, 9, 4);
     const k = 64;
