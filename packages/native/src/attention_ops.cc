@@ -193,16 +193,22 @@ void block_softmax(const AttnKernels& kt, const PrefillBlocks& pb, size_t i0, si
 }
 
 // H2O's seed from a block after block_softmax: each row's weights, group-averaged, added in row
-// order to a (the KV head's acc from its first valid position) at the positions the row sees.
-void seed_block(const PrefillBlocks& pb, size_t i0, size_t nt, size_t hi, const Scratch& s, float* a) {
+// order to a (the KV head's acc from its first valid position) at the positions the row sees. The
+// group's sum goes head by head into a row of f64 (the order the sum over t takes anyway), so
+// each loop runs over positions and vectorizes.
+void seed_block(const PrefillBlocks& pb, size_t i0, size_t nt, size_t hi, Scratch& s, float* a) {
   const size_t g = pb.g;
+  const double gd = static_cast<double>(g);
   for (size_t u = 0; u < nt; u++) {
     const size_t n = pb.seen(i0 + u);
-    for (size_t j = 0; j < n; j++) {
-      double w = 0;
-      for (size_t t = 0; t < g; t++) w += static_cast<float>(s.probs[(u * g + t) * hi + j] * s.block_inv[u * g + t]);
-      a[j] = static_cast<float>(a[j] + w / static_cast<double>(g));
+    s.dbl.assign(n, 0.0);
+    double* w = s.dbl.data();
+    for (size_t t = 0; t < g; t++) {
+      const float* p = s.probs.data() + (u * g + t) * hi;
+      const double inv = s.block_inv[u * g + t];
+      for (size_t j = 0; j < n; j++) w[j] += static_cast<float>(p[j] * inv);
     }
+    for (size_t j = 0; j < n; j++) a[j] = static_cast<float>(a[j] + w[j] / gd);
   }
 }
 
