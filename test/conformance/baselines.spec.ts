@@ -277,3 +277,44 @@ forEachBackend('h2oSeed', (engine) => {
     },
   );
 });
+
+forEachBackend('attentionPrefill', (engine) => {
+  opIt(
+    engine,
+    'attentionPrefill',
+    'with options.h2o: the outputs and scores of attentionPrefill then h2oSeed, exactly',
+    () => {
+      fc.assert(
+        fc.property(shapeArb, fc.integer({ min: 1, max: 12 }), (s, rows) => {
+          const built = buildCache(engine, s, 2);
+          const { cache } = built;
+          const seq = s.batch - 1;
+          const n = Math.min(rows, validOf(cache, seq).length);
+          const H = s.nKv * s.g;
+          const q = Tensor.f32(
+            [n, H, s.d],
+            Array.from({ length: n * H * s.d }, (_, e) => Math.sin(e * 0.9 + s.seed)),
+          );
+          const run = (apart: boolean) => {
+            const out = Tensor.zeros('f32', q.shape);
+            const state = new H2OState(cache);
+            state.acc.fill(0.25);
+            const stats = new AttentionStats();
+            if (apart) {
+              engine.attentionPrefill(out, q, cache, seq, { stats });
+              engine.h2oSeed(state, q, cache, seq);
+            } else engine.attentionPrefill(out, q, cache, seq, { stats, h2o: state });
+            return {
+              out: Array.from(out.data),
+              acc: Array.from(state.acc),
+              stats: { ...stats },
+              evicted: Array.from(state.evicted),
+            };
+          };
+          expect(run(false)).toEqual(run(true));
+        }),
+        { numRuns: 40 },
+      );
+    },
+  );
+});

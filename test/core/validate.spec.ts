@@ -230,6 +230,9 @@ describe('validation before dispatch', () => {
       'h2oSeed: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]',
     );
     expect(() => engine.h2oSeed(new H2OState(cache), q(5, 2), cache, 0)).toThrow('h2oSeed: N (new tokens)');
+    expect(() => engine.attentionPrefill(q(1, 2), q(1, 2), cache, 0, { h2o: other })).toThrow(
+      'attentionPrefill: H2O state is sized for (batch, nKvHeads, capacity) [1, 2, 8], the cache is [1, 2, 16]',
+    );
     expect(calls).toEqual([]);
   });
 });

@@ -19,6 +19,7 @@ import {
   fillerTokens,
   needleCase,
   needleConfigs,
+  NeedleRunner,
   readTokenizerFile,
   retrievalModel,
   runNeedleCase,
@@ -59,6 +60,14 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
           expect(tokenizer.decode(c.prompt.slice(c.needle[1])).trim()).toBe('What is the pass key? The pass key is');
       }
     }
+  });
+
+  it('builds a 128k prompt with the needle at depth 0 (all the filler after it)', () => {
+    // The filler was spread as push's arguments, which overflowed the call stack here.
+    const long = fillerTokens(tokenizer, readFileSync(text.path, 'utf8'), 131072);
+    const c = needleCase(tokenizer, long, 'passkey', 131072, 0, 1, 4);
+    expect(c.prompt.length).toBe(131072);
+    expect(c.needle[0]).toBe(1);
   });
 
   it('dense and oracle answer and attend the answer positions; LM-Infinite cannot see an early needle', () => {
@@ -107,6 +116,53 @@ describeData(`needle eval${missing ? ` skipped: ${missing}` : ''}`, () => {
       expect(sparq.recall[1][0]).toBe(1);
     }
   });
+
+  it('cases run one after another share the prefill of their common prefix, with the outcomes of each case alone', () => {
+    // Passkey prompts agree on the filler before the needle: at 2560 tokens, depths 0.5 and 0.8
+    // share about 1270 positions, kept to 1024 (a multiple of the 512-row prefill chunk), 0.8 and
+    // 0.9 about 2020, kept to 1536. H2O's
+    // scores are seeded by the prefill, so they too must come back as the prefix left them.
+    const long = fillerTokens(tokenizer, readFileSync(text.path, 'utf8'), 2600);
+    const cases = [0.5, 0.8, 0.9].map((depth, i) => needleCase(tokenizer, long, 'passkey', 2560, depth, 3 + i, 4));
+    const configs = (steps: number) => needleConfigs(['h2o', 'sparq'], [1 / 8], 2560, steps, 128);
+    const alone = cases.map((c) => runNeedleCase(m, tokenizer, c, configs(c.answerTokens.length - 1)));
+    const runner = new NeedleRunner(
+      m,
+      tokenizer,
+      Math.max(...cases.map((c) => c.prompt.length + c.answerTokens.length)),
+    );
+    const shared = cases.map((c, i) => runner.run(c, configs(c.answerTokens.length - 1), cases[i + 1]));
+    expect(shared).toEqual(alone);
+    expect(
+      alone
+        .flat()
+        .filter((x) => x.label === 'dense')
+        .every((x) => x.exact),
+    ).toBe(true);
+    // The second and third prefills started at 1024 and 1536.
+    expect(runner.prefilled).toBe(3 * 2560 - 1024 - 1536);
+  });
+
+  it('--resume keeps the cases needle.json holds and runs the rest', () => {
+    const out = join(dir, 'resume');
+    const args = ['eval', '--task', 'needle', '--needle-tasks', 'passkey', '--lengths', '1024', '--methods', 'lminf'];
+    const first = runSparq(...args, '--targets', '0.25', '--depths', '0,1', '--out', out);
+    expect(first.code, first.stderr).toBe(0);
+    const again = runSparq(...args, '--targets', '0.25', '--depths', '0,0.5,1', '--out', out, '--resume', '--json');
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/needle 0\/1 KV f16 passkey 1024 depth 50%/);
+    const report = JSON.parse(again.stdout) as NeedleReport;
+    expect(report.results[0].records.map((r) => [r.depth, r.label])).toEqual(
+      [0, 0.5, 1].flatMap((depth) => [
+        [depth, 'dense'],
+        [depth, 'lminf 1/4'],
+      ]),
+    );
+    // Other configurations are not mixed in.
+    const other = runSparq(...args, '--targets', '0.125', '--depths', '0', '--out', out, '--resume', '--json');
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stderr).toMatch(/needle 0\/1 KV f16 passkey 1024 depth 0%/);
+  }, 120_000);
 
   it('the CLI prints one JSON record per task for one configuration', () => {
     const r = runSparq(

@@ -553,6 +553,45 @@ if (!native || !addon) {
       addon.attnSetThreads(before);
       expect(native.info().threads).toBeGreaterThanOrEqual(1);
     });
+
+    it('attentionPrefill with H2O scores equals attentionPrefill then h2oSeed bit for bit, fused or not', () => {
+      // The prefill seeds in one pass over K when the KV heads cover the threads (1 or 2 threads
+      // here), and runs the two ops apart otherwise (4 threads); 40 tokens are several blocks of
+      // query rows (16 / g tokens each), and the call is large enough for the pool.
+      const c: Config = {
+        nKv: 2,
+        g: 2,
+        d: 64,
+        batch: 1,
+        lens: [700],
+        pads: [5],
+        dtype: 'f16',
+        layout: 'k-twice',
+        seed: 9,
+      };
+      const { nat, rand } = buildPair(c);
+      const rows = 40;
+      const q = Tensor.f32([rows, c.nKv * c.g, c.d], values(rand, rows * c.nKv * c.g * c.d, 2));
+      const seeded = (apart: boolean) => {
+        const out = Tensor.zeros('f32', q.shape);
+        const state = new H2OState(nat);
+        state.acc.fill(0.25); // seeding adds to what is there
+        const stats = new AttentionStats();
+        if (apart) {
+          native.attentionPrefill(out, q, nat, 0, { stats });
+          native.h2oSeed(state, q, nat, 0);
+        } else native.attentionPrefill(out, q, nat, 0, { stats, h2o: state });
+        return [Array.from(out.data), Array.from(state.acc), stats.kElements, stats.vElements, stats.ioElements];
+      };
+      const before = addon.attnThreads();
+      addon.attnSetThreads(1);
+      const want = seeded(true);
+      for (const threads of [1, 2, 4]) {
+        addon.attnSetThreads(threads);
+        expect(seeded(false), `${threads} threads`).toEqual(want);
+      }
+      addon.attnSetThreads(before);
+    });
   });
 
   describe('native attention: bad buffers passed straight to the addon throw, never crash', () => {
@@ -594,6 +633,7 @@ if (!native || !addon) {
       };
       expect(() => addon.attnSparq(cache, q, out, 4, 4, 8, 0, true, null, trace)).toThrow(RangeError);
       expect(() => addon.attnH2O(cache, q, out, 4, 4, new Float32Array(3), new Uint8Array(32))).toThrow(RangeError);
+      expect(() => addon.attnPrefill(cache, 0, q, out, 1, 4, null, new Float32Array(3))).toThrow(RangeError);
       expect(() => addon.attnTopk(cache, q, out, 4, 2, new Float64Array(2))).toThrow(RangeError);
       expect(() => addon.attnKvAppend(cache, 0, new Float32Array(8), new Float32Array(16), 1)).toThrow(RangeError);
       expect(() => addon.attnKvAppend(cache, 0, new Float32Array(16 * 13), new Float32Array(16 * 13), 13)).toThrow(

@@ -133,6 +133,15 @@ export interface AttentionOptions {
   stats?: AttentionStats;
 }
 
+/** Options of attentionPrefill: the common ones, and H2O's scores to seed from the same weights. */
+export interface PrefillOptions extends AttentionOptions {
+  /**
+   * Also adds the prefill's attention weights to these scores, exactly as h2oSeed(h2o, q, cache,
+   * seq) after the call would; a backend may compute both from one pass over K.
+   */
+  h2o?: H2OState;
+}
+
 /** Options of the SparQ attention op: the common ones, and a trace of its selection (i1, i2, alpha, tau). */
 export interface SparqOptions extends AttentionOptions {
   /** Records i1, i2, alpha and tau. */

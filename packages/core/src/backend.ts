@@ -10,7 +10,14 @@
  * ranges and capacity are already checked. Tensors passed to ops are
  * contiguous unless an op says otherwise.
  */
-import type { AttentionOptions, BudgetParams, H2OState, SparqOptions, SparqParams } from './attention.ts';
+import type {
+  AttentionOptions,
+  BudgetParams,
+  H2OState,
+  PrefillOptions,
+  SparqOptions,
+  SparqParams,
+} from './attention.ts';
 import type { BlockDType } from './dtype.ts';
 import type { Int4Matrix } from './int4-matrix.ts';
 import type { KVCache } from './kv-cache.ts';
@@ -109,7 +116,7 @@ export interface BackendOps {
    * (already appended): token i sees valid positions <= nPast - N + i.
    * q, out (N, nHeads, headDim) f32.
    */
-  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: AttentionOptions): void;
+  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: PrefillOptions): void;
   /** SparQ decode attention (SPEC 2). q, out (batch, nHeads, headDim) f32. */
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void;
   /** Oracle top-k / FlexGen (SPEC 3): exact scores, keep the top k' per KV head, softmax over them. */

@@ -9,6 +9,7 @@ import type {
   AttentionStats,
   BudgetParams,
   H2OState,
+  PrefillOptions,
   SparqOptions,
   SparqParams,
 } from './attention.ts';
@@ -138,14 +139,9 @@ export class Engine {
     this.counted(cache, options, 'rows', () => this.op('attentionDecode')(out, q, cache, options));
   }
 
-  attentionPrefill(
-    out: Tensor<'f32'>,
-    q: Tensor<'f32'>,
-    cache: KVCache,
-    seq: number,
-    options?: AttentionOptions,
-  ): void {
+  attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: PrefillOptions): void {
     v.validatePrefill('attentionPrefill', out, q, cache, seq);
+    if (options?.h2o) v.validateH2OState('attentionPrefill', cache, options.h2o);
     this.counted(cache, options, 'rows', () => this.op('attentionPrefill')(out, q, cache, seq, options));
   }
 

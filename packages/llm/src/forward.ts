@@ -321,18 +321,23 @@ export class Session {
       // alone (unless allRows), as llama.cpp's graph does (its output rows, inp_out_ids). Then the
       // query projection, attention, wo and the FFN of that layer cost 1 / n of the full rows' (in
       // a 1-layer model at 512 tokens, about 3/4 of all the products).
-      // H2O's scores need every row's query in every layer (h2oSeed below).
-      const out = l === c.nLayers - 1 && !allRows && this.h2o[l] === null ? this.state.lastRow(n) : r;
+      // H2O's scores need every row's query in every layer (h2oSeed below); its last layer still
+      // attends with the last row alone (attendLastRow).
+      const lastOnly = l === c.nLayers - 1 && !allRows;
+      const h2o = this.h2o[l];
+      const out = lastOnly && h2o === null ? this.state.lastRow(n) : r;
       const attend = () => {
         const cache = this.caches[l];
         engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
         if (decode) this.attendDecode(l, out.att, out.qHeads);
         else {
           // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
-          engine.attentionPrefill(out.att, out.qHeads, cache, 0);
-          // H2O as its authors run it: the prefill's attention weights start the accumulated scores.
-          const h2o = this.h2o[l];
-          if (h2o) engine.h2oSeed(h2o, out.qHeads, cache, 0);
+          // H2O as its authors run it: the prefill's attention weights start the accumulated scores
+          // (h2oSeed; with the prefill itself when every row attends, from one pass over K).
+          if (lastOnly && h2o && n > 1) {
+            attendLastRow(engine, out, cache);
+            engine.h2oSeed(h2o, out.qHeads, cache, 0);
+          } else engine.attentionPrefill(out.att, out.qHeads, cache, 0, h2o ? { h2o } : undefined);
         }
       };
       try {
@@ -532,6 +537,23 @@ function layer(
   engine.swiglu(out.hb, out.hb, out.hb2);
   linear(engine, out.xb2, layer.w2, out.hb, productPath);
   addInto(out.x, out.xb2);
+}
+
+/**
+ * Prefill attention of the last of r's rows alone, the other rows' outputs zero: in the last layer
+ * of an H2O session, whose rows all need their queries (h2oSeed) but whose output only the last row
+ * feeds (the classifier). The rows before it would cost a quadratic attention for nothing.
+ */
+function attendLastRow(engine: Engine, r: Rows, cache: KVCache): void {
+  const [n, nHeads, d] = r.qHeads.shape;
+  const at = (n - 1) * nHeads * d;
+  r.att.data.fill(0, r.att.offset, r.att.offset + at);
+  engine.attentionPrefill(
+    new Tensor('f32', r.att.data, [1, nHeads, d], undefined, r.att.offset + at),
+    new Tensor('f32', r.qHeads.data, [1, nHeads, d], undefined, r.qHeads.offset + at),
+    cache,
+    0,
+  );
 }
 
 /**

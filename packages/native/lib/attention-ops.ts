@@ -13,6 +13,7 @@ import type {
   BudgetParams,
   H2OState,
   KVCache,
+  PrefillOptions,
   SparqOptions,
   SparqParams,
   Tensor,
@@ -31,6 +32,7 @@ export interface AttentionAddon {
     nTokens: number,
     nHeads: number,
     stats?: Float64Array | null,
+    acc?: Float32Array,
   ): void;
   attnSparq(
     cache: KVCache,
@@ -125,9 +127,11 @@ export function attentionOps(addon: NativeAddon): Partial<BackendOps> {
       q: Tensor<'f32'>,
       cache: KVCache,
       seq: number,
-      options?: AttentionOptions,
+      options?: PrefillOptions,
     ): void {
-      counted(options?.stats, (s) => a.attnPrefill(cache, seq, view(q), view(out), q.shape[0], q.shape[1], s));
+      counted(options?.stats, (s) =>
+        a.attnPrefill(cache, seq, view(q), view(out), q.shape[0], q.shape[1], s, options?.h2o?.acc),
+      );
     },
     sparqDecode(
       out: Tensor<'f32'>,

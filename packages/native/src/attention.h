@@ -131,7 +131,9 @@ void topk_select(const AttnKernels& kt, const float* x, size_t n, size_t m, int3
 // ---- op drivers (attention_ops.cc, kv_append.cc); q, out (rows, nHeads, d) f32 ----
 void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, int64_t n_tokens);
 void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts);
-void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts);
+// With acc (H2O's scores, (batch, nkv, cap)), also h2o_seed's sums from the same softmax.
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts,
+                   float* acc = nullptr);
 struct SparqArgs {
   int64_t r = 1, k = 1, l = 0;
   bool reallocate = true;

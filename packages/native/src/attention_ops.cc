@@ -21,7 +21,7 @@ namespace {
 struct Scratch {
   std::vector<float> logits, probs, score, sel, qs;
   std::vector<float> block_q, block_out;  // dense_prefill's (rows, d) query and output rows
-  std::vector<float> block_inv;           // dense_prefill's 1 / softmax sum per row
+  std::vector<double> block_inv;          // dense_prefill's 1 / softmax sum per row
   std::vector<int32_t> idx, idx2;
   std::vector<double> dbl;
 };
@@ -180,45 +180,98 @@ struct PrefillBlocks {
   }
 };
 
-void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts) {
+// The softmax of a block's rows (m = nt * g, scores (m, hi) in s.probs): each row's weights
+// exponentiated in place, 1 / their sum into s.block_inv (f64: h2o_seed's sums need it whole).
+void block_softmax(const AttnKernels& kt, const PrefillBlocks& pb, size_t i0, size_t nt, size_t hi, Scratch& s) {
+  const size_t m = nt * pb.g;
+  s.block_inv.resize(m);
+  for (size_t row = 0; row < m; row++) {
+    float* x = s.probs.data() + row * hi;
+    const size_t n = pb.seen(i0 + row / pb.g);
+    s.block_inv[row] = 1.0 / kt.exp_sum(x, n, kt.max(x, n), true);
+  }
+}
+
+// H2O's seed from a block after block_softmax: each row's weights, group-averaged, added in row
+// order to a (the KV head's acc from its first valid position) at the positions the row sees. The
+// group's sum goes head by head into a row of f64 (the order the sum over t takes anyway), so
+// each loop runs over positions and vectorizes.
+void seed_block(const PrefillBlocks& pb, size_t i0, size_t nt, size_t hi, Scratch& s, float* a) {
+  const size_t g = pb.g;
+  const double gd = static_cast<double>(g);
+  for (size_t u = 0; u < nt; u++) {
+    const size_t n = pb.seen(i0 + u);
+    s.dbl.assign(n, 0.0);
+    double* w = s.dbl.data();
+    for (size_t t = 0; t < g; t++) {
+      const float* p = s.probs.data() + (u * g + t) * hi;
+      const double inv = s.block_inv[u * g + t];
+      for (size_t j = 0; j < n; j++) w[j] += static_cast<float>(p[j] * inv);
+    }
+    for (size_t j = 0; j < n; j++) a[j] = static_cast<float>(a[j] + w[j] / gd);
+  }
+}
+
+// The output rows of a block after block_softmax: the weighted sum of V, scaled by 1 / sum.
+void attend_block(const AttnKernels& kt, const CacheView& c, const PrefillBlocks& pb, int64_t seq, int64_t h, float* out, int64_t nheads,
+                  size_t i0, size_t nt, size_t hi, Scratch& s, Counts& cnt) {
+  const size_t g = pb.g, d = pb.d, m = nt * g, lo = pb.seen(i0);
+  const void* v = c.rows(c.v, seq, h);
+  s.block_out.resize(m * d);
+  // The positions every token of the block sees, all rows at once; then each token's own last
+  // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
+  kt.pv(s.block_out.data(), v, c.dtype, d, nullptr, pb.first, lo, s.probs.data(), hi, m, false);
+  for (size_t u = 0; u < nt; u++) {
+    const size_t n = pb.seen(i0 + u);
+    if (n > lo)
+      kt.pv(s.block_out.data() + u * g * d, v, c.dtype, d, nullptr, pb.first + static_cast<int64_t>(lo), n - lo,
+            s.probs.data() + u * g * hi + lo, hi, g, true);
+    for (size_t t = 0; t < g; t++)
+      kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d,
+               static_cast<float>(s.block_inv[u * g + t]), false);
+    cnt.k += static_cast<double>(n) * d;
+    cnt.v += static_cast<double>(n) * d;
+    cnt.io += 2.0 * g * d;
+  }
+}
+
+// With acc (H2O's scores), the prefill also seeds them as h2o_seed does, from the same softmax:
+// one pass over K for both. A KV head's rows then go in order in one task (no two tasks add to
+// the same acc), which leaves cores idle when there are fewer KV heads than threads; then the
+// two ops run apart. Either way out and acc are those of dense_prefill then h2o_seed, bit for bit.
+void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, int64_t n_tokens, int64_t nheads, Counts* counts,
+                   float* acc) {
   const AttnKernels& kt = attn_kernels();
   const PrefillBlocks pb(c, seq, n_tokens, nheads);
-  const size_t g = pb.g, d = pb.d, tokens = pb.tokens, per_block = pb.per_block;
-  const int64_t first = pb.first;
-  auto seen = [&](size_t i) { return pb.seen(i); };
-  const size_t tasks = (tokens + per_block - 1) / per_block * static_cast<size_t>(c.nkv);
+  const size_t tokens = pb.tokens, per_block = pb.per_block;
+  const double elements = 2.0 * static_cast<double>(tokens * c.nkv) * static_cast<double>(pb.valid * pb.d);
+  const bool fused = acc != nullptr && c.nkv >= pool_threads();
+  const size_t blocks = (tokens + per_block - 1) / per_block;
+  const size_t tasks = fused ? static_cast<size_t>(c.nkv) : blocks * static_cast<size_t>(c.nkv);
   std::vector<Counts> per(tasks);
-  run_tasks(tasks, 2.0 * static_cast<double>(tokens * c.nkv) * static_cast<double>(pb.valid * d), [&](size_t task) {
+  run_tasks(tasks, elements, [&](size_t task) {
     Scratch& s = scratch();
+    if (fused) {
+      const int64_t h = static_cast<int64_t>(task);
+      float* a = acc + (seq * c.nkv + h) * c.cap + pb.first;
+      for (size_t i0 = 0; i0 < tokens; i0 += per_block) {
+        const size_t nt = std::min(per_block, tokens - i0);
+        const size_t hi = pb.scores(kt, c, seq, h, q, nheads, i0, nt, s);
+        block_softmax(kt, pb, i0, nt, hi, s);
+        seed_block(pb, i0, nt, hi, s, a);
+        attend_block(kt, c, pb, seq, h, out, nheads, i0, nt, hi, s, per[task]);
+      }
+      return;
+    }
     const int64_t h = static_cast<int64_t>(task) % c.nkv;
     const size_t i0 = task / static_cast<size_t>(c.nkv) * per_block, nt = std::min(per_block, tokens - i0);
-    const size_t m = nt * g, lo = seen(i0);
-    const void* v = c.rows(c.v, seq, h);
     const size_t hi = pb.scores(kt, c, seq, h, q, nheads, i0, nt, s);
-    s.block_out.resize(m * d);
-    s.block_inv.resize(m);
-    for (size_t row = 0; row < m; row++) {
-      float* x = s.probs.data() + row * hi;
-      const size_t n = seen(i0 + row / g);
-      s.block_inv[row] = static_cast<float>(1.0 / kt.exp_sum(x, n, kt.max(x, n), true));
-    }
-    // The positions every token of the block sees, all rows at once; then each token's own last
-    // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
-    kt.pv(s.block_out.data(), v, c.dtype, d, nullptr, first, lo, s.probs.data(), hi, m, false);
-    for (size_t u = 0; u < nt; u++) {
-      const size_t n = seen(i0 + u);
-      if (n > lo)
-        kt.pv(s.block_out.data() + u * g * d, v, c.dtype, d, nullptr, first + static_cast<int64_t>(lo), n - lo,
-              s.probs.data() + u * g * hi + lo, hi, g, true);
-      for (size_t t = 0; t < g; t++)
-        kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d, s.block_inv[u * g + t], false);
-      per[task].k += static_cast<double>(n) * d;
-      per[task].v += static_cast<double>(n) * d;
-      per[task].io += 2.0 * g * d;
-    }
+    block_softmax(kt, pb, i0, nt, hi, s);
+    attend_block(kt, c, pb, seq, h, out, nheads, i0, nt, hi, s, per[task]);
   });
   if (counts)
     for (const Counts& p : per) counts->add(p);
+  if (acc != nullptr && !fused) h2o_seed(c, seq, q, n_tokens, nheads, acc);
 }
 
 // ---- SparQ (SPEC 2) ----
@@ -413,27 +466,15 @@ void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, 
 void h2o_seed(const CacheView& c, int64_t seq, const float* q, int64_t n_tokens, int64_t nheads, float* acc) {
   const AttnKernels& kt = attn_kernels();
   const PrefillBlocks pb(c, seq, n_tokens, nheads);
-  const size_t g = pb.g;
   run_tasks(static_cast<size_t>(c.nkv), static_cast<double>(pb.tokens * c.nkv) * static_cast<double>(pb.valid * pb.d), [&](size_t task) {
     Scratch& s = scratch();
     const int64_t h = static_cast<int64_t>(task);
     float* a = acc + (seq * c.nkv + h) * c.cap + pb.first;
-    std::vector<double> inv(g);  // 1 / softmax sum of each head of the row
     for (size_t i0 = 0; i0 < pb.tokens; i0 += pb.per_block) {
       const size_t nt = std::min(pb.per_block, pb.tokens - i0);
       const size_t hi = pb.scores(kt, c, seq, h, q, nheads, i0, nt, s);
-      for (size_t u = 0; u < nt; u++) {
-        const size_t n = pb.seen(i0 + u);
-        for (size_t t = 0; t < g; t++) {
-          float* x = s.probs.data() + (u * g + t) * hi;
-          inv[t] = 1.0 / kt.exp_sum(x, n, kt.max(x, n), true);
-        }
-        for (size_t j = 0; j < n; j++) {
-          double w = 0;
-          for (size_t t = 0; t < g; t++) w += static_cast<float>(s.probs[(u * g + t) * hi + j] * inv[t]);
-          a[j] = static_cast<float>(a[j] + w / static_cast<double>(g));
-        }
-      }
+      block_softmax(kt, pb, i0, nt, hi, s);
+      seed_block(pb, i0, nt, hi, s, a);
     }
   });
 }

@@ -4,7 +4,7 @@
 //
 //   attnKvAppend(cache, seq, k, v, nTokens)
 //   attnDecode(cache, q, out, nHeads, stats?)
-//   attnPrefill(cache, seq, q, out, nTokens, nHeads, stats?)
+//   attnPrefill(cache, seq, q, out, nTokens, nHeads, stats?, acc?)   acc: H2O's scores, seeded too
 //   attnSparq(cache, q, out, nHeads, r, k, l, reallocate, stats?, trace?)
 //   attnTopk / attnLmInfinite(cache, q, out, nHeads, k, stats?)
 //   attnH2O(cache, q, out, nHeads, k, acc, evicted, stats?)
@@ -180,8 +180,11 @@ Napi::Value prefill_js(const Napi::CallbackInfo& call) {
   const char* op = "attentionPrefill";
   PrefillCall p(call, op);
   double* stats = stats_arg(call[6], op);
+  float* acc = call[7].IsUndefined()
+                   ? nullptr
+                   : typed_data<float>(call[7], static_cast<size_t>(p.c.batch * p.c.nkv * p.c.cap), op, "options.h2o.acc");
   Counts counts;
-  dense_prefill(p.c, p.seq, p.q, p.out, p.n, p.nheads, &counts);
+  dense_prefill(p.c, p.seq, p.q, p.out, p.n, p.nheads, &counts, acc);
   write_stats(stats, counts);
   return call.Env().Undefined();
 }

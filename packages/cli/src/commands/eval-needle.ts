@@ -21,8 +21,10 @@ import {
   readModelFile,
   readTokenizerFile,
   retrievalModel,
+  needleConfigs,
   runNeedleSweep,
   type Model,
+  type NeedleRecord,
   type NeedleTask,
   type Tokenizer,
   MAX_NGRAM,
@@ -45,7 +47,7 @@ const QUICK = { lengths: [4096], depths: [0, 0.5, 1] };
 
 export const NEEDLE_USAGE = `sparq eval --task needle [--model FILE] [--ngram N] [--tokenizer FILE] [--data FILE] [--backend NAME]
            [--needle-tasks passkey,multikey] [--lengths LIST] [--depths LIST] [--methods LIST]
-           [--targets LIST] [--kv LIST] [--seed N] [--quick] [--out DIR] [--json]
+           [--targets LIST] [--kv LIST] [--seed N] [--quick] [--out DIR] [--resume] [--json]
 sparq eval --task needle --attention METHOD [--targets RATIO] [--length N] [--depth D] [--json]
 
 Needle in a haystack (issue 25): a passkey, or one of ${MULTIKEY_NEEDLES} RULER-style keyed needles, hidden at a
@@ -67,7 +69,10 @@ read from the file unless --tokenizer is given).
   --attention M     one method (its parameters for --targets' first ratio, default 0.125) at one
                     --length (default 4096) and --depth (default 0.5): one line per task and KV
                     type, JSON with --json
-  --out DIR         default needle-results: needle.json, needle.md, needle-KV-METHOD-RATIO.svg`;
+  --out DIR         default needle-results: needle.json, needle.md, needle-KV-METHOD-RATIO.svg,
+                    written again after each case
+  --resume          keep the cases DIR/needle.json already holds (same model, seed and
+                    configurations) and run the rest`;
 
 export interface NeedleValues {
   model?: string;
@@ -91,6 +96,7 @@ export interface NeedleValues {
   length?: string;
   depth?: string;
   seed?: string;
+  resume?: boolean;
 }
 
 const list = (raw: string | undefined) =>
@@ -160,33 +166,58 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     data: dataPath,
     backend: engine.name,
     ngram,
+    seed,
     tasks,
     lengths,
     depths,
     results: [],
   };
   const out = values.out ?? 'needle-results';
+  const labels = needleConfigs(methods, targets, 64, 1, model.config.headDim).map((x) => x.label);
+  const kept = values.resume && !single ? finishedCases(report, out, labels) : new Map<string, NeedleRecord[]>();
+  const caseKey = (kv: string, task: string, length: number, depth: number) => `${kv} ${task} ${length} ${depth}`;
+  // Time left: a case's work grows as length^2 (the prefill's attention and H2O's seed).
+  let workLeft = 0;
+  for (const kv of kvs)
+    for (const length of lengths)
+      for (const task of tasks)
+        for (const depth of depths) if (!kept.has(caseKey(kv, task, length, depth))) workLeft += length ** 2;
+  let workDone = 0;
+  const started = performance.now();
+  const eta = () => {
+    const seconds = (performance.now() - started) / 1000;
+    const left = workDone > 0 ? `, about ${Math.ceil(((seconds / workDone) * workLeft) / 60)} min left` : '';
+    return `(${seconds.toFixed(0)} s${left})`;
+  };
   for (const kv of kvs) {
-    const started = performance.now();
     const result: NeedleReport['results'][number] = { kv, seconds: 0, records: [] };
     report.results.push(result);
-    // One length at a time, the files rewritten after each: a long sweep stopped early keeps its shorter lengths.
+    for (const length of lengths)
+      for (const task of tasks)
+        for (const depth of depths) result.records.push(...(kept.get(caseKey(kv, task, length, depth)) ?? []));
+    const kvStarted = performance.now();
+    // One length at a time, the files rewritten after each case: a long sweep stopped early keeps
+    // the cases it finished (--resume runs the rest).
     for (const length of lengths) {
-      result.records.push(
-        ...runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
-          tasks,
-          lengths: [length],
-          depths,
-          methods,
-          targets,
-          ngram,
-          seed,
-          onCase: (done, total, label) =>
-            bar.update(done, total, `KV ${kv} ${label} (${((performance.now() - started) / 1000).toFixed(0)} s)`),
-        }),
-      );
-      result.seconds = (performance.now() - started) / 1000;
-      if (!single) writeReport(report, out);
+      runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
+        tasks,
+        lengths: [length],
+        depths,
+        methods,
+        targets,
+        ngram,
+        seed,
+        skip: (task, length, depth) => kept.has(caseKey(kv, task, length, depth)),
+        onCase: (done, total, label) => bar.update(done, total, `KV ${kv} ${label} ${eta()}`),
+        onRecords: (records) => {
+          workDone += length ** 2;
+          workLeft -= length ** 2;
+          result.records.push(...records);
+          sortRecords(result.records, report);
+          result.seconds = (performance.now() - kvStarted) / 1000;
+          if (!single) writeReport(report, out);
+        },
+      });
     }
   }
   bar.end();
@@ -221,6 +252,41 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
   process.stdout.write(values.json ? JSON.stringify(report) + '\n' : readFileSync(join(out, 'needle.md'), 'utf8'));
   process.stderr.write(`wrote ${written.length} files to ${out}\n`);
   return 0;
+}
+
+/** Records in the report's order: length, task, depth (each case's configurations as they ran). */
+function sortRecords(records: NeedleRecord[], report: NeedleReport): void {
+  const rank = (r: NeedleRecord) =>
+    (report.lengths.indexOf(r.length) * report.tasks.length + report.tasks.indexOf(r.task)) * report.depths.length +
+    report.depths.indexOf(r.depth);
+  records.sort((a, b) => rank(a) - rank(b));
+}
+
+/**
+ * --resume: the cases out/needle.json holds with every configuration in `labels`, by 'kv task length
+ * depth'; a report of another model, n-gram, backend or seed is refused, not mixed in.
+ */
+function finishedCases(report: NeedleReport, out: string, labels: readonly string[]): Map<string, NeedleRecord[]> {
+  const kept = new Map<string, NeedleRecord[]>();
+  const path = join(out, 'needle.json');
+  if (!existsSync(path)) return kept;
+  const old = JSON.parse(readFileSync(path, 'utf8')) as NeedleReport;
+  old.seed ??= 1; // reports written before --resume: the default seed, the only one they ran
+  for (const field of ['model', 'data', 'backend', 'ngram', 'seed'] as const)
+    if (old[field] !== report[field])
+      throw new UsageError(
+        `--resume: ${path} has ${field} ${JSON.stringify(old[field])}, this run ${JSON.stringify(report[field])}; give another --out`,
+      );
+  for (const { kv, records } of old.results) {
+    const byCase = new Map<string, NeedleRecord[]>();
+    for (const r of records) {
+      const key = `${kv} ${r.task} ${r.length} ${r.depth}`;
+      byCase.set(key, [...(byCase.get(key) ?? []), r]);
+    }
+    for (const [key, rs] of byCase)
+      if (rs.length === labels.length && rs.every((r, i) => r.label === labels[i])) kept.set(key, rs);
+  }
+  return kept;
 }
 
 function writeReport(report: NeedleReport, out: string): string[] {

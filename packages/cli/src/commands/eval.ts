@@ -159,6 +159,7 @@ export const evalCommand: Command = {
       length: { type: 'string' },
       depth: { type: 'string' },
       seed: { type: 'string' },
+      resume: { type: 'boolean' },
     });
     if (values.task === 'needle') return needleEval(values, argv);
     if (values.from !== undefined)

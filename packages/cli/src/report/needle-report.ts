@@ -22,6 +22,8 @@ export interface NeedleReport {
   data: string;
   backend: string;
   ngram: number;
+  /** Seed of the cases (depth index i draws seed + i); absent in reports written before it was recorded (seed 1). */
+  seed?: number;
   tasks: string[];
   lengths: number[];
   depths: number[];

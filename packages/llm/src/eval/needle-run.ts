@@ -25,6 +25,7 @@ import {
 } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
+import type { SessionCheckpoint } from '../session-checkpoint.ts';
 import { argmax } from '../sampler.ts';
 import type { Tokenizer } from '../tokenizer.ts';
 import type { Model } from '../weights.ts';
@@ -170,16 +171,21 @@ function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number
   const S = cache.nValid(0);
   const d = cache.headDim;
   const g = q.shape[1] / cache.nKvHeads;
-  const keys = keyRows(engine, cache, kvh, S); // (S, d) as attention reads them
+  const { keys, at, stride } = keyRows(engine, cache, kvh, S); // row j at at + j * stride, as attention reads it
+  const f16 =
+    cache.dtype === 'f16' ? (f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits))) : null;
   const score = new Float64Array(S);
   const logits = new Float64Array(S);
+  const scale = Math.sqrt(d);
   for (let t = 0; t < g; t++) {
     const qh = q.offset + (kvh * g + t) * d; // q (1, nHeads, d): head kvh * g + t
     let max = -Infinity;
     for (let j = 0; j < S; j++) {
+      const row = at + j * stride;
       let dot = 0;
-      for (let i = 0; i < d; i++) dot += q.data[qh + i] * keys[j * d + i];
-      logits[j] = dot / Math.sqrt(d);
+      if (f16) for (let i = 0; i < d; i++) dot += q.data[qh + i] * f16[keys[row + i]];
+      else for (let i = 0; i < d; i++) dot += q.data[qh + i] * keys[row + i];
+      logits[j] = dot / scale;
       max = Math.max(max, logits[j]);
     }
     let sum = 0;
@@ -194,24 +200,25 @@ function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number
 /** f16 bits -> f32, all 65536 of them: widening is exact, and a table is faster than decoding each element. */
 let f16Table: Float32Array | null = null;
 
-/** The first S key rows of sequence 0, KV head kvh, decoded to f32 (S, d): block rows by the engine's dequantize. */
-function keyRows(engine: Engine, cache: KVCache, kvh: number, S: number): Float32Array {
+/**
+ * The first S key rows of sequence 0, KV head kvh: f32 and f16 rows where the cache holds them
+ * (f16 as bits, widened by the caller), block rows decoded to f32 by the engine's dequantize.
+ */
+function keyRows(
+  engine: Engine,
+  cache: KVCache,
+  kvh: number,
+  S: number,
+): { keys: ArrayLike<number>; at: number; stride: number } {
   const d = cache.headDim;
-  const out = new Float32Array(S * d);
   const at = cache.rowOffset(0, kvh, 0); // a head's rows are contiguous
-  if (cache.dtype === 'q8_0' || cache.dtype === 'q4_0') {
-    engine.dequantize(
-      Tensor.wrap('f32', out, [S * d]),
-      Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
-    );
-  } else if (cache.dtype === 'f16') {
-    f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits));
-    for (let j = 0; j < S; j++)
-      for (let i = 0; i < d; i++) out[j * d + i] = f16Table[cache.k[at + j * cache.rowStride + i]];
-  } else {
-    for (let j = 0; j < S; j++) for (let i = 0; i < d; i++) out[j * d + i] = cache.k[at + j * cache.rowStride + i];
-  }
-  return out;
+  if (cache.dtype !== 'q8_0' && cache.dtype !== 'q4_0') return { keys: cache.k, at, stride: cache.rowStride };
+  const out = new Float32Array(S * d);
+  engine.dequantize(
+    Tensor.wrap('f32', out, [S * d]),
+    Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
+  );
+  return { keys: out, at: 0, stride: d };
 }
 
 export interface NeedleRunModel {
@@ -227,52 +234,121 @@ export function runNeedleCase(
   c: NeedleCase,
   configs: readonly NeedleConfig[],
 ): NeedleOutcome[] {
-  const { nLayers, nHeads, nKvHeads, headDim: d } = m.model.config;
-  const g = nHeads / nKvHeads;
-  const steps = c.answerTokens.length;
-  const probe = new RecallProbe(m.engine.backend);
-  // H2O's score state exists only in a session created for it; every other method runs on the same session.
-  const h2o = configs.find((x) => x.config.method === 'h2o')?.config ?? configs[0].config;
-  const session = new Session(probe, m.model, {
-    capacity: c.prompt.length + steps,
-    maxPrefill: NEEDLE_PREFILL_CHUNK,
-    attention: h2o,
-    kvDType: m.kvDType,
-    kvLayout: 'k-twice',
-  });
-  const first = argmax(session.prefill(c.prompt));
-  const afterPrefill = session.checkpoint();
-  return configs.map(({ label, config }) => {
-    session.restore(afterPrefill);
-    session.setAttention(config);
-    const out = [first];
-    const held = new Float64Array(nLayers * nKvHeads);
-    let calls = 0;
-    for (let i = 1; i < steps; i++) {
-      probe.start(session.caches, c.answerPositions[i]);
-      out.push(argmax(session.decode(out[i - 1])));
-      probe.held.forEach((v, j) => (held[j] += v));
-      calls += probe.calls;
+  return new NeedleRunner(m, tokenizer, c.prompt.length + c.answerTokens.length).run(c, configs);
+}
+
+/** Length of the common prefix of two token lists. */
+function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
+}
+
+/**
+ * Runs cases one after another on one session. Cases whose prompts begin alike (the filler before
+ * the first needle) share the prefill of that prefix: run() saves a checkpoint where its prompt
+ * stops agreeing with the next case's, and the next case's prefill starts there. The checkpoint is
+ * taken at a multiple of the prefill chunk, so every chunk is the one a prefill from position 0
+ * forwards: each case's caches, H2O scores and outputs are those of its own whole prefill, bit for bit.
+ */
+export class NeedleRunner {
+  private session: Session | null = null;
+  /** The prefix the session can restore: its tokens (the first `at` of `prompt`) and the checkpoint. */
+  private saved: { at: number; prompt: readonly number[]; checkpoint: SessionCheckpoint } | null = null;
+  private readonly probe: RecallProbe;
+  readonly m: NeedleRunModel;
+  readonly tokenizer: Tokenizer;
+  /** Positions the session holds: the longest prompt and its answer. */
+  readonly capacity: number;
+  /** Prompt positions forwarded by the prefills so far (to report the prefix's saving). */
+  prefilled = 0;
+
+  constructor(m: NeedleRunModel, tokenizer: Tokenizer, capacity: number) {
+    this.m = m;
+    this.tokenizer = tokenizer;
+    this.capacity = capacity;
+    this.probe = new RecallProbe(m.engine.backend);
+  }
+
+  /** Every configuration on case c from one dense prefill; `next`, the case that runs after it, decides what to keep. */
+  run(c: NeedleCase, configs: readonly NeedleConfig[], next?: NeedleCase): NeedleOutcome[] {
+    const { nLayers, nHeads, nKvHeads, headDim: d } = this.m.model.config;
+    const g = nHeads / nKvHeads;
+    const steps = c.answerTokens.length;
+    const probe = this.probe;
+    const session = this.sessionFor(configs, c.prompt.length + steps);
+    // Resume from the saved prefix when this prompt begins with it; else from position 0.
+    const saved = this.saved;
+    let from = 0;
+    if (saved && commonPrefix(saved.prompt, c.prompt) >= saved.at) {
+      session.restore(saved.checkpoint);
+      from = saved.at;
+    } else session.reset();
+    // Keep the prefix this prompt shares with the next one, at a chunk boundary before the last token.
+    const keep = next
+      ? Math.floor(Math.min(commonPrefix(c.prompt, next.prompt), c.prompt.length - 1) / NEEDLE_PREFILL_CHUNK) *
+        NEEDLE_PREFILL_CHUNK
+      : 0;
+    if (keep > from) {
+      session.prefill(c.prompt.slice(from, keep));
+      this.saved = { at: keep, prompt: c.prompt, checkpoint: session.checkpoint() };
+      this.prefilled += keep - from;
+      from = keep;
     }
-    const recall = Array.from({ length: nLayers }, (_, l) =>
-      Array.from({ length: nHeads }, (_, h) =>
-        calls > 0 ? held[l * nKvHeads + Math.floor(h / g)] / calls : Number.NaN,
-      ),
-    );
-    const output = tokenizer.decode(out);
-    let compression = 0;
-    for (let i = 1; i < steps; i++)
-      compression +=
-        attentionCost(config, c.prompt.length + i, d) /
-        attentionCost({ ...config, method: 'dense' }, c.prompt.length + i, d);
-    return {
-      label,
-      exact: output.trim() === c.answer,
-      output,
-      recall,
-      compression: steps > 1 ? compression / (steps - 1) : 1,
-    };
-  });
+    const first = argmax(session.prefill(c.prompt.slice(from)));
+    this.prefilled += c.prompt.length - from;
+    const afterPrefill = session.checkpoint();
+    return configs.map(({ label, config }) => {
+      session.restore(afterPrefill);
+      session.setAttention(config);
+      const out = [first];
+      const held = new Float64Array(nLayers * nKvHeads);
+      let calls = 0;
+      for (let i = 1; i < steps; i++) {
+        probe.start(session.caches, c.answerPositions[i]);
+        out.push(argmax(session.decode(out[i - 1])));
+        probe.held.forEach((v, j) => (held[j] += v));
+        calls += probe.calls;
+      }
+      const recall = Array.from({ length: nLayers }, (_, l) =>
+        Array.from({ length: nHeads }, (_, h) =>
+          calls > 0 ? held[l * nKvHeads + Math.floor(h / g)] / calls : Number.NaN,
+        ),
+      );
+      const output = this.tokenizer.decode(out);
+      let compression = 0;
+      for (let i = 1; i < steps; i++)
+        compression +=
+          attentionCost(config, c.prompt.length + i, d) /
+          attentionCost({ ...config, method: 'dense' }, c.prompt.length + i, d);
+      return {
+        label,
+        exact: output.trim() === c.answer,
+        output,
+        recall,
+        compression: steps > 1 ? compression / (steps - 1) : 1,
+      };
+    });
+  }
+
+  /**
+   * The session, made on first use for `capacity` positions. H2O's score state exists only in a
+   * session created for it; every other method runs on the same session.
+   */
+  private sessionFor(configs: readonly NeedleConfig[], needed: number): Session {
+    const h2o = configs.find((x) => x.config.method === 'h2o')?.config;
+    const s = this.session;
+    if (s && s.caches[0].capacity >= needed && (h2o === undefined || s.h2o[0] !== null)) return s;
+    this.saved = null;
+    this.session = new Session(this.probe, this.m.model, {
+      capacity: Math.max(this.capacity, needed),
+      maxPrefill: NEEDLE_PREFILL_CHUNK,
+      attention: h2o ?? configs[0].config,
+      kvDType: this.m.kvDType,
+      kvLayout: 'k-twice',
+    });
+    return this.session;
+  }
 }
 
 export interface NeedleSweepOptions {
@@ -285,6 +361,10 @@ export interface NeedleSweepOptions {
   /** Seed of the keys and distractor depths (the case at index i of a length uses seed + i). */
   seed?: number;
   onCase?: (done: number, total: number, label: string) => void;
+  /** Called with each case's records as it finishes (cases run out of order: see runNeedleSweep). */
+  onRecords?: (records: NeedleRecord[]) => void;
+  /** Cases to leave out (a resumed sweep's finished ones). */
+  skip?: (task: NeedleTask, length: number, depth: number) => boolean;
 }
 
 /** One configuration's outcome on one case. */
@@ -301,41 +381,65 @@ export interface NeedleRecord extends NeedleOutcome {
   distractors: string[];
 }
 
-/** Every task x length x depth case, each with every configuration. */
+/**
+ * Every length x task x depth case, each with every configuration; records in that order. The
+ * cases of a length run on one NeedleRunner in order of their first needle's position, so each
+ * prompt shares with the one before it the filler up to that needle, prefilled once.
+ */
 export function runNeedleSweep(
   m: NeedleRunModel,
   tokenizer: Tokenizer,
   filler: readonly number[],
   o: NeedleSweepOptions,
 ): NeedleRecord[] {
-  const records: NeedleRecord[] = [];
-  const total = o.tasks.length * o.lengths.length * o.depths.length;
+  const byCase: NeedleRecord[][] = [];
+  const plans = o.lengths.map((length) =>
+    o.tasks
+      .flatMap((task) => o.depths.map((depth, i) => ({ task, depth, i })))
+      .map((x, at) => ({ ...x, length, at }))
+      .filter((x) => !o.skip?.(x.task, x.length, x.depth)),
+  );
+  const total = plans.reduce((n, p) => n + p.length, 0);
+  const perLength = o.tasks.length * o.depths.length;
   let done = 0;
-  for (const task of o.tasks) {
-    for (const length of o.lengths) {
-      o.depths.forEach((depth, i) => {
-        o.onCase?.(done, total, `${task} ${length} depth ${Math.round(depth * 100)}%`);
-        const c = needleCase(tokenizer, filler, task, length, depth, (o.seed ?? 1) + i, o.ngram);
-        const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
-        runNeedleCase(m, tokenizer, c, configs).forEach((outcome, j) => {
-          const { config, target } = configs[j];
-          records.push({
-            task,
-            length,
-            depth,
-            method: config.method,
-            target,
-            r: config.r,
-            k: config.k,
-            answer: c.answer,
-            distractors: c.distractors.map((x) => x.value),
-            ...outcome,
-          });
-        });
-        done++;
+  plans.forEach((plan, li) => {
+    if (plan.length === 0) return;
+    const cases = plan.map((x) =>
+      needleCase(tokenizer, filler, x.task, x.length, x.depth, (o.seed ?? 1) + x.i, o.ngram),
+    );
+    const firstNeedle = (c: NeedleCase) => Math.min(c.needle[0], ...c.distractors.map((x) => x.needle[0]));
+    const order = cases.map((_, j) => j).sort((a, b) => firstNeedle(cases[a]) - firstNeedle(cases[b]) || a - b);
+    const runner = new NeedleRunner(
+      m,
+      tokenizer,
+      Math.max(...cases.map((c) => c.prompt.length + c.answerTokens.length)),
+    );
+    order.forEach((j, step) => {
+      const { task, length, depth, at } = plan[j];
+      const c = cases[j];
+      o.onCase?.(done, total, `${task} ${length} depth ${Math.round(depth * 100)}%`);
+      const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
+      const next = order[step + 1];
+      const records = runner.run(c, configs, next === undefined ? undefined : cases[next]).map((outcome, k) => {
+        const { config, target } = configs[k];
+        return {
+          task,
+          length,
+          depth,
+          method: config.method,
+          target,
+          r: config.r,
+          k: config.k,
+          answer: c.answer,
+          distractors: c.distractors.map((x) => x.value),
+          ...outcome,
+        };
       });
-    }
-  }
+      byCase[li * perLength + at] = records;
+      o.onRecords?.(records);
+      done++;
+    });
+  });
   o.onCase?.(done, total, 'done');
-  return records;
+  return byCase.flat();
 }

@@ -135,14 +135,15 @@ export function needleCase(
     let asked: [number, number] = [0, 0];
     const distractors: NeedleCase['distractors'] = [];
     for (const x of order) {
-      prompt.push(...filler.slice(from, x.at));
+      append(prompt, filler, from, x.at);
       from = x.at;
       const at: [number, number] = [prompt.length, prompt.length + x.text.length];
       if (x.asked) asked = at;
       else distractors.push({ value: x.value, needle: at });
       prompt.push(...x.text);
     }
-    prompt.push(...filler.slice(from, fill), ...question);
+    append(prompt, filler, from, fill);
+    prompt.push(...question);
     const value = needles[0].value;
     const answerTokens = answerAfter(tokenizer, prompt, asked, question.slice(-ngram), value);
     if (answerTokens === null || !determined(prompt, answerTokens, ngram)) continue;
@@ -183,6 +184,14 @@ function answerAfter(
     if (tokenizer.decode(run).trim() === value) return run;
   }
   return null;
+}
+
+/**
+ * Appends xs[from, to) to out one by one: spreading them as push's arguments overflows the call
+ * stack at about 10^5 tokens (the filler of a 128k prompt).
+ */
+function append(out: number[], xs: readonly number[], from: number, to: number): void {
+  for (let i = from; i < to; i++) out.push(xs[i]);
 }
 
 /** First index where `run` occurs in `xs`, or -1. */

@@ -7,19 +7,21 @@
  *   Token i sees valid positions [nPad, nPast - N + i]: the cache before it and itself.
  *
  * So token N - 1 sees exactly what a decode step would: the last row of a
- * prefill equals attentionDecode on the same cache.
+ * prefill equals attentionDecode on the same cache. With options.h2o, H2O's
+ * scores are then seeded from the same rows (h2oSeed).
  */
-import type { AttentionOptions, KVCache, Tensor } from '@sparq/core';
+import type { KVCache, PrefillOptions, Tensor } from '@sparq/core';
 import { attendPositions } from './attend.ts';
 import { validPositions } from './cache-read.ts';
 import { countIo, headGroup } from './group.ts';
+import { h2oSeed } from './h2o-seed.ts';
 
 export function attentionPrefill(
   out: Tensor<'f32'>,
   q: Tensor<'f32'>,
   cache: KVCache,
   seq: number,
-  options?: AttentionOptions,
+  options?: PrefillOptions,
 ): void {
   const stats = options?.stats;
   if (stats) stats.calls++;
@@ -35,4 +37,5 @@ export function attentionPrefill(
       attendPositions(group, cache, visible, stats);
     }
   }
+  if (options?.h2o) h2oSeed(options.h2o, q, cache, seq);
 }
