@@ -33,12 +33,24 @@ struct Q8Acts {
   std::vector<float> d;       // (n, cols / 32) block scales dx
   std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
+  std::vector<float> qsum;      // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
+  std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
 static inline bool gemm_q8_halves(WeightType t) { return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k; }
+// The types of 32-element sub-blocks whose activation step dx is one per 256-column super-block (ggml's
+// Q8_K): dx factors out of the super-block's 8 sub-blocks,
+//   sum_{j in S} w_j x_j ~ dx (sum_{sb in S} f32(sum_{j in sb} (u_j - off) q_j) dw_sb + mw_sb f32(sum_{j in sb} q_j)),
+// so the kernels take one or two f32 operations per sub-block and one per super-block (the f32 sum in
+// brackets before dx rounds once more per sub-block than f += isum (dw dx); the bound above covers it).
+static inline bool gemm_q8_super(WeightType t) { return t == WeightType::q4_k || t == WeightType::q5_k || t == WeightType::iq4_xs; }
+// q3_k and q6_k: their half-blocks' minimums are a code offset times the scale (c_h = sc_h, mm = -off16 d,
+// off16 = 4 and 32), so the offset goes into the integer sums, sc_h sum (u_j - off16) q_j, and the
+// minimums' term disappears (|u - off16| <= 32: 16 half-blocks' sum stays within 2^27).
+static inline int gemm_q8_fold_offset(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
 // Activation rows from which the blocked product beats the per-row kernel for type t, on the
 // VNNI or the AVX2 kernels (gemm_q8.cc). The blocked product decodes every weight into panels on
 // each call, a fixed cost the per-row kernel does not pay; the per-row kernel reads the weights
