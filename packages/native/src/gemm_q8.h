@@ -13,8 +13,8 @@
 // (ggml's Q8_K), so the whole super-block is summed in int32 before one f32 step:
 //   sum_{j in S} w_j x_j ~ d dx (sum_h sc_h sum_{j in h} u_j q_j) + mm dx (sum_h c_h sum_{j in h} q_j)
 // (|sc_h|, |c_h| <= 128, |u| <= 63, |q| <= 127: 16 half-blocks' sum stays within 2^28), as ggml sums
-// its K-quant dot products: 1.12x faster than an f32 step per 32 elements for q6_k at 512 rows on VNNI,
-// 1.19x on AVX2 (docs/int8-products.md, "Prefill GEMM"). The only approximation is the
+// its K-quant dot products (q3_k and q6_k fold the second sum into the first: gemm_q8_fold_offset;
+// docs/int8-products.md, "Prefill GEMM"). The only approximation is the
 // activation's rounding (|x - dx q| <= dx / 2 per element), so the product is
 // within sum_j |w_j| dx / 2 of the f32 one, plus f32 rounding (test/native/gemm-q8.spec.ts
 // derives the bound).
@@ -33,7 +33,7 @@ struct Q8Acts {
   std::vector<float> d;       // (n, cols / 32) block scales dx
   std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
   std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
-  std::vector<float> qsum;      // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
+  std::vector<float> qsum;    // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
   std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only

@@ -9,10 +9,13 @@
 // each of those panels, MR rows at a time, per sub-block: int32 lanes start from -off * sum q (the
 // activation's correction), take 8 vpdpbusd (u unsigned x q signed, 4 products
 // per lane each: |u q| <= 255 * 128, 32 of them fit int32 easily), and the f32
-// accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q). q2_k, q3_k and q6_k (16-element
-// half-blocks, gemm_q8_halves): each half-block's 4 vpdpbusd start from 0, vpmulld multiplies them by
-// the half-block's integer scale and the super-block's 16 add up in int32 (exact, gemm_q8.h), as do
-// the integer minimums' products (vpdpwssd), before one f32 step per 256 columns. Each weight is
+// accumulators add f32(isum) * (dw * dx) (+ mw * dx sum q); for q4_k, q5_k and iq4_xs dx waits for the
+// end of the super-block (tile_super). q2_k, q3_k and q6_k (16-element half-blocks, gemm_q8_halves):
+// each half-block's 4 vpdpbusd start from 0 (q3_k, q6_k: from their offset's correction), vpmulld
+// multiplies them by the half-block's integer scale and the super-block's 16 add up in int32 (exact,
+// gemm_q8.h), as do q2_k's integer minimums' products (vpdpwssd), before one f32 step per 256 columns.
+// vpdpbusd issues on the two pipes that also run the FMAs, multiplies and vpmulld (Zen 5: 2 per cycle
+// alone, a third fewer with 6 FMAs per 12), so the kernels keep those few per vpdpbusd. Each weight is
 // decoded once per call and each activation code read once per 32 weight rows.
 #include "avx512_headers.h"
 
@@ -74,6 +77,17 @@ SPARQ_INLINE void store_out(const __m512 (&f0)[M], const __m512 (&f1)[M], float*
   }
 }
 
+// One minimum per sub-block sb: f += mw x, x of activation row m at x[m * stride].
+template <int M>
+SPARQ_INLINE void add_minimums(const Q8Panel& p, int64_t sb, const float* x, int64_t stride, __m512 (&f0)[M], __m512 (&f1)[M]) {
+  const __m512 m0 = _mm512_loadu_ps(p.mw + sb * NR), m1 = _mm512_loadu_ps(p.mw + sb * NR + 16);
+  for (int m = 0; m < M; ++m) {
+    const __m512 xm = _mm512_set1_ps(x[m * stride]);
+    f0[m] = _mm512_fmadd_ps(m0, xm, f0[m]);
+    f1[m] = _mm512_fmadd_ps(m1, xm, f1[m]);
+  }
+}
+
 // Activation rows [t0, t0 + M) by the panel's nr weight rows -> out (n, rows), the types of 32-element
 // sub-blocks. With `sums` (tests: gemm_q8_vnni_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
 template <int M, bool MIN, bool SUMS>
@@ -97,14 +111,7 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       f0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), _mm512_mul_ps(d0, dx), f0[m]);
       f1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), _mm512_mul_ps(d1, dx), f1[m]);
     }
-    if (!MIN) continue;
-    // One minimum per sub-block (against dx times its codes' sum).
-    const __m512 m0 = _mm512_loadu_ps(p.mw + sb * NR), m1 = _mm512_loadu_ps(p.mw + sb * NR + 16);
-    for (int m = 0; m < M; ++m) {
-      const __m512 x = _mm512_set1_ps(a.ds[(t0 + m) * subs + sb]);
-      f0[m] = _mm512_fmadd_ps(m0, x, f0[m]);
-      f1[m] = _mm512_fmadd_ps(m1, x, f1[m]);
-    }
+    if (MIN) add_minimums<M>(p, sb, a.ds.data() + t0 * subs + sb, subs, f0, f1);  // against dx times the codes' sum
   }
   if constexpr (!SUMS) store_out<M>(f0, f1, out, t0, rows, r0, nr);
 }
@@ -130,13 +137,7 @@ void tile_super(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int
         F0[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[m]), d0, F0[m]);
         F1[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[m]), d1, F1[m]);
       }
-      if (!MIN) continue;
-      const __m512 m0 = _mm512_loadu_ps(p.mw + sb * NR), m1 = _mm512_loadu_ps(p.mw + sb * NR + 16);
-      for (int m = 0; m < M; ++m) {
-        const __m512 qs = _mm512_set1_ps(a.qsum[(t0 + m) * subs + sb]);
-        F0[m] = _mm512_fmadd_ps(m0, qs, F0[m]);
-        F1[m] = _mm512_fmadd_ps(m1, qs, F1[m]);
-      }
+      if (MIN) add_minimums<M>(p, sb, a.qsum.data() + t0 * subs + sb, subs, F0, F1);  // against the codes' sum
     }
     for (int m = 0; m < M; ++m) {
       const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + 8 * S]);

@@ -263,7 +263,7 @@ void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t 
   const int64_t row_bytes = weight_bytes(t, cols), blocks = cols / QK;
   const bool halves = gemm_q8_halves(t), per_block = block_shape(t).elements == QK;
   const int off = gemm_q8_offset(t);
-  // The scales a row at a time, then the codes: 1.3-1.4x faster for the 256-element types than both
+  // The scales a row at a time, then the codes: 1.2-1.4x faster for the 256-element types than both
   // in one pass over 8 rows (docs/int8-products.md).
   for (int i = 0; i < NR; ++i)
     for (int64_t b = 0; b < blocks; b += per_block ? 1 : 8) block_scales(t, i < nr ? w + (r0 + i) * row_bytes : nullptr, b, i, p);
