@@ -29,11 +29,11 @@ namespace sparq {
 // Activation rows quantized per 32-element block for weights with offset `off`.
 struct Q8Acts {
   int64_t n = 0, cols = 0;
-  std::vector<int8_t> q;      // (n, cols) codes
-  std::vector<float> d;       // (n, cols / 32) block scales dx
-  std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
-  std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
-  std::vector<float> qsum;    // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
+  std::vector<int8_t> q;        // (n, cols) codes
+  std::vector<float> d;         // (n, cols / 32) block scales dx
+  std::vector<float> ds;        // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
+  std::vector<int32_t> corr;    // (n, cols / 32) -off * sum q
+  std::vector<float> qsum;      // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
   std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only

@@ -44,6 +44,11 @@ constexpr int GROUP = C == Codes::u4                                       ? 8
                       : C == Codes::u5 || C == Codes::u2 || C == Codes::u3 ? 4
                       : C == Codes::u6                                     ? 2
                                                                            : 1;
+// q3_k's and q6_k's code offsets, which their integer sums take out (gemm_q8_fold_offset).
+template <Codes C>
+constexpr int FOLD = C == Codes::u3   ? 4
+                     : C == Codes::u6 ? 32
+                                      : 0;
 // Activation rows per tile: 2 MR running sums (int16, or int32 for signed codes), 2 vectors of codes
 // (4 for signed codes: c and |c|) and a broadcast fill the 16 vector registers; the f32 accumulators
 // (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width
@@ -205,8 +210,9 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
 // into the super-block's int32 sums I; vpmaddwd adds the integer minimums' products c_h (sum q) into C;
 // then f += f32(I) (d dx) + f32(C) (mm dx), or for q3_k and q6_k f += f32(I - off16 C) (d dx): the VNNI
 // kernel's int32 sums and f32 steps (gemm_q8_fold_offset).
-template <int M, Codes C, int FOLD = C == Codes::u3 ? 4 : C == Codes::u6 ? 32 : 0>
+template <int M, Codes C>
 void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
+  constexpr int OFF16 = FOLD<C>;
   const int64_t cols = a.cols, subs = cols / QK;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 f[M][2];
@@ -259,11 +265,13 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
     for (int m = 0; m < M; ++m) {
       const __m256i c0 = c[m][0], c1 = c[m][1];
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
-      if constexpr (FOLD > 0) {
+      if constexpr (OFF16 > 0) {
         // q3_k, q6_k (c_h = sc_h): the VNNI kernel's sums with the offset folded in, I - off16 C, exact in int32.
-        const __m256i fold = _mm256_set1_epi32(FOLD);
-        f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][0], _mm256_mullo_epi32(c0, fold))), _mm256_mul_ps(d0, dx), f[m][0]);
-        f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][1], _mm256_mullo_epi32(c1, fold))), _mm256_mul_ps(d1, dx), f[m][1]);
+        const __m256i fold = _mm256_set1_epi32(OFF16);
+        f[m][0] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][0], _mm256_mullo_epi32(c0, fold))), _mm256_mul_ps(d0, dx), f[m][0]);
+        f[m][1] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][1], _mm256_mullo_epi32(c1, fold))), _mm256_mul_ps(d1, dx), f[m][1]);
         continue;
       }
       f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);

@@ -165,7 +165,8 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
     for (int m = 0; m < M; ++m) I0[m] = I1[m] = _mm512_setzero_si512();
     for (int64_t hb = 16 * S; hb < 16 * S + 16; ++hb) {  // half-block hb of the row
       __m512i i0[M], i1[M];
-      for (int m = 0; m < M; ++m) i0[m] = i1[m] = FOLD && !SUMS ? _mm512_set1_epi32(a.corr16[(t0 + m) * 2 * subs + hb]) : _mm512_setzero_si512();
+      for (int m = 0; m < M; ++m)
+        i0[m] = i1[m] = FOLD && !SUMS ? _mm512_set1_epi32(a.corr16[(t0 + m) * 2 * subs + hb]) : _mm512_setzero_si512();
       dot_steps<M, 4>(p.u + hb * 4 * NR * 4, a.q.data() + t0 * cols + 16 * hb, cols, i0, i1);
       if constexpr (SUMS) {
         store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, hb);
