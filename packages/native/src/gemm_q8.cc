@@ -13,7 +13,9 @@ namespace sparq {
 // at n = 8, 16, .. 96 (`pnpm bench:gemm-crossover`, and with `--kernel avx2`): the first of those n
 // where the blocked product was as fast (8 = GEMM_MIN_N: from there on). The K-quants' panel decode
 // (their scales per sub-block) needs more rows to repay it; AVX2's blocked kernels gain less per row
-// over their per-row ones than VNNI's.
+// over their per-row ones than VNNI's. The VNNI K-quants' were measured again on a Zen 5 (load ~17) after
+// tile_super, the folded offsets and the once-per-super-block scale decode (docs/int8-products.md):
+// q4_k, q5_k 24 -> 16, q3_k, q6_k 32 -> 24.
 int64_t gemm_q8_min_n(WeightType t, bool vnni) {
   switch (t) {
     case WeightType::q4_0:
@@ -24,10 +26,10 @@ int64_t gemm_q8_min_n(WeightType t, bool vnni) {
     case WeightType::iq4_nl:
     case WeightType::iq4_xs: return vnni ? 8 : 16;
     case WeightType::q2_k: return 32;
-    case WeightType::q3_k: return vnni ? 32 : 16;
+    case WeightType::q3_k: return vnni ? 24 : 16;
     case WeightType::q4_k:
-    case WeightType::q5_k: return vnni ? 24 : 16;
-    case WeightType::q6_k: return vnni ? 32 : 40;
+    case WeightType::q5_k: return 16;
+    case WeightType::q6_k: return vnni ? 24 : 40;
     default: return std::numeric_limits<int64_t>::max();  // not a block type
   }
 }
@@ -40,6 +42,8 @@ void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.ds.resize(a.d.size());
   a.corr.resize(a.d.size());
   a.qs16.resize(gemm_q8_halves(t) ? a.d.size() : 0);
+  a.qsum.resize(gemm_q8_super(t) ? a.d.size() : 0);
+  a.corr16.resize(gemm_q8_fold_offset(t) ? 2 * a.d.size() : 0);
 }
 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,

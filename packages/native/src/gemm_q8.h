@@ -13,8 +13,8 @@
 // (ggml's Q8_K), so the whole super-block is summed in int32 before one f32 step:
 //   sum_{j in S} w_j x_j ~ d dx (sum_h sc_h sum_{j in h} u_j q_j) + mm dx (sum_h c_h sum_{j in h} q_j)
 // (|sc_h|, |c_h| <= 128, |u| <= 63, |q| <= 127: 16 half-blocks' sum stays within 2^28), as ggml sums
-// its K-quant dot products: 1.12x faster than an f32 step per 32 elements for q6_k at 512 rows on VNNI,
-// 1.19x on AVX2 (docs/int8-products.md, "Prefill GEMM"). The only approximation is the
+// its K-quant dot products (q3_k and q6_k fold the second sum into the first: gemm_q8_fold_offset;
+// docs/int8-products.md, "Prefill GEMM"). The only approximation is the
 // activation's rounding (|x - dx q| <= dx / 2 per element), so the product is
 // within sum_j |w_j| dx / 2 of the f32 one, plus f32 rounding (test/native/gemm-q8.spec.ts
 // derives the bound).
@@ -29,16 +29,28 @@ namespace sparq {
 // Activation rows quantized per 32-element block for weights with offset `off`.
 struct Q8Acts {
   int64_t n = 0, cols = 0;
-  std::vector<int8_t> q;      // (n, cols) codes
-  std::vector<float> d;       // (n, cols / 32) block scales dx
-  std::vector<float> ds;      // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
-  std::vector<int32_t> corr;  // (n, cols / 32) -off * sum q
+  std::vector<int8_t> q;        // (n, cols) codes
+  std::vector<float> d;         // (n, cols / 32) block scales dx
+  std::vector<float> ds;        // (n, cols / 32) dx * sum q (Q8_1: its f16 sum; quantize_act_row's xs)
+  std::vector<int32_t> corr;    // (n, cols / 32) -off * sum q
+  std::vector<float> qsum;      // (n, cols / 32) f32(sum q), gemm_q8_super types (their dx factors out)
+  std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
 static inline bool gemm_q8_halves(WeightType t) { return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k; }
+// The types of 32-element sub-blocks whose activation step dx is one per 256-column super-block (ggml's
+// Q8_K): dx factors out of the super-block's 8 sub-blocks,
+//   sum_{j in S} w_j x_j ~ dx (sum_{sb in S} f32(sum_{j in sb} (u_j - off) q_j) dw_sb + mw_sb f32(sum_{j in sb} q_j)),
+// so the kernels take one or two f32 operations per sub-block and one per super-block (the f32 sum in
+// brackets before dx rounds once more per sub-block than f += isum (dw dx); the bound above covers it).
+static inline bool gemm_q8_super(WeightType t) { return t == WeightType::q4_k || t == WeightType::q5_k || t == WeightType::iq4_xs; }
+// q3_k and q6_k: their half-blocks' minimums are a code offset times the scale (c_h = sc_h, mm = -off16 d,
+// off16 = 4 and 32), so the offset goes into the integer sums, sc_h sum (u_j - off16) q_j, and the
+// minimums' term disappears (|u - off16| <= 32: 16 half-blocks' sum stays within 2^27).
+static inline int gemm_q8_fold_offset(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
 // Activation rows from which the blocked product beats the per-row kernel for type t, on the
 // VNNI or the AVX2 kernels (gemm_q8.cc). The blocked product decodes every weight into panels on
 // each call, a fixed cost the per-row kernel does not pay; the per-row kernel reads the weights

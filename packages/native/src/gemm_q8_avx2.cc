@@ -44,6 +44,11 @@ constexpr int GROUP = C == Codes::u4                                       ? 8
                       : C == Codes::u5 || C == Codes::u2 || C == Codes::u3 ? 4
                       : C == Codes::u6                                     ? 2
                                                                            : 1;
+// q3_k's and q6_k's code offsets, which their integer sums take out (gemm_q8_fold_offset).
+template <Codes C>
+constexpr int FOLD = C == Codes::u3   ? 4
+                     : C == Codes::u6 ? 32
+                                      : 0;
 // Activation rows per tile: 2 MR running sums (int16, or int32 for signed codes), 2 vectors of codes
 // (4 for signed codes: c and |c|) and a broadcast fill the 16 vector registers; the f32 accumulators
 // (and the 5-bit codes' int32 sums) wait in L1 between sub-blocks. Measured best of 3 .. 6 per width
@@ -121,17 +126,18 @@ void store_sums(const __m256i (&acc)[M][2], int32_t* sums, int64_t t0, int64_t r
 }
 
 // Activation rows t0 .. t0 + M by rows 16 h .. 16 h + nh of the panel (weight rows r0 + 16 h ..) -> out
-// (n, rows), the types of 32-element sub-blocks. With `sums` (tests: gemm_q8_avx2_sums), the int32
-// sub-block sums go there instead, (n, rows, cols / 32).
-template <int M, Codes C, bool MIN>
+// (n, rows), the types of 32-element sub-blocks; SUPER (q4_k, q5_k, iq4_xs: gemm_q8_super) takes the
+// VNNI tile_super's f32 steps, F += f32(isum) dw (+ mw f32(sum q)) per sub-block and f += F dx per
+// super-block. With `sums` (tests: gemm_q8_avx2_sums), the int32 sub-block sums go there instead, (n, rows, cols / 32).
+template <int M, Codes C, bool MIN, bool SUPER>
 void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   const int64_t cols = a.cols, subs = cols / QK;
   // Unsigned codes with an offset (q4_0, q5_0) start from the correction; with a minimum the offset
   // is 0, and signed codes need none (above).
   constexpr bool OFFSET = C != Codes::s8 && !MIN;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 f[M][2];
-  for (int m = 0; m < M; ++m) f[m][0] = f[m][1] = _mm256_setzero_ps();
+  __m256 f[M][2], F[M][2];  // F: SUPER's sum of the super-block so far, before dx
+  for (int m = 0; m < M; ++m) f[m][0] = f[m][1] = F[m][0] = F[m][1] = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < subs; ++sb) {
     const uint8_t* up = p.u + sb * 8 * NR * 4 + h * 64;
     const int8_t* xs = a.q.data() + t0 * cols + sb * QK;
@@ -160,6 +166,28 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
       continue;
     }
     const __m256 d0 = _mm256_load_ps(p.dw + sb * NR + 16 * h), d1 = _mm256_load_ps(p.dw + sb * NR + 16 * h + 8);
+    if constexpr (SUPER) {
+      for (int m = 0; m < M; ++m) {
+        F[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][0]), d0, F[m][0]);
+        F[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][1]), d1, F[m][1]);
+      }
+      if (MIN) {
+        const __m256 m0 = _mm256_load_ps(p.mw + sb * NR + 16 * h), m1 = _mm256_load_ps(p.mw + sb * NR + 16 * h + 8);
+        for (int m = 0; m < M; ++m) {
+          const __m256 qs = _mm256_set1_ps(a.qsum[(t0 + m) * subs + sb]);
+          F[m][0] = _mm256_fmadd_ps(m0, qs, F[m][0]);
+          F[m][1] = _mm256_fmadd_ps(m1, qs, F[m][1]);
+        }
+      }
+      if (sb % 8 != 7) continue;
+      for (int m = 0; m < M; ++m) {
+        const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + sb]);
+        f[m][0] = _mm256_fmadd_ps(F[m][0], dx, f[m][0]);
+        f[m][1] = _mm256_fmadd_ps(F[m][1], dx, f[m][1]);
+        F[m][0] = F[m][1] = _mm256_setzero_ps();
+      }
+      continue;
+    }
     for (int m = 0; m < M; ++m) {
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + sb]);
       f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);
@@ -180,9 +208,11 @@ void tile(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r
 // The same for q2_k, q3_k and q6_k (gemm_q8_halves), a super-block of 256 columns at a time: each
 // half-block's int16 sums go to int32 through vpmaddwd by its integer scale sc_h (instead of ones),
 // into the super-block's int32 sums I; vpmaddwd adds the integer minimums' products c_h (sum q) into C;
-// then f += f32(I) (d dx) + f32(C) (mm dx): the VNNI kernel's int32 sums and f32 steps.
+// then f += f32(I) (d dx) + f32(C) (mm dx), or for q3_k and q6_k f += f32(I - off16 C) (d dx): the VNNI
+// kernel's int32 sums and f32 steps (gemm_q8_fold_offset).
 template <int M, Codes C>
 void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
+  constexpr int OFF16 = FOLD<C>;
   const int64_t cols = a.cols, subs = cols / QK;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 f[M][2];
@@ -235,6 +265,15 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
     for (int m = 0; m < M; ++m) {
       const __m256i c0 = c[m][0], c1 = c[m][1];
       const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
+      if constexpr (OFF16 > 0) {
+        // q3_k, q6_k (c_h = sc_h): the VNNI kernel's sums with the offset folded in, I - off16 C, exact in int32.
+        const __m256i fold = _mm256_set1_epi32(OFF16);
+        f[m][0] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][0], _mm256_mullo_epi32(c0, fold))), _mm256_mul_ps(d0, dx), f[m][0]);
+        f[m][1] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][1], _mm256_mullo_epi32(c1, fold))), _mm256_mul_ps(d1, dx), f[m][1]);
+        continue;
+      }
       f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);
       f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][1]), _mm256_mul_ps(d1, dx), f[m][1]);
       f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), _mm256_mul_ps(mm0, dx), f[m][0]);
@@ -244,25 +283,25 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
   if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
 }
 
-template <Codes C, bool MIN, int M = MR<C>>
+template <Codes C, bool MIN, bool SUPER, int M = MR<C>>
 void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   if constexpr (M > 0) {
     if (m == M) {
       if constexpr (HALVES<C>) return tile_halves<M, C>(p, a, t0, rows, r0, h, nh, out, sums);
-      else return tile<M, C, MIN>(p, a, t0, rows, r0, h, nh, out, sums);
+      else return tile<M, C, MIN, SUPER>(p, a, t0, rows, r0, h, nh, out, sums);
     }
-    tiles<C, MIN, M - 1>(m, p, a, t0, rows, r0, h, nh, out, sums);
+    tiles<C, MIN, SUPER, M - 1>(m, p, a, t0, rows, r0, h, nh, out, sums);
   }
 }
 
 // One panel by activation rows [t_begin, t_end): each half panel (while it has weight rows) by MR<C> rows at a time.
-template <Codes C, bool MIN>
+template <Codes C, bool MIN, bool SUPER = false>
 void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, int64_t t_end, int64_t rows, int64_t r0, int nr, float* out,
                 int32_t* sums) {
   for (int h = 0; 16 * h < nr; ++h) {
     const int nh = nr - 16 * h < 16 ? nr - 16 * h : 16;
     for (int64_t t0 = t_begin; t0 < t_end; t0 += MR<C>)
-      tiles<C, MIN>(static_cast<int>(t_end - t0 < MR<C> ? t_end - t0 : MR<C>), p, a, t0, rows, r0, h, nh, out, sums);
+      tiles<C, MIN, SUPER>(static_cast<int>(t_end - t0 < MR<C> ? t_end - t0 : MR<C>), p, a, t0, rows, r0, h, nh, out, sums);
   }
 }
 
@@ -272,15 +311,16 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
   auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
   switch (t) {
     case WeightType::q4_0: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, false>);
-    case WeightType::q4_1:
-    case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
+    case WeightType::q4_1: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
+    case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true, true>);
     case WeightType::q5_0: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, false>);
-    case WeightType::q5_1:
-    case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
+    case WeightType::q5_1: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
+    case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true, true>);
     case WeightType::q2_k: return panels(MR<Codes::u2>, panel_avx2<Codes::u2, true>);
     case WeightType::q3_k: return panels(MR<Codes::u3>, panel_avx2<Codes::u3, true>);
     case WeightType::q6_k: return panels(MR<Codes::u6>, panel_avx2<Codes::u6, true>);
-    default: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false>);  // q8_0, iq4_nl, iq4_xs (gemm_q8_supports)
+    case WeightType::iq4_xs: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false, true>);
+    default: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false>);  // q8_0, iq4_nl (gemm_q8_supports)
   }
 }
 
