@@ -1,0 +1,105 @@
+// The 'int8' product for block weights (ProductPath in core/backend.ts), per weight row: the
+// scalar twin (matvec_q8_ref.cc), AVX2 and AVX-512 VNNI (matvec_q8_simd.h); gemm_q8.h is the
+// AVX-512 VNNI and AVX2 product for many activation rows.
+//
+// The activation rows are quantized once per call into the activation blocks ggml pairs with the
+// weight type (act_blocks below; docs/int8-products.md; the reference's activations-q8-*.ts), and
+// the weights are read as block_codes.h's integer codes c, per sub-block s (16 elements for q2_k,
+// q3_k, q6_k, 32 for the other types),
+//   w_j = dl_s c_j + m_s.
+// Then, with dx the step of the sub-block's activation block and xs its activation sum,
+//   sum_j w_j x_j ~ sum_s dl_s dx (sum_j c_j q_j) + m_s xs_s,   xs_s = dx (sum_j q_j), or Q8_1's f16 sum,
+// the integer sums exact in int32, the rest in f32 in any order. The only approximation is the
+// activation's rounding (test/native/matmul.spec.ts derives the bound); the kernels differ from
+// each other by f32 rounding only, and their integer sums (q8_sums_*) agree bit for bit.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/quant.h"
+
+namespace sparq {
+
+// ggml's activation blocks (its vec_dot_type) per weight type:
+// - q8_0 (q4_0, q5_0, q8_0, iq4_nl): 32 elements, d = amax / 127, codes nearest(x * (127 / amax)),
+//   halves to even; the products use the step f16(d).
+// - q8_1 (q4_1, q5_1): q8_0 plus the block's f16(d * sum q), which the weights' minimum multiplies.
+// - q8_k (the K-quants, iq4_xs): 256 elements, scale = -127 / max (max the signed value of largest
+//   magnitude), codes min(127, nearest(scale * x)), step 1 / scale in f32.
+enum class ActBlocks { q8_0, q8_1, q8_k };
+constexpr ActBlocks act_blocks(WeightType t) {
+  switch (t) {
+    case WeightType::q4_1:
+    case WeightType::q5_1: return ActBlocks::q8_1;
+    case WeightType::q2_k:
+    case WeightType::q3_k:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::q6_k:
+    case WeightType::iq4_xs: return ActBlocks::q8_k;
+    default: return ActBlocks::q8_0;
+  }
+}
+
+// One activation row x (cols) for weights of type t (a block type), portable scalar code that
+// every kernel path shares: codes q (cols), and per 32 elements the step dx of their activation
+// block (q8_k's repeated 8 times), xs = dx * (their codes' sum) in f32 (q8_1: f16(d * sum), d
+// the unrounded step), and the codes' integer sum.
+void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, float* dx, float* xs, int32_t* sum);
+
+// Activation rows quantized for one weight type.
+struct RowActs {
+  int64_t n = 0, cols = 0;
+  std::vector<int8_t> q;        // (n, cols) codes
+  std::vector<float> d;         // (n, cols / 32) steps dx of the 32 elements' activation block
+  std::vector<int32_t> bias;    // (n, cols / 4): -off * (sum of 4 consecutive codes), off = q8_act_bias; empty for off 0
+  std::vector<float> sum16;     // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
+  std::vector<float> sum32;     // (n, cols / 32): quantize_act_row's xs; types with a minimum only
+  std::vector<int16_t> isum16;  // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
+};
+
+// Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
+constexpr bool q8_has_min(WeightType t) {
+  switch (t) {
+    case WeightType::q4_1:
+    case WeightType::q5_1:
+    case WeightType::q2_k:
+    case WeightType::q3_k:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::q6_k: return true;
+    default: return false;
+  }
+}
+
+// The codes' offset that matmul_q8_avx2 subtracts in its integer sums through RowActs::bias (the
+// other kernels take block_codes.h's signed codes).
+constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
+// The constant code offset of q3_k (4) and q6_k (32) (block_codes.h), which the SIMD kernels
+// subtract once per super-block against RowActs::isum16, instead of as a minimum; 0 otherwise.
+constexpr int q8_offset8(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
+// Types whose codes are stored signed (q8_0, iq4_*).
+constexpr bool q8_signed(WeightType t) { return t == WeightType::q8_0 || t == WeightType::iq4_nl || t == WeightType::iq4_xs; }
+// The offset off of RowActs::bias: q8_bias, or 128 for the signed codes, which the VNNI kernel
+// multiplies as c + 128 (vpdpbusd's weights are unsigned); 0: no bias row.
+constexpr int q8_act_bias(WeightType t) { return q8_signed(t) ? 128 : q8_bias(t); }
+
+// x (n, cols) -> a, for weights of type t (a block type). Portable scalar code, every kernel path's.
+void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a);
+
+// out rows [row_begin, row_end) of x @ w^T (out (n, rows)) from the quantized activations, t a block type:
+// the portable scalar twin, AVX2, and AVX-512 VNNI (needs avx512vnni and avx512vl).
+void matmul_q8_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+void matmul_q8_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+
+// Tests: the int32 sums sum_j c_j q_j of every sub-block -> sums (n, rows, cols / sub_block_elements(t)),
+// as each kernel computes them (gemm_q8_vnni_sums, gemm_q8_avx2_sums: the blocked products', gemm_q8_supports(t) only).
+void q8_sums_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+void q8_sums_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+void q8_sums_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+struct Q8Acts;
+void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
+void gemm_q8_avx2_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
+
+}  // namespace sparq
