@@ -19,9 +19,7 @@
 namespace sparq {
 
 // Elements per sub-block of a block type.
-static inline int sub_block_elements(WeightType t) {
-  return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k ? 16 : 32;
-}
+static inline int sub_block_elements(WeightType t) { return block_traits(t).sub_block; }
 
 // Of a q2_k, q3_k or q6_k super-block x: the integer scale sc (returned) and minimum m of its 16-element
 // sub-block `sub` (0 .. 15), and the super-block's scale d; the sub-block's dl is d * sc (exact in f32: an

@@ -6,65 +6,20 @@
 #pragma once
 #include <cstdint>
 
+#include "common/block_traits.h"
+
 namespace sparq {
 
-// Weight element types of matvec/matmul; the numbers are the binding's dtype codes.
-enum class WeightType : int {
-  f32 = 0,
-  f16 = 1,
-  bf16 = 2,
-  q4_0 = 3,
-  q4_1 = 4,
-  q8_0 = 5,
-  q5_0 = 6,
-  q5_1 = 7,
-  q2_k = 8,
-  q3_k = 9,
-  q4_k = 10,
-  q5_k = 11,
-  q6_k = 12,
-  iq4_nl = 13,
-  iq4_xs = 14,
-};
-constexpr int WEIGHT_TYPE_COUNT = 15;
-
-constexpr int64_t QK = 32;     // elements per block of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl
-constexpr int64_t QK_K = 256;  // elements per super-block of the K-quants and iq4_xs
-constexpr int64_t Q4_0_BYTES = 2 + QK / 2;
-constexpr int64_t Q4_1_BYTES = 4 + QK / 2;
-constexpr int64_t Q8_0_BYTES = 2 + QK;
-static_assert(Q4_0_BYTES == 18 && Q4_1_BYTES == 20 && Q8_0_BYTES == 34, "ggml block sizes");
-
-// Elements and bytes of one block (one element for the plain types). The byte counts are
-// ggml's block_* structs (core/dtype.ts BLOCK_LAYOUT draws each layout).
+// Elements and bytes of one block (one element for the plain types): block_traits.h's layout.
 struct BlockShape {
   int64_t elements, bytes;
 };
 // `static`: every translation unit keeps its own copy (no inline function shared with ISA files).
-static inline BlockShape block_shape(WeightType t) {
-  switch (t) {
-    case WeightType::f32: return {1, 4};
-    case WeightType::f16:
-    case WeightType::bf16: return {1, 2};
-    case WeightType::q4_0: return {QK, Q4_0_BYTES};
-    case WeightType::q4_1: return {QK, Q4_1_BYTES};
-    case WeightType::q8_0: return {QK, Q8_0_BYTES};
-    case WeightType::q5_0: return {QK, 22};
-    case WeightType::q5_1: return {QK, 24};
-    case WeightType::q2_k: return {QK_K, 84};
-    case WeightType::q3_k: return {QK_K, 110};
-    case WeightType::q4_k: return {QK_K, 144};
-    case WeightType::q5_k: return {QK_K, 176};
-    case WeightType::q6_k: return {QK_K, 210};
-    case WeightType::iq4_nl: return {QK, 18};
-    case WeightType::iq4_xs: return {QK_K, 136};
-  }
-  return {1, 4};
-}
+static inline BlockShape block_shape(WeightType t) { return {block_traits(t).elements, block_traits(t).bytes}; }
 
 static inline bool is_block_type(WeightType t) { return static_cast<int>(t) >= static_cast<int>(WeightType::q4_0); }
 // The block types this backend also quantizes (the others it only reads).
-static inline bool is_quantizable(WeightType t) { return t == WeightType::q4_0 || t == WeightType::q4_1 || t == WeightType::q8_0; }
+static inline bool is_quantizable(WeightType t) { return block_traits(t).quantizable; }
 
 // Bytes of `count` elements of `t` (count whole blocks for block types).
 static inline int64_t weight_bytes(WeightType t, int64_t count) {

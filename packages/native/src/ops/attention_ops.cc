@@ -13,6 +13,7 @@
 #include "ops/attention.h"
 #include "common/cpu.h"
 #include "common/threads.h"
+#include "ops/kernel_table.h"
 
 namespace sparq {
 namespace {
@@ -102,18 +103,7 @@ void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows,
 
 }  // namespace
 
-const AttnKernels& attn_kernels() {
-  switch (kernel_path()) {
-#if SPARQ_X86
-    case KernelPath::avx512: return attn_kernels_avx512();
-    case KernelPath::avx2: return attn_kernels_avx2();
-#endif
-#if SPARQ_ARM64
-    case KernelPath::neon: return attn_kernels_neon();
-#endif
-    default: return attn_kernels_ref();
-  }
-}
+const AttnKernels& attn_kernels() { return kernel_entry(kernel_table(), &KernelTable::attention)(); }
 
 double read_sum(const float* x, size_t n) {
   const AttnKernels& kt = attn_kernels();

@@ -1,6 +1,6 @@
-// The basic ops' dispatchers: each picks the kernel family of kernel_path()
-// and falls back to the scalar _ref twin where a family has no kernel. The x86
-// families exist in x86-64 builds only (SPARQ_X86, cpu.h).
+// The basic ops' dispatchers: each takes its kernel from kernel_table() (kernel_table.h: the
+// table of kernel_path(), whose missing entries come from the narrower tables), splits the
+// weight rows across the native threads, and quantizes the activations the int8 products take.
 #include "ops/basic_dispatch.h"
 
 #include <algorithm>
@@ -16,13 +16,9 @@
 #include "ops/matvec_q8.h"
 #include "common/quant.h"
 #include "common/threads.h"
-#if SPARQ_ARM64
-#include "kernels/arm64/kernels_arm64.h"
-#endif
+#include "ops/kernel_table.h"
 
 namespace sparq {
-
-bool basic_vnni_enabled() { return kernel_path() == KernelPath::avx512 && cpu_features().avx512vnni; }
 
 namespace {
 
@@ -68,16 +64,18 @@ void split_rows(int64_t rows, int64_t work, Rows fn) {
   });
 }
 
-// The 'int8' product of weight rows [row_begin, row_end) by the VNNI kernel if it can, else the
-// AVX2 one (also on AVX-512 CPUs without VNNI), else the scalar one.
+// An INT4 'int8' entry of the first table from kernel_table() down that has it for w's group size
+// and width (the VNNI kernel, else the AVX2 one, also on AVX-512 CPUs without VNNI, else the scalar one).
+template <class Fn>
+Fn int4_int8_entry(const Int4View& w, Fn KernelTable::*field) {
+  const KernelTable* k = &kernel_table();
+  while (!(k->*field) || (k->int4_int8_supports && !k->int4_int8_supports(w.group, w.cols))) k = k->narrower;
+  return k->*field;
+}
+
+// The 'int8' product of weight rows [row_begin, row_end).
 void int8_rows(const Int4View& w, const Int8Acts& acts, float* out, int64_t row_begin, int64_t row_end) {
-#if SPARQ_X86
-  if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) matmul_int4_int8_vnni(w, acts, out, row_begin, row_end);
-  else if (kernel_path() != KernelPath::scalar && int4_avx2_int8_supports(w.group, w.cols))
-    matmul_int4_int8_avx2(w, acts, out, row_begin, row_end);
-  else
-#endif
-    matmul_int4_int8_ref(w, acts, out, row_begin, row_end);
+  int4_int8_entry(w, &KernelTable::int4_int8_rows)(w, acts, out, row_begin, row_end);
 }
 
 #if SPARQ_X86
@@ -111,55 +109,38 @@ bool amx_int8_enabled() { return amx_int8_available() && amx_opted_in(); }
 void force_amx(int on) { amx_forced.store(on < 0 ? -1 : on != 0); }
 
 void quantize_blocks(WeightType t, const float* x, uint8_t* y, int64_t nblocks) {
-#if SPARQ_X86
-  if (kernel_path() == KernelPath::avx512) return quantize_blocks_avx512(t, x, y, nblocks);
-#endif
-  quantize_blocks_ref(t, x, y, nblocks);
+  kernel_entry(kernel_table(), &KernelTable::quantize_blocks)(t, x, y, nblocks);
 }
 
 void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks) {
-#if SPARQ_X86
-  if (kernel_path() == KernelPath::avx512 && is_quantizable(t)) return dequantize_blocks_avx512(t, x, y, nblocks);
-#endif
-  dequantize_blocks_ref(t, x, y, nblocks);
+  // The SIMD dequantizers cover the quantizable types; the read-only ones take the scalar table's.
+  const KernelTable& k = kernel_table();
+  kernel_entry(is_quantizable(t) ? k : kernel_table_scalar(), &KernelTable::dequantize_blocks)(t, x, y, nblocks);
 }
 
 namespace {
 
-// The kernel of the 'int8' product for block weights (matvec_q8.h) on the current path: with
-// AVX-512 VNNI, the blocked product for n >= GEMM_MIN_N activation rows of the types gemm_q8.h
-// handles, else the VNNI per-row one; the AVX2 blocked and per-row ones likewise on the avx2 path
-// and on AVX-512 CPUs without VNNI (they have AVX2); the scalar twin on the scalar path.
-enum class Q8Kernel { ref, avx2, avx2_gemm, avx512, vnni };
-
 std::atomic<int64_t> forced_q8_gemm_min_n{0};
 
-#if SPARQ_X86
-Q8Kernel q8_kernel(WeightType t, int64_t n) {
-  if (kernel_path() == KernelPath::scalar) return Q8Kernel::ref;
-  const bool gemm = gemm_q8_supports(t) && n >= q8_gemm_min_n(t);
-  if (!basic_vnni_enabled()) return gemm ? Q8Kernel::avx2_gemm : Q8Kernel::avx2;
-  return gemm ? Q8Kernel::vnni : Q8Kernel::avx512;
-}
-#endif
+// Whether the 'int8' product of block weights (matvec_q8.h) takes the table's blocked kernel
+// (gemm_q8.h): it has one, handles t, and n reaches t's crossover; else the per-row kernel runs.
+bool q8_blocked(const KernelTable& k, WeightType t, int64_t n) { return k.gemm_q8 && gemm_q8_supports(t) && n >= q8_gemm_min_n(t); }
 
-#if SPARQ_X86
 // Activation rows quantized for the blocked products, the rows split across the pool: on the calling
 // thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
 void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8Acts& acts) {
   size_q8_acts(t, n, cols, acts);
   const int64_t parts = std::min<int64_t>(n, pool_threads());
   parallel_for(static_cast<size_t>(parts), [&](size_t i) {
-    quantize_q8_acts(t, x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, acts);
+    kernel_table().gemm_q8_acts(t, x, n * static_cast<int64_t>(i) / parts, n * static_cast<int64_t>(i + 1) / parts, acts);
   });
 }
-#endif
 
 }  // namespace
 
 int64_t q8_gemm_min_n(WeightType t) {
   const int64_t forced = forced_q8_gemm_min_n.load();
-  return forced > 0 ? forced : gemm_q8_min_n(t, basic_vnni_enabled());
+  return forced > 0 ? forced : gemm_q8_min_n(t, kernel_table().gemm_q8_vnni);
 }
 
 void force_q8_gemm_min_n(int64_t n) { forced_q8_gemm_min_n.store(n > 0 ? n : 0); }
@@ -169,9 +150,8 @@ namespace {
 // The 'int8' product of block weights.
 void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
   const int64_t work = weight_bytes(t, cols) * rows * n;
-#if SPARQ_X86
-  const Q8Kernel kernel = q8_kernel(t, n);
-  if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
+  const KernelTable& k = kernel_table();
+  if (q8_blocked(k, t, n)) {
     // The activations and each thread's panels in buffers kept from call to call (no page faults
     // per call): acts n x cols bytes and a few per 32 columns, the panels one chunk (about 2 MB).
     // (A lambda names a thread_local as the running thread's own, so the pool's tasks get a reference.)
@@ -182,15 +162,10 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
       thread_local std::vector<uint8_t> scratch;
       const size_t bytes = static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
       if (scratch.size() < bytes) scratch.resize(bytes);
-      (kernel == Q8Kernel::vnni ? gemm_q8_vnni : gemm_q8_avx2)(t, w, acts, rows, out, begin, end, scratch.data());
+      k.gemm_q8(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }
-  auto rows_fn = kernel == Q8Kernel::ref ? matmul_q8_ref : kernel == Q8Kernel::avx2 ? matmul_q8_avx2 : matmul_q8_avx512;
-#elif SPARQ_ARM64
-  auto rows_fn = kernel_path() != KernelPath::neon ? matmul_q8_ref : cpu_features().dotprod ? matmul_q8_dotprod : matmul_q8_neon;
-#else
-  auto rows_fn = matmul_q8_ref;
-#endif
+  const auto rows_fn = kernel_entry(k, &KernelTable::q8_rows);
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
   split_rows(rows, work, [&](int64_t begin, int64_t end) { rows_fn(t, w, acts, rows, out, begin, end); });
@@ -208,45 +183,23 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
       rounded[i] = t == WeightType::f16 ? fp16_to_fp32_ref(fp32_to_fp16_ref(x[i])) : bf16_to_fp32(fp32_to_bf16_ref(x[i]));
     x = rounded.data();
   }
-#if SPARQ_X86
-  const bool gemm = n >= GEMM_MIN_N;
-  auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_avx512 : matmul_avx512)
-                : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_avx2 : matmul_avx2)
-                                                    : matmul_ref;
-#elif SPARQ_ARM64
-  auto kernel = kernel_path() == KernelPath::neon ? matmul_neon : matmul_ref;
-#else
-  auto kernel = matmul_ref;
-#endif
+  const KernelTable& k = kernel_table();
+  const auto kernel = k.gemm && n >= GEMM_MIN_N ? k.gemm : kernel_entry(k, &KernelTable::matmul);
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
 const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums) {
-#if SPARQ_X86
-  const Q8Kernel kernel = q8_kernel(t, n);
-  if (kernel == Q8Kernel::vnni || kernel == Q8Kernel::avx2_gemm) {
+  const KernelTable& k = kernel_table();
+  if (q8_blocked(k, t, n)) {
     Q8Acts acts;
     quantize_for_gemm(t, x, n, cols, acts);
-    (kernel == Q8Kernel::vnni ? gemm_q8_vnni_sums : gemm_q8_avx2_sums)(t, w, acts, rows, sums);
-    return kernel == Q8Kernel::vnni ? "vnni" : "avx2-gemm";
+    k.gemm_q8_sums(t, w, acts, rows, sums);
+    return k.gemm_q8_name;
   }
-  auto sums_fn = kernel == Q8Kernel::ref ? q8_sums_ref : kernel == Q8Kernel::avx2 ? q8_sums_avx2 : q8_sums_avx512;
-#elif SPARQ_ARM64
-  const bool neon = kernel_path() == KernelPath::neon, sdot = neon && cpu_features().dotprod;
-  auto sums_fn = sdot ? q8_sums_dotprod : neon ? q8_sums_neon : q8_sums_ref;
-#else
-  auto sums_fn = q8_sums_ref;
-#endif
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  sums_fn(t, w, acts, rows, sums);
-#if SPARQ_X86
-  return kernel == Q8Kernel::ref ? "ref" : kernel == Q8Kernel::avx2 ? "avx2" : "avx512";
-#elif SPARQ_ARM64
-  return sdot ? "neon-dotprod" : neon ? "neon" : "ref";
-#else
-  return "ref";
-#endif
+  kernel_entry(k, &KernelTable::q8_sums)(t, w, acts, rows, sums);
+  return kernel_entry(k, &KernelTable::q8_name);
 }
 
 void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool int8) {
@@ -265,25 +218,15 @@ void matmul_int4(const Int4View& w, const float* x, int64_t n, float* out, bool 
 #endif
     return;
   }
-#if SPARQ_X86
-  const bool gemm = n >= GEMM_MIN_N;
-  auto kernel = kernel_path() == KernelPath::avx512 ? (gemm ? gemm_int4_avx512 : matmul_int4_dequant_avx512)
-                : kernel_path() == KernelPath::avx2 ? (gemm ? gemm_int4_avx2 : matmul_int4_dequant_avx2)
-                                                    : matmul_int4_dequant_ref;
-#else
-  auto kernel = matmul_int4_dequant_ref;
-#endif
+  const KernelTable& k = kernel_table();
+  const auto kernel = k.int4_gemm && n >= GEMM_MIN_N ? k.int4_gemm : kernel_entry(k, &KernelTable::int4_rows);
   split_rows(w.rows, work, [&](int64_t begin, int64_t end) { kernel(w, x, n, out, begin, end); });
 }
 
 void int4_group_sums(const Int4View& w, const float* x, int64_t n, int32_t* sums) {
   Int8Acts acts;
   quantize_acts(x, n, w.cols, w.group, acts);
-#if SPARQ_X86
-  if (basic_vnni_enabled() && int4_vnni_supports(w.group, w.cols)) int4_group_sums_vnni(w, acts, sums);
-  else
-#endif
-    int4_group_sums_ref(w, acts, sums);
+  int4_int8_entry(w, &KernelTable::int4_group_sums)(w, acts, sums);
 #if SPARQ_X86  // (amx_runs is false elsewhere)
   // AMX rewrites the whole blocks' sums (so tests can compare them bit for bit).
   if (amx_runs(w, n)) int4_group_sums_amx(w, acts, sums);

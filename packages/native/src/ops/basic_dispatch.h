@@ -1,4 +1,4 @@
-// The basic ops' dispatchers run the kernel family of cpu.h's kernel_path().
+// The basic ops' dispatchers run the kernels of kernel_table.h's kernel_table().
 #pragma once
 #include <cstdint>
 
@@ -6,9 +6,6 @@
 #include "common/quant.h"
 
 namespace sparq {
-
-// AVX-512 VNNI integer dot products are usable on the current path.
-bool basic_vnni_enabled();
 
 // AMX tiles can run here: the CPU has AMX-TILE and AMX-INT8 and Linux granted
 // tile permission (cpu.cc), and the kernel path is avx512 (forcing a narrower

@@ -13,24 +13,8 @@ namespace sparq {
 // at n = 8, 16, .. 96 (`pnpm bench:gemm-crossover`, and with `--kernel avx2`): the first of those n
 // where the blocked product was as fast (8 = GEMM_MIN_N: from there on). The K-quants' panel decode
 // (their scales per sub-block) needs more rows to repay it; AVX2's blocked kernels gain less per row
-// over their per-row ones than VNNI's.
-int64_t gemm_q8_min_n(WeightType t, bool vnni) {
-  switch (t) {
-    case WeightType::q4_0:
-    case WeightType::q4_1:
-    case WeightType::q5_0: return 8;
-    case WeightType::q5_1: return vnni ? 16 : 8;
-    case WeightType::q8_0:
-    case WeightType::iq4_nl:
-    case WeightType::iq4_xs: return vnni ? 8 : 16;
-    case WeightType::q2_k: return 32;
-    case WeightType::q3_k: return vnni ? 32 : 16;
-    case WeightType::q4_k:
-    case WeightType::q5_k: return vnni ? 24 : 16;
-    case WeightType::q6_k: return vnni ? 32 : 40;
-    default: return std::numeric_limits<int64_t>::max();  // not a block type
-  }
-}
+// over their per-row ones than VNNI's. The crossovers are BLOCK_TRAITS' gemm_min_n columns.
+int64_t gemm_q8_min_n(WeightType t, bool vnni) { return vnni ? block_traits(t).gemm_min_n_vnni : block_traits(t).gemm_min_n_avx2; }
 
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.n = n;

@@ -38,39 +38,17 @@ struct Q8Acts {
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
-static inline bool gemm_q8_halves(WeightType t) { return t == WeightType::q2_k || t == WeightType::q3_k || t == WeightType::q6_k; }
+static inline bool gemm_q8_halves(WeightType t) { return block_traits(t).sub_block == 16; }
 // Activation rows from which the blocked product beats the per-row kernel for type t, on the
 // VNNI or the AVX2 kernels (gemm_q8.cc). The blocked product decodes every weight into panels on
 // each call, a fixed cost the per-row kernel does not pay; the per-row kernel reads the weights
 // once per activation row.
 int64_t gemm_q8_min_n(WeightType t, bool vnni);
 // The weight types the blocked product handles: every block type (f16, bf16 and f32 stay on f32).
-static inline bool gemm_q8_supports(WeightType t) {
-  switch (t) {
-    case WeightType::q4_0:
-    case WeightType::q4_1:
-    case WeightType::q8_0:
-    case WeightType::q5_0:
-    case WeightType::q5_1:
-    case WeightType::iq4_nl:
-    case WeightType::q4_k:
-    case WeightType::q5_k:
-    case WeightType::iq4_xs: return true;
-    default: return gemm_q8_halves(t);
-  }
-}
+static inline bool gemm_q8_supports(WeightType t) { return block_traits(t).gemm_q8; }
 
 // off of w_j = dw (u_j - off) + mw: the code of the value 0 for the types without a minimum.
-static inline int gemm_q8_offset(WeightType t) {
-  switch (t) {
-    case WeightType::q4_0: return 8;
-    case WeightType::q5_0: return 16;
-    case WeightType::q8_0:
-    case WeightType::iq4_nl:
-    case WeightType::iq4_xs: return 128;  // signed codes + 128
-    default: return 0;                    // q4_1, q5_1, q4_k, q5_k: codes >= 0 and a minimum
-  }
-}
+static inline int gemm_q8_offset(WeightType t) { return block_traits(t).signed_codes ? 128 : block_traits(t).bias; }  // signed codes + 128
 
 // The f32 scales dw and minimums mw per row of a panel: one per sub-block of 32, or per super-block of 256 (gemm_q8_halves: d and mm).
 static inline int64_t gemm_q8_steps(WeightType t, int64_t cols) { return gemm_q8_halves(t) ? cols / 256 : cols / 32; }

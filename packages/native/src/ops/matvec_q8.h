@@ -20,26 +20,8 @@
 
 namespace sparq {
 
-// ggml's activation blocks (its vec_dot_type) per weight type:
-// - q8_0 (q4_0, q5_0, q8_0, iq4_nl): 32 elements, d = amax / 127, codes nearest(x * (127 / amax)),
-//   halves to even; the products use the step f16(d).
-// - q8_1 (q4_1, q5_1): q8_0 plus the block's f16(d * sum q), which the weights' minimum multiplies.
-// - q8_k (the K-quants, iq4_xs): 256 elements, scale = -127 / max (max the signed value of largest
-//   magnitude), codes min(127, nearest(scale * x)), step 1 / scale in f32.
-enum class ActBlocks { q8_0, q8_1, q8_k };
-constexpr ActBlocks act_blocks(WeightType t) {
-  switch (t) {
-    case WeightType::q4_1:
-    case WeightType::q5_1: return ActBlocks::q8_1;
-    case WeightType::q2_k:
-    case WeightType::q3_k:
-    case WeightType::q4_k:
-    case WeightType::q5_k:
-    case WeightType::q6_k:
-    case WeightType::iq4_xs: return ActBlocks::q8_k;
-    default: return ActBlocks::q8_0;
-  }
-}
+// The activation blocks ggml pairs with t (its vec_dot_type; block_traits.h describes them).
+constexpr ActBlocks act_blocks(WeightType t) { return block_traits(t).act; }
 
 // One activation row x (cols) for weights of type t (a block type), portable scalar code that
 // every kernel path shares: codes q (cols), and per 32 elements the step dx of their activation
@@ -59,27 +41,16 @@ struct RowActs {
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.
-constexpr bool q8_has_min(WeightType t) {
-  switch (t) {
-    case WeightType::q4_1:
-    case WeightType::q5_1:
-    case WeightType::q2_k:
-    case WeightType::q3_k:
-    case WeightType::q4_k:
-    case WeightType::q5_k:
-    case WeightType::q6_k: return true;
-    default: return false;
-  }
-}
+constexpr bool q8_has_min(WeightType t) { return block_traits(t).has_min; }
 
 // The codes' offset that matmul_q8_avx2 subtracts in its integer sums through RowActs::bias (the
 // other kernels take block_codes.h's signed codes).
-constexpr int q8_bias(WeightType t) { return t == WeightType::q4_0 ? 8 : t == WeightType::q5_0 ? 16 : 0; }
+constexpr int q8_bias(WeightType t) { return block_traits(t).bias; }
 // The constant code offset of q3_k (4) and q6_k (32) (block_codes.h), which the SIMD kernels
 // subtract once per super-block against RowActs::isum16, instead of as a minimum; 0 otherwise.
-constexpr int q8_offset8(WeightType t) { return t == WeightType::q3_k ? 4 : t == WeightType::q6_k ? 32 : 0; }
+constexpr int q8_offset8(WeightType t) { return block_traits(t).offset8; }
 // Types whose codes are stored signed (q8_0, iq4_*).
-constexpr bool q8_signed(WeightType t) { return t == WeightType::q8_0 || t == WeightType::iq4_nl || t == WeightType::iq4_xs; }
+constexpr bool q8_signed(WeightType t) { return block_traits(t).signed_codes; }
 // The offset off of RowActs::bias: q8_bias, or 128 for the signed codes, which the VNNI kernel
 // multiplies as c + 128 (vpdpbusd's weights are unsigned); 0: no bias row.
 constexpr int q8_act_bias(WeightType t) { return q8_signed(t) ? 128 : q8_bias(t); }
