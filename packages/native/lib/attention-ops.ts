@@ -86,8 +86,9 @@ export interface AttentionAddon {
   attnReadSum(x: Float32Array): number;
 }
 
+/** The addon's attention functions (NativeAddon has them all; kept for callers that want only these). */
 export function attentionAddon(addon: NativeAddon): AttentionAddon {
-  return addon as unknown as AttentionAddon;
+  return addon;
 }
 
 /** The view of a tensor's elements the addon reads: contiguous (core validated it) from its offset. */
