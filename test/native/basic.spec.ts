@@ -4,7 +4,7 @@
  * `forceKernelPath` binding; vitest runs each file in its own process, so the
  * force never leaks into other suites).
  *
- * Named tolerances (SPEC 5 and the arithmetic):
+ * Named tolerances (spec.md §5 and the arithmetic):
  * - quantized bytes, scales, zeros, int32 group sums: identical (EXACT).
  * - f32 products: per element |native - reference| <= TOL_DOT(n, sum|w x|) = 2 (n + 1) 2^-24
  *   sum|w_i x_i|: each of the two f32 dot products is within (n + 1) 2^-24 sum|w_i x_i| of the exact

@@ -1,4 +1,4 @@
-// ggml's block formats (SPEC 5), byte-exact: q4_0 (f16 d + 16 bytes of
+// ggml's block formats (spec.md §5), byte-exact: q4_0 (f16 d + 16 bytes of
 // nibbles), q4_1 (f16 d, f16 m + 16 bytes), q8_0 (f16 d + 32 int8), and the
 // read-only ones of model files: q5_0, q5_1, the K-quants, iq4_nl, iq4_xs. Blocks are
 // addressed as bytes (field offsets below) because a Uint8Array view may start

@@ -1,4 +1,4 @@
-// The native attention ops (SPEC 1-4): shared types, the per-ISA kernel table,
+// The native attention ops (spec.md §1-4): shared types, the per-ISA kernel table,
 // and the op drivers called by bind_attention.cc after it has re-checked every
 // buffer length. Core has validated shapes, ranges and capacity before that.
 //
@@ -57,7 +57,7 @@ struct CacheView {
   int64_t nvalid(int64_t b) const { return npast[b] > npad[b] ? npast[b] - npad[b] : 0; }
 };
 
-// Elements the kernels read, as in AttentionStats (SPEC 3's cost model).
+// Elements the kernels read, as in AttentionStats (spec.md §3's cost model).
 struct Counts {
   double k = 0, v = 0, aux = 0, io = 0;
   void add(const Counts& o) {

@@ -1,5 +1,5 @@
-// The attention op drivers: dense decode and prefill (SPEC 1), SparQ (SPEC 2) and
-// the baselines (SPEC 3). Each call is split into (sequence, KV head) tasks run by
+// The attention op drivers: dense decode and prefill (spec.md §1), SparQ (spec.md §2) and
+// the baselines (spec.md §3). Each call is split into (sequence, KV head) tasks run by
 // the thread pool; a task reads its head's K / V rows once for the whole group of
 // g query heads. Results follow packages/reference/src/attention/ (the oracle);
 // AttentionStats counts are the same formulas the reference uses.
@@ -125,7 +125,7 @@ void swiglu(float* out, const float* gate, const float* up, size_t n) {
   });
 }
 
-// ---- dense decode and prefill (SPEC 1) ----
+// ---- dense decode and prefill (spec.md §1) ----
 void dense_decode(const CacheView& c, const float* q, float* out, int64_t nheads, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
@@ -211,7 +211,7 @@ void dense_prefill(const CacheView& c, int64_t seq, const float* q, float* out, 
     for (const Counts& p : per) counts->add(p);
 }
 
-// ---- SparQ (SPEC 2) ----
+// ---- SparQ (spec.md §2) ----
 void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads, const SparqArgs& p, const SparqTraceView& trace,
                   Counts* counts) {
   const AttnKernels& kt = attn_kernels();
@@ -232,7 +232,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     std::vector<int32_t> i1(s.idx.begin(), s.idx.begin() + r);
     std::sort(i1.begin(), i1.end());
     // tau_t = sqrt(d * |q_t[i1]|_1 / |q_t|_1) (1 for an all-zero query). The logits are q_t[i1] · K[:, i1]
-    // divided by tau_t afterwards, as SPEC writes it: scaling q first would round each component apart,
+    // divided by tau_t afterwards, as spec.md writes it: scaling q first would round each component apart,
     // so two positions with equal dot products could get different logits and break the tie rule.
     std::vector<double> tau(g);
     s.qs.resize(g * r);
@@ -316,7 +316,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
   });
 }
 
-// ---- oracle top-k / FlexGen (SPEC 3) ----
+// ---- oracle top-k / FlexGen (spec.md §3) ----
 void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
@@ -352,7 +352,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
   });
 }
 
-// ---- H2O (SPEC 3) ----
+// ---- H2O (spec.md §3) ----
 void h2o_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, float* acc, uint8_t* evicted, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {
@@ -428,7 +428,7 @@ void h2o_seed(const CacheView& c, int64_t seq, const float* q, int64_t n_tokens,
   });
 }
 
-// ---- LM-Infinite / StreamingLLM (SPEC 3) ----
+// ---- LM-Infinite / StreamingLLM (spec.md §3) ----
 void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads, int64_t k, Counts* counts) {
   const AttnKernels& kt = attn_kernels();
   for_each_group(c, c.batch, nheads, q, out, counts, [&](const Group& grp, int64_t, Counts& cnt) {

@@ -1,4 +1,4 @@
-// The engine's group-wise INT4 matrix (core/int4-matrix.ts, SPEC 5): signed
+// The engine's group-wise INT4 matrix (core/int4-matrix.ts, spec.md §5): signed
 // nibbles q in [-8, 7], element 2j in the low nibble of byte j and 2j + 1 in
 // the high one; per group an f32 scale and an int8 zero; w = (q - zero) * scale.
 #pragma once

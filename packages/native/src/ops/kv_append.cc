@@ -1,4 +1,4 @@
-// kvAppend (SPEC 4; the quantized layout: kv_blocks.h, docs/kv-cache.md): N tokens written in
+// kvAppend (spec.md §4; the quantized layout: kv_blocks.h, docs/kv-cache.md): N tokens written in
 // place at nPast of one sequence: key rows, value rows and SparQ's key columns ('k-twice' only).
 // Rows are stored in the cache dtype: f16 rounded to nearest even (as core's f32ToF16), q8_0 /
 // q4_0 by ggml's quantizers (quant.h, the `quantize` op's code, byte-exact with the reference).

@@ -8,7 +8,7 @@
 //      every score left out is < t <= the m-th largest. The m-th value T is found
 //      by radix selection (kth_largest) on the candidates below a second, higher sample threshold
 //      (those above it are surely in); all scores > T are taken, and the
-//      scores == T by lowest index (SPEC 2's tie rule), so the set is exact.
+//      scores == T by lowest index (spec.md §2's tie rule), so the set is exact.
 //   4. Otherwise the threshold is moved and the pass repeated; after a few tries
 //      (e.g. long runs of equal scores) step 3 runs on all n scores.
 // NaN ranks below every number (as -inf), ties among NaN again by lowest index.
