@@ -1,5 +1,5 @@
 /**
- * Decode attention benchmark (SPEC 8's setting): 32 heads x d 128, batch 1.
+ * Decode attention benchmark (spec.md §8's setting): 32 heads x d 128, batch 1.
  *   pnpm exec tsx bench/attention.ts [--quick]
  *
  * - Read bandwidth on 1 and 2 threads, measured in this run (bench/bandwidth.ts), and at the default
@@ -7,7 +7,7 @@
  * - Dense decode, native, f32 and f16 KV, S in {1k, 4k, 16k, 32k, 64k}: ms and
  *   GB/s of K and V read (issue 13's target: >= 90% of the measured read bandwidth at S >= 32k).
  * - SparQ at realistic budgets, r = d/8 = 16, k = S/8 and S/16 (l 0, reallocate) vs native
- *   dense: speed-up beside SPEC 3's data ratio (target: >= 70% of it at S >= 16k);
+ *   dense: speed-up beside spec.md §3's data ratio (target: >= 70% of it at S >= 16k);
  *   K-twice vs single-K layout (k = S/8).
  * - Thread scaling 1 vs 2 (dense); native vs reference (reference at S <= 4k only: it is slow).
  * - Quantized KV and GQA (issue 24; `--kv` runs only this part): f16, q8_0 and q4_0 rows with
@@ -87,7 +87,7 @@ function sparqMs(engine: Engine, cache: KVCache, div: number, timeMs: number): P
   );
 }
 
-/** SPEC 3: dense / SparQ elements per KV head at k = S / div (l 0, reallocation on, as timed). */
+/** spec.md §3: dense / SparQ elements per KV head at k = S / div (l 0, reallocation on, as timed). */
 function sparqTheory(S: number, div: number): number {
   const sparq = { method: 'sparq', r: R, k: S / div, l: 0, reallocate: true } as const;
   return attentionCost({ ...sparq, method: 'dense' }, S, D) / attentionCost(sparq, S, D);

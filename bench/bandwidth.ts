@@ -1,7 +1,7 @@
 /**
  * Memory read bandwidth, measured in the same run as a benchmark, so that its
  * "percent of the bandwidth bound" is against this machine's state right now
- * (SPEC 8: about 41 GB/s on one core, noisy 33-45 run to run; 2 cores 46-90).
+ * (spec.md §8: about 41 GB/s on one core, noisy 33-45 run to run; 2 cores 46-90).
  *
  *   import { measureReadBandwidth } from './bandwidth.ts';
  *   const gbPerSecond = await measureReadBandwidth(1);   // or: pnpm exec tsx bench/bandwidth.ts

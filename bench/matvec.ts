@@ -4,7 +4,7 @@
  *
  * Every block type and INT4 runs by both product paths (ProductPath in core/backend.ts): 'dequant'
  * (weights decoded to f32) and 'int8' (activations quantized to 8 bits in ggml's activation blocks,
- * integer sums against the weights' codes: packages/native/src/matvec_q8.h for the block types);
+ * integer sums against the weights' codes: packages/native/src/ops/matvec_q8.h for the block types);
  * f32, f16 and bf16 have one row each (their f32 product).
  *
  * For each kernel path this CPU runs (avx2, avx512) and thread count (1, 2): GB/s of weight
@@ -14,7 +14,7 @@
  * through STREAM_MB of copies (several times this machine's L3), so each call reads its weights
  * from DRAM, as a model's layers do. Repeat the run and compare ratios, not absolute GB/s.
  * `GB/s per core` divides the bytes by the process's CPU time over the same calls (all threads,
- * the pool's spinning between calls included: packages/native/src/threads.cc):
+ * the pool's spinning between calls included: packages/native/src/common/threads.cc):
  * on a machine shared with other jobs, time spent descheduled is not in it, so it shows what a
  * kernel does per core while it runs (on an idle machine it is GB/s / threads).
  * Target (issue 13): INT4 and every K-quant matvec >= 70% of its bandwidth bound.

@@ -5,7 +5,7 @@
  * stands PLANT_SIGMAS standard deviations of the random logits above zero. One decode step per
  * trial; recall = share of trials whose attended set held p:
  *   sparq    SparQ's i2 (l 0) at r, k
- *   oracle   SparQ with r = d (its approximate scores are then the exact ones: SPEC 2), at k
+ *   oracle   SparQ with r = d (its approximate scores are then the exact ones: spec.md §2), at k
  *   h2o      positions not evicted after the step, its scores seeded by h2oSeed from 16 random
  *            prefill queries at the end of the cache (none aligned with the needle)
  *   lminf    by its definition: p among the 16 sinks or the k - 16 newest

@@ -12,7 +12,7 @@
  * - the native pool's hand-off: a Q8_0 'int8' matvec small enough to stay in the
  *   L3 (512, 2048 and 5632 rows of 2048), one call at a time, on 1 and 2 threads:
  *   what splitting a decode-sized op over the pool costs beyond its work
- *   (packages/native/src/threads.cc).
+ *   (packages/native/src/common/threads.cc).
  */
 import { KVCache, Tensor, loadBackends, type Engine } from '@sparq/core';
 import { AttentionPool } from '@sparq/pool';

@@ -1,6 +1,6 @@
 /**
  * `sparq bench` as a user runs it (spawned), at tiny sizes: the JSON document
- * with its documented fields and SPEC 3's data ratios (computed here from the
+ * with its documented fields and spec.md §3's data ratios (computed here from the
  * formula, not by the command's code), the Markdown report and the SVG plots
  * in --out, llama.cpp either run beside sparq or reported absent with the
  * reason (CI has node-llama-cpp, so there it must run), and flag errors.
@@ -33,7 +33,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const hasNative = engines.some((e) => e.name === 'native');
 const llamaMissing = await llamaCppMissing();
 
-/** SPEC 3: elements per KV head, dense over SparQ (with reallocation) at S, head dim d. */
+/** spec.md §3: elements per KV head, dense over SparQ (with reallocation) at S, head dim d. */
 const dataRatio = (S: number, k: number) => (2 * S * D + 2 * D) / (S * R + 2 * k * D + 4 * D);
 
 describe('sparq bench --quick', () => {

@@ -1,6 +1,6 @@
 /**
  * AttentionStats in bytes (core attention.ts, countBytes): what dense, SparQ and H2O decode read
- * from caches of every row type and K transposed type, against SPEC 3's elements priced by hand
+ * from caches of every row type and K transposed type, against spec.md §3's elements priced by hand
  * from the layouts of docs/kv-cache.md (d = 64: a row is 256 bytes f32, 128 f16, 2 x 34 q8_0,
  * 2 x 18 q4_0; a kT element 4 f32, 2 f16, 1 / 0.5 / 0.25 i8 / i4 / i2 plus one f16 scale per 64
  * positions). So SparQ's data ratio over a q4_0 cache is a ratio of bytes, not of elements.

@@ -1,7 +1,7 @@
 /**
- * Dense decode and causal prefill (SPEC 1) against an independent f64 oracle,
+ * Dense decode and causal prefill (spec.md §1) against an independent f64 oracle,
  * over random shapes (S = 1, odd d, GQA, padding, batch 2, f16/f32, both layouts),
- * and the element counts of SPEC 3's dense row.
+ * and the element counts of spec.md §3's dense row.
  */
 import { AttentionStats, Tensor } from '@sparq/core';
 import fc from 'fast-check';

@@ -1,5 +1,5 @@
 /**
- * The baselines of SPEC 3 with budget k: oracle top-k (FlexGen), LM-Infinite
+ * The baselines of spec.md §3 with budget k: oracle top-k (FlexGen), LM-Infinite
  * (sinks + recent) and H2O (heavy hitters + window, evicting for good), each
  * against the f64 oracle on the positions it must keep, and their element counts.
  */

@@ -1,5 +1,5 @@
 /**
- * kvAppend (SPEC 4; issue 24's layout in core kv-cache.ts): rows stored in the cache dtype (block
+ * kvAppend (spec.md §4; issue 24's layout in core kv-cache.ts): rows stored in the cache dtype (block
  * rows byte-equal to the `quantize` op on the rows), K transposed as the design's formula for every
  * kT type (written out in oracle.ts's kTBlockCodes, f64), the running V sum over valid decoded rows,
  * the same bytes whatever the append chunking, the block-scale edge cases, and an append past

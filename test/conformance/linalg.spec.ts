@@ -1,11 +1,11 @@
 /**
  * Conformance: matvec / matmul for every weight dtype, and matvecInt4 / matmulInt4 by both paths
- * (SPEC 5), on every backend.
+ * (spec.md §5), on every backend.
  * - Exactness: each product against an f64 sum over the backend's own decoded weights, within the
  *   f32 dot-product bound (numeric.ts `dotBound`).
- * - Quantization quality: quantized vs f32 matvec NMSE <= 1e-2 at group 32 (SPEC 5).
+ * - Quantization quality: quantized vs f32 matvec NMSE <= 1e-2 at group 32 (spec.md §5).
  * - The int8 path's int32 group sums, bit-exact against BigInt sums computed here.
- * - Agreement with the reference backend on the same quantized data: NMSE <= 1e-7 (SPEC 5).
+ * - Agreement with the reference backend on the same quantized data: NMSE <= 1e-7 (spec.md §5).
  */
 import {
   BLOCK_DTYPES,
@@ -30,9 +30,9 @@ import { U, dotBound, f64Product, nativeVsReferenceBound, nmse, seeded, uniform 
 
 const f32 = Math.fround;
 
-/** SPEC 5: quantized matvec vs f32 matvec at group 32. */
+/** spec.md §5: quantized matvec vs f32 matvec at group 32. */
 const NMSE_QUANTIZED = 1e-2;
-/** SPEC 5: a backend vs the reference on the same quantized data. */
+/** spec.md §5: a backend vs the reference on the same quantized data. */
 const NMSE_VS_REFERENCE = 1e-7;
 
 const MATRIX_DTYPES: readonly MatrixDType[] = ['f32', 'f16', 'bf16', ...BLOCK_DTYPES];

@@ -1,6 +1,6 @@
 /**
  * Numeric helpers shared by the conformance suites: the f32 unit roundoff the named tolerances are
- * built from, NMSE (SPEC 5), a seeded generator for fixed random data, and exact f64 references.
+ * built from, NMSE (spec.md §5), a seeded generator for fixed random data, and exact f64 references.
  */
 
 /** f32 unit roundoff: one rounding to f32 changes a value by at most this much, relatively. */
@@ -15,7 +15,7 @@ export function dotBound(n: number, absSum: number): number {
   return (n + 1) * U * absSum;
 }
 
-/** SPEC 5: native vs reference on the same quantized data, f32 results, NMSE at most this. */
+/** spec.md §5: native vs reference on the same quantized data, f32 results, NMSE at most this. */
 export const TOL_NATIVE_NMSE = 1e-7;
 
 /**
@@ -27,7 +27,7 @@ export function nativeVsReferenceBound(n: number, absSum: number): number {
 }
 
 /**
- * Whether SPEC 5's NMSE <= TOL_NATIVE_NMSE follows from the per-element bounds
+ * Whether spec.md §5's NMSE <= TOL_NATIVE_NMSE follows from the per-element bounds
  * nativeVsReferenceBound(cols, abs_i) on the products ref (abs_i = sum |w x| of element i): any
  * result within them has an NMSE of at most sum bound_i^2 / sum ref_i^2. Where outputs are near zero
  * by cancellation (a few short dot products of mixed signs: 1 x 32 f16 weights gave NMSE 3.7e-7 in
@@ -43,7 +43,7 @@ export function nativeNmseGuaranteed(ref: ArrayLike<number>, cols: number, abs: 
   return bound <= TOL_NATIVE_NMSE * energy;
 }
 
-/** Normalised mean squared error sum (a - b)^2 / sum a^2, `a` the reference (SPEC 5). */
+/** Normalised mean squared error sum (a - b)^2 / sum a^2, `a` the reference (spec.md §5). */
 export function nmse(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let num = 0;
   let den = 0;

@@ -25,7 +25,7 @@ import { referenceEngine } from '../support/backends.ts';
  * logits are rounded to f32 (relative 2^-24 on |s| <= ~20 gives ~1e-6 absolute in
  * the exponent), probabilities likewise, and the output is rounded once; so errors
  * stay below ~1e-6 * (1 + max|V|). 1e-5 leaves room for the reordered sums of a
- * native backend and matches SPEC 7's pass rule.
+ * native backend and matches spec.md §7's pass rule.
  */
 export const TOL_ATTENTION = 1e-5;
 

@@ -1,6 +1,6 @@
 /**
  * Conformance: ggml block quantization (Q4_0, Q4_1, Q8_0; byte-exact with ggml) and the engine's
- * group-wise INT4 (SPEC 5), on every backend.
+ * group-wise INT4 (spec.md §5), on every backend.
  * - Hand-worked blocks: the expected bytes were worked out by hand from ggml's formulas (shown in
  *   the comments), not by running any implementation.
  * - Round trips as fast-check properties with bounds derived from each format's arithmetic.

@@ -1,9 +1,9 @@
 /**
- * sparqDecode (SPEC 2): a hand-worked case, the invariants of SPEC 2 over random
+ * sparqDecode (spec.md §2): a hand-worked case, the invariants of spec.md §2 over random
  * shapes (r = d and k >= nValid is dense, with and without reallocation; l >= k
  * selects only the window; i2 never holds a masked position), step 1 and 3
  * against an f64 oracle given the chosen sets, both layouts alike, and the
- * element counts of SPEC 3's SparQ row.
+ * element counts of spec.md §3's SparQ row.
  */
 import { AttentionStats, KVCache, SparqTrace, Tensor } from '@sparq/core';
 import fc from 'fast-check';
@@ -258,7 +258,7 @@ forEachBackend('sparqDecode', (engine) => {
               want += s.nKv * (S * p.r + 2 * kp * s.d + (p.reallocate ? 2 * s.d : 0) + 2 * s.g * s.d);
             }
             expect(stats.total).toBe(want);
-            // The SPEC 3 row itself, for batch 1, g 1, no padding:
+            // The spec.md §3 row itself, for batch 1, g 1, no padding:
             if (s.batch === 1 && s.g === 1 && s.nKv === 1 && s.pads[0] === 0) {
               const S = s.lens[0];
               expect(stats.total).toBe(S * p.r + 2 * Math.min(p.k, S) * s.d + (p.reallocate ? 4 : 2) * s.d);

@@ -1,6 +1,6 @@
 /**
- * The SPEC 7 test vectors (../shared/vectors/sparq_public.json) through every
- * backend and both K layouts, with SPEC 7's pass rule (in vectors-file.ts, the
+ * The spec.md §7 test vectors (../shared/vectors/sparq_public.json) through every
+ * backend and both K layouts, with spec.md §7's pass rule (in vectors-file.ts, the
  * module `sparq vectors` uses), and the parser's errors on malformed files.
  */
 import { FormatError } from '@sparq/core';

@@ -52,7 +52,7 @@ describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in by
     // scales) and 8 rows of K; 8 rows of V; vSum read and updated (2 x 128 f64); q and y (2 x 2 x 128 f32).
     const perLayer = 71 * 16 * (0.25 + 2 / 64) + 8 * 72 + 8 * 72 + 2 * 128 * 8 + 2 * 2 * 128 * 4;
     expect(session.stats.totalBytes).toBe(2 * perLayer);
-    // Dense: 71 rows of K and of V, SPEC 3's 2d for q and y, in f32.
+    // Dense: 71 rows of K and of V, spec.md §3's 2d for q and y, in f32.
     expect(session.denseBytes).toBe(2 * (2 * 71 * 72 + 2 * 128 * 4));
   });
 });

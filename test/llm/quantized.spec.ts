@@ -10,7 +10,7 @@
  * runtime's default), INT4 (group 32) 180/200 and 181/200; free-running, the
  * first 20-27 tokens match on the dequant path ("Once upon a time, there was a
  * little girl named Lily. She loved to play"), and the test checks the opening
- * sentence on every path. Floor: 160/200 (80%). Why: at group 32 the SPEC
+ * sentence on every path. Floor: 160/200 (80%). Why: at group 32 the spec.md
  * bounds matvec NMSE by 1e-2, so logits move by a few percent and argmax flips
  * only where f32's top-two margin is small; this 64-wide, 260K-parameter model
  * has many such positions, hence 10-14% flips. 80% leaves room for another

@@ -8,7 +8,7 @@
  *   TOL_Y      outputs are convex combinations of V rows; f32 dot products of d terms
  *              (error <= d * U * sum|q_i k_i|, U = 2^-24) and a SIMD exp within 2 ulp move
  *              each weight by ~1e-6 relative at these sizes, so |dy| <= TOL_Y * (1 + max|V|)
- *              with TOL_Y = 1e-5 (the tolerance of SPEC 7's vectors).
+ *              with TOL_Y = 1e-5 (the tolerance of spec.md §7's vectors).
  *   TOL_ALPHA  alpha is a sum of approximate probabilities: the same argument, 1e-5.
  *   EPS_SCORE  near-tie rule for index sets: native ranks f32 scores, the reference f64 sums
  *              of f32 probabilities, so a position may be swapped only if its reference score

@@ -4,7 +4,7 @@
  * `forceKernelPath` binding; vitest runs each file in its own process, so the
  * force never leaks into other suites).
  *
- * Named tolerances (SPEC 5 and the arithmetic):
+ * Named tolerances (spec.md §5 and the arithmetic):
  * - quantized bytes, scales, zeros, int32 group sums: identical (EXACT).
  * - f32 products: per element |native - reference| <= TOL_DOT(n, sum|w x|) = 2 (n + 1) 2^-24
  *   sum|w_i x_i|: each of the two f32 dot products is within (n + 1) 2^-24 sum|w_i x_i| of the exact
@@ -14,7 +14,7 @@
  * - rmsnorm, rope, softmax, top-k: bit-identical on every path (they are scalar by design).
  */
 import { Int4Matrix, Tensor, bf16ToF32, f16ToF32, type BlockDType, type Engine, type Int4GroupSize } from '@sparq/core';
-import { basicAddon, int4Args } from '../../packages/native/lib/basic-ops.ts';
+import { basicAddon, int4Args, type BasicAddon } from '../../packages/native/lib/basic-ops.ts';
 import { loadAddon } from '../../packages/native/lib/addon.ts';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -431,7 +431,9 @@ for (const path of paths) {
 }
 
 describe.runIf(addon !== null)('native basic bindings reject bad buffers with JS errors', () => {
-  const a = addon!;
+  // Untyped on purpose: these calls pass what BasicAddon's types forbid (wrong array kinds, missing
+  // or non-number arguments), as untyped JavaScript could.
+  const a = addon as unknown as Record<keyof BasicAddon, (...args: unknown[]) => unknown>;
   const f = (n: number) => new Float32Array(n);
   const u8 = (n: number) => new Uint8Array(n);
   const w = { packed: u8(64), scales: f(4), zeros: new Int8Array(4) };

@@ -291,7 +291,7 @@ for (const path of paths) {
             const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
             const x = uniform(seeded(n), n * cols);
             expect(
-              addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols),
+              addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data as Uint8Array, w.offset, x, 0, n, rows, cols),
               `${dtype} n ${n}`,
             ).toBe(int8Kernel(dtype, n, from));
           }
@@ -327,7 +327,7 @@ for (const path of paths) {
       raw!.forceKernelPath(on);
       try {
         const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
-        const kernel = addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols);
+        const kernel = addon!.q8BlockSums(DTYPE_CODE[dtype], sums, w.data as Uint8Array, w.offset, x, 0, n, rows, cols);
         return { sums, kernel };
       } finally {
         raw!.forceKernelPath(path);
@@ -545,7 +545,10 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
     ) =>
       onPath(path, () => {
         const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
-        return { sums, kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data, w.offset, x, 0, n, rows, cols) };
+        return {
+          sums,
+          kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data as Uint8Array, w.offset, x, 0, n, rows, cols),
+        };
       });
     /**
      * AVX2 vs the f32 reference within INT8_PRODUCT_BOUND; its int32 sub-block sums vs VNNI's and the

@@ -1,5 +1,5 @@
 /**
- * The native thread pool (packages/native/src/threads.cc): its workers spin for a while after a
+ * The native thread pool (packages/native/src/common/threads.cc): its workers spin for a while after a
  * call before they sleep (SPARQ_SPIN_US; 0: not at all), and the caller spins while it waits for them. test/support/pool-calls.ts
  * makes calls across both hand-offs (right after resizes, back to back, after long gaps) and checks
  * each result bit for bit; it runs in a child process with a time limit, because a lost wake-up

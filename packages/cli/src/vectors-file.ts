@@ -1,7 +1,7 @@
 /**
- * SparQ test vectors (SPEC 7, format `sparq-oracle-vectors/v1`): parsing with
+ * SparQ test vectors (spec.md §7, format `sparq-oracle-vectors/v1`): parsing with
  * errors that name the case and field, and running one case through a backend
- * with the pass rule of SPEC 7. Used by `sparq vectors` and by the conformance
+ * with the pass rule of spec.md §7. Used by `sparq vectors` and by the conformance
  * tests, so any file of this format runs through every backend without code changes.
  *
  * Case layout: q (H, d); K, V (n_kv, S, d); head h reads KV head floor(h / g);
@@ -136,7 +136,7 @@ function parseCase(raw: unknown, index: number, source: string): VectorCase {
 export interface CaseResult {
   name: string;
   pass: boolean;
-  /** max|y - expected| for SparQ and for dense, and the tolerance of SPEC 7 for each. */
+  /** max|y - expected| for SparQ and for dense, and the tolerance of spec.md §7 for each. */
   sparqError: number;
   sparqTolerance: number;
   denseError: number;
@@ -150,7 +150,7 @@ export interface CaseResult {
   alpha: Float32Array;
 }
 
-/** SPEC 7's tolerance: 1e-5 relative to the largest expected magnitude, plus 1e-5 absolute. */
+/** spec.md §7's tolerance: 1e-5 relative to the largest expected magnitude, plus 1e-5 absolute. */
 export function passTolerance(expected: ArrayLike<number>): number {
   let max = 0;
   for (let i = 0; i < expected.length; i++) max = Math.max(max, Math.abs(expected[i]));
@@ -167,7 +167,7 @@ function maxAbsError(got: ArrayLike<number>, want: ArrayLike<number>): number {
   return max;
 }
 
-/** Equal as sets (order of i1, i2 does not matter, SPEC 2). */
+/** Equal as sets (order of i1, i2 does not matter, spec.md §2). */
 function sameSet(a: number[], b: number[]): boolean {
   const sa = [...a].sort((x, y) => x - y);
   const sb = [...b].sort((x, y) => x - y);

@@ -1,9 +1,9 @@
 /**
- * Parameters, outputs and state shared by the attention ops (SPEC sections 2 and 3).
+ * Parameters, outputs and state shared by the attention ops (spec.md sections 2 and 3).
  */
 import type { KVCache } from './kv-cache.ts';
 
-/** SparQ decode parameters (SPEC section 2). */
+/** SparQ decode parameters (spec.md §2). */
 export interface SparqParams {
   /** Query components used for approximate scores, 1..headDim. */
   r: number;
@@ -25,7 +25,7 @@ export type AttentionMethod = 'dense' | 'sparq' | 'oracle' | 'h2o' | 'lminf';
 
 /**
  * Elements an attention call transferred, counted by the kernels as they read
- * (SPEC section 3's cost model). Summed over sequences and heads of the call.
+ * (spec.md §3's cost model). Summed over sequences and heads of the call.
  *   kElements   key elements read from the cache
  *   vElements   value elements read from the cache
  *   auxElements side data: the running mean of V (read and update) for SparQ with
@@ -97,7 +97,7 @@ export class SparqTrace {
 }
 
 /**
- * H2O's per-KV-head state across decode steps (SPEC section 3): the attention
+ * H2O's per-KV-head state across decode steps (spec.md §3): the attention
  * weight each position has accumulated (averaged over the group's query heads,
  * summed over steps) and whether it has been evicted for good.
  *   acc     (batch, nKvHeads, capacity)

@@ -28,7 +28,7 @@ import type { Tensor } from './tensor.ts';
  * - 'dequant': decode the weights to f32 and take f32 dot products;
  * - 'int8': quantize each activation row to int8 in the activation blocks ggml pairs with the
  *   weight type (Q8_0, Q8_1 or Q8_K; per group for INT4), take integer dot products against the
- *   weights' integer codes, and scale per block (SPEC 5; ggml's and Neural Speed's compute path;
+ *   weights' integer codes, and scale per block (spec.md §5; ggml's and Neural Speed's compute path;
  *   docs/int8-products.md). Integer sums are exact, so backends agree on them bit for bit.
  * f32 weights have no integer codes: both paths give their f32 product; on 'int8', f16 and bf16
  * weights take the activations rounded to f16 and bf16 first, as ggml does.
@@ -107,7 +107,7 @@ export interface BackendOps {
    */
   kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tensor<'f32'>): void;
   /**
-   * Dense decode attention (SPEC 1) for every sequence of the cache over its
+   * Dense decode attention (spec.md §1) for every sequence of the cache over its
    * valid positions. q, out (batch, nHeads, headDim) f32; nHeads a multiple of nKvHeads.
    */
   attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void;
@@ -117,9 +117,9 @@ export interface BackendOps {
    * q, out (N, nHeads, headDim) f32.
    */
   attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: PrefillOptions): void;
-  /** SparQ decode attention (SPEC 2). q, out (batch, nHeads, headDim) f32. */
+  /** SparQ decode attention (spec.md §2). q, out (batch, nHeads, headDim) f32. */
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void;
-  /** Oracle top-k / FlexGen (SPEC 3): exact scores, keep the top k' per KV head, softmax over them. */
+  /** Oracle top-k / FlexGen (spec.md §3): exact scores, keep the top k' per KV head, softmax over them. */
   topkDecode(
     out: Tensor<'f32'>,
     q: Tensor<'f32'>,
@@ -127,7 +127,7 @@ export interface BackendOps {
     params: BudgetParams,
     options?: AttentionOptions,
   ): void;
-  /** H2O (SPEC 3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
+  /** H2O (spec.md §3): heavy hitters plus a recent window of k/4, evicting for good; updates `state`. */
   h2oDecode(
     out: Tensor<'f32'>,
     q: Tensor<'f32'>,
@@ -142,7 +142,7 @@ export interface BackendOps {
    * weights summed over the N rows and averaged over the group's heads. Evicts nothing.
    */
   h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void;
-  /** LM-Infinite / StreamingLLM (SPEC 3): the first 16 valid positions plus the most recent k - 16. */
+  /** LM-Infinite / StreamingLLM (spec.md §3): the first 16 valid positions plus the most recent k - 16. */
   lmInfiniteDecode(
     out: Tensor<'f32'>,
     q: Tensor<'f32'>,

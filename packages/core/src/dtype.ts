@@ -2,7 +2,7 @@
  * Element types a tensor can hold, and how each is stored.
  *
  * Plain types (f32, f16, bf16, i8, u8, i32) store one element per array slot.
- * Block types (ggml's quantized formats, SPEC section 5, and the ones GGUF files from
+ * Block types (ggml's quantized formats, spec.md §5, and the ones GGUF files from
  * model hubs use) store a row as blocks of a fixed number of elements, each block a fixed
  * number of bytes; their tensors keep the logical shape in elements and the bytes in a
  * Uint8Array. BLOCK_LAYOUT below is the one list of them.

@@ -226,7 +226,7 @@ function elementCounts(stats: AttentionStats): ElementCounts {
  *   aux        SparQ's running V sum, f64 (8); H2O's accumulated scores, f32 (4)
  *   io         q and the output, f32 (4)
  * The kernels count K columns and K rows together. SparQ reads the same k' rows of K and of V
- * (SPEC 2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
+ * (spec.md §2 step 6), so the K row elements of a SparQ call are its V elements and the rest are
  * columns. With 'single-k' step 1 gathers from the rows, counted at the rows' bytes per element.
  */
 function countBytes(

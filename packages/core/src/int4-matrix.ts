@@ -1,6 +1,6 @@
 /**
  * The engine's own group-wise INT4 weight matrix (Neural Speed's `weight_dtype
- * int4`, SPEC section 5): a (rows, cols) matrix cut into groups of `groupSize`
+ * int4`, spec.md §5): a (rows, cols) matrix cut into groups of `groupSize`
  * consecutive elements along each row, each group with an f32 scale and, when
  * asymmetric, an integer zero point.
  *

@@ -1,5 +1,5 @@
 /**
- * The KV cache of SPEC section 4, after Neural Speed: one set of buffers per
+ * The KV cache of spec.md §4, after Neural Speed: one set of buffers per
  * layer, allocated once for `capacity` positions and written in place.
  *
  * For each sequence b of the batch and KV head h:

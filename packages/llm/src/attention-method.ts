@@ -1,6 +1,6 @@
 /**
  * Decode-time attention by method (prefill is always dense), its parameters
- * and their defaults, and the SPEC section 3 cost model used to report the
+ * and their defaults, and the spec.md §3 cost model used to report the
  * compression ratio against dense attention.
  *
  *   dense   engine.attentionDecode       2*S*d + 2*d       elements per KV head and step
@@ -133,7 +133,7 @@ export function decodeAttention(
   }
 }
 
-/** SPEC 3 elements transferred per KV head for one step over S valid positions of head dim d. */
+/** spec.md §3 elements transferred per KV head for one step over S valid positions of head dim d. */
 export function attentionCost(a: AttentionConfig, S: number, d: number): number {
   const k = Math.min(a.k, S);
   switch (a.method) {

@@ -133,11 +133,11 @@ export class Session {
   readonly state: RunState;
   /** Elements (and their bytes in the caches' types) the decode attention kernels counted. */
   readonly stats = new AttentionStats();
-  /** Decode steps taken, and SPEC 3 elements for the method and for dense over those steps. */
+  /** Decode steps taken, and spec.md §3 elements for the method and for dense over those steps. */
   decodeSteps = 0;
   methodCost = 0;
   denseCost = 0;
-  /** Bytes dense would read over those steps: SPEC 3's 2 S d K and V elements in the row type, 2 d f32 for q and the output. */
+  /** Bytes dense would read over those steps: spec.md §3's 2 S d K and V elements in the row type, 2 d f32 for q and the output. */
   denseBytes = 0;
   /** Next position to fill. */
   pos = 0;
@@ -433,7 +433,7 @@ export class Session {
     return n === 1 ? `position ${this.pos}` : `positions ${this.pos}..${this.pos + n - 1}`;
   }
 
-  /** Adds one decode step over S valid positions to the SPEC 3 cost totals (all layers and KV heads). */
+  /** Adds one decode step over S valid positions to the spec.md §3 cost totals (all layers and KV heads). */
   private countStep(S: number): void {
     const c = this.model.config;
     const heads = c.nLayers * c.nKvHeads;

@@ -59,7 +59,7 @@ export interface GenerateResult {
   text: string;
   prefillMs: number;
   decodeMs: number;
-  /** The forward session: decode stats, SPEC 3 costs, caches. */
+  /** The forward session: decode stats, spec.md §3 costs, caches. */
   session: Session;
 }
 

@@ -98,15 +98,15 @@ export interface GenerationOptions {
 /** Why generation ended: end-of-text token, maxTokens, the context is full, a stop string, or an abort (signal or `break`). */
 export type FinishReason = 'eos' | 'length' | 'context' | 'stop' | 'abort';
 
-/** Decode attention over some decode steps: what the kernels counted and SPEC 3's data ratio. */
+/** Decode attention over some decode steps: what the kernels counted and spec.md §3's data ratio. */
 export interface AttentionReport {
   method: AttentionConfig['method'];
   /** Elements the decode attention kernels read, all layers. */
   elementsRead: number;
   elementsPerToken: number;
-  /** SPEC 3's elements for the method over those for dense, over the same steps (1 when there were none). */
+  /** spec.md §3's elements for the method over those for dense, over the same steps (1 when there were none). */
   compressionRatio: number;
-  /** elementsRead over SPEC 3's elements for dense. */
+  /** elementsRead over spec.md §3's elements for dense. */
   countedRatio: number;
   /** Bytes the decode attention kernels read (the counted elements in the caches' types), all layers. */
   bytesRead: number;
@@ -169,7 +169,7 @@ interface Counters {
 
 /** One KV cache a conversation fills, and generation from it as an async stream of text pieces (this file's header). */
 export class TextSession {
-  /** The forward pass and its caches (low level: decode statistics, SPEC 3 costs). */
+  /** The forward pass and its caches (low level: decode statistics, spec.md §3 costs). */
   readonly forward: Session;
   readonly tokenizer: Tokenizer;
   readonly contextSize: number;

@@ -19,7 +19,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DTYPE_CODE } from './basic-ops.ts';
+import type { AttentionAddon } from './attention-ops.ts';
+import { DTYPE_CODE, type BasicAddon } from './basic-ops.ts';
 
 // SPARQ_NATIVE_BUILD points at another build (the sanitizer one: scripts/test-sanitize.sh).
 const buildDir = process.env.SPARQ_NATIVE_BUILD || join(dirname(fileURLToPath(import.meta.url)), '..', 'build');
@@ -33,8 +34,12 @@ export interface NativeInfo {
   features: Record<string, boolean>;
 }
 
-/** The raw addon: info(), the kernel-path switch, and one function per bound op (see the bind_*.cc files). */
-export interface NativeAddon {
+/**
+ * The addon, every function typed: info(), the kernel-path switch, the memory helpers
+ * (bind_memory.cc), and one function per bound op: BasicAddon (bind_basic.cc: quantizers,
+ * products, row ops) and AttentionAddon (bind_attention.cc: KV append, attention, its threads).
+ */
+export interface NativeAddon extends BasicAddon, AttentionAddon {
   info(): NativeInfo;
   /** Tests and benchmarks only: every op runs 'scalar' | 'avx2' | 'avx512' | 'neon' from now on; null restores the default. Returns the path in use. */
   forceKernelPath(name: string | null): string;
@@ -44,9 +49,8 @@ export interface NativeAddon {
   adviseHugePages(bytes: Uint8Array): number;
   /** How many bytes from the array's start its first 64-byte-aligned address is (0-63). */
   lineOffset(bytes: Uint8Array): number;
-  /** The block shape every kernel assumes, per element type, with the type's binding code (src/addon.cc). */
+  /** The block shape every kernel assumes, per element type, with the type's binding code (src/bindings/addon.cc). */
   blockLayouts(): Record<string, BlockShape>;
-  [fn: string]: (...args: never[]) => unknown;
 }
 
 /** One element type's block as the addon lays it out: its binding code, and elements in bytes. */

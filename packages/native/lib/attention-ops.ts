@@ -1,6 +1,6 @@
 /**
  * The attention ops of the native backend: KV-cache append, dense decode and
- * prefill, SparQ and the baselines (SPEC 1-4), bound to bind_attention.cc.
+ * prefill, SparQ and the baselines (spec.md §1-4), bound to bind_attention.cc.
  * The cache's typed arrays go to C++ as they are (zero-copy); the kernels count
  * the elements they read into a small Float64Array that is added to the
  * caller's AttentionStats (the same counts the reference reports).
@@ -88,8 +88,9 @@ export interface AttentionAddon {
   attnReadSum(x: Float32Array): number;
 }
 
+/** The addon's attention functions (NativeAddon has them all; kept for callers that want only these). */
 export function attentionAddon(addon: NativeAddon): AttentionAddon {
-  return addon as unknown as AttentionAddon;
+  return addon;
 }
 
 /** The view of a tensor's elements the addon reads: contiguous (core validated it) from its offset. */

@@ -1,15 +1,15 @@
 /**
- * The basic ops bound to the addon (src/bind_basic.cc): ggml block quantization,
+ * The basic ops bound to the addon (src/bindings/bind_basic.cc): ggml block quantization,
  * group-wise INT4, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k.
  *
  * Zero-copy: every call passes the tensors' typed arrays with their element
  * offsets and sizes; the addon re-checks lengths and reads them in place. Core
  * has validated shapes, dtypes and contiguity before any of these runs.
  */
-import type { BackendOps, BlockDType, Int4Matrix, ProductPath, Tensor } from '@sparq/core';
+import type { BackendOps, BlockDType, Int4Matrix, ProductPath, Storage, Tensor } from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
 
-/** The dtype codes of bind_basic.cc (WeightType in src/quant.h). */
+/** The dtype codes of bind_basic.cc (WeightType in src/common/block_traits.h). */
 export const DTYPE_CODE: Readonly<Record<string, number>> = {
   f32: 0,
   f16: 1,
@@ -46,46 +46,149 @@ export const NATIVE_BLOCK_DTYPES: readonly BlockDType[] = [
 /** The ones it also quantizes (the K-quants' and iq4's scale searches live in the reference only). */
 export const NATIVE_QUANTIZE_DTYPES: readonly BlockDType[] = ['q4_0', 'q4_1', 'q8_0'];
 
-type Fn = (...args: unknown[]) => unknown;
+/** An Int4Matrix as the argument run the INT4 functions take (int4Args). */
+export type Int4Args = [
+  packed: Uint8Array,
+  scales: Float32Array,
+  zeros: Int8Array,
+  rows: number,
+  cols: number,
+  groupSize: number,
+  symmetric: boolean,
+];
 
-/** The basic-op functions of the addon, typed loosely: bind_basic.cc documents each argument list. */
+/** The kernel q8BlockSums reports: the one matmul's 'int8' product runs for that dtype and n on the current path. */
+export type Q8KernelName = 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni' | 'neon' | 'neon-dotprod';
+
+/**
+ * The basic-op functions of the addon (bind_basic.cc), one per op. Tensors go as their typed array
+ * and element offset; dtypes as DTYPE_CODE's codes; sizes are element counts. The addon checks
+ * every length against the sizes and throws a RangeError or TypeError before any kernel runs.
+ */
 export interface BasicAddon {
-  quantize: Fn;
-  dequantize: Fn;
-  quantizeInt4: Fn;
-  dequantizeInt4: Fn;
-  matmul: Fn;
-  matmulInt4: Fn;
-  int4GroupSums: Fn;
-  /** Whether matmulInt4 'int8' runs on AMX tiles now (opt-in: SPARQ_NATIVE_AMX=1 on a CPU with AMX-INT8). */
-  amxEnabled: () => boolean;
-  /** Tests and benchmarks: turns the AMX opt-in on / off, null restores the environment's; returns amxEnabled(). */
-  setAmx: (on: boolean | null) => boolean;
+  /** x (count f32) -> out (count elements of the block dtype `dtypeCode`, whole blocks). */
+  quantize(
+    dtypeCode: number,
+    out: Uint8Array,
+    outOffset: number,
+    x: Float32Array,
+    xOffset: number,
+    count: number,
+  ): void;
+  /** x (count elements of a block dtype, whole blocks) -> out (count f32). */
+  dequantize(
+    dtypeCode: number,
+    out: Float32Array,
+    outOffset: number,
+    x: Uint8Array,
+    xOffset: number,
+    count: number,
+  ): void;
+  /** x (rows, cols) f32 -> the Int4Matrix `w` (group-wise INT4). */
+  quantizeInt4(...args: [...w: Int4Args, x: Float32Array, xOffset: number]): void;
+  /** The Int4Matrix `w` -> out (rows, cols) f32. */
+  dequantizeInt4(out: Float32Array, outOffset: number, ...w: Int4Args): void;
   /**
-   * Tests: q8BlockSums(dtypeCode, sums Int32Array (n, rows, cols / sub-block), w, wOffset, x, xOffset, n, rows, cols)
-   * writes the int32 sub-block sums sum_j c_j q_j of matmul's 'int8' product for a block dtype (src/matvec_q8.h;
-   * sub-blocks of 16 elements for q2_k, q3_k, q6_k, else 32) as the kernel matmul runs for that dtype and n on
-   * the current kernel path computes them, and returns that kernel's name: 'ref' (the scalar twin), 'avx2'
-   * (per row), 'avx2-gemm' (AVX2, blocked), 'avx512' (VNNI, per row), 'vnni' (VNNI, blocked), 'neon' or 'neon-dotprod' (arm64, per row).
+   * out (n, rows) = x (n, cols) @ w^T for w of any dtype (its storage: f32, f16 / bf16 bits, block
+   * bytes); int8: the 'int8' product for block dtypes (matvec_q8.h), else the f32-activation one.
    */
-  q8BlockSums: (...args: unknown[]) => 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni' | 'neon' | 'neon-dotprod';
+  matmul(
+    dtypeCode: number,
+    out: Float32Array,
+    outOffset: number,
+    w: Storage,
+    wOffset: number,
+    x: Float32Array,
+    xOffset: number,
+    n: number,
+    rows: number,
+    cols: number,
+    int8: boolean,
+  ): void;
+  /** out (n, rows) = x (n, cols) @ w^T for an Int4Matrix w; int8: the 'int8' path. */
+  matmulInt4(
+    out: Float32Array,
+    outOffset: number,
+    ...rest: [...w: Int4Args, x: Float32Array, xOffset: number, n: number, int8: boolean]
+  ): void;
+  /** Tests: the int32 sums (n, rows, groups) of matmulInt4's 'int8' product, as its kernel on the current path computes them. */
+  int4GroupSums(sums: Int32Array, ...rest: [...w: Int4Args, x: Float32Array, xOffset: number, n: number]): void;
+  /** Whether matmulInt4 'int8' runs on AMX tiles now (opt-in: SPARQ_NATIVE_AMX=1 on a CPU with AMX-INT8). */
+  amxEnabled(): boolean;
+  /** Tests and benchmarks: turns the AMX opt-in on / off, null restores the environment's; returns amxEnabled(). */
+  setAmx(on: boolean | null): boolean;
+  /**
+   * Tests: writes the int32 sub-block sums sum_j c_j q_j (n, rows, cols / sub-block) of matmul's 'int8'
+   * product for a block dtype (src/ops/matvec_q8.h; sub-blocks of 16 elements for q2_k, q3_k, q6_k,
+   * else 32) as the kernel matmul runs for that dtype and n on the current kernel path computes them,
+   * and returns that kernel's name: 'ref' (the scalar twin), 'avx2' (per row), 'avx2-gemm' (AVX2,
+   * blocked), 'avx512' (VNNI, per row), 'vnni' (VNNI, blocked), 'neon' or 'neon-dotprod' (arm64, per row).
+   */
+  q8BlockSums(
+    dtypeCode: number,
+    sums: Int32Array,
+    w: Uint8Array,
+    wOffset: number,
+    x: Float32Array,
+    xOffset: number,
+    n: number,
+    rows: number,
+    cols: number,
+  ): Q8KernelName;
   /** The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked kernel on the current path. */
-  q8GemmMinN: (dtypeCode: number) => number;
+  q8GemmMinN(dtypeCode: number): number;
   /** Tests and benchmarks: every block dtype takes the blocked kernel from n rows on; null restores the measured crossovers. */
-  forceQ8GemmMinN: (n: number | null) => void;
-  rmsnorm: Fn;
-  rope: Fn;
-  softmax: Fn;
-  swiglu: Fn;
-  topk: Fn;
+  forceQ8GemmMinN(n: number | null): void;
+  /** out (n, dim) = x (n, dim) / rms(x) * weight (dim); out may be x. */
+  rmsnorm(
+    out: Float32Array,
+    outOffset: number,
+    x: Float32Array,
+    xOffset: number,
+    weight: Float32Array,
+    weightOffset: number,
+    n: number,
+    dim: number,
+    eps: number,
+  ): void;
+  /** x (n, nHeads, headDim) rotated in place at positions (n); freqs replaces theta's frequencies; halves pairs i, i + headDim / 2. */
+  rope(
+    x: Float32Array,
+    xOffset: number,
+    positions: Int32Array,
+    positionsOffset: number,
+    n: number,
+    nHeads: number,
+    headDim: number,
+    theta: number,
+    freqs: Float32Array | null,
+    freqsOffset: number,
+    scale: number,
+    halves: boolean,
+  ): void;
+  /** Each row of x (n, len) in place. */
+  softmax(x: Float32Array, xOffset: number, n: number, len: number): void;
+  /** out (count) = silu(gate) * up; out may be gate or up. */
+  swiglu(
+    out: Float32Array,
+    outOffset: number,
+    gate: Float32Array,
+    gateOffset: number,
+    up: Float32Array,
+    upOffset: number,
+    count: number,
+  ): void;
+  /** out (n, k): the indices of the k largest of each row of x (n, len), NaN first, ties to the lowest index. */
+  topk(out: Int32Array, outOffset: number, x: Float32Array, xOffset: number, n: number, len: number, k: number): void;
 }
 
+/** The addon's basic-op functions (NativeAddon has them all; kept for callers that want only these). */
 export function basicAddon(addon: NativeAddon): BasicAddon {
-  return addon as unknown as BasicAddon;
+  return addon;
 }
 
 /** The (packed, scales, zeros, rows, cols, groupSize, symmetric) argument run of an Int4Matrix. */
-export function int4Args(w: Int4Matrix): unknown[] {
+export function int4Args(w: Int4Matrix): Int4Args {
   return [w.packed, w.scales, w.zeros, w.rows, w.cols, w.groupSize, w.symmetric];
 }
 

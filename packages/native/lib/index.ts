@@ -28,7 +28,7 @@ export function createNativeBackend(buildDir?: string): Backend {
         .filter(([, on]) => on)
         .map(([name]) => name)
         .join(' ');
-      return { name: 'native', kernel: info.kernel, threads: addon.attnThreads() as number, details: { features } };
+      return { name: 'native', kernel: info.kernel, threads: addon.attnThreads(), details: { features } };
     },
     ...basicOps(addon),
     ...attentionOps(addon),

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // Builds the native addon with the system C++ compiler: no node-gyp, no cmake.
-// Every src/*.cc is compiled with flags chosen by its name (on x86-64 …_avx2.cc,
-// …_avx512.cc, …_amx.cc get their ISA flags; on arm64 …_neon.cc is built as is,
-// NEON being part of the base architecture, and …_dotprod.cc with the dot-product
-// extension; the other architecture's files are left out; everything else is
-// portable scalar code), then linked into build/sparq_native.node. N-API symbols
-// resolve against the running node at load time, so no Node headers are needed
-// beyond node-api-headers.
+// Every .cc under src/ (docs/native.md: bindings/, ops/, common/, kernels/ref,
+// kernels/x86, kernels/arm64) is compiled with flags chosen by its name (on x86-64
+// …_avx2.cc, …_avx512.cc, …_amx.cc get their ISA flags; on arm64 …_neon.cc is built
+// as is, NEON being part of the base architecture, and …_dotprod.cc with the
+// dot-product extension; the other architecture's files are left out; everything
+// else is portable scalar code), then linked into build/sparq_native.node. An ISA
+// file lives in its architecture's kernel folder and nothing else carries an ISA
+// suffix (checked below), so the folders show which flags a file gets. Includes
+// are written from src/ ("common/half.h"). N-API symbols resolve against the
+// running node at load time, so no Node headers are needed beyond node-api-headers.
 //
 // --arch arm64 (or x64) cross-compiles for that architecture with $CXX (default
 // aarch64-linux-gnu-g++ / x86_64-linux-gnu-g++, Debian's cross compilers) and the
@@ -95,6 +98,24 @@ function findCompiler() {
 function isaOf(file) {
   const match = new RegExp(`_(${ALL_ISAS.join('|')})\\.cc$`).exec(file);
   return match ? match[1] : null;
+}
+
+// The folder of each architecture's ISA files, relative to src/.
+const ISA_FOLDER = {
+  avx2: 'kernels/x86',
+  avx512: 'kernels/x86',
+  amx: 'kernels/x86',
+  neon: 'kernels/arm64',
+  dotprod: 'kernels/arm64',
+};
+
+/** Every file under src/ as a path relative to src/ with '/' separators, sorted. */
+function sourceTree(dir = srcDir, prefix = '') {
+  return readdirSync(dir, { withFileTypes: true })
+    .flatMap((entry) =>
+      entry.isDirectory() ? sourceTree(join(dir, entry.name), `${prefix}${entry.name}/`) : [`${prefix}${entry.name}`],
+    )
+    .sort();
 }
 
 // nm and objcopy of the compiler's target: aarch64-linux-gnu-g++ -> aarch64-linux-gnu-nm.
@@ -198,10 +219,15 @@ try {
 }
 
 // Portable files and this architecture's ISA files.
-const sources = readdirSync(srcDir)
-  .filter((f) => f.endsWith('.cc') && (isaOf(f) === null || isaOf(f) in ISA_FLAGS))
-  .sort();
-const headers = readdirSync(srcDir).filter((f) => f.endsWith('.h'));
+const tree = sourceTree();
+const misplaced = tree.filter((f) => {
+  const isa = isaOf(f);
+  return isa ? dirname(f) !== ISA_FOLDER[isa] : f.endsWith('.cc') && /^kernels\/(x86|arm64)\//.test(f);
+});
+if (misplaced.length)
+  fail(`ISA files belong in their architecture's kernel folder and portable files outside it: ${misplaced.join(', ')}`);
+const sources = tree.filter((f) => f.endsWith('.cc') && (isaOf(f) === null || isaOf(f) in ISA_FLAGS));
+const headers = tree.filter((f) => f.endsWith('.h'));
 // A header change rebuilds everything: simple and always right.
 const newestHeader = Math.max(
   0,
@@ -221,10 +247,12 @@ const common = [
   '-Wno-unused-parameter',
   '-DNAPI_VERSION=8',
   '-DNAPI_CPP_EXCEPTIONS',
+  `-I${srcDir}`,
   ...includes.map((i) => `-I${i}`),
 ];
 const jobs = sources.map((file) => {
   const obj = join(objDir, file.replace(/\.cc$/, '.o'));
+  mkdirSync(dirname(obj), { recursive: true });
   const stale =
     force || !existsSync(obj) || statSync(obj).mtimeMs < Math.max(statSync(join(srcDir, file)).mtimeMs, newestHeader);
   const isa = isaOf(file);

@@ -45,7 +45,7 @@ export interface RunSummary {
   attention: { method: AttentionMethod; r: number; k: number; l: number };
 }
 
-/** A method's data read for one layer at one step, all KV heads: SPEC 3's formula and the kernel's count. */
+/** A method's data read for one layer at one step, all KV heads: spec.md §3's formula and the kernel's count. */
 export interface MethodReads {
   method: AttentionMethod;
   formula: number;

@@ -192,7 +192,7 @@ export function baselinesView(a: Lesson, pieces: readonly string[]): string {
   );
 }
 
-/** Data read per token in this layer by each method: SPEC 3's formula and the kernel's count. */
+/** Data read per token in this layer by each method: spec.md §3's formula and the kernel's count. */
 export function readsView(a: Lesson): string {
   const dense = a.reads.find((m) => m.method === 'dense')!;
   const max = Math.max(...a.reads.flatMap((m) => [m.formula, m.counted]));

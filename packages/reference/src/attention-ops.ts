@@ -1,7 +1,7 @@
 /**
  * The attention half of the reference backend, one op per file in attention/:
- * the KV-cache append (SPEC 4), dense decode and prefill (SPEC 1), SparQ
- * (SPEC 2) and the baselines with the same budget k (SPEC 3).
+ * the KV-cache append (spec.md §4), dense decode and prefill (spec.md §1), SparQ
+ * (spec.md §2) and the baselines with the same budget k (spec.md §3).
  * Shared pieces: cache-read.ts (f32/f16 reads), group.ts (GQA head groups),
  * attend.ts (scores, weighted values), softmax.ts, select.ts (top-k, ties low).
  */

@@ -5,7 +5,7 @@
  * alternate (sparq, llama.cpp, sparq, llama.cpp ...) at each S and thread count,
  * so slow drift on a shared machine hits both alike; each reports its fastest
  * repetition. Decode's achieved bandwidth counts the weights a step reads in
- * full plus SPEC 3's KV elements for the method. Each S runs with each KV type
+ * full plus spec.md §3's KV elements for the method. Each S runs with each KV type
  * of --e2e-kv in both engines (the same type: f16, or q8_0 as long-context
  * users run llama.cpp). Memory per system: the KV cache it allocated (sparq:
  * its buffers' bytes; llama.cpp: its n_ctx positions of K and V rows) and the

@@ -4,9 +4,9 @@
  * and thread count. The cache holds `heads` KV heads; a group size g gives each
  * g query heads (Llama 3 8B: 8 KV heads, g = 4), which share its K and V reads.
  * SparQ runs at r = d/8 and k = S/8 and S/16 (l = k/4, reallocation on). Each
- * row carries SPEC 3's data ratio (dense elements read over the method's), the
+ * row carries spec.md §3's data ratio (dense elements read over the method's), the
  * speed-up measured against dense on the same cache and threads, and the read
- * bandwidth the kernel achieved (its SPEC 3 bytes over its time) as a share of
+ * bandwidth the kernel achieved (its spec.md §3 bytes over its time) as a share of
  * the bandwidth probed just before its row.
  */
 import { kvRowBytes, type Engine, type KVDType, type KVLayout } from '@sparq/core';
@@ -55,7 +55,7 @@ export interface KernelRow {
   l: number;
   /** Median milliseconds per decode step (all heads of the group size). */
   ms: number;
-  /** SPEC 3 bytes read per step (all heads). */
+  /** spec.md §3 bytes read per step (all heads). */
   bytes: number;
   gbPerS: number;
   /** The read bandwidth probed just before this row's measurements (GB/s; null when not measured). */
@@ -64,7 +64,7 @@ export interface KernelRow {
   pctBandwidth: number | null;
   /** Dense ms over this method's ms on the same cache and threads (1 for dense). */
   speedup: number;
-  /** SPEC 3's dense elements over this method's: the speed-up if time followed the data. */
+  /** spec.md §3's dense elements over this method's: the speed-up if time followed the data. */
   dataRatio: number;
   /** speedup over dataRatio, in percent. */
   pctOfDataRatio: number;

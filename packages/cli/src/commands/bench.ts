@@ -1,7 +1,7 @@
 /**
  * `sparq bench`: speed on this machine in one command. (a) The attention
  * kernels, dense and SparQ, against S per backend, KV type and thread count,
- * beside SPEC 3's data ratio; (b) prefill and decode tokens/s of a model (a
+ * beside spec.md §3's data ratio; (b) prefill and decode tokens/s of a model (a
  * GGUF file, or a generated random-weight llama) at context lengths S, dense
  * against SparQ; (c) llama.cpp on the same file and threads, runs interleaved.
  * The read bandwidth is measured in the same run. Results: the Markdown report

@@ -1,6 +1,6 @@
 /**
  * `sparq demo`: a synthetic decode workload comparing dense attention, SparQ and
- * the baselines (SPEC 2 and 3) at compression ratios of about 1/2, 1/4 and 1/8.
+ * the baselines (spec.md §2 and 3) at compression ratios of about 1/2, 1/4 and 1/8.
  *
  * Workload (seeded, deterministic): values N(0, 1); keys N(0, 1) except d/8
  * outlier channels (scale 4); each query head has a fixed heavy-tailed direction
@@ -34,7 +34,7 @@ export const prng = mulberry32;
 interface Method {
   name: string;
   params: string;
-  /** SPEC 3's data-transfer formula over dense's, at the prompt length. */
+  /** spec.md §3's data-transfer formula over dense's, at the prompt length. */
   formula: number;
   /** Runs one step; returns, per KV head of sequence 0, the positions attended. */
   step(engine: Engine, out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, stats: AttentionStats): number[][];
@@ -128,7 +128,7 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
       return q;
     };
 
-    // ---- methods, with parameters from SPEC 3's formulas ----
+    // ---- methods, with parameters from spec.md §3's formulas ----
     const dense = 2 * S * d + 2 * d;
     const methods: Method[] = [];
     const add = (name: string, params: string, formula: number, step: Method['step']) =>

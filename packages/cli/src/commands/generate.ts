@@ -2,7 +2,7 @@
  * `sparq generate`: text from a llama2.c or GGUF model, streamed to stdout
  * token by token as llama2.c's run prints it (the prompt echoed, no trailing
  * newline); a summary on stderr: speeds, attention elements read per token
- * (the kernels' count), SPEC 3's compression ratio, backend and kernel. It is
+ * (the kernels' count), spec.md §3's compression ratio, backend and kernel. It is
  * the library's TextSession with a context of -n positions; Ctrl-C aborts it
  * between two forward steps and still prints the summary (exit 130).
  */

@@ -1,5 +1,5 @@
 /**
- * `sparq vectors <file>`: runs every case of a SparQ test-vector file (SPEC 7)
+ * `sparq vectors <file>`: runs every case of a SparQ test-vector file (spec.md §7)
  * through each available backend, or the one named by --backend.
  */
 import { writeFileSync } from 'node:fs';

@@ -6,7 +6,7 @@
  *   topkAgreement  |dense's top-k' positions of the head  ∩  positions the method attends| / k',
  *                  k' = min(k, S), per query head (the paper's top-k agreement)
  *   mass           the true softmax mass (dense probabilities) of the attended positions
- *   alpha          SparQ's coverage estimate of that mass (SPEC 2 step 5), beside it
+ *   alpha          SparQ's coverage estimate of that mass (spec.md §2 step 5), beside it
  *   outputError    ||y_method - y_dense|| / ||y_dense|| per query head
  * plus each query head's kurtosis over its d components (m4 / m2^2, 3 for a
  * Gaussian; the paper's heavy-tailed queries) and a sweep of SparQ's top-k
@@ -34,7 +34,7 @@ import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
 import { evalSession, type EvalModel } from './run-model.ts';
 
-/** LM-Infinite's attention sinks (SPEC 3): the first positions. */
+/** LM-Infinite's attention sinks (spec.md §3): the first positions. */
 export const LM_INFINITE_SINKS = 16;
 
 export interface LabelledConfig {

@@ -1,6 +1,6 @@
 /**
  * The written rule that picks each method's parameters for a target
- * compression ratio (SPEC 3's elements for the method over dense's, averaged
+ * compression ratio (spec.md §3's elements for the method over dense's, averaged
  * over the decode steps a task scores; a step over S valid positions):
  *
  *   sparq   r = round(target * d), clamped to 1..d: the r-column pass over K
@@ -23,7 +23,7 @@ import { attentionCost, type AttentionConfig } from '../attention-method.ts';
 /** The compression ratios the sweep compares methods at. */
 export const COMPRESSION_TARGETS: readonly number[] = [1 / 2, 1 / 4, 1 / 8];
 
-/** Mean over the steps (S valid positions each) of SPEC 3's method / dense ratio. */
+/** Mean over the steps (S valid positions each) of spec.md §3's method / dense ratio. */
 export function meanCompression(a: AttentionConfig, steps: readonly number[], d: number): number {
   if (steps.length === 0) return 1;
   const dense: AttentionConfig = { ...a, method: 'dense' };

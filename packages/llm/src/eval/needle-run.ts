@@ -35,13 +35,13 @@ import { needleCase, type NeedleCase, type NeedleTask } from './needle.ts';
 
 /** Prefill rows per forward call: the run state and the native prefill's score block stay small at 128k. */
 export const NEEDLE_PREFILL_CHUNK = 512;
-/** Compression targets of the needle sweep (SPEC 3's ratio to dense). */
+/** Compression targets of the needle sweep (spec.md §3's ratio to dense). */
 export const NEEDLE_TARGETS: readonly number[] = [1 / 4, 1 / 8, 1 / 16];
 
 export interface NeedleConfig {
   /** e.g. 'sparq 1/8'. */
   label: string;
-  /** SPEC 3 ratio the parameters were chosen for (1 for dense). */
+  /** spec.md §3 ratio the parameters were chosen for (1 for dense). */
   target: number;
   config: AttentionConfig;
 }
@@ -52,7 +52,7 @@ export interface NeedleOutcome {
   output: string;
   /** (layers, heads) share of decode steps whose attended set held the step's answer position. */
   recall: number[][];
-  /** SPEC 3 ratio to dense over the decode steps. */
+  /** spec.md §3 ratio to dense over the decode steps. */
   compression: number;
 }
 

@@ -76,7 +76,7 @@ export function denseNll(
 
 export interface MethodRun {
   nll: Float64Array;
-  /** Elements the decode kernels counted over SPEC 3's dense elements, over the run's decode steps. */
+  /** Elements the decode kernels counted over spec.md §3's dense elements, over the run's decode steps. */
   countedRatio: number;
   /** The same in bytes of the cache's types (AttentionStats.totalBytes over Session.denseBytes). */
   countedBytesRatio: number;

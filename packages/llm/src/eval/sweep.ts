@@ -38,7 +38,7 @@ export interface SweepOptions {
   onProgress?: (label: string, done: number, total: number) => void;
 }
 
-/** A configuration at a target ratio, with the ratio it reaches (SPEC 3, averaged over the task's steps). */
+/** A configuration at a target ratio, with the ratio it reaches (spec.md §3, averaged over the task's steps). */
 export interface PlannedConfig {
   target: number;
   config: AttentionConfig;

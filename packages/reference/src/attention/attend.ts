@@ -1,5 +1,5 @@
 /**
- * The exact-attention pieces every op composes (SPEC 1), for one head group
+ * The exact-attention pieces every op composes (spec.md §1), for one head group
  * (group.ts) over a list of positions:
  *
  *   scores  (g, n) = q_t · K[pos]^T / sqrt(d)        reads n K rows  (n*d elements)
@@ -65,7 +65,7 @@ export function weightedValues(
 }
 
 /**
- * Exact attention of the group over `positions` (the whole of SPEC 1 on a
+ * Exact attention of the group over `positions` (the whole of spec.md §1 on a
  * subset): scores, softmax, weighted values into the group's output rows.
  * Returns probs (g, n) for callers that need the weights (H2O).
  */

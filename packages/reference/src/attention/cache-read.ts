@@ -1,5 +1,5 @@
 /**
- * Reading the KV cache as f32, whatever it stores (SPEC 4; layout in core's kv-cache.ts).
+ * Reading the KV cache as f32, whatever it stores (spec.md §4; layout in core's kv-cache.ts).
  *
  *   k, v  (batch, nKvHeads, capacity, rowStride)   rows at cache.rowOffset(b, h, pos):
  *         f32 values, f16 bits, or headDim / 32 ggml blocks (q8_0, q4_0) as bytes

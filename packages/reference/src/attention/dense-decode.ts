@@ -1,11 +1,11 @@
 /**
- * attentionDecode: dense decode attention (SPEC 1), the baseline every other
+ * attentionDecode: dense decode attention (spec.md §1), the baseline every other
  * method approximates.
  *
  *   q, out (batch, nHeads, headDim); head h reads KV head floor(h / g)
  *   y_h = softmax(q_h · K^T / sqrt(d) over valid positions [nPad, nPast)) · V
  *
- * Cost per KV head (SPEC 3): K and V read in full, 2*S*d, plus q and y, 2*d per
+ * Cost per KV head (spec.md §3): K and V read in full, 2*S*d, plus q and y, 2*d per
  * query head. Accumulation: f64 dot products and sums, f32 scores and output.
  */
 import type { AttentionOptions, KVCache, Tensor } from '@sparq/core';

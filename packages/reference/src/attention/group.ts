@@ -1,6 +1,6 @@
 /**
  * The unit every attention op works on: one KV head of one sequence and its
- * group of g = nHeads / nKvHeads query heads (SPEC notation; head h reads KV
+ * group of g = nHeads / nKvHeads query heads (spec.md notation; head h reads KV
  * head floor(h / g), so the group of KV head kvh is heads kvh*g .. kvh*g + g - 1).
  * Positions chosen for a group are shared by its heads, so each K or V row is
  * read once per group, not once per head: that is the GQA saving, and what the

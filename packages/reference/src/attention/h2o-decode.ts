@@ -1,5 +1,5 @@
 /**
- * h2oDecode: H2O, heavy-hitter eviction (Zhang et al., 2023; SPEC 3), stateful.
+ * h2oDecode: H2O, heavy-hitter eviction (Zhang et al., 2023; spec.md §3), stateful.
  *
  *   q, out (batch, nHeads, headDim); params k; state (H2OState):
  *   acc     (batch, nKvHeads, capacity)  attention weight accumulated per position
@@ -8,7 +8,7 @@
  * One step, per (sequence, KV head):
  *   C   = valid positions not evicted, the current token included
  *   while |C| > k: evict for good the j in C with the smallest acc outside the recent window
- *   (the w newest valid positions, w = floor(k/4) as SPEC 3 says and at least 1: the current
+ *   (the w newest valid positions, w = floor(k/4) as spec.md §3 says and at least 1: the current
  *   token is always kept); ties: lowest index
  *   y_t = softmax(q_t · K[C]^T / sqrt(d)) · V[C]                     exact attention over C
  *   acc[j] += mean over the group's heads of the weight of j, for j in C
@@ -17,7 +17,7 @@
  * the authors' code does; each later step evicts one (the previous step's k plus the new token).
  * Counted per KV head: |C|*d of K, |C|*d of V, 2*|C| of acc (each attended
  * position's score read and written; the eviction scan re-uses those values),
- * and 2*d per query head. Steady state, g = 1: 2kd + 2d + 2k. SPEC 3 writes
+ * and 2*d per query head. Steady state, g = 1: 2kd + 2d + 2k. spec.md §3 writes
  * 2S for the score traffic, modelling a dense score vector over all S
  * positions; this implementation keeps scores for the survivors only.
  */

@@ -1,5 +1,5 @@
 /**
- * kvAppend (SPEC 4): write N new tokens into the pre-allocated cache, in place.
+ * kvAppend (spec.md §4): write N new tokens into the pre-allocated cache, in place.
  *
  *   k, v (N, nKvHeads, headDim) f32  ->  positions nPast .. nPast + N - 1 of sequence `seq`
  *
@@ -7,7 +7,7 @@
  *    even (f32ToF16); q8_0 / q4_0 as ggml blocks by the `quantize` op's code (byte-exact with
  *    llama.cpp's cache).
  * 2. vSum (f64) gains every valid value row (position >= nPad) as decoded from storage, so
- *    vSum / nValid is exactly the mean of what attention will read (SPEC 2's vMean).
+ *    vSum / nValid is exactly the mean of what attention will read (spec.md §2's vMean).
  * 3. K transposed ('k-twice' only) is derived from the *stored* key rows, decoded: f32 / f16
  *    columns take each new position's value; integer columns (kt-codes.ts) re-derive every
  *    64-position block the append touched from all stored rows of that block, so the result

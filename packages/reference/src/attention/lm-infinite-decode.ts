@@ -1,5 +1,5 @@
 /**
- * lmInfiniteDecode: LM-Infinite / StreamingLLM (SPEC 3): attention sinks plus a
+ * lmInfiniteDecode: LM-Infinite / StreamingLLM (spec.md §3): attention sinks plus a
  * recent window, a fixed pattern that never looks at the scores.
  *
  *   q, out (batch, nHeads, headDim); params k; k' = min(k, nValid)

@@ -1,6 +1,6 @@
 /**
  * attentionPrefill: causal dense attention for the N newest positions of one
- * sequence (SPEC 1; prefill always stays dense, SPEC 2).
+ * sequence (spec.md §1; prefill always stays dense, spec.md §2).
  *
  *   q, out (N, nHeads, headDim); the N tokens already sit at positions
  *   nPast - N .. nPast - 1 of sequence `seq`.

@@ -1,5 +1,5 @@
 /**
- * Top-k selection with the tie rule of SPEC 2: larger key first, equal keys
+ * Top-k selection with the tie rule of spec.md §2: larger key first, equal keys
  * broken by the lowest index. Used for SparQ's i1 (components) and i2
  * (positions) and for the baselines' position budgets.
  *

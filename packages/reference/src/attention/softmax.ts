@@ -1,5 +1,5 @@
 /**
- * Softmax over a row of gathered scores (SPEC 1): masked positions are simply
+ * Softmax over a row of gathered scores (spec.md §1): masked positions are simply
  * never gathered, so they get probability 0 without any -Infinity tricks.
  *
  *   x[at .. at + n) f32 logits -> probabilities, in place
@@ -17,7 +17,7 @@ export function softmaxRow(x: Float32Array, at: number, n: number): void {
     x[at + j] = Math.exp(x[at + j] - max);
     sum += x[at + j];
   }
-  // Normalise (a NaN logit propagates to every probability, as SPEC's style pins).
+  // Normalise (a NaN logit propagates to every probability, as spec.md's style pins).
   for (let j = 0; j < n; j++) x[at + j] = x[at + j] / sum;
 }
 

@@ -1,5 +1,5 @@
 /**
- * sparqDecode: SparQ Attention (Ribar et al., ICML 2024, Algorithm 1; SPEC 2).
+ * sparqDecode: SparQ Attention (Ribar et al., ICML 2024, Algorithm 1; spec.md §2).
  *
  *   q, out (batch, nHeads, headDim); params r (components), k (positions),
  *   l (local window, default 0), reallocate (default true).
@@ -11,7 +11,7 @@
  *      alpha_t = sum of s_hat_t[i2]
  *   3. y_t = softmax(q_t · K[i2]^T / sqrt(d)) · V[i2]             reads 2 * k' * d of K and V rows
  *      y_t = alpha_t * y_t + (1 - alpha_t) * vMean  (reallocate)   reads and updates vMean: 2d
- * Cost per KV head for g = 1 (SPEC 3): S*r + 2*k'*d + 4*d (2*d without reallocation).
+ * Cost per KV head for g = 1 (spec.md §3): S*r + 2*k'*d + 4*d (2*d without reallocation).
  * With GQA: nValid*r + 2*k'*d + 2*d (vMean, once per KV head) + 2*d per query head.
  * Ties (top-r, top-k) go to the lowest index. A query of all zeros has |q|_1 = 0:
  * we take tau = sqrt(d) (the ratio read as 1, i.e. the dense temperature).

@@ -1,5 +1,5 @@
 /**
- * topkDecode: oracle top-k attention, which is also FlexGen's output (SPEC 3;
+ * topkDecode: oracle top-k attention, which is also FlexGen's output (spec.md §3;
  * SparQ paper, Table 2 and Appendix G). The upper bound on position selection:
  * it reads all of K to find the positions that truly matter.
  *
@@ -8,7 +8,7 @@
  *                sel = top-k' positions by sum_t p_t (ties: lowest index)
  *                y_t = softmax(q_t · K[sel]^T / sqrt(d)) · V[sel]          reads k' * d of V
  * The second softmax re-uses the logits of the first pass (no second read of K).
- * Cost per KV head for g = 1: S*d + k'*d + 2*d (FlexGen's row of SPEC 3).
+ * Cost per KV head for g = 1: S*d + k'*d + 2*d (FlexGen's row of spec.md §3).
  */
 import type { AttentionOptions, BudgetParams, KVCache, Tensor } from '@sparq/core';
 import { keyScores, weightedValues } from './attend.ts';

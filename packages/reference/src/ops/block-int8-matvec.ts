@@ -1,5 +1,5 @@
 /**
- * The 'int8' product for ggml block weights (issues 11 and 29; SPEC 5): what `matvec` / `matmul`
+ * The 'int8' product for ggml block weights (issues 11 and 29; spec.md §5): what `matvec` / `matmul`
  * compute with path 'int8' when w is a block dtype. It is ggml's own compute path: its quantized
  * products multiply the weights' integer codes with activations quantized to 8 bits, in the
  * activation blocks ggml pairs with each weight type (its `vec_dot_type`), which is what integer

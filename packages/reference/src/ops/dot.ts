@@ -1,5 +1,5 @@
 /**
- * The f32 dot product every matvec / matmul in this backend ends in (SPEC 5's "dot in f32").
+ * The f32 dot product every matvec / matmul in this backend ends in (spec.md §5's "dot in f32").
  *
  *   dot(a[aAt .. aAt+n), b[bAt .. bAt+n)) = sum_i a_i * b_i
  *

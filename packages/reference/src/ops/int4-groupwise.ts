@@ -1,5 +1,5 @@
 /**
- * The engine's own group-wise INT4 (SPEC 5, Neural Speed's `weight_dtype int4`): the `quantizeInt4`
+ * The engine's own group-wise INT4 (spec.md §5, Neural Speed's `weight_dtype int4`): the `quantizeInt4`
  * and `dequantizeInt4` ops. Each row of a (rows, cols) matrix is cut into groups of `groupSize`
  * consecutive elements (32, 64, 128 or the whole row); a group has an f32 scale and an integer zero
  * point (0 when symmetric), and each element a signed 4-bit q in [-8, 7]:
@@ -14,7 +14,7 @@
  * Packing (Int4Matrix, core/int4-matrix.ts): element c of row r is nibble c of the row, byte
  * r * cols/2 + floor(c / 2), low nibble for even c, high for odd, as 4-bit two's complement.
  *
- * Guarantee (SPEC 5 acceptance): |dequant(quant(x)) - x| <= scale / 2 per element, up to f32
+ * Guarantee (spec.md §5 acceptance): |dequant(quant(x)) - x| <= scale / 2 per element, up to f32
  * rounding of x / scale and of (q - zero) * scale (a few ulps; the conformance test's bound is
  * scale * (1/2 + 2^-19)). Three choices keep it for every finite input:
  * 1. Asymmetric groups use lo = min(min x, 0), hi = max(max x, 0). The zero point must be an integer

@@ -1,5 +1,5 @@
 /**
- * The `matvecInt4` and `matmulInt4` ops (SPEC 5): products with a group-wise INT4 weight matrix
+ * The `matvecInt4` and `matmulInt4` ops (spec.md §5): products with a group-wise INT4 weight matrix
  * (int4-groupwise.ts), by one of two paths.
  *
  *   matvecInt4: w Int4Matrix (rows, cols) @ x (cols)        -> out (rows)

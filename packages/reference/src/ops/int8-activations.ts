@@ -1,5 +1,5 @@
 /**
- * The activation quantizer of the group-wise INT4 'int8' product (SPEC 5; int4-matvec.ts, one
+ * The activation quantizer of the group-wise INT4 'int8' product (spec.md §5; int4-matvec.ts, one
  * group per weight group: the engine's own format; ggml block weights take ggml's activation
  * blocks instead, block-int8-matvec.ts). Each row t of x (n, cols) is cut into groups of `group`
  * consecutive elements, and each group g becomes int8 codes sharing one f32 step:

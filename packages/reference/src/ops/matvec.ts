@@ -1,5 +1,5 @@
 /**
- * The `matvec` and `matmul` ops for dense and ggml-quantized weights (SPEC 5; llama2.c's `matmul`).
+ * The `matvec` and `matmul` ops for dense and ggml-quantized weights (spec.md §5; llama2.c's `matmul`).
  *
  *   matvec: w (rows, cols) @ x (cols)       -> out (rows)       out[r]    = sum_c w[r, c] * x[c]
  *   matmul: x (n, cols) @ w^T, w (rows, cols) -> out (n, rows)  out[t, r] = sum_c w[r, c] * x[t, c]

@@ -1,5 +1,5 @@
 /**
- * ggml's Q8_0 block (SPEC 5; ggml uses it for activations and weights): 32 values as int8 codes
+ * ggml's Q8_0 block (spec.md §5; ggml uses it for activations and weights): 32 values as int8 codes
  * sharing one f16 scale d.
  *
  *   block (34 bytes) = d f16 little-endian | qs[32] int8 (two's complement)

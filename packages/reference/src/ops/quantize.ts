@@ -1,5 +1,5 @@
 /**
- * The `quantize` / `dequantize` ops for ggml's block formats (SPEC 5 and the GGUF types of model
+ * The `quantize` / `dequantize` ops for ggml's block formats (spec.md §5 and the GGUF types of model
  * hubs): f32 rows to blocks and back, byte-exact with ggml's reference code.
  *
  *   quantize:   x (..., n) f32           -> out (..., n) block dtype, n whole blocks

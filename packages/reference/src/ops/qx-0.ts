@@ -1,5 +1,5 @@
 /**
- * ggml's Q4_0 and Q5_0 blocks (SPEC 5): 32 weights as `bits`-bit codes q sharing one f16 scale d,
+ * ggml's Q4_0 and Q5_0 blocks (spec.md §5): 32 weights as `bits`-bit codes q sharing one f16 scale d,
  * the value being q shifted to a signed range. With H = 2^(bits-1) (8 or 16) and top = 2H - 1:
  *
  *   Q4_0 block (18 bytes) = d f16 | qs[16]
@@ -15,7 +15,7 @@
  * Byte-exact with ggml's `quantize_row_q4_0_ref` / `quantize_row_q5_0_ref` (what llama-quantize
  * writes without an importance matrix) and `dequantize_row_q4_0` / `_q5_0`. Details that follow
  * ggml to the bit:
- * - ggml computes `id = 1/d` once and multiplies, in f32, as SPEC 5 writes it; dividing by d
+ * - ggml computes `id = 1/d` once and multiplies, in f32, as spec.md §5 writes it; dividing by d
  *   rounds differently for some x.
  * - Every step is f32 arithmetic (Math.fround after each operation), and the quantization uses
  *   the f32 d; only the stored (and dequantizing) d is rounded to f16.

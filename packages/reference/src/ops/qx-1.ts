@@ -1,5 +1,5 @@
 /**
- * ggml's Q4_1 and Q5_1 blocks (SPEC 5): 32 weights as `bits`-bit codes q in 0..top (top = 15 or
+ * ggml's Q4_1 and Q5_1 blocks (spec.md §5): 32 weights as `bits`-bit codes q in 0..top (top = 15 or
  * 31) with an f16 scale d and an f16 minimum m, so a block whose values are all positive (or all
  * negative) still uses every level.
  *

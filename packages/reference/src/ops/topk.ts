@@ -4,7 +4,7 @@
  *   x (n, len) f32 -> out (n, k) i32, 1 <= k <= len (core checked), k = out.shape[1]
  *   out[t] = the first k indices of row t ranked by value, largest first
  *
- * Ties go to the lowest index (SPEC 2: "ties ... are broken by the lowest index"): among equal values
+ * Ties go to the lowest index (spec.md §2: "ties ... are broken by the lowest index"): among equal values
  * the smaller index ranks first. 0 and -0 are equal. NaN ranks above every number (torch.topk's
  * convention), so a NaN score is selected and propagates rather than silently vanishing; NaNs among
  * themselves also rank by index.

@@ -1,0 +1,11 @@
+// arm64 NEON attention kernels: attention_kernels.h's template at 4 lanes (attention_simd_neon.h).
+#include "kernels/attention_simd.h"
+#include "kernels/arm64/attention_simd_neon.h"
+#include "kernels/attention_kernels.h"
+
+namespace sparq {
+const AttnKernels& attn_kernels_neon() {
+  static const AttnKernels table = make_kernels<Neon>("neon");
+  return table;
+}
+}  // namespace sparq

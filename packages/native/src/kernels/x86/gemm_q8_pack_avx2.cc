@@ -1,0 +1,285 @@
+// The blocked integer product's packing steps (gemm_q8.h) with AVX2, which both blocked kernels need:
+// the activation rows' quantization and the weights' decoding into panels.
+//
+// Quantization: quantize_act_row's codes and steps (ggml's activation blocks, matvec_q8.h), 8 lanes
+// at a time (the same f32 products and nearest-even rounding, so the same codes bit for bit), with
+// the sums the blocked kernels take per 32-element block.
+//
+// Decoding: per sub-block, 8 rows' 32 codes at a time (block_codes.h's codes, as vectors: codes32,
+// codes16) go through one 8 x 8 transpose of dwords, so dword k of the 8 rows (their codes 4k .. 4k + 3)
+// is one 32-byte store into the panel's dword k.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/block_codes.h"
+#include "ops/gemm_q8.h"
+#include "common/half.h"
+#include "ops/int4.h"
+#include "ops/matvec_q8.h"
+
+namespace sparq {
+namespace {
+
+constexpr int NR = GEMM_Q8_NR;
+
+// The 32 4-bit values of 16 bytes: byte j's low nibble is element j, its high nibble element j + 16.
+inline __m256i nibbles16(const uint8_t* qs) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), low4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), low4), _mm_and_si128(b, low4));
+}
+
+// Bits `shift` .. shift + bits - 1 of each of 32 bytes (shift < 8): shifting 16-bit lanes moves the high
+// byte's bits into the low byte's top, which the mask drops.
+inline __m256i bits32(const uint8_t* x, int shift, int bits) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>((1 << bits) - 1)));
+}
+
+// Element j's bit of a little-endian 32-bit mask, times 16: byte j of qh[j / 8], bit j % 8.
+inline __m256i fifth_bits(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+
+// IQ4_LEVELS[v] for each byte v < 16.
+inline __m256i iq4_levels(__m256i v) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), v);
+}
+
+// block_codes.h's sub_block_codes of sub-block s (32 elements, t neither q2_k, q3_k nor q6_k) as a vector.
+inline __m256i codes32(WeightType t, const uint8_t* row, int64_t s) {
+  const int64_t per_block = block_shape(t).elements / QK;  // sub-blocks per block: 1, or 8 for the K-quants and iq4_xs
+  const uint8_t* x = row + s / per_block * block_shape(t).bytes;
+  const int sub = static_cast<int>(s % per_block);  // the K-quants' sub-block of x
+  switch (t) {
+    case WeightType::q4_0: return _mm256_sub_epi8(nibbles16(x + 2), _mm256_set1_epi8(8));
+    case WeightType::q4_1: return nibbles16(x + 4);
+    case WeightType::q8_0: return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+    case WeightType::iq4_nl: return iq4_levels(nibbles16(x + 2));
+    case WeightType::q5_0: return _mm256_sub_epi8(_mm256_or_si256(nibbles16(x + 6), fifth_bits(x + 2)), _mm256_set1_epi8(16));
+    case WeightType::q5_1: return _mm256_or_si256(nibbles16(x + 8), fifth_bits(x + 4));
+    case WeightType::iq4_xs: return iq4_levels(nibbles16(x + 8 + 16 * sub));
+    case WeightType::q4_k: return bits32(x + 16 + 32 * (sub / 2), 4 * (sub % 2), 4);
+    default:  // q5_k
+      return _mm256_or_si256(bits32(x + 48 + 32 * (sub / 2), 4 * (sub % 2), 4), _mm256_slli_epi16(bits32(x + 16, sub, 1), 4));
+  }
+}
+
+// block_codes.h's chunk_codes16 (elements 32 k4 .. 32 k4 + 31 of a q2_k, q3_k or q6_k super-block x) as a vector.
+inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
+  const int H = k4 >> 2, k = k4 & 3;
+  switch (t) {
+    case WeightType::q2_k: return bits32(x + 16 + 32 * H, 2 * k, 2);
+    case WeightType::q3_k: return _mm256_or_si256(bits32(x + 32 + 32 * H, 2 * k, 2), _mm256_slli_epi16(bits32(x, k4, 1), 2));
+    default:
+      return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4),
+                             _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));  // q6_k
+  }
+}
+
+// The integer minimum c_h of half-block `sub` of a q2_k, q3_k or q6_k super-block x (scale sc_h and d
+// from scale_min16) and the super-block's multiplier mm of it: w_j = d sc_h u_j + mm c_h (gemm_q8.h).
+inline int half_block_min(WeightType t, const uint8_t* x, int sub, int sc, float d, float& mm) {
+  switch (t) {
+    case WeightType::q2_k: mm = -fp16_to_fp32_ref(load_u16(x + 82)); return x[sub] >> 4;  // its minimum mn_h, times -dmin
+    case WeightType::q3_k: mm = -4.0f * d; return sc;                                     // the offset 4: -4 d sc_h
+    default: mm = -32.0f * d; return sc;                                                  // q6_k, the offset 32: -32 d sc_h
+  }
+}
+
+// 8 rows of 32 codes (row i at c + 32 i, zero rows where i >= rows_in) to dst: dword k of the 8 rows at
+// dst + k * NR * 4, 32 bytes. `off` is added to every code of the rows in.
+inline void store_rows8(const int8_t* c, int rows_in, int off, uint8_t* dst) {
+  const __m256i o = _mm256_set1_epi8(static_cast<char>(off));
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m256i v = _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(c + 32 * i)), o);
+    r[i] = _mm256_castsi256_ps(i < rows_in ? v : _mm256_setzero_si256());
+  }
+  // The 8 x 8 transpose of dwords: rows pairwise interleaved, then in fours, then the 128-bit halves.
+  __m256 a[8], b[8];
+  for (int i = 0; i < 8; i += 2) {
+    a[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    a[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    b[i] = _mm256_shuffle_ps(a[i], a[i + 2], 0x44);
+    b[i + 1] = _mm256_shuffle_ps(a[i], a[i + 2], 0xee);
+    b[i + 2] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0x44);
+    b[i + 3] = _mm256_shuffle_ps(a[i + 1], a[i + 3], 0xee);
+  }
+  for (int k = 0; k < 4; ++k) {
+    _mm256_store_ps(reinterpret_cast<float*>(dst + k * NR * 4), _mm256_permute2f128_ps(b[k], b[k + 4], 0x20));
+    _mm256_store_ps(reinterpret_cast<float*>(dst + (k + 4) * NR * 4), _mm256_permute2f128_ps(b[k], b[k + 4], 0x31));
+  }
+}
+
+// max |x_j| over n elements (a multiple of 8; x finite): max is exact, so any order gives quantize_act_row's.
+inline float abs_max(const float* x, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+}
+
+// Sum of the 8 int32 lanes of v.
+inline int32_t sum_lanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// quantize_act_row's codes of 32 elements: x * mul rounded to nearest even (vroundps; the scalar
+// code's 1.5 * 2^23 trick gives the same integers), stored in element order into q. Returns their
+// sum; first gets the sum of the first 16.
+inline int32_t act_codes32(const float* x, __m256 mul, int8_t* q, int32_t& first) {
+  __m256i c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] =
+        _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  first = sum_lanes(_mm256_add_epi32(c[0], c[1]));
+  return first + sum_lanes(_mm256_add_epi32(c[2], c[3]));
+}
+
+// A multiplier that overflowed to infinity gives codes 0, as quantize_act_row's.
+inline float finite_or_zero(float mul) { return std::fabs(mul) <= 3.0e38f ? mul : 0.0f; }
+
+// Panel row i's scales (row: the weight row, or nullptr past the weight's end: zeros) of the block at
+// 32-element block b: for the 32-element types sub-block b's dw and mw, w_j = dw (u_j - off) + mw
+// (block_codes.h's sub_block_scale); for the 256-element types (b a multiple of 8) the whole super-block's,
+// its header read and its f16 steps converted once (the same f32 products): the K-quants' and iq4_xs's
+// 8 sub-blocks, or q2_k's, q3_k's and q6_k's 16 half-blocks' integer scales sc_h and minimums c_h and the
+// super-block's d and mm, w_j = d sc_h u_j + mm c_h (gemm_q8.h).
+inline void block_scales(WeightType t, const uint8_t* row, int64_t b, int i, const Q8Panel& p) {
+  const int64_t S = b / 8;
+  const uint8_t* x = row ? row + (block_shape(t).elements == QK ? b : S) * block_shape(t).bytes : nullptr;
+  if (gemm_q8_halves(t)) {
+    float d = 0, mm = 0;
+    for (int hb = 0; hb < 16; ++hb) {  // half-block hb of the super-block
+      float mw;
+      int sc = 0, c_h = 0;
+      if (x) {
+        sc = scale_min16(t, x, hb, d, mw);
+        c_h = half_block_min(t, x, hb, sc, d, mm);
+      }
+      const int64_t h = 16 * S + hb;  // of the row
+      p.sc[h * NR + i] = static_cast<int32_t>((static_cast<uint32_t>(sc) << 16) | (static_cast<uint32_t>(sc) & 0xffff));
+      const uint32_t low = hb % 2 ? static_cast<uint32_t>(p.cm[h / 2 * NR + i]) & 0xffff : 0;
+      p.cm[h / 2 * NR + i] = static_cast<int32_t>(low | ((static_cast<uint32_t>(c_h) & 0xffff) << (16 * (hb % 2))));
+    }
+    p.dw[S * NR + i] = d;
+    p.mw[S * NR + i] = mm;
+    return;
+  }
+  if (!x || block_shape(t).elements == QK) {
+    for (int64_t s = b; s < (x ? b + 1 : b + block_shape(t).elements / QK); ++s) {
+      float dw = 0, mw = 0;
+      if (x) sub_block_scale(t, row, s, x, dw, mw);
+      p.dw[s * NR + i] = dw;
+      p.mw[s * NR + i] = mw;
+    }
+    return;
+  }
+  const float d = fp16_to_fp32_ref(load_u16(x));
+  if (t == WeightType::iq4_xs) {
+    const int high = load_u16(x + 2);
+    for (int sub = 0; sub < 8; ++sub) {
+      const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
+      p.dw[(b + sub) * NR + i] = d * static_cast<float>((low | (((high >> (2 * sub)) & 3) << 4)) - 32);
+      p.mw[(b + sub) * NR + i] = -0.0f;
+    }
+    return;
+  }
+  const float dmin = fp16_to_fp32_ref(load_u16(x + 2));  // q4_k, q5_k
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, mn;
+    scale_min_k(x + 4, sub, sc, mn);
+    p.dw[(b + sub) * NR + i] = d * static_cast<float>(sc);
+    p.mw[(b + sub) * NR + i] = -(dmin * static_cast<float>(mn));
+  }
+}
+
+}  // namespace
+
+void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& a) {
+  const int64_t cols = a.cols, blocks = cols / QK;
+  const int off = gemm_q8_offset(t);
+  const bool halves = gemm_q8_halves(t), super = gemm_q8_super(t);
+  const int fold = gemm_q8_fold_offset(t);
+  const ActBlocks kind = act_blocks(t);
+  for (int64_t r = t_begin; r < t_end; ++r) {
+    const float* xr = x + r * cols;
+    float d = 0, mul = 0;  // the current activation block's unrounded step and code multiplier
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t i = r * blocks + b;
+      if (kind == ActBlocks::q8_k && b % 8 == 0) {
+        // A new 256-element block: the first element of largest magnitude sets the scale.
+        const float amax = abs_max(xr + QK * b, 256);
+        float max = 0;
+        for (int64_t j = QK * b; j < QK * b + 256 && amax != 0; ++j)
+          if (std::fabs(xr[j]) == amax) {
+            max = xr[j];
+            break;
+          }
+        const float scale = max != 0 ? -127.0f / max : 0.0f;
+        d = max != 0 ? 1.0f / scale : 0.0f;
+        mul = finite_or_zero(scale);
+      } else if (kind != ActBlocks::q8_k) {
+        const float amax = abs_max(xr + QK * b, QK);
+        d = amax / 127.0f;
+        mul = finite_or_zero(amax != 0 ? 127.0f / amax : 0.0f);
+      }
+      int32_t first;
+      const int32_t sum = act_codes32(xr + QK * b, _mm256_set1_ps(mul), a.q.data() + r * cols + QK * b, first);
+      // The steps and sums as quantize_act_row gives them.
+      const float dx = kind == ActBlocks::q8_k ? d : fp16_to_fp32_ref(fp32_to_fp16_ref(d));
+      a.d[i] = dx;
+      a.ds[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum))) : dx * static_cast<float>(sum);
+      a.corr[i] = -off * sum;
+      if (super) a.qsum[i] = static_cast<float>(sum);
+      if (!halves) continue;
+      a.qs16[i] = static_cast<int32_t>((static_cast<uint32_t>(sum - first) << 16) | (static_cast<uint32_t>(first) & 0xffff));
+      if (!fold) continue;
+      a.corr16[2 * i] = -fold * first;
+      a.corr16[2 * i + 1] = -fold * (sum - first);
+    }
+  }
+}
+
+void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p) {
+  const int64_t row_bytes = weight_bytes(t, cols), blocks = cols / QK;
+  const bool halves = gemm_q8_halves(t), per_block = block_shape(t).elements == QK;
+  const int off = gemm_q8_offset(t);
+  // The scales a row at a time, then the codes: 1.2-1.4x faster for the 256-element types than both
+  // in one pass over 8 rows (docs/int8-products.md).
+  for (int i = 0; i < NR; ++i)
+    for (int64_t b = 0; b < blocks; b += per_block ? 1 : 8) block_scales(t, i < nr ? w + (r0 + i) * row_bytes : nullptr, b, i, p);
+  alignas(32) int8_t c[8 * 32];  // 8 rows' codes of one 32-element block
+  // The codes 8 rows at a time along their length: 8 streams of weight bytes for the prefetchers.
+  for (int i0 = 0; i0 < NR; i0 += 8) {
+    const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int ii = 0; ii < rows_in; ++ii) {
+        const uint8_t* row = w + (r0 + i0 + ii) * row_bytes;
+        const __m256i v = halves ? codes16(t, row + b / 8 * block_shape(t).bytes, static_cast<int>(b % 8)) : codes32(t, row, b);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), v);
+      }
+      store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
+    }
+  }
+}
+
+}  // namespace sparq

@@ -1,0 +1,7 @@
+// AVX-512 kernels: matvec_simd.h and gemm_simd.h at 16 lanes.
+#include "ops/matvec.h"
+#include "kernels/x86/gemm_simd.h"
+#include "ops/int4.h"
+#include "kernels/x86/matvec_simd.h"
+
+SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(avx512, Vec512)

@@ -1,0 +1,881 @@
+// The integer per-row product of matvec_q8.h, written once for matvec_q8_avx2.cc (AVX2) and
+// matvec_q8_avx512.cc (AVX-512 VNNI's vpdpbusd for the integer sums, vpternlogd and byte masks for
+// some bit merges), each compiled with its ISA flags; everything here has internal linkage. The
+// block types' codes are unpacked into bytes and multiplied with the int8 activation codes:
+// - 32-element blocks (q4_0 .. q8_0, iq4_nl): G blocks at once (Group: 2 in 256 bits with AVX2, 4 in
+//   512 bits with AVX-512), the activation codes laid out per call to match the codes' order, into
+//   4 int32 lanes per block (lane i sums 8 elements), then one conversion and one f32 FMA per G
+//   blocks with their scales dl dx (AVX2: vpmaddubsw, the two halves' int16 pair sums added, vpmaddwd
+//   against ones; VNNI: two vpdpbusd).
+// - 256-element super-blocks (the K-quants, iq4_xs): vpmaddubsw into 16 int16 pair sums per chunk,
+//   multiplied by the sub-block's integer scale and added into one int32 vector per super-block
+//   (AVX2: vpmaddwd against the scales and vpaddd; VNNI: one vpdpwssd), so that a chunk costs two or
+//   three instructions per activation row, and the f32 work (one conversion, one FMA with d dx) is
+//   per 256 elements. The scales' int16 lanes are shuffled once per chunk, for all activation rows.
+//
+// Both take an unsigned and a signed operand (and vpmaddubsw saturates its int16 pair sums), so:
+// - types whose codes are u - off with u >= 0 multiply u itself: q4_0 and q5_0
+//   (off 8, 16) start each int32 lane from -off * (its activation codes'
+//   sum), precomputed per call (GroupActs); q3_k and q6_k (off 4, 32) subtract
+//   off * sum_s sc_s (the half-block's activation code sum, RowActs::isum16) once per super-block;
+//   u <= 63 and |q| <= 127 keep a pair within 2 * 63 * 127 = 16002;
+// - signed codes (q8_0, iq4_*): AVX2, and every super-block type, multiply |c| by q with c's sign
+//   moved onto q (vpsignb); |c| <= 128 keeps a pair within 2 * 128 * 127 = 32512 < 32767;
+//   VNNI's 32-element blocks (no int16 step to saturate) multiply c + 128 (c with its sign bit
+//   flipped) by q, starting each lane from -128 * (its activation codes' sum), as q4_0;
+// - minimums (q4_1, q5_1, q2_k, q4_k, q5_k) are added in f32 against dx * (the half- or
+//   sub-block's code sum), precomputed per call (q2_k: the int16 code sums times its integer
+//   minimums, then f32).
+// The 32-element blocks' int32 lanes (8 products each) stay below 2^24 (at most 8 * 128 * 127), so
+// their conversion to f32 is exact; a super-block's scaled sum reaches 2^25 (q6_k: 8 chunks of 2 * 16002 * 128 per lane),
+// so its one conversion may round, by one f32 rounding of that term (as any f32 addition of it would).
+#pragma once
+#include <cstring>
+#include <type_traits>
+
+#include "ops/matvec.h"
+#include "ops/matvec_q8.h"
+#include "kernels/x86/matvec_simd.h"
+
+namespace sparq {
+namespace {
+
+// The sink and block decoders must inline into the row loop, or the accumulators live in memory.
+#define SPARQ_INLINE __attribute__((always_inline)) inline
+#define SPARQ_LAMBDA __attribute__((always_inline))
+
+// 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16),
+// iq4 nibbles -> their signed levels, and an f16 field: decode_simd.h's (via matvec_simd.h).
+using bytes32::f16_at;
+using bytes32::iq4_levels;
+using bytes32::nibbles32;
+
+// The f16 at p in all 8 f32 lanes: a broadcast load (vpbroadcastw) and one conversion.
+inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p)))); }
+
+// 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
+inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), low = _mm256_set1_epi8(0x0f);
+  const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+  first = _mm256_permute2x128_si256(lo, hi, 0x20);
+  second = _mm256_permute2x128_si256(lo, hi, 0x31);
+}
+
+// The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
+// `to` and up): one 16-bit shift, whose spill from the neighbouring byte lands outside the mask.
+inline __m256i bits_at(__m256i b, int from, int to, int mask) {
+  const __m256i moved = to > from ? _mm256_slli_epi16(b, to - from) : to < from ? _mm256_srli_epi16(b, from - to) : b;
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(mask)));
+}
+// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
+inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
+// (lo & mask) | hi, for hi with no bit of mask set: one bitwise select (vpternlogd) with AVX-512VL.
+inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(mask));
+#if defined(__AVX512VL__)
+  return _mm256_ternarylogic_epi32(m, lo, hi, 0xca);  // m ? lo : hi, bit by bit
+#else
+  return _mm256_or_si256(_mm256_and_si256(lo, m), hi);
+#endif
+}
+
+// 8 unsigned bytes -> 8 floats times s.
+inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
+
+// Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
+// SIGNED (codes stored signed), MIN (has minimums); the 32-element types group(x, lo, hi) (below);
+// the super-block types, for the half-block types OFFSET8 (codes are u - OFFSET8, subtracted per
+// super-block through offsets()), and block(x, sink), which hands the sink every chunk c (32 elements
+// from element 32 c of the block) as scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
+//   int16 lanes (lane i multiplies elements 2i and 2i + 1: chunk_scale or HalfScales::chunk), for the
+//   half-block types with an offset offsets(the 16 half-block scales as int16), then end_block(d),
+//   the f32 super-block scale (in all 8 lanes);
+// and the minimums as mins32 (8 sub-blocks of 32) or mins16 (16 half-blocks:
+// integer factors as int16 lanes, times the activation's int16 code sums RowActs::isum16, times one
+// f32 factor per super-block, subtracted). Layouts: block_codes.h and quant_ref.cc (decode_simd.h reads them the same way).
+// The 32-element block types are decoded G blocks at a time (Group: 2 in 256 bits with AVX2, 4 in 512
+// bits with AVX-512), block h's codes in 128-bit lane h of two vectors:
+//   lo = [elements 0-15 of each block],  hi = [elements 16-31 of each block]
+// (for the nibble types the low and the high nibbles of the blocks' qs side by side: G - 1 inserts, one
+// shift, two ands for 32 G codes), and the activation codes are laid out the same way once per call
+// (GroupActs). Each type gives group(x, lo, hi) for the blocks at x[0 .. G), the f16 scale at byte 0
+// and, with MIN, the f16 minimum at M_AT.
+#if defined(__AVX512VNNI__)
+struct Group {
+  static constexpr int G = 4;
+  using I = __m512i;
+  using F = __m512;
+  // The 16 bytes at x[h] + at in 128-bit lane h.
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    auto two = [&](int h) SPARQ_LAMBDA {
+      return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h] + at))),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[h + 1] + at)), 1);
+    };
+    return _mm512_inserti64x4(_mm512_castsi256_si512(two(0)), two(2), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm512_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm512_and_si512(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm512_and_si512(_mm512_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))), n);
+  }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and tested into a byte mask.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm512_broadcast_i32x4(qh), bit = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ULL));
+    const I spread_lo = _mm512_setr_epi64(0, R, 4 * R, 5 * R, 8 * R, 9 * R, 12 * R, 13 * R);
+    const I spread_hi = _mm512_setr_epi64(2 * R, 3 * R, 6 * R, 7 * R, 10 * R, 11 * R, 14 * R, 15 * R);
+    const __mmask64 set_lo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_lo), bit);
+    const __mmask64 set_hi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(words, spread_hi), bit);
+    lo = _mm512_mask_add_epi8(lo, set_lo, lo, bytes(16));
+    hi = _mm512_mask_add_epi8(hi, set_hi, hi, bytes(16));
+  }
+  SPARQ_INLINE static I load(const void* p) { return _mm512_loadu_si512(p); }
+  SPARQ_INLINE static I zero() { return _mm512_setzero_si512(); }
+  // Signed codes as c + 128 (the sign bit flipped), against start lanes holding -128 times the codes' sums.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    if constexpr (T::SIGNED) {
+      lo = _mm512_xor_si512(lo, bytes(static_cast<char>(0x80)));
+      hi = _mm512_xor_si512(hi, bytes(static_cast<char>(0x80)));
+    }
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, load(x)), hi, load(x + 64));
+  }
+  // The shared layout (GroupActs::shared): the activation codes x + 128 are the unsigned operand, the
+  // weights' codes c (signed: u - BIAS) the signed one, and each lane starts from -128 (the sum of its
+  // c), which all the activation rows share: sum c (x + 128) - 128 sum c = sum c x, exact.
+  template <class T>
+  SPARQ_INLINE static I shared_start(I& lo, I& hi) {
+    if constexpr (T::BIAS != 0) {
+      lo = _mm512_sub_epi8(lo, bytes(T::BIAS));
+      hi = _mm512_sub_epi8(hi, bytes(T::BIAS));
+    }
+    const I c128 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero(), bytes(static_cast<char>(0x80)), lo), bytes(static_cast<char>(0x80)), hi);
+    return _mm512_sub_epi32(zero(), c128);
+  }
+  SPARQ_INLINE static I shared_lanes(I lo, I hi, const int8_t* x, I start) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, load(x), lo), load(x + 64), hi);
+  }
+  SPARQ_INLINE static F fzero() { return _mm512_setzero_ps(); }
+  // lanes * (scale8[G i + h] in the lanes of block h) + acc.
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m512i pick = _mm512_setr_epi32(4 * i, 4 * i, 4 * i, 4 * i, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 2, 4 * i + 2,
+                                           4 * i + 2, 4 * i + 2, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_permutexvar_ps(pick, _mm512_castps256_ps512(scale8)), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  }
+};
+#else
+struct Group {
+  static constexpr int G = 2;
+  using I = __m256i;
+  using F = __m256;
+  SPARQ_INLINE static I halves(const uint8_t* const* x, int at) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[0] + at))),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[1] + at)), 1);
+  }
+  SPARQ_INLINE static I bytes(char c) { return _mm256_set1_epi8(c); }
+  SPARQ_INLINE static I low4(I b) { return _mm256_and_si256(b, bytes(0x0f)); }
+  SPARQ_INLINE static I high4(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), bytes(0x0f)); }
+  SPARQ_INLINE static I levels(I n) { return iq4_levels(n); }
+  // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
+  // dword h of qh, spread to its byte (byte j / 8 of the word) and compared into 0x10 or 0.
+  SPARQ_INLINE static void add16(I& lo, I& hi, __m128i qh) {
+    constexpr long long R = 0x0101010101010101LL;  // byte b of the word in 8 bytes: b R
+    const I words = _mm256_broadcastsi128_si256(qh), bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    auto fifth = [&](long long a, long long b) SPARQ_LAMBDA {  // bytes a, a + 1 (lane 0) and b, b + 1 (lane 1)
+      const I spread = _mm256_shuffle_epi8(words, _mm256_setr_epi64x(a * R, (a + 1) * R, b * R, (b + 1) * R));
+      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(16));
+    };
+    lo = _mm256_or_si256(lo, fifth(0, 4));
+    hi = _mm256_or_si256(hi, fifth(2, 6));
+  }
+  SPARQ_INLINE static I load(const void* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  SPARQ_INLINE static I zero() { return _mm256_setzero_si256(); }
+  // vpmaddubsw takes the codes unsigned: u <= 31 keeps its pair sums within 2 * 31 * 127, lo's and hi's
+  // together within 15748; signed codes go in as |c| against x with c's sign, pairs up to 32512, so
+  // lo's and hi's are widened apart.
+  template <class T>
+  SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
+    const I xl = load(x), xh = load(x + 32), ones = _mm256_set1_epi16(1);
+    if constexpr (T::SIGNED)
+      return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xl, lo)), ones),
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xh, hi)), ones));
+    const I sums = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)), ones);
+    return T::BIAS ? _mm256_add_epi32(sums, start) : sums;
+  }
+  SPARQ_INLINE static F fzero() { return _mm256_setzero_ps(); }
+  SPARQ_INLINE static F fma(I lanes, __m256 scale8, int i, F acc) {
+    const __m256i pick = _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_permutevar8x32_ps(scale8, pick), acc);
+  }
+  SPARQ_INLINE static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  SPARQ_INLINE static __m256 fold(F v) { return v; }
+};
+#endif
+using GroupI = Group::I;
+// Nibbles: the 16 bytes at x[h] + at.
+SPARQ_INLINE void nibble_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  const GroupI b = Group::halves(x, at);
+  lo = Group::low4(b);
+  hi = Group::high4(b);
+}
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
+// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
+// x[h] + at, element e) is set.
+SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
+  nibble_group(x, at + 4, lo, hi);
+  // The G words qh in the dwords of one 128-bit vector, then Group::add16.
+  auto word = [&](int h) SPARQ_LAMBDA {
+    uint32_t qh;
+    std::memcpy(&qh, x[h] + at, 4);
+    return static_cast<int>(qh);
+  };
+  __m128i qh = _mm_cvtsi32_si128(word(0));
+  for (int h = 1; h < Group::G; ++h) qh = _mm_insert_epi32(qh, word(h), h);
+  Group::add16(lo, hi, qh);
+}
+struct Q4_0 {  // d | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 2, lo, hi); }
+};
+struct Q4_1 {  // d | m | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 4, lo, hi); }
+};
+struct Q5_0 {  // d | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 2, lo, hi); }
+};
+struct Q5_1 {  // d | m | qh[4] | qs[16]
+  static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 4, lo, hi); }
+};
+struct Q8_0 {  // d | qs[32] signed
+  static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    lo = Group::halves(x, 2);
+    hi = Group::halves(x, 18);
+  }
+};
+struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
+  static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
+  SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
+    nibble_group(x, 2, lo, hi);
+    lo = Group::levels(lo);
+    hi = Group::levels(hi);
+  }
+};
+// Sub-block scales as vpmaddwd operands. 32-element sub-blocks: the 8 scales (int32 lanes of sc32)
+// as int16 in both 128-bit halves, then chunk c's in all 16 lanes (one byte shuffle).
+SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_mm256_packs_epi32(sc32, sc32), 0x88); }
+SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) {
+  return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(2 * c + ((2 * c + 1) << 8))));
+}
+// 16-element half-blocks: the 16 int8 scales sc as int16 (all), and scales 0-7 / 8-15 in both 128-bit
+// halves (low / high); chunk c's: half-block 2c's scale in lanes 0-7, 2c + 1's in lanes 8-15.
+struct HalfScales {
+  __m256i all, low, high;
+  explicit HalfScales(__m128i sc)
+      : all(_mm256_cvtepi8_epi16(sc)), low(_mm256_permute2x128_si256(all, all, 0x00)), high(_mm256_permute2x128_si256(all, all, 0x11)) {}
+  SPARQ_INLINE __m256i chunk(int c) const {
+    const char a = static_cast<char>(4 * (c % 4)), b = static_cast<char>(a + 2);
+    return _mm256_shuffle_epi8(c < 4 ? low : high,
+                               _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1, b,
+                                                b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+  }
+};
+
+// scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
+// 2k of qs[32 H .. 32 H + 32).
+struct Q2_K {
+  static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), OFFSET8 = q8_offset8(WeightType::q2_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    // The minimums: the high nibbles, widened to int16 then shifted down.
+    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
+    const HalfScales scales(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));  // the low nibbles
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
+      for (int k = 0; k < 4; ++k) s.scaled_chunk(4 * H + k, bits2(b, 2 * k), scales.chunk(4 * H + k));
+    }
+    s.end_block(f16x8(x + 80));
+  }
+};
+// hmask[32] | qs[64] | scales[12] | d. Codes as q2_k's plus bit 4 H + k of hmask[l] as their third bit,
+// minus 4 (OFFSET8); 16 signed 6-bit scales (- 32): low
+// nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
+// scales[8 + s % 4].
+struct Q3_K {
+  static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), OFFSET8 = q8_offset8(WeightType::q3_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const uint8_t* p = x + 96;
+    const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
+    uint32_t aux;
+    std::memcpy(&aux, p + 8, 4);
+    // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
+    const __m128i high2 = _mm_slli_epi16(
+        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
+    const HalfScales scales(_mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32)));
+    const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
+      for (int k = 0; k < 4; ++k)
+        s.scaled_chunk(4 * H + k, or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4)), scales.chunk(4 * H + k));
+    }
+    s.offsets(scales.all);
+    s.end_block(f16x8(x + 108));
+  }
+};
+// q4_k / q5_k: d | dmin | scales[12] (8 6-bit scales and minimums, scale_min_k's packing) | (qh[32]) |
+// qs[128]. Chunks 2p and 2p + 1 are the low and high nibbles of qs[32 p .. 32 p + 32); q5_k's fifth
+// bits are bits 2p and 2p + 1 of qh[l].
+template <bool FIVE>
+struct QX_K {
+  static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_k), MIN = q8_has_min(WeightType::q4_k);
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    // scale_min_k on four bytes at once: sub-blocks 0-3 in the low six bits of bytes 0-3 (scales)
+    // and 4-7 (minimums); 4-7 from the nibbles of bytes 8-11 with the top bits of bytes 0-7.
+    uint32_t w[3];
+    std::memcpy(w, x + 4, 12);
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
+    const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
+    s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
+    const __m256i sc =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    const uint8_t* qs = x + (FIVE ? 48 : 16);
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    __m256i qh = _mm256_setzero_si256();
+    if (FIVE) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16));
+    for (int p = 0; p < 4; ++p) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
+      __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
+      if (FIVE) {
+        lo = _mm256_or_si256(lo, bits_at(qh, 2 * p, 4, 0x10));
+        hi = _mm256_or_si256(hi, bits_at(qh, 2 * p + 1, 4, 0x10));
+      }
+      s.scaled_chunk(2 * p, lo, chunk_scale(sc, 2 * p));
+      s.scaled_chunk(2 * p + 1, hi, chunk_scale(sc, 2 * p + 1));
+    }
+    s.end_block(f16x8(x));
+  }
+};
+// ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
+// with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
+struct Q6_K {
+  static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), OFFSET8 = q8_offset8(WeightType::q6_k);
+  static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    const HalfScales scales(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)));
+    for (int H = 0; H < 2; ++H) {
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 64 * H + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 128 + 32 * H));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i b = k % 2 ? b1 : b0;
+        s.scaled_chunk(4 * H + k, or_masked(k >= 2 ? _mm256_srli_epi16(b, 4) : b, 0x0f, bits_at(h, 2 * k, 4, 0x30)),
+                       scales.chunk(4 * H + k));
+      }
+    }
+    s.offsets(scales.all);
+    s.end_block(f16x8(x + 208));
+  }
+};
+// d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
+struct IQ4_XS {
+  static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
+  static constexpr bool SIGNED = q8_signed(WeightType::iq4_xs), MIN = q8_has_min(WeightType::iq4_xs);
+  template <class S>
+  SPARQ_INLINE static void block(const uint8_t* x, S& s) {
+    // Scale c (int32 lane c): nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
+    uint32_t low4;
+    std::memcpy(&low4, x + 4, 4);
+    const __m128i l = _mm_cvtsi32_si128(static_cast<int>(low4)), nib = _mm_set1_epi8(0x0f);
+    const __m256i low = _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(_mm_and_si128(l, nib), _mm_and_si128(_mm_srli_epi16(l, 4), nib)));
+    const __m256i high = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i sc32 = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    const __m256i sc = scales16(sc32);
+    for (int c = 0; c < 8; c += 2) {
+      __m256i first, second;
+      nibbles64(x + 8 + 16 * c, first, second);
+      s.scaled_chunk(c, iq4_levels(first), chunk_scale(sc, c));
+      s.scaled_chunk(c + 1, iq4_levels(second), chunk_scale(sc, c + 1));
+    }
+    s.end_block(f16x8(x));
+  }
+};
+
+// Calls fn(T{}) with the block type's trait struct.
+template <class Fn>
+void with_type(WeightType t, Fn fn) {
+  switch (t) {
+    case WeightType::q4_0: return fn(Q4_0{});
+    case WeightType::q4_1: return fn(Q4_1{});
+    case WeightType::q5_0: return fn(Q5_0{});
+    case WeightType::q5_1: return fn(Q5_1{});
+    case WeightType::q8_0: return fn(Q8_0{});
+    case WeightType::iq4_nl: return fn(IQ4_NL{});
+    case WeightType::q2_k: return fn(Q2_K{});
+    case WeightType::q3_k: return fn(Q3_K{});
+    case WeightType::q4_k: return fn(QX_K<false>{});
+    case WeightType::q5_k: return fn(QX_K<true>{});
+    case WeightType::q6_k: return fn(Q6_K{});
+    case WeightType::iq4_xs: return fn(IQ4_XS{});
+    default: return;
+  }
+}
+
+// The 16 int16 pair sums of a super-block chunk's codes against activation codes x: lane i holds
+// elements 2i and 2i + 1 (vpmaddubsw; signed codes as |c| times x with c's sign, exact: see the top).
+template <class T>
+SPARQ_INLINE __m256i pair_sums(__m256i codes, __m256i x) {
+  if constexpr (T::SIGNED) return _mm256_maddubs_epi16(_mm256_abs_epi8(codes), _mm256_sign_epi8(x, codes));
+  else return _mm256_maddubs_epi16(codes, x);
+}
+
+// ---- 32-element blocks (q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl) ----
+// Per group of G blocks (Group) and activation row: two integer products into 4 G int32 lanes (lane j
+// of 128-bit lane h: block h's elements 4j .. 4j + 3 and 16 + 4j .. 16 + 4j + 3), one conversion, one
+// FMA with the blocks' scales dl dx (a permute of 8 blocks' scales, converted and multiplied by the
+// row's dx once per 8 blocks); the minimums once per 8 blocks; one horizontal sum per weight row.
+
+// The activation rows in the group layout, per call: for group g (blocks G g .. G g + G - 1) and row t,
+// the 32 G codes [elements 0-15 of each block | elements 16-31 of each block] at q + 32 G (g n + t)
+// and the 4 G start lanes -off * (the lane's 8 activation codes) at bias + 4 G (g n + t) (off =
+// offset<T>()); per row, dx and (with minimums) xs per block at d / sum32 + t blocks8. All zero past
+// the row's blocks: a missing block's dx of 0 zeroes whatever its lanes hold (in the shared layout
+// its codes 0 stand for x = -128), so a run of fewer than 8 blocks needs no code of its own.
+struct GroupActs {
+  static constexpr int G = Group::G;
+  int64_t n = 0, blocks = 0, groups = 0, blocks8 = 0;
+  bool shared = false;  // no start lanes: the weights give them (Group::shared_start); q holds x + 128
+  std::vector<int8_t> q;
+  std::vector<int32_t> bias;
+  std::vector<float> d, sum32;
+
+  // The codes' offset the start lanes remove: T::BIAS, or 128 for signed codes with VNNI (c + 128).
+  template <class T>
+  static constexpr int offset() {
+#if defined(__AVX512VNNI__)
+    return T::SIGNED ? 128 : T::BIAS;
+#else
+    return T::BIAS;
+#endif
+  }
+  // Whether T may take the shared layout: with VNNI, the types with start lanes. Used for several
+  // activation rows, whose start lanes would add half to the activations' bytes per weight row (8
+  // rows' would no longer fit the L1 cache: 1.4-1.8x slower), not for one, where the weights' extra
+  // work per group costs more than the load of one row's start lanes. (AVX2's equivalent, signed codes
+  // against x with their sign, was 1.1-1.3x slower for 2-8 rows: there the integer work decides.)
+  template <class T>
+  static constexpr bool can_share() {
+#if defined(__AVX512VNNI__)
+    return offset<T>() != 0;
+#else
+    return false;
+#endif
+  }
+
+  template <class T>
+  void fill(const RowActs& a) {
+    n = a.n;
+    shared = can_share<T>() && n > 1;
+    blocks = a.cols / 32;
+    groups = (blocks + G - 1) / G;
+    blocks8 = (blocks + 7) / 8 * 8;
+    q.assign(static_cast<size_t>(groups * n * 32 * G), 0);
+    bias.assign(offset<T>() && !shared ? static_cast<size_t>(groups * n * 4 * G) : 0, 0);
+    d.assign(static_cast<size_t>(n * blocks8), 0.0f);
+    sum32.assign(T::MIN ? static_cast<size_t>(n * blocks8) : 0, 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int8_t* x = a.q.data() + t * a.cols + 32 * b;
+        const int64_t at = (b / G) * n + t, h = b % G;
+        int8_t* to = q.data() + 32 * G * at + 16 * h;
+        const int8_t shift = shared ? static_cast<int8_t>(0x80) : 0;  // x + 128
+        for (int j = 0; j < 16; ++j) {
+          to[j] = static_cast<int8_t>(x[j] ^ shift);
+          to[16 * G + j] = static_cast<int8_t>(x[16 + j] ^ shift);
+        }
+        for (int j = 0; j < 4 && !bias.empty(); ++j) {
+          int sum = 0;
+          for (int i = 0; i < 4; ++i) sum += x[4 * j + i] + x[16 + 4 * j + i];
+          bias[4 * G * at + 4 * h + j] = -offset<T>() * sum;
+        }
+        d[t * blocks8 + b] = a.d[t * blocks + b];
+        if (T::MIN) sum32[t * blocks8 + b] = a.sum32[t * blocks + b];
+      }
+    }
+  }
+};
+
+// The G blocks from x (count of them in the row; the missing ones, whose scale dx is 0, replaced by
+// the last) into lo and hi.
+template <class T>
+SPARQ_INLINE void decode_group(const uint8_t* x, int count, GroupI& lo, GroupI& hi) {
+  const uint8_t* at[Group::G];
+  for (int h = 0; h < Group::G; ++h) at[h] = x + (h < count ? h : count - 1) * T::BYTES;
+  T::group(at, lo, hi);
+}
+
+// The f16 fields at p, p + STRIDE, .. of 8 blocks as f32 lanes, gathered in two 64-bit words
+// (general-register loads and shifts, which leave the vector units to the products).
+template <int STRIDE>
+SPARQ_INLINE __m256 f16s8(const uint8_t* p) {
+  auto word = [p](int i) SPARQ_LAMBDA {
+    return static_cast<uint64_t>(load_u16(p + i * STRIDE)) | static_cast<uint64_t>(load_u16(p + (i + 1) * STRIDE)) << 16 |
+           static_cast<uint64_t>(load_u16(p + (i + 2) * STRIDE)) << 32 | static_cast<uint64_t>(load_u16(p + (i + 3) * STRIDE)) << 48;
+  };
+  return _mm256_cvtph_ps(_mm_insert_epi64(_mm_cvtsi64_si128(static_cast<long long>(word(0))), static_cast<long long>(word(4)), 1));
+}
+// The same for `count` blocks (up to 8), zero past them.
+SPARQ_INLINE __m256 f16s_tail(const uint8_t* p, int stride, int count) {
+  alignas(16) uint16_t h[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < count; ++i) h[i] = load_u16(p + i * stride);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Weight row `row` against activation rows t0 .. t0 + NX - 1 of p into res[0 .. NX).
+template <class T, int NX, bool SHARED>
+SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0, float* res) {
+  constexpr int G = Group::G, GROUPS8 = 8 / G;
+  constexpr bool START = GroupActs::offset<T>() != 0 && !SHARED;
+  constexpr int CHAINS = NX == 1 ? 2 : 1;  // one row: two FMA chains; more: the rows' chains overlap
+  Group::F acc[NX][CHAINS];
+  __m256 mins[NX];
+  for (int k = 0; k < NX; ++k) {
+    for (int c = 0; c < CHAINS; ++c) acc[k][c] = Group::fzero();
+    mins[k] = _mm256_setzero_ps();
+  }
+  // The tile's codes and start lanes of the current group: row k's at q + 32 G k, bias + 4 G k.
+  const int8_t* q = p.q.data() + 32 * G * t0;
+  const int32_t* bias = START ? p.bias.data() + 4 * G * t0 : nullptr;
+  const int64_t q_step = 32 * G * p.n, bias_step = 4 * G * p.n;
+  const float* d = p.d.data() + t0 * p.blocks8;
+  const float* sum32 = T::MIN ? p.sum32.data() + t0 * p.blocks8 : nullptr;
+  // Runs of 8 blocks (the last may be shorter: count of them in the row).
+  for (int64_t b = 0; b < p.blocks; b += 8) {
+    const uint8_t* x = row + b * T::BYTES;
+    const int count = p.blocks - b < 8 ? static_cast<int>(p.blocks - b) : 8;
+    const __m256 dl = count == 8 ? f16s8<T::BYTES>(x) : f16s_tail(x, T::BYTES, count);
+    __m256 scale[NX];
+    for (int k = 0; k < NX; ++k) scale[k] = _mm256_mul_ps(dl, _mm256_loadu_ps(d + k * p.blocks8));
+    if constexpr (T::MIN) {
+      const __m256 m = count == 8 ? f16s8<T::BYTES>(x + T::M_AT) : f16s_tail(x + T::M_AT, T::BYTES, count);
+      for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32 + k * p.blocks8), mins[k]);
+      sum32 += 8;
+    }
+    d += 8;
+#pragma GCC unroll 4
+    for (int i = 0; i < GROUPS8; ++i) {
+      if (G * i >= count) break;
+      GroupI lo, hi;
+      decode_group<T>(x + G * i * T::BYTES, count - G * i, lo, hi);
+#if defined(__AVX512VNNI__)
+      if constexpr (SHARED) {
+        const GroupI start = Group::shared_start<T>(lo, hi);
+        for (int k = 0; k < NX; ++k) {
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::shared_lanes(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
+      } else
+#endif
+      {
+        for (int k = 0; k < NX; ++k) {
+          const GroupI start = START ? Group::load(bias + 4 * G * k) : Group::zero();
+          Group::F& a = acc[k][i % CHAINS];
+          a = Group::fma(Group::lanes<T>(lo, hi, q + 32 * G * k, start), scale[k], i, a);
+        }
+      }
+      q += q_step;
+      if constexpr (START) bias += bias_step;
+    }
+  }
+  for (int k = 0; k < NX; ++k) {
+    Group::F s = acc[k][0];
+    for (int c = 1; c < CHAINS; ++c) s = Group::add(s, acc[k][c]);
+    res[k] = Vec256::sum(_mm256_add_ps(Group::fold(s), mins[k]));
+  }
+}
+
+// RowActs' codes with the rows interleaved by chunk, [chunk][row][32 codes] (step = rows): a tile's
+// rows are then constant offsets from one pointer, not a pointer each (8 rows' pointers do not fit
+// the general registers beside the loop's own). One row is its own interleaving (step 1: RowActs'
+// array itself).
+struct ActCodes {
+  const int8_t* q;
+  int64_t step;
+  std::vector<int8_t> q_kept;
+
+  explicit ActCodes(const RowActs& a) : q(a.q.data()), step(a.n) {
+    if (a.n == 1) return;
+    const int64_t chunks = a.cols / 32;
+    q_kept.resize(a.q.size());
+    for (int64_t t = 0; t < a.n; ++t)
+      for (int64_t g = 0; g < chunks; ++g) std::memcpy(q_kept.data() + 32 * (g * a.n + t), a.q.data() + t * a.cols + 32 * g, 32);
+    q = q_kept.data();
+  }
+};
+
+// The sink of T::block (a super-block type) for NX activation rows from t0: the integer dot products
+// of each chunk scaled by the integer sub-block scales into one int32 vector per super-block, then
+// one f32 FMA per super-block; and the minimums' terms.
+template <class T, int NX>
+struct RowSums {
+  // The activation codes by chunk (ActCodes): row k's chunk g at q + 32 (g step + k), so that every
+  // row of the tile is a constant offset from one pointer.
+  const int8_t* q;
+  int64_t step;
+  const float *d[NX], *sum32[NX];
+  const int16_t* isum16[NX];
+  int64_t g0 = 0;  // the current block's first chunk in the row
+  __m256 acc[NX], mins[NX];
+  __m256i block_sum[NX];  // the current super-block's sum_s sc_s sum_j c_j q_j, spread over 8 lanes
+
+  RowSums(const RowActs& a, const ActCodes& codes, int64_t t0) : q(codes.q + 32 * t0), step(codes.step) {
+    for (int k = 0; k < NX; ++k) {
+      const int64_t t = t0 + k;
+      d[k] = a.d.data() + t * (a.cols / 32);
+      isum16[k] = a.isum16.empty() ? nullptr : a.isum16.data() + t * (a.cols / 16);
+      sum32[k] = T::MIN ? a.sum32.data() + t * (a.cols / 32) : nullptr;
+      acc[k] = mins[k] = _mm256_setzero_ps();
+      block_sum[k] = _mm256_setzero_si256();
+    }
+  }
+
+  // Row k's activation codes of chunk g.
+  SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + 32 * (g * step + k); }
+
+  // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
+    for (int k = 0; k < NX; ++k) {
+      const __m256i pairs = pair_sums<T>(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at(g0 + c, k))));
+#if defined(__AVX512VNNI__)
+      block_sum[k] = _mm256_dpwssd_epi32(block_sum[k], pairs, scales);
+#else
+      block_sum[k] = _mm256_add_epi32(block_sum[k], _mm256_madd_epi16(pairs, scales));
+#endif
+    }
+  }
+  // The codes' offset (q3_k, q6_k): scaled_chunk multiplied u = c + OFFSET8, so subtract OFFSET8 sum_s
+  // sc_s (the half-block's activation code sum), the 16 half-block scales sc as int16 lanes.
+  SPARQ_INLINE void offsets(__m256i sc) {
+    for (int k = 0; k < NX; ++k) {
+      const __m256i isum = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
+      block_sum[k] = _mm256_sub_epi32(block_sum[k], _mm256_mullo_epi32(isum, _mm256_set1_epi32(T::OFFSET8)));
+    }
+  }
+  // The super-block's sum times d dx (Q8_K's dx, repeated per 32 elements in RowActs::d).
+  SPARQ_INLINE void end_block(__m256 scale) {
+    for (int k = 0; k < NX; ++k) {
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_sum[k]), _mm256_mul_ps(scale, _mm256_broadcast_ss(d[k] + g0)), acc[k]);
+      block_sum[k] = _mm256_setzero_si256();
+    }
+  }
+  SPARQ_INLINE void mins32(__m256 m) {
+    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
+  }
+  SPARQ_INLINE void mins16(__m256i m, __m256 fv) {  // subtracts fv (a broadcast factor) times the integer terms
+    for (int k = 0; k < NX; ++k) {
+      // int32 lane c: chunk c's two half-block minimum factors times their code sums (exact: |m| <= 128, |sum| <= 16 * 127).
+      const __m256i isum = _mm256_madd_epi16(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(isum16[k] + 2 * g0)));
+      mins[k] = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d[k] + g0)), fv, mins[k]);
+    }
+  }
+  void finish(float* res) const {
+    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(acc[k], mins[k]));
+  }
+};
+
+// The sink of T::block (a super-block type) for q8_sums_avx2: the int32 sums sum_j c_j q_j of every
+// sub-block of one activation row (the integer sub-block scales left out: block_codes.h's codes), into sums.
+template <class T>
+struct SubSums {
+  const int8_t* q;
+  const int16_t* isum16;
+  int32_t* sums;   // the row's sub-block sums
+  int64_t g0 = 0;  // the current block's first chunk in the row
+  static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
+
+  // The sub-block sums by pair_sums itself (block_codes.h's codes are q3_k's and q6_k's u, their
+  // offset a minimum there).
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
+    alignas(32) int32_t lane[8];
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (g0 + c)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), _mm256_madd_epi16(pair_sums<T>(codes, x), _mm256_set1_epi16(1)));
+    if constexpr (HALVES) {
+      for (int h = 0; h < 2; ++h) sums[2 * (g0 + c) + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
+    } else {
+      sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
+    }
+  }
+  SPARQ_INLINE void offsets(__m256i) {}
+  SPARQ_INLINE void end_block(__m256) {}
+  SPARQ_INLINE void mins32(__m256) {}
+  SPARQ_INLINE void mins16(__m256i, __m256) {}
+};
+
+// The most activation rows one weight row's decoded codes are multiplied with at once: with AVX-512's
+// 32 vector registers 8 rows' accumulators fit beside the codes and scales, with AVX2's 16 only 4.
+#if defined(__AVX512VL__)
+constexpr int Q8_TILE = 8;
+#else
+constexpr int Q8_TILE = 4;
+#endif
+
+// tile(nx, r, t0, res): activation rows t0 .. t0 + nx - 1 against weight row r into res, for every
+// weight row of [row_begin, row_end) and the activation rows in tiles of Q8_TILE, then of 4, 2, 1
+// (nx a std::integral_constant); each weight row is decoded once per tile, read from DRAM once.
+template <class Tile>
+void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+  float res[Q8_TILE];
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t t0 = 0; t0 < n;) {
+      const int64_t left = n - t0;
+      const int nx = left >= Q8_TILE ? Q8_TILE : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      if (nx == Q8_TILE) tile(std::integral_constant<int, Q8_TILE>(), r, t0, res);
+      else if (Q8_TILE > 4 && nx == 4) tile(std::integral_constant<int, 4>(), r, t0, res);
+      else if (nx == 2) tile(std::integral_constant<int, 2>(), r, t0, res);
+      else tile(std::integral_constant<int, 1>(), r, t0, res);
+      for (int k = 0; k < nx; ++k) out[(t0 + k) * rows + r] = res[k];
+      t0 += nx;
+    }
+  }
+}
+
+template <class T>
+void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
+  const ActCodes codes(a);
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    constexpr int NX = decltype(nx)::value;
+    RowSums<T, NX> sums(a, codes, t0);
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) T::block(row + b * T::BYTES, sums);
+    sums.finish(res);
+  });
+}
+// One activation row (decode) against super-block weights: rows r and r + half (half the range
+// apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
+// chains get the other row's independent work to overlap with, and the weights are read as two
+// sequential streams far apart, which Zen 4 reads from DRAM faster than one. (Rows r and r + 1,
+// two streams interleaved within the same pages, read at half the rate or less there.)
+template <class T>
+void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
+  const ActCodes codes(a);
+  for (int64_t r = row_begin; r < row_begin + half; ++r) {
+    RowSums<T, 1> first(a, codes, 0), second(a, codes, 0);
+    const uint8_t* row = w + r * row_bytes;
+    const uint8_t* other = row + half * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
+      T::block(row + b * T::BYTES, first);
+      T::block(other + b * T::BYTES, second);
+    }
+    first.finish(out + r);
+    second.finish(out + r + half);
+  }
+  if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
+}
+
+// Activation rows (a.n) against weight rows [row_begin, row_end) of 32-element blocks.
+template <class T>
+void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  thread_local GroupActs kept;  // buffers kept from call to call
+  GroupActs& p = kept;
+  p.fill<T>(a);
+  const int64_t row_bytes = p.blocks * T::BYTES;
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    if constexpr (GroupActs::can_share<T>())
+      if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
+    row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
+  });
+}
+
+// The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by
+// Group::lanes (the sums rows_q8_32 scales) -> sums (n, rows, blocks).
+template <class T>
+void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  constexpr int G = Group::G;
+  GroupActs p;
+  p.fill<T>(a);
+  const int64_t blocks = p.blocks, row_bytes = blocks * T::BYTES;
+  for (int64_t t = 0; t < a.n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < blocks; b += G) {
+        const int count = static_cast<int>(std::min<int64_t>(G, blocks - b));
+        GroupI lo, hi;
+        decode_group<T>(w + r * row_bytes + b * T::BYTES, count, lo, hi);
+        const int64_t at = (b / G) * p.n + t;
+        GroupI sum;
+#if defined(__AVX512VNNI__)
+        if (p.shared) sum = Group::shared_lanes(lo, hi, p.q.data() + 32 * G * at, Group::shared_start<T>(lo, hi));
+#endif
+        if (!p.shared) {
+          const GroupI start = GroupActs::offset<T>() ? Group::load(p.bias.data() + 4 * G * at) : Group::zero();
+          sum = Group::lanes<T>(lo, hi, p.q.data() + 32 * G * at, start);
+        }
+        alignas(64) int32_t lane[4 * G];
+        std::memcpy(lane, &sum, sizeof lane);
+        for (int h = 0; h < count; ++h) sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
+      }
+    }
+  }
+}
+
+// Every activation row's sub-block sums of every weight row (SubSums) -> sums (n, rows, subs).
+template <class T>
+void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
+  for (int64_t k = 0; k < a.n; ++k) {
+    for (int64_t r = 0; r < rows; ++r) {
+      SubSums<T> sink{a.q.data() + k * a.cols, a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
+      for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparq
+
+// The entry points of matvec_q8.h for one ISA file: matmul_q8_<isa>, q8_sums_<isa>.
+#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                       \
+  namespace sparq {                                                                                                                      \
+  void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
+    with_type(t, [&](auto type) {                                                                                                        \
+      using T = decltype(type);                                                                                                          \
+      if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
+      else {                                                                                                                             \
+        if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
+        rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
+      }                                                                                                                                  \
+    });                                                                                                                                  \
+  }                                                                                                                                      \
+  void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
+    with_type(t, [&](auto type) {                                                                                                        \
+      using T = decltype(type);                                                                                                          \
+      if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);                                                                  \
+      else row_sums<T>(w, a, rows, sums);                                                                                                \
+    });                                                                                                                                  \
+  }                                                                                                                                      \
+  }

@@ -1,0 +1,59 @@
+// The portable parts of the integer prefill product (gemm_q8.h): the crossovers, and the loop over
+// panels and blocks of activation rows that the SIMD kernels share (the activation quantization and
+// the panel decode are AVX2 code, gemm_q8_pack_avx2.cc).
+#include "ops/gemm_q8.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace sparq {
+
+// Measured on a 2-core AMD EPYC (Zen 4), one thread, a 2048 x 4096 weight, CPU time of both kernels
+// at n = 8, 16, .. 96 (`pnpm bench:gemm-crossover`, and with `--kernel avx2`): the first of those n
+// where the blocked product was as fast (8 = GEMM_MIN_N: from there on). The K-quants' panel decode
+// (their scales per sub-block) needs more rows to repay it; AVX2's blocked kernels gain less per row
+// over their per-row ones than VNNI's. The VNNI K-quants' were measured again on a Zen 5 (load ~17) after
+// tile_super, the folded offsets and the once-per-super-block scale decode (docs/int8-products.md):
+// q4_k, q5_k 24 -> 16, q3_k, q6_k 32 -> 24. The crossovers are BLOCK_TRAITS' gemm_min_n columns.
+int64_t gemm_q8_min_n(WeightType t, bool vnni) { return vnni ? block_traits(t).gemm_min_n_vnni : block_traits(t).gemm_min_n_avx2; }
+
+void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
+  a.n = n;
+  a.cols = cols;
+  a.q.resize(static_cast<size_t>(n * cols));
+  a.d.resize(static_cast<size_t>(n * (cols / QK)));
+  a.ds.resize(a.d.size());
+  a.corr.resize(a.d.size());
+  a.qs16.resize(gemm_q8_halves(t) ? a.d.size() : 0);
+  a.qsum.resize(gemm_q8_super(t) ? a.d.size() : 0);
+  a.corr16.resize(gemm_q8_fold_offset(t) ? 2 * a.d.size() : 0);
+}
+
+void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums) {
+  constexpr int NR = GEMM_Q8_NR;
+  const int64_t cols = a.cols, panel_bytes = gemm_q8_panel_bytes(t, cols), chunk_rows = gemm_q8_chunk_panels(t, cols) * NR;
+  // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the chunk starting at c0.
+  uint8_t* base = scratch + (64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64;
+  auto panel = [&](int64_t c0, int64_t r0) {
+    uint8_t* u = base + (r0 - c0) / NR * panel_bytes;
+    float* dw = reinterpret_cast<float*>(u + NR * cols);
+    float* mw = dw + gemm_q8_steps(t, cols) * NR;
+    int32_t* sc = reinterpret_cast<int32_t*>(mw + gemm_q8_steps(t, cols) * NR);
+    return Q8Panel{u, dw, mw, sc, sc + cols / 16 * NR};
+  };
+  auto height = [&](int64_t r0) { return static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR); };
+  // Token blocks of about 256 KB of codes stay in L2 while every panel of the chunk passes.
+  const int64_t block = (262144 / cols / mr > 1 ? 262144 / cols / mr : 1) * mr;
+  for (int64_t c0 = row_begin; c0 < row_end; c0 += chunk_rows) {
+    const int64_t c1 = row_end - c0 < chunk_rows ? row_end : c0 + chunk_rows;
+    for (int64_t r0 = c0; r0 < c1; r0 += NR) gemm_q8_decode_panel(t, w, cols, r0, height(r0), panel(c0, r0));
+    for (int64_t tb = 0; tb < a.n; tb += block) {
+      const int64_t tend = a.n - tb < block ? a.n : tb + block;
+      for (int64_t r0 = c0; r0 < c1; r0 += NR) kernel(t, panel(c0, r0), a, tb, tend, rows, r0, height(r0), out, sums);
+    }
+  }
+}
+
+}  // namespace sparq
