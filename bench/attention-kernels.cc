@@ -1,7 +1,7 @@
 // q·K and p·V of one KV head apart, one thread, the AVX2 and AVX-512 kernels alternating in one
 // process (the per-kernel figures in attention_kernels.h's comments and docs/kv-cache.md):
 //   pnpm build:native && g++ -std=c++17 -O2 -Ipackages/native/src bench/attention-kernels.cc \
-//     packages/native/build/obj/{attention_avx2,attention_avx512,cpu}.o -o /tmp/attention-kernels
+//     packages/native/build/obj/{kernels/x86/attention_avx2,kernels/x86/attention_avx512,common/cpu}.o -o /tmp/attention-kernels
 //   /tmp/attention-kernels [S = 32768] [rounds = 25]
 // d 128, GQA groups of 1, 4 and 8, f16 and q8_0 rows of random bytes (finite values, q8_0 scale
 // 0.01). Eight heads' rows rotate (K of head h, V of head h + 4) so each read comes from memory,
@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 #include <algorithm>
-#include "attention.h"
-#include "half.h"
-#include "quant.h"
+#include "ops/attention.h"
+#include "common/half.h"
+#include "common/quant.h"
 using namespace sparq;
 static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 int main(int argc, char** argv) {

@@ -2,7 +2,7 @@
  * What one core reads per second as a stream and as SparQ step 3's gather: rows of 256 bytes
  * (d 128 in f16) or 512 bytes (f32) at random positions, one in 8 (k = S/8), visited in
  * increasing order, with and without software prefetches into L2 8 KB ahead (what the attention
- * kernels do: kGatherAhead in packages/native/src/attention_kernels.h). A plain C program, so
+ * kernels do: kGatherAhead in packages/native/src/kernels/attention_kernels.h). A plain C program, so
  * that no runtime sits between the loop and the memory:
  *
  *   cc -O2 -mavx2 -pthread bench/gather.c -o /tmp/gather && /tmp/gather
@@ -15,7 +15,7 @@
  * (heads split between them): dense streams every K and V row of 16 heads at S = 32k, d = 128;
  * SparQ (r = 16, k = S/8, l = k/4) streams r rows of K transposed per head, then gathers the K and
  * V rows of k positions: k - l random ones, ascending, and the last l. Their time ratio, as a
- * share of SPEC 3's data ratio (5.33x), is what an attention kernel would reach if its arithmetic
+ * share of spec.md §3's data ratio (5.33x), is what an attention kernel would reach if its arithmetic
  * were free and it moved memory as these loops do; an estimate, not a bound (the attention
  * kernels gather f32 rows faster per byte than these loops, README `sparq bench`: full run).
  */

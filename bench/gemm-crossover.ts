@@ -4,7 +4,7 @@
  *
  * One thread, a 2048 x 4096 weight, CPU time (best of 7) of matmul at n = 8, 16, .. 96 activation rows on
  * the blocked kernel and on the per-row kernel (forced with the addon's forceQ8GemmMinN), and the
- * first n where the blocked one was as fast. gemm_q8_min_n (src/gemm_q8.cc) holds these crossovers.
+ * first n where the blocked one was as fast. gemm_q8_min_n (src/common/block_traits.h, read by src/ops/gemm_q8.cc) holds these crossovers.
  * The blocked kernel decodes every weight into panels per call; the per-row one reads the weights
  * once per activation row.
  */

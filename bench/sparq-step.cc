@@ -2,7 +2,7 @@
 // (docs/sparq-step.md):
 //   pnpm build:native && g++ -std=c++17 -O2 -pthread -Ipackages/native/src
 //   bench/sparq-step.cc \
-//     packages/native/build/obj/{attention_ops,topk_select,kv_append,attention_ref,attention_avx2,attention_avx512,cpu,threads}.o
+//     packages/native/build/obj/{ops/{attention_ops,topk_select,kv_append},kernels/ref/attention_ref,kernels/x86/{attention_avx2,attention_avx512},common/{cpu,threads}}.o
 //     \ -o /tmp/sparq-step
 //   /tmp/sparq-step [S = 16384] [g = 1] [rounds = 7]
 // 32 query heads over 32 / g KV heads, d 128, f16 K and V rows, K transposed in
@@ -29,10 +29,10 @@
 #include <random>
 #include <vector>
 
-#include "attention.h"
-#include "cpu.h"
-#include "half.h"
-#include "threads.h"
+#include "ops/attention.h"
+#include "common/cpu.h"
+#include "common/half.h"
+#include "common/threads.h"
 using namespace sparq;
 
 static double wall() {

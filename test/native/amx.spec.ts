@@ -1,5 +1,5 @@
 /**
- * The AMX tile kernel of matmulInt4 'int8' (src/int4_amx.cc), opt-in: turned on for this file
+ * The AMX tile kernel of matmulInt4 'int8' (src/kernels/x86/int4_amx.cc), opt-in: turned on for this file
  * through the test-only `setAmx` binding and restored afterwards (vitest runs each file in its
  * own process). Skipped, with the reason, where the CPU lacks AMX-INT8 or Linux refused the tiles.
  *

@@ -491,7 +491,7 @@ for (const path of paths) {
 }
 
 /**
- * Block bytes of extreme codes for the AVX2 blocked product's int16 sums (src/gemm_q8_avx2.cc): per
+ * Block bytes of extreme codes for the AVX2 blocked product's int16 sums (src/kernels/x86/gemm_q8_avx2.cc): per
  * weight row, every code byte 0x00, 0x7f, 0x80, 0xff (all-max nibbles and fifth bits, q8_0's -128
  * and 127, iq4's first and last level, q6_k's codes 63 and its scales -1, 127 and -128) or random,
  * and the f16 scales (F16_FIELDS: d, m / dmin) 0.01 so the values stay finite.
