@@ -122,12 +122,28 @@ export function blockCodesRun(
   first: number,
   count: number,
 ): void {
-  const codec = CODECS[x.dtype];
-  const { elements } = BLOCK_LAYOUT[x.dtype];
+  blockCodesBytes(x.dtype, codes, scales, mins, x.data, byteIndex(x, first), count);
+}
+
+/**
+ * The same integer view of `count` elements (whole blocks) of `dtype` stored from bytes[at]: the
+ * attention's integer key scores read one quantized K row this way (int8-key-scores.ts).
+ */
+export function blockCodesBytes(
+  dtype: BlockDType,
+  codes: Int32Array,
+  scales: Float32Array,
+  mins: Float32Array,
+  bytes: Uint8Array,
+  at: number,
+  count: number,
+): void {
+  const codec = CODECS[dtype];
+  const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
   const subBlocks = elements / codec.subBlock; // per block
-  const block = blockScratch(x.dtype);
+  const block = blockScratch(dtype);
   for (let e = 0; e < count; e += elements) {
-    codec.blockCodes(block.codes, block.scales, block.mins, x.data, byteIndex(x, first + e));
+    codec.blockCodes(block.codes, block.scales, block.mins, bytes, at + (e / elements) * blockBytes);
     const s = (e / elements) * subBlocks; // the block's first sub-block
     codes.set(block.codes, e);
     scales.set(block.scales, s);
