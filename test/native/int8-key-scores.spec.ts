@@ -76,7 +76,8 @@ function referenceScores(c: Case, keys: Float32Array, q: Float32Array) {
   for (let j = 0; j < n; j++) {
     readRow(row, cache, k, cache.rowOffset(0, 0, j));
     for (let t = 0; t < g; t++)
-      for (let i = 0; i < d; i++) abs[t * n + j] += Math.abs(row[i] * acts.q[t * d + i] * acts.dx[(t * d + i) / 32 | 0]);
+      for (let i = 0; i < d; i++)
+        abs[t * n + j] += Math.abs(row[i] * acts.q[t * d + i] * acts.dx[((t * d + i) / 32) | 0]);
   }
   return { bytes: k.subarray(0, cache.rowOffset(0, 0, n - 1) + cache.rowStride), scores, abs };
 }
@@ -125,8 +126,8 @@ describe.skipIf(!addon)(`integer key scores (native vs reference)${addon ? '' : 
   }
 
   it('refuses a head dimension that is not whole blocks, naming it', () => {
-    expect(() => attn!.attnKeyScores('q8_0', new Uint8Array(68), 48, 1, new Float32Array(48), 1, new Float32Array(1))).toThrow(
-      /d must be a positive multiple of 32/,
-    );
+    expect(() =>
+      attn!.attnKeyScores('q8_0', new Uint8Array(68), 48, 1, new Float32Array(48), 1, new Float32Array(1)),
+    ).toThrow(/d must be a positive multiple of 32/);
   });
 });

@@ -82,10 +82,10 @@ struct SparqTraceView {
 // bias are laid out on the block's 8 int32 lanes (d / 4 per row), as the kernels load them
 // (attention_int8_simd.h).
 struct QueryBlocks {
-  const int8_t* x;       // (g, d) codes
-  const float* dq;       // (g, d / 4) the block's step f16(amax / 127), on each of its 8 lanes
-  const int32_t* bias;   // (g, d / 4) -off * (the block's code sum) on its first lane, 0 on the others:
-                         // off = 128 over q8_0 rows, 8 over q4_0 (the keys as unsigned bytes, c + off)
+  const int8_t* x;      // (g, d) codes
+  const float* dq;      // (g, d / 4) the block's step f16(amax / 127), on each of its 8 lanes
+  const int32_t* bias;  // (g, d / 4) -off * (the block's code sum) on its first lane, 0 on the others:
+                        // off = 128 over q8_0 rows, 8 over q4_0 (the keys as unsigned bytes, c + off)
 };
 
 // ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc, attention_neon.cc) ----

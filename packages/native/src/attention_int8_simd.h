@@ -106,8 +106,8 @@ struct I8<Avx512> {
     const __m256i lo = unsigned_codes<B>(blk);
     if (two) {
       key.u = _mm512_inserti64x4(_mm512_castsi256_si512(lo), unsigned_codes<B>(blk + B::kBytes), 1);
-      key.dk = _mm512_cvtph_ps(
-          _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(load_u16(blk + B::kBytes))), _mm_set1_epi16(static_cast<short>(load_u16(blk)))));
+      key.dk = _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(load_u16(blk + B::kBytes))),
+                                                _mm_set1_epi16(static_cast<short>(load_u16(blk)))));
     } else {
       key.u = _mm512_zextsi256_si512(lo);
       key.dk = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(load_u16(blk))));

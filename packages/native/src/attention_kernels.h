@@ -369,7 +369,9 @@ void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const in
 // each row once), R rows x G heads of f32 lanes reduced W at a time (store_logits).
 
 // The heads t .. of q (the block's first head t).
-inline QueryBlocks query_heads(const QueryBlocks& q, size_t t, size_t d) { return QueryBlocks{q.x + t * d, q.dq + t * d / 4, q.bias + t * d / 4}; }
+inline QueryBlocks query_heads(const QueryBlocks& q, size_t t, size_t d) {
+  return QueryBlocks{q.x + t * d, q.dq + t * d / 4, q.bias + t * d / 4};
+}
 
 template <class V, class B, int R, int G>
 __attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j0,
@@ -390,8 +392,8 @@ __attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld,
         const auto key = I::template key<B>(row + b * B::kBytes, two);
 #pragma GCC unroll 16
         for (int t = 0; t < G; t++)
-          acc[r * G + t] = I::template dot<B>(key, q.x + t * dd + b * QK, q.bias + t * lanes + b * 8, q.dq + t * lanes + b * 8, two,
-                                              acc[r * G + t]);
+          acc[r * G + t] =
+              I::template dot<B>(key, q.x + t * dd + b * QK, q.bias + t * lanes + b * 8, q.dq + t * lanes + b * 8, two, acc[r * G + t]);
       }
     }
   };
@@ -457,8 +459,8 @@ void qk_q8_t(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, s
 }
 
 template <class V>
-void qk_q8(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const QueryBlocks& q,
-           size_t g, float scale) {
+void qk_q8(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
+           const QueryBlocks& q, size_t g, float scale) {
   if constexpr (I8<V>::kRuntimeCheck) {
     // The AVX-512 table's kernel needs VNNI; an AVX-512 CPU without it takes the AVX2 one.
     if (!I8<V>::available()) return attn_kernels_avx2().qk_q8(scores, ld, k, type, d, pos, first, n, q, g, scale);
@@ -959,8 +961,8 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 
 template <class V>
 AttnKernels make_kernels(const char* name) {
-  return AttnKernels{name,         qk<V>,  qk_q8<V>,   pv<V>,       qk_cols<V>, qk_gather<V>, vmax<V>,
-                     exp_sum<V>,   scale<V>, filter_ge<V>, sum<V>, to_f16<V>, from_f16<V>, swiglu<V>};
+  return AttnKernels{name,       qk<V>,    qk_q8<V>,     pv<V>,  qk_cols<V>, qk_gather<V>, vmax<V>,
+                     exp_sum<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>,  from_f16<V>,  swiglu<V>};
 }
 
 }  // namespace

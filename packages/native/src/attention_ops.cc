@@ -25,9 +25,9 @@ struct Scratch {
   std::vector<float> block_inv;           // dense_prefill's 1 / softmax sum per row
   std::vector<int32_t> idx, idx2;
   std::vector<double> dbl;
-  std::vector<int8_t> qx;                // key_scores' query codes (g, d)
-  std::vector<float> qdq, qxs;           // their steps on 8 lanes per block (g, d / 4); quantize_act_row's xs (g, d / 32)
-  std::vector<int32_t> qbias, qsum;      // the bias lanes (g, d / 4); the blocks' code sums (g, d / 32)
+  std::vector<int8_t> qx;            // key_scores' query codes (g, d)
+  std::vector<float> qdq, qxs;       // their steps on 8 lanes per block (g, d / 4); quantize_act_row's xs (g, d / 32)
+  std::vector<int32_t> qbias, qsum;  // the bias lanes (g, d / 4); the blocks' code sums (g, d / 32)
 };
 Scratch& scratch() {
   thread_local Scratch s;

@@ -283,7 +283,8 @@ Napi::Value key_scores_js(const Napi::CallbackInfo& call) {
   const auto* k = typed_data<uint8_t>(call[1], static_cast<size_t>(n) * kv_row_bytes(type, static_cast<size_t>(d)), op, "k");
   const float* q = typed_data<float>(call[4], static_cast<size_t>(g * d), op, "q");
   float* scores = typed_data<float>(call[6], static_cast<size_t>(g * n), op, "scores");
-  return Napi::String::New(call.Env(), key_scores_rows(type, k, static_cast<size_t>(d), static_cast<size_t>(n), q, static_cast<size_t>(g), scores));
+  return Napi::String::New(call.Env(),
+                           key_scores_rows(type, k, static_cast<size_t>(d), static_cast<size_t>(n), q, static_cast<size_t>(g), scores));
 }
 
 }  // namespace
