@@ -27,9 +27,10 @@ export function keyScores(
   scale: number,
   stats?: AttentionStats,
 ): void {
-  if (isBlockKV(cache.dtype)) return int8KeyScores(scores, group, cache, positions, scale, stats);
   const { g, d, q, qAt } = group;
   const n = positions.length;
+  if (stats) stats.kElements += n * d;
+  if (isBlockKV(cache.dtype)) return int8KeyScores(scores, group, cache, positions, scale);
   const kRow = new Float32Array(d); // (d) one key row, widened to f32
   // One key row per position, shared by the group's heads.
   for (let j = 0; j < n; j++) {
@@ -41,7 +42,6 @@ export function keyScores(
       scores[t * n + j] = dot * scale;
     }
   }
-  if (stats) stats.kElements += n * d;
 }
 
 /** out_t (d) <- sum_j probs[t, j] * V[positions[j]], for each head t. Counts n*d V elements. */

@@ -30,19 +30,18 @@
  * SparQ step 1 reads K transposed (its own f32 / f16 / integer columns, kt-codes.ts), not rows, and
  * keeps its f32 sums; V is weighted in f32 (attend.ts weightedValues).
  */
-import { Tensor, type AttentionStats, type BlockDType, type KVCache } from '@sparq/core';
+import { Tensor, type BlockDType, type KVCache } from '@sparq/core';
 import { Q8_0_BLOCK, quantizeQ8_0 } from '../ops/activations-q8-0.ts';
 import { blockCodesBytes } from '../ops/quantize.ts';
 import type { HeadGroup } from './group.ts';
 
-/** scores (g, n) <- q_t · K[positions[j]] * scale by the integer product above; K rows q8_0 or q4_0. Counts n*d K elements. */
+/** scores (g, n) <- q_t · K[positions[j]] * scale by the integer product above; K rows q8_0 or q4_0 (keyScores counts the reads). */
 export function int8KeyScores(
   scores: Float32Array,
   group: HeadGroup,
   cache: KVCache,
   positions: Int32Array,
   scale: number,
-  stats?: AttentionStats,
 ): void {
   const { g, d } = group;
   const n = positions.length;
@@ -67,5 +66,4 @@ export function int8KeyScores(
       scores[t * n + j] = dot * scale;
     }
   }
-  if (stats) stats.kElements += n * d;
 }
