@@ -389,7 +389,7 @@ __attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld,
 #pragma GCC unroll 8
       for (size_t b = 0; b < blocks; b += I::kBlocks) {
         const bool two = I::kBlocks == 2 && b + 1 < blocks;
-        const auto key = I::template key<B>(row + b * B::kBytes, two);
+        const auto key = I::template key<B, G>(row + b * B::kBytes, two);
 #pragma GCC unroll 16
         for (int t = 0; t < G; t++)
           acc[r * G + t] =
@@ -401,13 +401,15 @@ __attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld,
   store_logits<V, R, G>(scores, ld, j0, acc, scale);
 }
 
-// Blocks of R rows from j while they fit in n, prefetched into L2 (kHeavyAhead, kGatherAhead); returns the first row not done.
+// Blocks of R rows from j while they fit in n, prefetched as qk_run's (qk_prefetch); returns the first row not done.
 template <class V, class B, int R, int G>
 __attribute__((noinline)) size_t qk_q8_run(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j, size_t n,
                                            size_t known, const QueryBlocks& q, float scale) {
-  const size_t ahead = heavy_ahead_rows<BlockPtr<B>>(d);
+  const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
+  const size_t ahead = heavy ? heavy_ahead_rows<BlockPtr<B>>(d) : stream_ahead_rows<BlockPtr<B>>(d);
+  const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
-    qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, true, true, ahead);
+    qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, stream, ahead);
     qk_q8_block<V, B, R, G>(scores, ld, k, d, pos, j, q, scale);
   }
   return j;
