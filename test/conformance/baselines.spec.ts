@@ -7,7 +7,7 @@ import { AttentionStats, H2OState, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
-import { TOL_ATTENTION, buildCache, maxDiff, oracleAttend, rowOf, shapeArb, validOf } from './oracle.ts';
+import { TOL_ATTENTION, buildCache, maxDiff, oracleAttend, rowOf, scoredQuery, shapeArb, validOf } from './oracle.ts';
 
 const kArb = fc.integer({ min: 1, max: 30 });
 
@@ -31,12 +31,14 @@ forEachBackend('topkDecode', (engine) => {
               const score = valid.map(() => 0);
               for (let t = 0; t < s.g; t++) {
                 const head = h * s.g + t;
+                const qRow = scoredQuery(
+                  s.dtype,
+                  built.q.data.subarray((b * s.nKv * s.g + head) * s.d, (b * s.nKv * s.g + head + 1) * s.d),
+                );
                 const logits = valid.map((j) => {
                   let dot = 0;
                   for (let i = 0; i < s.d; i++)
-                    dot +=
-                      built.q.data[(b * s.nKv * s.g + head) * s.d + i] *
-                      built.K[((b * s.nKv + h) * built.cache.capacity + j) * s.d + i];
+                    dot += qRow[i] * built.K[((b * s.nKv + h) * built.cache.capacity + j) * s.d + i];
                   return dot / Math.sqrt(s.d);
                 });
                 const max = Math.max(...logits);
@@ -243,12 +245,14 @@ forEachBackend('h2oSeed', (engine) => {
               for (let i = 0; i < n; i++) {
                 const visible = valid.slice(0, valid.length - (n - 1 - i));
                 for (let t = 0; t < s.g; t++) {
+                  const qRow = scoredQuery(
+                    s.dtype,
+                    q.data.subarray((i * H + h * s.g + t) * s.d, (i * H + h * s.g + t + 1) * s.d),
+                  );
                   const logits = visible.map((j) => {
                     let dot = 0;
                     for (let e = 0; e < s.d; e++)
-                      dot +=
-                        q.data[(i * H + h * s.g + t) * s.d + e] *
-                        built.K[((seq * s.nKv + h) * cache.capacity + j) * s.d + e];
+                      dot += qRow[e] * built.K[((seq * s.nKv + h) * cache.capacity + j) * s.d + e];
                     return dot / Math.sqrt(s.d);
                   });
                   const max = Math.max(...logits);

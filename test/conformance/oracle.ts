@@ -209,17 +209,42 @@ export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number)
   return { cache, K, V, KT, Kin, Vin, q };
 }
 
+/** Nearest integer, halves to even (x86's vroundps, which ggml's Q8_0 quantizer runs). */
+function nearestEven(v: number): number {
+  const r = Math.round(v); // halves up
+  return Math.abs(v - Math.trunc(v)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/**
+ * A query row as attention scores it against `dtype` K rows. Over q8_0 / q4_0 rows the scores are
+ * integer products with the query in ggml's Q8_0 blocks (issue 24; as llama.cpp): per block of 32,
+ * amax = max |x|, codes nearest-even(f32(x * f32(127 / amax))) (0 when amax = 0), step f16(f32(amax / 127)),
+ * so the product equals the exact one of this dequantized query with the stored rows. Float rows see q as is.
+ */
+export function scoredQuery(dtype: KVDType, q: ArrayLike<number>): Float64Array {
+  const out = Float64Array.from(q);
+  if (dtype !== 'q8_0' && dtype !== 'q4_0') return out;
+  for (let b = 0; b < q.length; b += 32) {
+    let amax = 0;
+    for (let i = b; i < b + 32; i++) amax = Math.max(amax, Math.abs(q[i]));
+    const id = amax === 0 ? 0 : Math.fround(127 / amax);
+    const step = roundToF16(Math.fround(amax / 127));
+    for (let i = b; i < b + 32; i++) out[i] = step * nearestEven(Math.fround(q[i] * id));
+  }
+  return out;
+}
+
 /** Row offset of (b, h, pos) in Built.K / Built.V. */
 export const at = (c: KVCache, b: number, h: number, pos: number) =>
   ((b * c.nKvHeads + h) * c.capacity + pos) * c.headDim;
 
-/** f64 softmax(q · K[pos]^T / sqrt(d)) · V[pos] over `positions` for query head `head` of sequence b. */
+/** f64 softmax(q · K[pos]^T / sqrt(d)) · V[pos] over `positions` for query head `head` of sequence b (q as scoredQuery gives it). */
 export function oracleAttend(built: Built, b: number, head: number, positions: number[]): Float64Array {
   const { cache, K, V, q } = built;
   const d = cache.headDim;
   const H = q.shape[1];
   const h = Math.floor(head / (H / cache.nKvHeads));
-  const qRow = Array.from(q.data.subarray((b * H + head) * d, (b * H + head + 1) * d));
+  const qRow = Array.from(scoredQuery(cache.dtype, q.data.subarray((b * H + head) * d, (b * H + head + 1) * d)));
   const logits = positions.map((j) => qRow.reduce((s, x, i) => s + x * K[at(cache, b, h, j) + i], 0) / Math.sqrt(d));
   const max = Math.max(...logits);
   const w = logits.map((x) => Math.exp(x - max));

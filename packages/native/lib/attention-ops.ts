@@ -86,6 +86,19 @@ export interface AttentionAddon {
   attnKernel(): string;
   /** Sums x with every pool thread: the streaming read the benchmark measures bandwidth with. */
   attnReadSum(x: Float32Array): number;
+  /**
+   * Tests: scores (g, n) = q (g, d) · K^T, unscaled, over n consecutive q8_0 / q4_0 rows k, in integers as
+   * the attention ops score them on the current kernel path (src/attention_int8_simd.h); returns the path's name.
+   */
+  attnKeyScores(
+    dtype: 'q8_0' | 'q4_0',
+    k: Uint8Array,
+    d: number,
+    n: number,
+    q: Float32Array,
+    g: number,
+    scores: Float32Array,
+  ): string;
 }
 
 /** The addon's attention functions (NativeAddon has them all; kept for callers that want only these). */

@@ -8,7 +8,7 @@
 //   attnSparq(cache, q, out, nHeads, r, k, l, reallocate, stats?, trace?)
 //   attnTopk / attnLmInfinite(cache, q, out, nHeads, k, stats?)
 //   attnH2O(cache, q, out, nHeads, k, acc, evicted, stats?)
-//   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x)
+//   attnThreads(), attnSetThreads(n), attnKernel(), attnReadSum(x), attnKeyScores(...) (tests)
 // stats: Float64Array(4) <- elements read (k, v, aux, io); trace: SparqTrace.
 #include <initializer_list>
 #include <string>
@@ -272,6 +272,24 @@ Napi::Value read_sum_js(const Napi::CallbackInfo& call) {
 
 Napi::Value kernel_js(const Napi::CallbackInfo& call) { return Napi::String::New(call.Env(), attn_kernels().name); }
 
+// Tests: attnKeyScores(dtype 'q8_0' | 'q4_0', k Uint8Array (n rows), d, n, q Float32Array (g, d), g, scores Float32Array (g, n))
+// -> the kernel path's name; scores = q · K^T unscaled, in integers as the attention ops compute them.
+Napi::Value key_scores_js(const Napi::CallbackInfo& call) {
+  const char* op = "attnKeyScores";
+  const std::string dtype = call[0].ToString().Utf8Value();
+  const int kv = name_index(dtype, {"q8_0", "q4_0"});
+  if (kv < 0) range_error(call.Env(), std::string(op) + ": dtype " + dtype + ", expected q8_0 | q4_0");
+  const KvType type = kv == 0 ? KvType::q8_0 : KvType::q4_0;
+  const int64_t d = int_arg(call[2], op, "d"), n = int_arg(call[3], op, "n"), g = int_arg(call[5], op, "g");
+  if (d < QK || d % QK != 0 || n < 0 || g < 1 || n * d >= (int64_t{1} << 31) || g * d >= (int64_t{1} << 31))
+    range_error(call.Env(), std::string(op) + ": d must be a positive multiple of 32, n >= 0, g >= 1");
+  const auto* k = typed_data<uint8_t>(call[1], static_cast<size_t>(n) * kv_row_bytes(type, static_cast<size_t>(d)), op, "k");
+  const float* q = typed_data<float>(call[4], static_cast<size_t>(g * d), op, "q");
+  float* scores = typed_data<float>(call[6], static_cast<size_t>(g * n), op, "scores");
+  return Napi::String::New(call.Env(),
+                           key_scores_rows(type, k, static_cast<size_t>(d), static_cast<size_t>(n), q, static_cast<size_t>(g), scores));
+}
+
 }  // namespace
 
 void register_attention_ops(Napi::Env env, Napi::Object exports) {
@@ -287,6 +305,7 @@ void register_attention_ops(Napi::Env env, Napi::Object exports) {
   exports.Set("attnSetThreads", Napi::Function::New(env, set_threads_js));
   exports.Set("attnReadSum", Napi::Function::New(env, read_sum_js));
   exports.Set("attnKernel", Napi::Function::New(env, kernel_js));
+  exports.Set("attnKeyScores", Napi::Function::New(env, key_scores_js));
 }
 
 }  // namespace sparq

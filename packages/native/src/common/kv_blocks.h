@@ -69,9 +69,9 @@ struct Q8_0Rows {
   static typename V::F load(const uint8_t* blk, size_t lane) {
     return V::mul(codes<V>(blk, lane), V::set1_half(load_u16(blk)));
   }
-  static float at(const uint8_t* blk, size_t lane) {
-    return static_cast<float>(static_cast<int8_t>(blk[2 + lane])) * fp16_to_fp32_ref(load_u16(blk));
-  }
+  // Element `lane`'s signed code c (x = d * c) and value.
+  static int code(const uint8_t* blk, size_t lane) { return static_cast<int8_t>(blk[2 + lane]); }
+  static float at(const uint8_t* blk, size_t lane) { return static_cast<float>(code(blk, lane)) * fp16_to_fp32_ref(load_u16(blk)); }
 };
 
 // q4_0: f16 d | 16 bytes, element j < 16 the low nibble of byte j, j + 16 its high nibble; x = d * (q - 8)
@@ -87,10 +87,8 @@ struct Q4_0Rows {
   static typename V::F load(const uint8_t* blk, size_t lane) {
     return V::mul(codes<V>(blk, lane), V::set1_half(load_u16(blk)));
   }
-  static float at(const uint8_t* blk, size_t lane) {
-    const int q = lane < 16 ? blk[2 + lane] & 0x0f : blk[2 + lane - 16] >> 4;
-    return static_cast<float>(q - 8) * fp16_to_fp32_ref(load_u16(blk));
-  }
+  static int code(const uint8_t* blk, size_t lane) { return (lane < 16 ? blk[2 + lane] & 0x0f : blk[2 + lane - 16] >> 4) - 8; }
+  static float at(const uint8_t* blk, size_t lane) { return static_cast<float>(code(blk, lane)) * fp16_to_fp32_ref(load_u16(blk)); }
 };
 
 // Element `lane` of block `blk` of rows of B: what `const float*` is to f32 rows. Adding n

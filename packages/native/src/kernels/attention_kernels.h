@@ -15,8 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/attention.h"
 #include "common/cpu.h"
+#include "kernels/attention_int8_simd.h"
+#include "ops/attention.h"
 
 namespace sparq {
 namespace {
@@ -103,6 +104,30 @@ inline void with_head_size(size_t d, Body body) {
   if (d == 128) body(std::integral_constant<size_t, 128>{});
   else if (d == 64) body(std::integral_constant<size_t, 64>{});
   else body(std::integral_constant<size_t, 0>{});
+}
+
+// scores[t * ld + j0 + r] = scale * (the lanes' sum of acc[r * G + t]) for R rows x G heads:
+// W accumulators per batched reduction (V::reduce_add_w, lane k = flat accumulator k = r * G + t)
+// when R * G is a multiple of W, else one by one.
+template <class V, int R, int G>
+inline void store_logits(float* scores, size_t ld, size_t j0, const typename V::F* acc, float scale) {
+  using F = typename V::F;
+  if constexpr ((R * G) % V::W == 0) {
+    const F sv = V::set1(scale);
+    for (int c = 0; c < R * G; c += V::W) {
+      const F sums = V::mul(V::reduce_add_w(acc + c), sv);
+      if constexpr (G == 1) {
+        V::store(scores + j0 + c, sums);
+      } else {
+        float tmp[V::W];
+        V::store(tmp, sums);
+        for (int l = 0; l < V::W; l++) scores[((c + l) % G) * ld + j0 + (c + l) / G] = tmp[l];
+      }
+    }
+  } else {
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < G; t++) scores[t * ld + j0 + r] = V::reduce_add(acc[r * G + t]) * scale;
+  }
 }
 
 // ---- q · K rows: R rows x G heads per block ----
@@ -194,21 +219,21 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P 
     };
     with_head_size(d, rows);
   }
-  if constexpr ((R * G) % V::W == 0) {
-    const F sv = V::set1(scale);
-    for (int c = 0; c < R * G; c += V::W) {
-      const F sums = V::mul(V::reduce_add_w(acc + c), sv);
-      if constexpr (G == 1) {
-        V::store(scores + j0 + c, sums);
-      } else {
-        float tmp[V::W];
-        V::store(tmp, sums);
-        for (int l = 0; l < V::W; l++) scores[((c + l) % G) * ld + j0 + (c + l) / G] = tmp[l];
-      }
-    }
-  } else {
-    for (int r = 0; r < R; r++)
-      for (int t = 0; t < G; t++) scores[t * ld + j0 + r] = V::reduce_add(acc[r * G + t]) * scale;
+  store_logits<V, R, G>(scores, ld, j0, acc, scale);
+}
+
+// The prefetches of q · K before its block of R rows from j (rows up to `known` may be read).
+// Gathered rows (SparQ step 3, baselines): a few rows ahead, the prefetcher cannot guess them.
+// Contiguous rows, when `stream`: `ahead` rows ahead, into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
+template <class V, class P, int R>
+inline void qk_prefetch(P k, size_t d, Positions pos, size_t j, size_t known, bool heavy, bool stream, size_t ahead) {
+  if (pos.pos) {
+    for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
+      V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos[j + 2 * R + r]), d)), RowTraits<P>::bytes(d));
+  } else if (stream && j + ahead + R <= known) {
+    const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
+    if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));
+    else V::prefetch_row(next, R * RowTraits<P>::bytes(d));
   }
 }
 
@@ -220,15 +245,7 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
   const size_t ahead = heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
-    // Gathered rows (SparQ step 3, baselines): fetch a few rows ahead, the prefetcher cannot guess them.
-    if (pos.pos) {
-      for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
-        V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos[j + 2 * R + r]), d)), RowTraits<P>::bytes(d));
-    } else if (stream && j + ahead + R <= known) {
-      const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
-      if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));  // see kHeavyAhead
-      else V::prefetch_row(next, R * RowTraits<P>::bytes(d));           // see kStreamAhead
-    }
+    qk_prefetch<V, P, R>(k, d, pos, j, known, heavy, stream, ahead);
     qk_block<V, P, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
   return j;
@@ -339,6 +356,120 @@ template <class V>
 void qk(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* q,
         size_t g, float scale) {
   with_rows(type, k, [&](auto rows) { qk_t<V>(scores, ld, rows, d, Positions{pos, first}, n, q, g, scale); });
+}
+
+// ---- q · K over block rows in integers (QueryBlocks, attention_int8_simd.h) ----
+// The reference's int8-key-scores.ts: per block, the exact int32 sum of the key's codes times the
+// query's Q8_0 codes, scaled by dk dq in f32. Dense decode over q8_0 rows in f32 spends g multiply-
+// adds per element (one per head of the group) after widening, converting and scaling it, and is
+// bound by that arithmetic, not the memory, once g >= 4 (docs/kv-cache.md); the integer product
+// takes 32 (AVX2) or 64 (VNNI) products per instruction from the codes as stored, and its f32 work
+// is per block and head. Rows go as in qk_block from memory: one whole row after the other, each
+// key block loaded and converted once for the G heads of a block (up to 8: GQA groups of 8 read
+// each row once), R rows x G heads of f32 lanes reduced W at a time (store_logits).
+
+// The heads t .. of q (the block's first head t).
+inline QueryBlocks query_heads(const QueryBlocks& q, size_t t, size_t d) {
+  return QueryBlocks{q.x + t * d, q.dq + t * d / 4, q.bias + t * d / 4};
+}
+
+template <class V, class B, int R, int G>
+__attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j0,
+                                                       const QueryBlocks& q, float scale) {
+  using I = I8<V>;
+  typename V::F acc[R * G];
+  auto rows = [&](auto dc) {
+    constexpr size_t DC = decltype(dc)::value;
+    const size_t dd = DC ? DC : d, blocks = dd / QK, lanes = dd / 4;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      const uint8_t* row = row_at(k, static_cast<size_t>(pos[j0 + r]), dd).blk;
+#pragma GCC unroll 16
+      for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
+#pragma GCC unroll 8
+      for (size_t b = 0; b < blocks; b += I::kBlocks) {
+        const bool two = I::kBlocks == 2 && b + 1 < blocks;
+        const auto key = I::template key<B, G>(row + b * B::kBytes, two);
+#pragma GCC unroll 16
+        for (int t = 0; t < G; t++)
+          acc[r * G + t] =
+              I::template dot<B>(key, q.x + t * dd + b * QK, q.bias + t * lanes + b * 8, q.dq + t * lanes + b * 8, two, acc[r * G + t]);
+      }
+    }
+  };
+  with_head_size(d, rows);
+  store_logits<V, R, G>(scores, ld, j0, acc, scale);
+}
+
+// Blocks of R rows from j while they fit in n, prefetched as qk_run's (qk_prefetch); returns the first row not done.
+template <class V, class B, int R, int G>
+__attribute__((noinline)) size_t qk_q8_run(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j, size_t n,
+                                           size_t known, const QueryBlocks& q, float scale) {
+  const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
+  const size_t ahead = heavy ? heavy_ahead_rows<BlockPtr<B>>(d) : stream_ahead_rows<BlockPtr<B>>(d);
+  const bool stream = heavy || stream_prefetch();
+  for (; j + R <= n; j += R) {
+    qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, stream, ahead);
+    qk_q8_block<V, B, R, G>(scores, ld, k, d, pos, j, q, scale);
+  }
+  return j;
+}
+
+template <class V, class B, int G>
+inline void qk_q8_heads(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t n, size_t known, const QueryBlocks& q,
+                        float scale) {
+  constexpr int R = G >= V::W ? 1 : V::W / G;
+  const size_t j = qk_q8_run<V, B, R, G>(scores, ld, k, d, pos, 0, n, known, q, scale);
+  qk_q8_run<V, B, 1, G>(scores, ld, k, d, pos, j, n, known, q, scale);
+}
+
+// The portable loop (Scalar, NEON): per block the int32 sum, then acc += (dk dq) sum in f32.
+template <class B>
+void qk_q8_portable(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t n, const QueryBlocks& q, size_t g,
+                    float scale) {
+  const size_t blocks = d / QK, lanes = d / 4;
+  for (size_t j = 0; j < n; j++) {
+    const uint8_t* row = row_at(k, static_cast<size_t>(pos[j]), d).blk;
+    for (size_t t = 0; t < g; t++) {
+      float acc = 0;
+      for (size_t b = 0; b < blocks; b++) {
+        const uint8_t* blk = row + b * B::kBytes;
+        int32_t isum = 0;
+        for (size_t i = 0; i < QK; i++) isum += B::code(blk, i) * q.x[t * d + b * QK + i];
+        acc += fp16_to_fp32_ref(load_u16(blk)) * q.dq[t * lanes + b * 8] * static_cast<float>(isum);
+      }
+      scores[t * ld + j] = acc * scale;
+    }
+  }
+}
+
+template <class V, class B>
+void qk_q8_t(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t n, const QueryBlocks& q, size_t g, float scale) {
+  if constexpr (!I8<V>::kSimd) {
+    qk_q8_portable(scores, ld, k, d, pos, n, q, g, scale);
+  } else {
+    // Heads in blocks of 8, 4, 2, 1; more than 8 (a prefill's block of query rows) take tiles of rows from L1.
+    for_each_tile<BlockPtr<B>>(pos, n, d, g > 8, [&](Positions at, size_t j0, size_t m) {
+      float* s = scores + j0;
+      size_t t = 0;
+      for (; t + 8 <= g; t += 8) qk_q8_heads<V, B, 8>(s + t * ld, ld, k, d, at, m, n - j0, query_heads(q, t, d), scale);
+      for (; t + 4 <= g; t += 4) qk_q8_heads<V, B, 4>(s + t * ld, ld, k, d, at, m, n - j0, query_heads(q, t, d), scale);
+      for (; t + 2 <= g; t += 2) qk_q8_heads<V, B, 2>(s + t * ld, ld, k, d, at, m, n - j0, query_heads(q, t, d), scale);
+      for (; t < g; t++) qk_q8_heads<V, B, 1>(s + t * ld, ld, k, d, at, m, n - j0, query_heads(q, t, d), scale);
+    });
+  }
+}
+
+template <class V>
+void qk_q8(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
+           const QueryBlocks& q, size_t g, float scale) {
+  if constexpr (I8<V>::kRuntimeCheck) {
+    // The AVX-512 table's kernel needs VNNI; an AVX-512 CPU without it takes the AVX2 one.
+    if (!I8<V>::available()) return attn_kernels_avx2().qk_q8(scores, ld, k, type, d, pos, first, n, q, g, scale);
+  }
+  const auto* bytes = static_cast<const uint8_t*>(k);
+  if (type == KvType::q8_0) qk_q8_t<V>(scores, ld, BlockPtr<Q8_0Rows>{bytes, 0}, d, Positions{pos, first}, n, q, g, scale);
+  else qk_q8_t<V>(scores, ld, BlockPtr<Q4_0Rows>{bytes, 0}, d, Positions{pos, first}, n, q, g, scale);
 }
 
 // ---- weighted sum of V rows: G heads x C vectors of accumulators per pass over the rows ----
@@ -832,8 +963,8 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 
 template <class V>
 AttnKernels make_kernels(const char* name) {
-  return AttnKernels{name,     qk<V>,        pv<V>,  qk_cols<V>, qk_gather<V>, vmax<V>,  exp_sum<V>,
-                     scale<V>, filter_ge<V>, sum<V>, to_f16<V>,  from_f16<V>,  swiglu<V>};
+  return AttnKernels{name,       qk<V>,    qk_q8<V>,     pv<V>,  qk_cols<V>, qk_gather<V>, vmax<V>,
+                     exp_sum<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>,  from_f16<V>,  swiglu<V>};
 }
 
 }  // namespace

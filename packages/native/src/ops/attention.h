@@ -77,6 +77,17 @@ struct SparqTraceView {
   float* tau = nullptr;        // (batch, nHeads)
 };
 
+// The g query rows of an integer q · K over block rows (the reference's int8-key-scores.ts),
+// quantized by quantize_act_row into ggml's Q8_0 blocks of 32 components. Per block, its step and
+// bias are laid out on the block's 8 int32 lanes (d / 4 per row), as the kernels load them
+// (attention_int8_simd.h).
+struct QueryBlocks {
+  const int8_t* x;      // (g, d) codes
+  const float* dq;      // (g, d / 4) the block's step f16(amax / 127), on each of its 8 lanes
+  const int32_t* bias;  // (g, d / 4) -off * (the block's code sum) on its first lane, 0 on the others:
+                        // off = 128 over q8_0 rows, 8 over q4_0 (the keys as unsigned bytes, c + off)
+};
+
 // ---- kernel table: one per ISA (attention_ref.cc, attention_avx2.cc, attention_avx512.cc, attention_neon.cc) ----
 // `pos` null means the contiguous positions first .. first + n - 1, else pos[0..n).
 // K / V pointers are a head's row 0 (element type by `type`).
@@ -88,6 +99,10 @@ struct AttnKernels {
   // scores[t * ld + j] = scale * q_t · K[pos_j] for heads t < g; q (g, d).
   void (*qk)(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* q,
              size_t g, float scale);
+  // The same over q8_0 / q4_0 rows in integers: scores[t * ld + j] = scale * sum_b dk_b dq_b (sum_i c_i x_i)
+  // over the blocks b of row pos_j, the sums exact in int32 (the reference's), the rest in f32.
+  void (*qk_q8)(float* scores, size_t ld, const void* k, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n,
+                const QueryBlocks& q, size_t g, float scale);
   // out[t * d + i] = sum_j p[t * ldp + j] * V[pos_j][i]  (overwrites out (g, d); with `add`, out's
   // values are the sums of earlier rows and these rows' terms continue them).
   void (*pv)(float* out, const void* v, KvType type, size_t d, const int32_t* pos, int64_t first, size_t n, const float* p, size_t ldp,
@@ -121,6 +136,10 @@ const AttnKernels& attn_kernels_avx512();
 const AttnKernels& attn_kernels_neon();  // arm64 builds only (attention_neon.cc)
 // The table of cpu.h's kernel_path().
 const AttnKernels& attn_kernels();
+
+// Tests: scores (g, n) = q (g, d) · K^T over n consecutive rows k of type `type`, unscaled, as the
+// attention ops score them on the current kernel path (q8_0 / q4_0 in integers); returns the path's name.
+const char* key_scores_rows(KvType type, const void* k, size_t d, size_t n, const float* q, size_t g, float* scores);
 
 // ---- exact top-k selection (topk_select.cc) ----
 // The m best of x[0..n) by (x descending, index ascending), written to out in

@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention.h"
 #include "common/cpu.h"
 #include "common/threads.h"
+#include "ops/attention.h"
 #include "ops/kernel_table.h"
+#include "ops/matvec_q8.h"
 
 namespace sparq {
 namespace {
@@ -25,6 +26,9 @@ struct Scratch {
   std::vector<double> block_inv;          // dense_prefill's 1 / softmax sum per row
   std::vector<int32_t> idx, idx2;
   std::vector<double> dbl;
+  std::vector<int8_t> qx;            // key_scores' query codes (g, d)
+  std::vector<float> qdq, qxs;       // their steps on 8 lanes per block (g, d / 4); quantize_act_row's xs (g, d / 32)
+  std::vector<int32_t> qbias, qsum;  // the bias lanes (g, d / 4); the blocks' code sums (g, d / 32)
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -73,6 +77,32 @@ void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const floa
     for (const Counts& p : per) counts->add(p);
 }
 
+// scores[t * ld + j] = scale * q_t · K[pos_j] for the g query rows q (g, d) over KV head rows k:
+// f32 rows (f32, f16) by kt.qk; q8_0 / q4_0 rows in integers by kt.qk_q8, the rows q quantized
+// into ggml's Q8_0 blocks by the 'int8' products' quantizer (the reference's int8-key-scores.ts).
+void key_scores(const AttnKernels& kt, float* scores, size_t ld, const CacheView& c, const void* k, size_t d, const int32_t* pos,
+                int64_t first, size_t n, const float* q, size_t g, float scale, Scratch& s) {
+  if (c.dtype != KvType::q8_0 && c.dtype != KvType::q4_0) return kt.qk(scores, ld, k, c.dtype, d, pos, first, n, q, g, scale);
+  const size_t blocks = d / QK, lanes = d / 4;
+  const int32_t off = c.dtype == KvType::q8_0 ? 128 : 8;  // the keys as unsigned bytes: c + off (attention_int8_simd.h)
+  s.qx.resize(g * d);
+  s.qdq.assign(g * lanes, 0.f);
+  s.qbias.assign(g * lanes, 0);
+  s.qxs.resize(g * blocks);
+  s.qsum.resize(g * blocks);
+  std::vector<float> dq(blocks);
+  for (size_t t = 0; t < g; t++) {
+    quantize_act_row(WeightType::q8_0, q + t * d, static_cast<int64_t>(d), s.qx.data() + t * d, dq.data(), s.qxs.data() + t * blocks,
+                     s.qsum.data() + t * blocks);
+    // Block b's step on its 8 int32 lanes, its bias on the first.
+    for (size_t b = 0; b < blocks; b++) {
+      std::fill_n(s.qdq.data() + t * lanes + b * 8, 8, dq[b]);
+      s.qbias[t * lanes + b * 8] = -off * s.qsum[t * blocks + b];
+    }
+  }
+  kt.qk_q8(scores, ld, k, c.dtype, d, pos, first, n, QueryBlocks{s.qx.data(), s.qdq.data(), s.qbias.data()}, g, scale);
+}
+
 // Exact attention of a group over n positions (pos, or the range first..): scores,
 // softmax, weighted V rows into grp.out. Leaves the unnormalised exp(score - max)
 // in p (g, n) and 1 / sum per head in inv (for H2O's weights).
@@ -80,7 +110,7 @@ void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const i
             float* inv, Counts& cnt) {
   const size_t g = grp.g, d = grp.d;
   p.resize(g * n);
-  kt.qk(p.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+  key_scores(kt, p.data(), n, c, c.rows(c.k, grp.b, grp.h), d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)), scratch());
   std::vector<float> sums(g);
   for (size_t t = 0; t < g; t++) {
     float* row = p.data() + t * n;
@@ -102,6 +132,14 @@ void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows,
 }
 
 }  // namespace
+
+const char* key_scores_rows(KvType type, const void* k, size_t d, size_t n, const float* q, size_t g, float* scores) {
+  const AttnKernels& kt = attn_kernels();
+  CacheView c;
+  c.dtype = type;
+  key_scores(kt, scores, n, c, k, d, nullptr, 0, n, q, g, 1.f, scratch());
+  return kt.name;
+}
 
 const AttnKernels& attn_kernels() { return kernel_entry(kernel_table(), &KernelTable::attention)(); }
 
@@ -165,7 +203,7 @@ struct PrefillBlocks {
     s.block_q.resize(m * d);
     for (size_t u = 0; u < nt; u++) std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
     s.probs.resize(m * hi);
-    kt.qk(s.probs.data(), hi, c.rows(c.k, seq, h), c.dtype, d, nullptr, first, hi, s.block_q.data(), m, scale);
+    key_scores(kt, s.probs.data(), hi, c, c.rows(c.k, seq, h), d, nullptr, first, hi, s.block_q.data(), m, scale, s);
     return hi;
   }
 };
@@ -378,7 +416,8 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
     const int64_t first = c.npad[grp.b];
     // Exact logits over every valid position: the full read of K.
     s.logits.resize(g * n);
-    kt.qk(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)));
+    key_scores(kt, s.logits.data(), n, c, c.rows(c.k, grp.b, grp.h), d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)),
+               s);
     cnt.k += static_cast<double>(n) * d;
     // Rank by the group's summed probabilities.
     s.probs.assign(s.logits.begin(), s.logits.end());

@@ -2,19 +2,23 @@
  * The exact-attention pieces every op composes (spec.md §1), for one head group
  * (group.ts) over a list of positions:
  *
- *   scores  (g, n) = q_t · K[pos]^T / sqrt(d)        reads n K rows  (n*d elements)
+ *   scores  (g, n) = q_t · K[pos]^T / sqrt(d)        reads n K rows  (n*d elements; int8-key-scores.ts for q8_0 / q4_0)
  *   probs   (g, n) = softmax of each row               (softmax.ts)
  *   y_t     (d)    = sum_j probs[t, j] * V[pos_j]      reads n V rows  (n*d elements)
  *
  * Dense uses all valid positions; SparQ step 3 uses i2; the baselines use their
  * own budgets. Each K or V row is read once and used by the whole group.
  */
-import type { AttentionStats, KVCache } from '@sparq/core';
+import { isBlockKV, type AttentionStats, type KVCache } from '@sparq/core';
 import { readRow } from './cache-read.ts';
 import type { HeadGroup } from './group.ts';
+import { int8KeyScores } from './int8-key-scores.ts';
 import { softmaxRows } from './softmax.ts';
 
-/** scores (g, n) <- q_t · K[positions[j]] * scale, for each head t of the group. Counts n*d K elements. */
+/**
+ * scores (g, n) <- q_t · K[positions[j]] * scale, for each head t of the group. Counts n*d K elements.
+ * Quantized K rows (q8_0, q4_0) are scored in integers against the quantized query (int8-key-scores.ts).
+ */
 export function keyScores(
   scores: Float32Array,
   group: HeadGroup,
@@ -25,6 +29,8 @@ export function keyScores(
 ): void {
   const { g, d, q, qAt } = group;
   const n = positions.length;
+  if (stats) stats.kElements += n * d;
+  if (isBlockKV(cache.dtype)) return int8KeyScores(scores, group, cache, positions, scale);
   const kRow = new Float32Array(d); // (d) one key row, widened to f32
   // One key row per position, shared by the group's heads.
   for (let j = 0; j < n; j++) {
@@ -36,7 +42,6 @@ export function keyScores(
       scores[t * n + j] = dot * scale;
     }
   }
-  if (stats) stats.kElements += n * d;
 }
 
 /** out_t (d) <- sum_j probs[t, j] * V[positions[j]], for each head t. Counts n*d V elements. */

@@ -6,9 +6,10 @@
  *   kT    (batch, nKvHeads, headDim, columnStride) columns at cache.columnOffset(b, h, i):
  *         f32, f16, or integer codes with a scale per 64 positions (kt-codes.ts)
  *
- * Attention always computes on the stored values decoded to f32: widening f16 is exact, and a
- * block decodes exactly as ggml's dequantize does (the `dequantize` op's code). So a quantized
- * cache differs from an f32 one only by the rounding done at append.
+ * Attention computes on the stored values decoded to f32: widening f16 is exact, and a block
+ * decodes exactly as ggml's dequantize does (the `dequantize` op's code). The one exception is
+ * q · k over q8_0 / q4_0 K rows, an integer product of the codes with the query rounded to Q8_0
+ * blocks, as llama.cpp computes it (int8-key-scores.ts); V rows are always decoded.
  */
 import { KT_BLOCK, f16ToF32, isBlockKV, isIntegerKT, type KVCache, type KVStorage } from '@sparq/core';
 import { dequantizeBytes } from '../ops/quantize.ts';

@@ -69,10 +69,19 @@ export function quantizeBytes(
   xAt: number,
   count: number,
 ): void {
-  const codec = CODECS[dtype];
-  const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
   // One block of consecutive elements at a time.
-  for (let e = 0; e < count; e += elements) codec.quantizeBlock(bytes, at + (e / elements) * blockBytes, x, xAt + e);
+  eachBlock(dtype, at, count, (codec, e, blockAt) => codec.quantizeBlock(bytes, blockAt, x, xAt + e));
+}
+
+/** visit(codec, e, blockAt) for the blocks of `count` elements (whole blocks) of `dtype` stored from byte `at`: element e's block at blockAt. */
+function eachBlock(
+  dtype: BlockDType,
+  at: number,
+  count: number,
+  visit: (codec: BlockCodec, e: number, blockAt: number) => void,
+): void {
+  const { elements, bytes } = BLOCK_LAYOUT[dtype];
+  for (let e = 0; e < count; e += elements) visit(CODECS[dtype], e, at + (e / elements) * bytes);
 }
 
 /** Consecutive blocks of `dtype` from bytes[at] -> out[outAt .. outAt+count) f32 (count whole blocks). */
@@ -84,10 +93,7 @@ export function dequantizeBytes(
   at: number,
   count: number,
 ): void {
-  const codec = CODECS[dtype];
-  const { elements, bytes: blockBytes } = BLOCK_LAYOUT[dtype];
-  for (let e = 0; e < count; e += elements)
-    codec.dequantizeBlock(out, outAt + e, bytes, at + (e / elements) * blockBytes);
+  eachBlock(dtype, at, count, (codec, e, blockAt) => codec.dequantizeBlock(out, outAt + e, bytes, blockAt));
 }
 
 /** x (..., n) blocks -> out (..., n) f32. */
@@ -122,17 +128,30 @@ export function blockCodesRun(
   first: number,
   count: number,
 ): void {
-  const codec = CODECS[x.dtype];
-  const { elements } = BLOCK_LAYOUT[x.dtype];
-  const subBlocks = elements / codec.subBlock; // per block
-  const block = blockScratch(x.dtype);
-  for (let e = 0; e < count; e += elements) {
-    codec.blockCodes(block.codes, block.scales, block.mins, x.data, byteIndex(x, first + e));
-    const s = (e / elements) * subBlocks; // the block's first sub-block
+  blockCodesBytes(x.dtype, codes, scales, mins, x.data, byteIndex(x, first), count);
+}
+
+/**
+ * The same integer view of `count` elements (whole blocks) of `dtype` stored from bytes[at]: the
+ * attention's integer key scores read one quantized K row this way (int8-key-scores.ts).
+ */
+export function blockCodesBytes(
+  dtype: BlockDType,
+  codes: Int32Array,
+  scales: Float32Array,
+  mins: Float32Array,
+  bytes: Uint8Array,
+  at: number,
+  count: number,
+): void {
+  const block = blockScratch(dtype);
+  eachBlock(dtype, at, count, (codec, e, blockAt) => {
+    codec.blockCodes(block.codes, block.scales, block.mins, bytes, blockAt);
+    const s = e / codec.subBlock; // the block's first sub-block
     codes.set(block.codes, e);
     scales.set(block.scales, s);
     mins.set(block.mins, s);
-  }
+  });
 }
 
 /** One block's integer view per dtype, reused by every call (no allocation per block). */
