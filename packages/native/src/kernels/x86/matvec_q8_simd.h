@@ -837,7 +837,8 @@ void sums_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums)
         }
         alignas(64) int32_t lane[4 * G];
         std::memcpy(lane, &sum, sizeof lane);
-        for (int h = 0; h < count; ++h) sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
+        for (int h = 0; h < count; ++h)
+          sums[(t * rows + r) * blocks + b + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
       }
     }
   }
@@ -849,7 +850,8 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
-      SubSums<T> sink{a.q.data() + k * a.cols, a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
+      SubSums<T> sink{a.q.data() + k * a.cols, a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16),
+                      sums + (k * rows + r) * subs};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) T::block(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
