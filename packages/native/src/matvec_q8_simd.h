@@ -52,14 +52,6 @@ using bytes32::nibbles32;
 // The f16 at p in all 8 f32 lanes: a broadcast load (vpbroadcastw) and one conversion.
 inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p)))); }
 
-// 32 bytes of nibbles -> nibbles32(p) and nibbles32(p + 16), from one load.
-inline void nibbles64(const uint8_t* p, __m256i& first, __m256i& second) {
-  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), low = _mm256_set1_epi8(0x0f);
-  const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
-  first = _mm256_permute2x128_si256(lo, hi, 0x20);
-  second = _mm256_permute2x128_si256(lo, hi, 0x31);
-}
-
 // 32 little-endian bits at p -> byte j = 0x10 where bit j is set (q5_0 / q5_1's fifth bits).
 inline __m256i fifth_bits(const uint8_t* p) {
   uint32_t bits;
@@ -166,18 +158,19 @@ SPARQ_INLINE __m256i scales16(__m256i sc32) { return _mm256_permute4x64_epi64(_m
 SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) {
   return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<short>(2 * c + ((2 * c + 1) << 8))));
 }
+// Of 8 int16 scales in both 128-bit halves, scale 2p in lanes 0-7 and scale 2p + 1 in lanes 8-15 (p < 4).
+SPARQ_INLINE __m256i scale_pair(__m256i sc8, int p) {
+  const char a = static_cast<char>(4 * p), b = static_cast<char>(a + 2);
+  return _mm256_shuffle_epi8(sc8, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1, b, b + 1,
+                                                   b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+}
 // 16-element half-blocks: the 16 int8 scales sc as int16 (all), and scales 0-7 / 8-15 in both 128-bit
 // halves (low / high); chunk c's: half-block 2c's scale in lanes 0-7, 2c + 1's in lanes 8-15.
 struct HalfScales {
   __m256i all, low, high;
   explicit HalfScales(__m128i sc)
       : all(_mm256_cvtepi8_epi16(sc)), low(_mm256_permute2x128_si256(all, all, 0x00)), high(_mm256_permute2x128_si256(all, all, 0x11)) {}
-  SPARQ_INLINE __m256i chunk(int c) const {
-    const char a = static_cast<char>(4 * (c % 4)), b = static_cast<char>(a + 2);
-    return _mm256_shuffle_epi8(c < 4 ? low : high,
-                               _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1, b,
-                                                b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
-  }
+  SPARQ_INLINE __m256i chunk(int c) const { return scale_pair(c < 4 ? low : high, c % 4); }
 };
 
 #if defined(__AVX512BW__)
@@ -417,14 +410,17 @@ struct IQ4_XS {
         _mm256_srlv_epi32(_mm256_set1_epi32(load_u16(x + 2)), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
     return _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
   }
+  // Chunks 2p and 2p + 1 (32-byte units; ActCodes lays the activation codes out the same way): the
+  // low and high nibbles of qs[32 p .. 32 p + 32), the first and second halves of sub-blocks 2p and
+  // 2p + 1 (one per 128-bit lane). No lane crossing, and one scale vector for both.
+  static constexpr int8_t SLOTS256[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
   template <class S>
   SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const __m256i sc = scales16(scales32(x));
-    for (int c = 0; c < 8; c += 2) {
-      __m256i first, second;
-      nibbles64(x + 8 + 16 * c, first, second);
-      s.scaled_chunk(c, iq4_levels(first), chunk_scale(sc, c));
-      s.scaled_chunk(c + 1, iq4_levels(second), chunk_scale(sc, c + 1));
+    const __m256i sc = scales16(scales32(x)), low = _mm256_set1_epi8(0x0f);
+    for (int p = 0; p < 4; ++p) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 + 32 * p)), scales = scale_pair(sc, p);
+      s.scaled_chunk(2 * p, iq4_levels(_mm256_and_si256(b, low)), scales);
+      s.scaled_chunk(2 * p + 1, iq4_levels(_mm256_and_si256(_mm256_srli_epi16(b, 4), low)), scales);
     }
     s.end_block(f16x8(x));
   }
@@ -546,9 +542,19 @@ template <class T>
 constexpr bool wide_blocks() {
   return WIDE_BLOCKS && T::ELEMENTS == 256;
 }
+// Whether T's 256-bit decoder hands out chunks in an order of its own (T::SLOTS256).
+template <class T, class = void>
+struct HasSlots256 : std::false_type {};
+template <class T>
+struct HasSlots256<T, std::void_t<decltype(T::SLOTS256)>> : std::true_type {};
+template <class T>
+constexpr bool laid_out() {
+  return wide_blocks<T>() || HasSlots256<T>::value;
+}
 template <class T>
 ActCodes act_codes(const RowActs& a) {
   if constexpr (wide_blocks<T>()) return ActCodes(a, 64, T::SLOTS);
+  else if constexpr (HasSlots256<T>::value) return ActCodes(a, 32, T::SLOTS256);
   else return ActCodes(a);
 }
 // Block x of T into the sink s, by the 512-bit decoder where T has one.
@@ -713,7 +719,7 @@ struct SubSums {
   const int32_t* bias;
   const int16_t* isum16;
   int32_t* sums;     // the row's sub-block sums (zero before the first block)
-  int64_t step = 1;  // the 512-bit decoders' units: row's unit g at q + 64 g step, bias + 16 g step (ActCodes)
+  int64_t step = 1;  // laid_out types: the row's unit g at q + UNIT g step, bias + UNIT / 4 g step (ActCodes)
   int64_t g0 = 0;    // the current block's first chunk in the row
   static constexpr bool HALVES = (std::is_same_v<T, Q2_K> || std::is_same_v<T, Q3_K> || std::is_same_v<T, Q6_K>);
 
@@ -727,12 +733,12 @@ struct SubSums {
   // offset a minimum there).
   SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
     alignas(32) int32_t lane[8];
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (g0 + c)));
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (g0 + c) * step));
     _mm256_store_si256(reinterpret_cast<__m256i*>(lane), _mm256_madd_epi16(pair_sums<T>(codes, x), _mm256_set1_epi16(1)));
-    if constexpr (HALVES) {
-      for (int h = 0; h < 2; ++h) sums[2 * (g0 + c) + h] = lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
-    } else {
-      sums[g0 + c] = lane[0] + lane[1] + lane[2] + lane[3] + lane[4] + lane[5] + lane[6] + lane[7];
+    for (int h = 0; h < 2; ++h) {  // the 16-element group of each 128-bit lane: 2c + h, or T::SLOTS256's
+      int group = 2 * c + h;
+      if constexpr (HasSlots256<T>::value) group = T::SLOTS256[group];
+      sums[HALVES ? 2 * g0 + group : g0 + group / 2] += lane[4 * h] + lane[4 * h + 1] + lane[4 * h + 2] + lane[4 * h + 3];
     }
   }
 #if defined(__AVX512BW__)
@@ -843,13 +849,14 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
 template <class T>
 void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, subs = SubSums<T>::HALVES ? a.cols / 16 : a.cols / 32;
-  const ActCodes wide = wide_blocks<T>() ? act_codes<T>(a) : ActCodes(RowActs{});
+  const ActCodes laid = laid_out<T>() ? act_codes<T>(a) : ActCodes(RowActs{});
+  constexpr int UNIT = wide_blocks<T>() ? 64 : 32;
   std::fill(sums, sums + a.n * rows * subs, 0);
   for (int64_t k = 0; k < a.n; ++k) {
     for (int64_t r = 0; r < rows; ++r) {
       SubSums<T> sink{a.q.data() + k * a.cols, a.bias.empty() ? nullptr : a.bias.data() + k * (a.cols / 4),
                       a.isum16.empty() ? nullptr : a.isum16.data() + k * (a.cols / 16), sums + (k * rows + r) * subs};
-      if (wide_blocks<T>()) sink = {wide.q + 64 * k, wide.bias ? wide.bias + 16 * k : nullptr, nullptr, sink.sums, wide.step};
+      if (laid_out<T>()) sink = {laid.q + UNIT * k, laid.bias ? laid.bias + UNIT / 4 * k : nullptr, nullptr, sink.sums, laid.step};
       for (int64_t b = 0; b < blocks; ++b, sink.g0 += T::ELEMENTS / 32) decode<T>(w + r * row_bytes + b * T::BYTES, sink);
     }
   }
