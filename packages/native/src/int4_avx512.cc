@@ -86,6 +86,12 @@ void matmul_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_b
         chunks,
         [&](int64_t chunk, __m512* acc) {
           const int64_t g0 = r * groups + lg.first(chunk);
+          // Several activation rows: the next weight row's chunk and scales into L1 now (the tile's work
+          // per weight byte leaves the hardware prefetchers behind; as matvec_q8_simd.h's rows_q8).
+          if (NX > 1) {
+            _mm_prefetch(reinterpret_cast<const char*>(row + w.cols / 2 + chunk * 64), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(w.scales + g0 + groups), _MM_HINT_T0);
+          }
           __m512i lanes[NX];
           chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, a, t0, chunk, lanes);
           const __m512 wscale = lg.spread(w.scales + g0);
