@@ -31,7 +31,7 @@ constexpr int64_t CHUNK = 128;  // elements per 64-byte chunk of packed weights
 
 // Per-chunk view of the weight's groups: which group each lane belongs to.
 struct LaneGroups {
-  __m512i index;   // lane -> group offset within the chunk
+  __m512i index;  // lane -> group offset within the chunk
   int64_t group, per_chunk;
   LaneGroups(int64_t group_size) : group(group_size), per_chunk(group_size < CHUNK ? CHUNK / group_size : 1) {
     alignas(64) int32_t idx[16];

@@ -161,8 +161,8 @@ SPARQ_INLINE __m256i chunk_scale(__m256i sc16, int c) {
 // Of 8 int16 scales in both 128-bit halves, scale 2p in lanes 0-7 and scale 2p + 1 in lanes 8-15 (p < 4).
 SPARQ_INLINE __m256i scale_pair(__m256i sc8, int p) {
   const char a = static_cast<char>(4 * p), b = static_cast<char>(a + 2);
-  return _mm256_shuffle_epi8(sc8, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1, b, b + 1,
-                                                   b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
+  return _mm256_shuffle_epi8(sc8, _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b, b + 1,
+                                                   b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1));
 }
 // 16-element half-blocks: the 16 int8 scales sc as int16 (all), and scales 0-7 / 8-15 in both 128-bit
 // halves (low / high); chunk c's: half-block 2c's scale in lanes 0-7, 2c + 1's in lanes 8-15.
@@ -312,7 +312,8 @@ struct QX_K {
     const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | (((w[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((w[2] >> 4) & 0x0f0f0f0f) | (((w[1] >> 6) & 0x03030303) << 4);
     s.mins32(scaled_u8(_mm_setr_epi32(static_cast<int>(w[1] & 0x3f3f3f3f), static_cast<int>(mn_hi), 0, 0), -f16_at(x + 2)));
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
+    return _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(w[0] & 0x3f3f3f3f), static_cast<int>(sc_hi), 0, 0)));
   }
   template <class S>
   SPARQ_INLINE static void block(const uint8_t* x, S& s) {
@@ -387,7 +388,8 @@ struct Q6_K {
     const __m512i high = _mm512_set1_epi8(0x30);
     for (int H = 0; H < 2; ++H) {
       const __m512i ql = load64(x + 64 * H), qh = twice32(x + 128 + 32 * H);
-      s.wide(2 * H, low4_or(ql, _mm512_and_si512(shift_per_half(qh, 4, 2), high)), unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H));
+      s.wide(2 * H, low4_or(ql, _mm512_and_si512(shift_per_half(qh, 4, 2), high)),
+             unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H));
       s.wide(2 * H + 1, low4_or(_mm512_srli_epi16(ql, 4), _mm512_and_si512(shift_per_half(qh, 0, -2), high)),
              unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H + 1));
     }
@@ -436,9 +438,10 @@ struct IQ4_XS {
                                             _mm512_set1_epi8(static_cast<char>(0x80)));
     for (int P = 0; P < 2; ++P) {
       const __m512i b = load64(x + 8 + 64 * P);
-      const __m512i scales = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 2,
-                                                                         4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3),
-                                                       sc);
+      const __m512i scales =
+          _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * P, 4 * P, 4 * P, 4 * P, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 1, 4 * P + 2,
+                                                     4 * P + 2, 4 * P + 2, 4 * P + 2, 4 * P + 3, 4 * P + 3, 4 * P + 3, 4 * P + 3),
+                                   sc);
       s.wide_signed(P, _mm512_shuffle_epi8(levels, _mm512_and_si512(b, low)),
                     _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(b, 4), low)), scales);
     }
@@ -527,7 +530,8 @@ struct ActCodes {
           const int64_t slot = u * per_unit + i, group = identity ? slot : slot / 16 * 16 + slots[slot % 16];
           std::memcpy(q_kept.data() + unit * (u * a.n + t) + 16 * i, a.q.data() + t * a.cols + 16 * group, 16);
           if (bias)
-            std::memcpy(bias_kept.data() + unit / 4 * (u * a.n + t) + 4 * i, a.bias.data() + t * (a.cols / 4) + 4 * group, 4 * sizeof(int32_t));
+            std::memcpy(bias_kept.data() + unit / 4 * (u * a.n + t) + 4 * i, a.bias.data() + t * (a.cols / 4) + 4 * group,
+                        4 * sizeof(int32_t));
         }
       }
     }
@@ -669,7 +673,8 @@ struct RowSums {
     const int64_t g = g0 / 2 + 2 * p;
     for (int k = 0; k < NX; ++k) {
       __m512i lanes = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias_at(g, k)), first, _mm512_loadu_si512(x_at(g, k)));
-      lanes = _mm512_add_epi32(_mm512_dpbusd_epi32(lanes, second, _mm512_loadu_si512(x_at(g + 1, k))), _mm512_loadu_si512(bias_at(g + 1, k)));
+      lanes =
+          _mm512_add_epi32(_mm512_dpbusd_epi32(lanes, second, _mm512_loadu_si512(x_at(g + 1, k))), _mm512_loadu_si512(bias_at(g + 1, k)));
       block_sum[k] = _mm512_add_epi32(block_sum[k], _mm512_mullo_epi32(lanes, scales));
     }
   }
@@ -759,7 +764,8 @@ struct SubSums {
   SPARQ_INLINE void wide_signed(int p, __m512i first, __m512i second, __m512i) {
     const int64_t g = g0 / 2 + 2 * p;
     const __m512i a = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias + 16 * g * step), first, _mm512_loadu_si512(q + 64 * g * step));
-    const __m512i b = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias + 16 * (g + 1) * step), second, _mm512_loadu_si512(q + 64 * (g + 1) * step));
+    const __m512i b =
+        _mm512_dpbusd_epi32(_mm512_loadu_si512(bias + 16 * (g + 1) * step), second, _mm512_loadu_si512(q + 64 * (g + 1) * step));
     add_groups(2 * p, _mm512_add_epi32(a, b));  // lane i of both units: sub-block 4p + i
   }
 #endif
@@ -824,7 +830,8 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
       // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
       if constexpr (T::ELEMENTS == 256 && NX > 1)
-        for (int line = 0; line < T::BYTES; line += 64) _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + b * T::BYTES + line), _MM_HINT_T0);
+        for (int line = 0; line < T::BYTES; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + b * T::BYTES + line), _MM_HINT_T0);
       decode<T>(row + b * T::BYTES, sums);
     }
     sums.finish(res);
