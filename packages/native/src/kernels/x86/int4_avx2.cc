@@ -63,6 +63,11 @@ void rows_avx2(const Int4View& w, const Int8Acts& a, float* out, int64_t row_beg
           steps,
           [&](int64_t s, __m256* acc) {
             const int64_t g0 = r * groups + sg.first(s);
+            // Several activation rows: the next weight row's bytes and scales into L1 now (as int4_avx512.cc).
+            if (NX > 1 && s % 2 == 0) {
+              _mm_prefetch(reinterpret_cast<const char*>(row + half + s * 32), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(w.scales + g0 + groups), _MM_HINT_T0);
+            }
             const __m256i b = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s * 32)), flip);  // u = n ^ 8
             const __m256i lo = _mm256_and_si256(b, low), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low);
             __m256 wscale;
