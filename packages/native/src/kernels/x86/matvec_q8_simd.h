@@ -1044,7 +1044,7 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
       // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
       // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
-      if constexpr (T::ELEMENTS == 256 && NX > 1)
+      if constexpr (NX > 1)
         for (int line = 0; line < T::BYTES; line += 64)
           _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + b * T::BYTES + line), _MM_HINT_T0);
       decode<T>(row + b * T::BYTES, sums);
@@ -1149,7 +1149,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
       using T = decltype(type);                                                                                                          \
       if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
       else {                                                                                                                             \
-        if (T::ELEMENTS == 256 && a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                \
+        if (a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                                      \
         rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
       }                                                                                                                                  \
     });                                                                                                                                  \
