@@ -72,7 +72,7 @@ describe('sparq bench --quick', () => {
     }
   });
 
-  it('sweeps dense and SparQ (k = S/8, S/16) at each S, with the data ratio of SPEC 3', () => {
+  it('sweeps dense and SparQ (k = S/8, S/16) at each S, with the data ratio of spec.md §3', () => {
     const rows = res.kernels;
     expect(rows.map((r) => [r.S, r.method, r.k])).toEqual(
       SEQS.flatMap((S) => [

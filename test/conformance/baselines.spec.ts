@@ -182,7 +182,7 @@ forEachBackend('h2oDecode', (engine) => {
   opIt(
     engine,
     'h2oDecode',
-    "in steady state (g 1) reads SPEC 3's 2kd + 2d of K, V, q and y, plus 2k accumulated scores (SPEC models 2S for a dense score vector)",
+    "in steady state (g 1) reads spec.md §3's 2kd + 2d of K, V, q and y, plus 2k accumulated scores (spec.md §3 models 2S for a dense score vector)",
     () => {
       const s = {
         batch: 1,

@@ -203,16 +203,16 @@ export function readsView(a: Lesson): string {
   a.reads.forEach((m, i) => {
     const y = 6 + i * (2 * rowH + 8);
     body.push(text(GUTTER - 6, y + rowH + 4, METHOD_NAMES[m.method], 'end'));
-    body.push(rect(GUTTER, y, m.formula * scale, rowH - 1, 'formula', `SPEC 3 formula: ${m.formula} elements`));
+    body.push(rect(GUTTER, y, m.formula * scale, rowH - 1, 'formula', `spec.md §3 formula: ${m.formula} elements`));
     body.push(rect(GUTTER, y + rowH, m.counted * scale, rowH - 1, 'counted', `kernel count: ${m.counted} elements`));
     body.push(text(GUTTER + m.formula * scale + 4, y + 12, `${m.formula} (${fmt(m.formula / dense.formula)}× dense)`));
     body.push(text(GUTTER + m.counted * scale + 4, y + rowH + 12, `${m.counted} counted`));
   });
   return panel(
     '5. Data read per token',
-    `Elements of K, V and side data read in layer ${a.layer} at this step (all KV heads, S = ${a.S}): SPEC 3's formula (light) and what the reference kernel counted as it read (dark).`,
+    `Elements of K, V and side data read in layer ${a.layer} at this step (all KV heads, S = ${a.S}): spec.md §3's formula (light) and what the reference kernel counted as it read (dark).`,
     [
-      ['formula', 'SPEC 3 formula'],
+      ['formula', 'spec.md §3 formula'],
       ['counted', "kernel's count"],
     ],
     svg(width, 10 + a.reads.length * (2 * rowH + 8), body),

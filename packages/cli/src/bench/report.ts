@@ -159,7 +159,7 @@ export function markdownReport(res: BenchResults): string {
   if (res.kernels.length > 0) {
     parts.push('## Attention kernels: one decode step, all heads (median ms)\n');
     parts.push(
-      `Data ratio: SPEC 3's dense elements read over SparQ's; % of ratio: measured speed-up over it. Read GB/s: the read bandwidth probed just before the row; % BW: SPEC 3 bytes per second over it.\n`,
+      `Data ratio: spec.md §3's dense elements read over SparQ's; % of ratio: measured speed-up over it. Read GB/s: the read bandwidth probed just before the row; % BW: spec.md §3 bytes per second over it.\n`,
     );
     parts.push(kernelTable(res.kernels));
   }
@@ -257,7 +257,7 @@ export function charts(res: BenchResults): Partial<Record<ChartKey, string>> {
   draw('speedup', speedup, {
     ...common,
     title: 'SparQ speed-up over dense attention',
-    caption: 'measured (solid) against SPEC 3 data ratio (dashed)',
+    caption: 'measured (solid) against spec.md §3 data ratio (dashed)',
     yLabel: 'speed-up (x)',
     yInclude: [0, 1],
   });

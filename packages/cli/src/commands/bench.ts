@@ -44,7 +44,7 @@ const USAGE = `sparq bench [--model FILE | --shape NAME [--layers N] [--weights 
 Measures speed on this machine, with the read bandwidth measured in the same run:
   kernels      one decode step of attention (--heads KV heads of dim ${SWEEP_HEAD_DIM}, each with g query heads
                for g in --groups), dense and SparQ (r = d/8, k = S/8 and S/16, l = k/4), at each S
-               of --seq, per backend, KV type, layout, group and thread count; beside SPEC 3's
+               of --seq, per backend, KV type, layout, group and thread count; beside spec.md §3's
                data ratio and % of read bandwidth
   end to end   prefill S tokens, then --decode steps with each method, at each S of --e2e-seq and
                KV type of --e2e-kv: on --model FILE (GGUF), a --shape file, else a generated random

@@ -59,7 +59,7 @@ export const demoCommand: Command = {
 Synthetic decode (S prompt tokens, then T measured steps) with heavy-tailed
 queries. For compression ratios about 1/2, 1/4, 1/8 it runs SparQ (r = ratio*d,
 k = ratio*S/2, l = k/4), oracle top-k (k = ratio*S), H2O and LM-Infinite (k from
-their SPEC 3 formulas) and prints, per method: parameters, SPEC 3's formula
+their spec.md §3 formulas) and prints, per method: parameters, spec.md §3's formula
 ratio, the counted ratio (elements the kernels read / dense's), top-k agreement
 (fraction of dense's top-k' positions, by summed group probability, that the
 method attended, k' = the method's k), output error vs dense (relative L2) and
@@ -241,7 +241,7 @@ time per step. Defaults: S 1024, T 8, H 8, N = H, D 64, seed 1.`,
           .trimEnd() + '\n',
       );
     process.stdout.write(
-      `formula = SPEC 3 elements / dense at S ${S}; counted = elements the kernels counted / dense's; top-k agree = fraction of dense's top-k' positions (by summed group probability) the method attended; rel L2 err = ||y - y_dense|| / ||y_dense|| over ${T} steps\n`,
+      `formula = spec.md §3 elements / dense at S ${S}; counted = elements the kernels counted / dense's; top-k agree = fraction of dense's top-k' positions (by summed group probability) the method attended; rel L2 err = ||y - y_dense|| / ||y_dense|| over ${T} steps\n`,
     );
     return 0;
   },

@@ -63,7 +63,7 @@ read from the file unless --tokenizer is given).
   --lengths LIST    prompt lengths in tokens, default ${FULL.lengths.join(',')}
   --depths LIST     needle depths in [0, 1], default 0,0.1,...,1
   --methods LIST    default sparq,h2o,lminf,oracle (dense always runs)
-  --targets LIST    SPEC 3 ratios to dense, default 0.25,0.125,0.0625 (budget.ts's rule picks r, k)
+  --targets LIST    spec.md §3 ratios to dense, default 0.25,0.125,0.0625 (budget.ts's rule picks r, k)
   --kv LIST         KV element types, default f16 (any of ${KV_TYPES.join(', ')})
   --quick           4096 tokens, depths 0, 0.5, 1 (about a minute)
   --attention M     one method (its parameters for --targets' first ratio, default 0.125) at one

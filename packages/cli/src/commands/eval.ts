@@ -110,7 +110,7 @@ prints one JSON object (--json) or a line. With --attention dense, ppl is dense 
 position. Defaults of --r, --k, --l as in generate over a 512-position context.
 
 The sweep (no --attention): every task for dense and --methods (default sparq,h2o,lminf,oracle)
-at --targets compression ratios (default 0.5,0.25,0.125: SPEC 3's ratio averaged over a
+at --targets compression ratios (default 0.5,0.25,0.125: spec.md §3's ratio averaged over a
 task's decode steps), parameters by the rule in packages/llm/src/eval/budget.ts, for each
 of --variants (default f32,int4,q4_0,f16-kv: f32 weights, INT4 group-32 weights, Q4_0
 weights, f16 KV cache; quantized weights multiply on the dequant path). Writes results.json, results.md and SVG plots to --out (default

@@ -196,7 +196,7 @@ export const generateCommand: Command = {
         `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
-        `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (SPEC 3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
+        `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (spec.md §3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,
         `backend ${info.name} (kernel ${info.kernel}, ${info.threads} thread${info.threads === 1 ? '' : 's'})`,
         `finished: ${interrupted ? 'interrupted (Ctrl-C)' : FINISH[result.finishReason]}, ${result.generatedTokens} tokens generated`,
       ];

@@ -57,7 +57,7 @@ export function evalMarkdown(report: EvalReport): string {
     if (v.ppl) {
       const d = v.ppl.dense;
       parts.push(
-        `Perplexity. Dense over every position: NLL ${d.nll.toFixed(4)}, ppl ${d.ppl.toFixed(4)} (${d.targets} targets). Method rows score the positions after the 64-position dense prefix of each window, beside dense on the same positions. compression: SPEC 3's ratio, the mean over the scored steps; counted: the elements the kernels read over SPEC 3's dense elements, summed over the run (long steps weigh more).\n`,
+        `Perplexity. Dense over every position: NLL ${d.nll.toFixed(4)}, ppl ${d.ppl.toFixed(4)} (${d.targets} targets). Method rows score the positions after the 64-position dense prefix of each window, beside dense on the same positions. compression: spec.md §3's ratio, the mean over the scored steps; counted: the elements the kernels read over spec.md §3's dense elements, summed over the run (long steps weigh more).\n`,
       );
       const rows: Cell[][] = v.ppl.rows.map((x) => [
         ratio(x.target),
@@ -190,7 +190,7 @@ export function evalCharts(report: EvalReport): Record<string, string> {
       byMethod(v.ppl.rows, (x) => [x.compression, x.ppl - x.densePpl]),
       {
         title: 'Perplexity increase over dense against compression',
-        caption: `${v.variant}: ppl - dense ppl on the same positions; SPEC 3 ratio averaged over the scored steps`,
+        caption: `${v.variant}: ppl - dense ppl on the same positions; spec.md §3 ratio averaged over the scored steps`,
         xLabel: 'compression (method / dense data)',
         yLabel: 'ppl - dense ppl (log scale)',
         logX: true,
