@@ -476,15 +476,22 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
       expect(r.usage!.prompt_tokens + r.usage!.completion_tokens).toBeLessThanOrEqual(CONTEXT);
     });
 
-    it('a seed repeats its sampled text, seed 0 included; another seed gives another text', async () => {
+    it('a seed repeats its sampled text, seed 0 and negative seeds included; another seed gives another text', async () => {
       const s = server();
       const sampled = (seed: number) =>
         s.client.completions
           .create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed })
           .then((r) => r.choices[0].text);
-      const [zero1, zero2, a, b] = await Promise.all([sampled(0), sampled(0), sampled(7), sampled(8)]);
+      const [zero1, zero2, a, b, minus1, minus2] = await Promise.all(
+        [0, 0, 7, 8, -7, -7].map((seed) => sampled(seed)),
+      );
       expect(zero2).toBe(zero1);
-      expect(new Set([zero1, a, b]).size).toBe(3);
+      expect(minus2).toBe(minus1);
+      expect(new Set([zero1, a, b, minus1]).size).toBe(4);
+      const e = (await s.client.completions
+        .create({ model: 'stories', prompt: 'x', seed: 0.5 })
+        .catch((error: unknown) => error)) as InstanceType<typeof OpenAI.APIError>;
+      expect([e.status, e.param]).toEqual([400, 'seed']);
     });
 
     it('ignore_eos: generation goes on past the end-of-text token, to max_tokens', async () => {

@@ -5,7 +5,7 @@
  * over the tasks in each cell).
  */
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { NeedleRecord } from '@sparq/llm';
 import { markdownTable, type Cell } from './markdown-table.ts';
 import { formatTick, heatmap } from './svg-chart.ts';
@@ -72,7 +72,7 @@ export function needleMarkdown(report: NeedleReport): string {
   const out = [
     `# Needle in a haystack\n`,
     `\`${report.command}\`\n`,
-    `Model: ${report.model}, ${report.ngram}-gram. Filler ${report.data}, backend ${report.backend}. Depths ${report.depths.map((x) => `${Math.round(100 * x)}%`).join(', ')}.\n`,
+    `Model: ${report.model.includes('-gram') ? report.model : `${report.model}, ${report.ngram}-gram`}. Filler ${basename(report.data)}, backend ${report.backend}. Depths ${report.depths.map((x) => `${Math.round(100 * x)}%`).join(', ')}.\n`,
   ];
   for (const { kv, seconds, records } of report.results) {
     out.push(`## KV ${kv} (${seconds.toFixed(0)} s)\n`);

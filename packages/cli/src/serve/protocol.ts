@@ -83,7 +83,8 @@ const UNSUPPORTED: [string, (v: unknown) => boolean][] = [
 
 /**
  * The sampler's state for seed 0: its xorshift generator would stay at 0 for ever, so seed 0 takes
- * 2^53, a value no request can give (seeds are at most 2^53 - 1): seed 0 repeats like any other.
+ * 2^53, a state no request's seed gives (|seed| < 2^53; a negative seed s is the 64-bit state
+ * 2^64 + s, as OpenAI's API takes any integer): seed 0 repeats like any other.
  */
 const ZERO_SEED = 2 ** 53;
 
@@ -128,8 +129,8 @@ export function parseRequest(endpoint: Endpoint, body: unknown, served: Served):
   const seed = optional(
     b,
     'seed',
-    `an integer in [0, ${Number.MAX_SAFE_INTEGER}]`,
-    (v) => Number.isSafeInteger(v) && (v as number) >= 0,
+    `an integer in [-${Number.MAX_SAFE_INTEGER}, ${Number.MAX_SAFE_INTEGER}]`,
+    Number.isSafeInteger,
   );
   const stream = optional<boolean>(b, 'stream', 'true or false', (v) => typeof v === 'boolean') ?? false;
   const options = optional(b, 'stream_options', 'an object', (v) => typeof v === 'object' && !Array.isArray(v)) as
