@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/block_codes.h"
 #include "ops/gemm_q8.h"
@@ -223,6 +224,7 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
   for (int64_t r = t_begin; r < t_end; ++r) {
     const float* xr = x + r * cols;
     float d = 0, mul = 0;  // the current activation block's unrounded step and code multiplier
+    int32_t previous = 0;  // the previous block's sum of codes
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t i = r * blocks + b;
       if (kind == ActBlocks::q8_k && b % 8 == 0) {
@@ -250,6 +252,9 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
       a.ds[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum))) : dx * static_cast<float>(sum);
       a.corr[i] = -off * sum;
       if (super) a.qsum[i] = static_cast<float>(sum);
+      if (!a.qs32.empty() && b % 2 == 1)  // gemm_q8_packs: this sub-block's sum beside the previous one's
+        a.qs32[i / 2] = static_cast<int32_t>((static_cast<uint32_t>(sum) << 16) | (static_cast<uint32_t>(previous) & 0xffff));
+      previous = sum;
       if (!halves) continue;
       a.qs16[i] = static_cast<int32_t>((static_cast<uint32_t>(sum - first) << 16) | (static_cast<uint32_t>(first) & 0xffff));
       if (!fold) continue;
@@ -278,6 +283,44 @@ void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t 
         _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), v);
       }
       store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
+    }
+  }
+}
+
+void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8_t* packed, int64_t row_begin, int64_t row_end) {
+  const int64_t row_bytes = weight_bytes(t, cols), supers = cols / QK_K;
+  // The codes as the panel decode lays them out, one panel at a time (its scales go unused).
+  std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_panel_bytes(t, cols) + 64));
+  uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  float* dw = reinterpret_cast<float*>(base + NR * cols);
+  float* mw = dw + gemm_q8_steps(t, cols) * NR;
+  int32_t* sc = reinterpret_cast<int32_t*>(mw + gemm_q8_steps(t, cols) * NR);
+  const Q8Panel panel{base, dw, mw, sc, sc + cols / 16 * NR};
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) {
+    const int nr = static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR);
+    gemm_q8_decode_panel(t, w, cols, r0, nr, panel);
+    uint8_t* dst = packed + r0 / NR * supers * GEMM_Q8_PACKED_SUPER;
+    for (int64_t S = 0; S < supers; ++S, dst += GEMM_Q8_PACKED_SUPER) {
+      // Two dword steps' codes (u <= 15) per byte: step 2j in the low nibble, 2j + 1 in the high.
+      for (int j = 0; j < 32; ++j) {
+        const uint8_t* lo = base + (64 * S + 2 * j) * NR * 4;
+        for (int b = 0; b < NR * 4; ++b) dst[128 * j + b] = static_cast<uint8_t>(lo[b] | lo[NR * 4 + b] << 4);
+      }
+      uint8_t* scales = dst + 4096;
+      uint8_t* mins = scales + 256;
+      float* d = reinterpret_cast<float*>(mins + 256);
+      for (int i = 0; i < NR; ++i) {
+        const uint8_t* x = i < nr ? w + (r0 + i) * row_bytes + S * block_shape(t).bytes : nullptr;
+        for (int s = 0; s < 8; ++s) {
+          int scale = 0, min = 0;
+          if (x) scale_min_k(x + 4, s, scale, min);
+          scales[32 * s + i] = static_cast<uint8_t>(scale);
+          mins[64 * (s / 2) + 2 * i + s % 2] = static_cast<uint8_t>(min);
+        }
+        const float dmin = x ? fp16_to_fp32_ref(load_u16(x + 2)) : 0.0f;
+        d[i] = x ? fp16_to_fp32_ref(load_u16(x)) : 0.0f;
+        d[NR + i] = -dmin;
+      }
     }
   }
 }
