@@ -28,7 +28,7 @@ void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.qs16.resize(gemm_q8_halves(t) ? a.d.size() : 0);
   a.qsum.resize(gemm_q8_super(t) ? a.d.size() : 0);
   a.corr16.resize(gemm_q8_fold_offset(t) ? 2 * a.d.size() : 0);
-  a.qs32.resize(gemm_q8_packs(t) ? a.d.size() / 2 : 0);
+  a.qs32.resize(gemm_q8_packs(t) && gemm_q8_super(t) ? a.d.size() / 2 : 0);
 }
 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,

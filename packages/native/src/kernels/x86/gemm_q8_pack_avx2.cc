@@ -299,23 +299,39 @@ void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8
   for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) {
     const int nr = static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR);
     gemm_q8_decode_panel(t, w, cols, r0, nr, panel);
-    uint8_t* dst = packed + r0 / NR * supers * GEMM_Q8_PACKED_SUPER;
-    for (int64_t S = 0; S < supers; ++S, dst += GEMM_Q8_PACKED_SUPER) {
-      // Two dword steps' codes (u <= 15) per byte: step 2j in the low nibble, 2j + 1 in the high.
-      for (int j = 0; j < 32; ++j) {
-        const uint8_t* lo = base + (64 * S + 2 * j) * NR * 4;
-        for (int b = 0; b < NR * 4; ++b) dst[128 * j + b] = static_cast<uint8_t>(lo[b] | lo[NR * 4 + b] << 4);
-      }
+    uint8_t* dst = packed + r0 / NR * supers * gemm_q8_packed_super(t);
+    for (int64_t S = 0; S < supers; ++S, dst += gemm_q8_packed_super(t)) {
+      const uint8_t* u = base + 64 * S * NR * 4;  // the super-block's 64 dword steps, 128 bytes each
+      // Two steps' low 4 bits per byte: step 2j in the low nibble, 2j + 1 in the high.
+      for (int j = 0; j < 32; ++j)
+        for (int b = 0; b < NR * 4; ++b) dst[128 * j + b] = static_cast<uint8_t>((u[256 * j + b] & 0x0f) | (u[256 * j + 128 + b] & 0x0f) << 4);
       uint8_t* scales = dst + 4096;
+      if (t == WeightType::q6_k) {
+        // Four steps' top two bits per byte, then the 16 half-blocks' int8 scales and d.
+        for (int q = 0; q < 16; ++q)
+          for (int b = 0; b < NR * 4; ++b) {
+            int high = 0;
+            for (int st = 0; st < 4; ++st) high |= (u[128 * (4 * q + st) + b] >> 4) << (2 * st);
+            dst[4096 + 128 * q + b] = static_cast<uint8_t>(high);
+          }
+        scales = dst + 4096 + 2048;
+        float* d = reinterpret_cast<float*>(scales + 512);
+        for (int i = 0; i < NR; ++i) {
+          const uint8_t* x = i < nr ? w + (r0 + i) * row_bytes + S * block_shape(t).bytes : nullptr;
+          for (int hb = 0; hb < 16; ++hb) scales[32 * hb + i] = x ? x[192 + hb] : 0;  // q6_k's int8 scales
+          d[i] = x ? fp16_to_fp32_ref(load_u16(x + 208)) : 0.0f;
+        }
+        continue;
+      }
       uint8_t* mins = scales + 256;
       float* d = reinterpret_cast<float*>(mins + 256);
       for (int i = 0; i < NR; ++i) {
         const uint8_t* x = i < nr ? w + (r0 + i) * row_bytes + S * block_shape(t).bytes : nullptr;
-        for (int s = 0; s < 8; ++s) {
+        for (int sb = 0; sb < 8; ++sb) {
           int scale = 0, min = 0;
-          if (x) scale_min_k(x + 4, s, scale, min);
-          scales[32 * s + i] = static_cast<uint8_t>(scale);
-          mins[64 * (s / 2) + 2 * i + s % 2] = static_cast<uint8_t>(min);
+          if (x) scale_min_k(x + 4, sb, scale, min);
+          scales[32 * sb + i] = static_cast<uint8_t>(scale);
+          mins[64 * (sb / 2) + 2 * i + sb % 2] = static_cast<uint8_t>(min);
         }
         const float dmin = x ? fp16_to_fp32_ref(load_u16(x + 2)) : 0.0f;
         d[i] = x ? fp16_to_fp32_ref(load_u16(x)) : 0.0f;
