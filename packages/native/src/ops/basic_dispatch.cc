@@ -152,11 +152,16 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
   const int64_t work = weight_bytes(t, cols) * rows * n;
   const KernelTable& k = kernel_table();
   if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
-    // The weights repacked at load: no panels to decode, no scratch (split_rows' ranges start on panels).
+    // The weights repacked at load: no panels to decode (split_rows' ranges start on panels).
     thread_local Q8Acts kept;
     Q8Acts& acts = kept;
     quantize_for_gemm(t, x, n, cols, acts);
-    return split_rows(rows, work, [&](int64_t begin, int64_t end) { k.gemm_q8_packed(t, packed, acts, rows, out, begin, end, nullptr); });
+    return split_rows(rows, work, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<uint8_t> scratch;  // q6_k's unpacked panels
+      const size_t bytes = static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
+      if (scratch.size() < bytes) scratch.resize(bytes);
+      k.gemm_q8_packed(t, packed, acts, rows, out, begin, end, scratch.data(), nullptr);
+    });
   }
   if (q8_blocked(k, t, n)) {
     // The activations and each thread's panels in buffers kept from call to call (no page faults
@@ -210,7 +215,8 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
     q8_repack(t, w, rows, cols, repacked.data());
     Q8Acts acts;
     quantize_for_gemm(t, x, n, cols, acts);
-    k.gemm_q8_packed(t, repacked.data(), acts, rows, nullptr, 0, rows, sums);
+    std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, rows, cols)));
+    k.gemm_q8_packed(t, repacked.data(), acts, rows, nullptr, 0, rows, scratch.data(), sums);
     return k.gemm_q8_vnni ? "vnni-packed" : "avx2-packed";
   }
   if (q8_blocked(k, t, n)) {

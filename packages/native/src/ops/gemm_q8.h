@@ -101,8 +101,9 @@ using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, 
 // [row_begin, row_end) a chunk at a time into scratch (gemm_q8_scratch_bytes), and hands `kernel` each
 // chunk's panels by blocks of activation rows (multiples of mr, about 256 KB of codes, so they stay in
 // L2 while the chunk's panels pass).
+// With `packed` (q6_k's packed weights, gemm_q8_repack), the panels are unpacked from them instead.
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
+                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums, const uint8_t* packed = nullptr);
 
 // Weights repacked once (at their first blocked product) so that no call decodes panels: q4_k and q6_k,
 // their codes still 4 and 6 bits. A packed panel is 32 weight rows, super-block by super-block (256
@@ -122,8 +123,9 @@ void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t row
 //   C = sum_s mn_s sum_{j in s} q_j       (|C| <= 8 * 63 * 32 * 127),
 // and take two f32 steps per super-block, f += f32(I) (d dx), then f += f32(C) (mm dx): the same int32
 // sub-block sums, fewer roundings than the panels' per-sub-block steps (within the same bound). q6_k's
-// take the panels' sums and steps (the second form above, its offset folded), so their output is the
-// panels' bit for bit. Rows past the weight's end are zero. Bytes per weight: q4_k 0.59 (the file's
+// products unpack each panel from the planes once per call (gemm_q8_unpack_panel: bit operations, no block
+// headers) and run the panels' kernels, so their output is the panels' bit for bit (a kernel unpacking
+// the 6-bit codes per tile was no faster at 512 rows). Rows past the weight's end are zero. Bytes per weight: q4_k 0.59 (the file's
 // 0.5625, the panels' 1.25), q6_k 0.83 (the file's 0.82, the panels' 1.625).
 static inline bool gemm_q8_packs(WeightType t) { return t == WeightType::q4_k || t == WeightType::q6_k; }
 static inline int64_t gemm_q8_packed_super(WeightType t) {
@@ -154,12 +156,15 @@ void gemm_q8_packed_blocks(WeightType t, const uint8_t* packed, const Q8Acts& a,
     }
   }
 }
-// out rows [row_begin, row_end) (row_begin a multiple of 32) of x @ w^T from the packed weights; with
-// `sums` (tests) the int32 sub-block sums sum_j u_j q_j go there instead, (n, rows, cols / 32).
+// The panel of packed weights pp (a gemm_q8_packs type with panels: q6_k) into p, its nr rows the weight's.
+void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int nr, const Q8Panel& p);
+// out rows [row_begin, row_end) (row_begin a multiple of 32) of x @ w^T from the packed weights, scratch of
+// gemm_q8_scratch_bytes (q6_k's panels; q4_k needs none); with `sums` (tests) the int32 sums of u q go
+// there instead, as the panels' kernels give them (n, rows, cols / 32; cols / 16 for q6_k).
 void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                         int32_t* sums);
+                         uint8_t* scratch, int32_t* sums);
 void gemm_q8_avx2_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                         int32_t* sums);
+                         uint8_t* scratch, int32_t* sums);
 
 // Sizes acts for x (n, cols) and weights of type t (gemm_q8.cc); then quantize_q8_acts fills activation rows
 // [t_begin, t_end) of them from x (quantize_act_row's codes and steps, gemm_q8_pack_avx2.cc;

@@ -361,88 +361,11 @@ void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, i
   if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
 }
 
-// Packed q6_k, rows 16 h .. 16 h + nh of the panel at pp: tile_halves' int32 sums and f32 steps for u6 (two
-// steps' int16 sums per vpmaddwd by the half-block's scale, the offset's C from the scales as its c_h), the
-// codes from the two planes (low 4 bits of step pairs 2 hb, 2 hb + 1, top two of quad hb).
-template <int M>
-void tile_packed_q6(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
-  const int64_t cols = a.cols, subs = cols / QK;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi16(1);
-  // The int8 scales of 8 rows as int32, and as the int16 pair (s, s) or (s, s') of each lane.
-  auto scales8 = [](const uint8_t* sc) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))); };
-  auto pair16 = [](__m256i lo, __m256i hi) { return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(hi, 16)); };
-  __m256 f[M][2];
-  for (int m = 0; m < M; ++m) f[m][0] = f[m][1] = _mm256_setzero_ps();
-  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(WeightType::q6_k)) {
-    const uint8_t* sc = pp + 4096 + 2048 + 16 * h;
-    __m256i I[M][2];
-    for (int m = 0; m < M; ++m) I[m][0] = I[m][1] = _mm256_setzero_si256();
-    for (int hb = 0; hb < 16; ++hb) {
-      const int8_t* xq = a.q.data() + t0 * cols + QK_K * S + 16 * hb;
-      const __m256i s0 = scales8(sc + 32 * hb), s1 = scales8(sc + 32 * hb + 8);
-      const __m256i mul0 = sums ? ones : pair16(s0, s0), mul1 = sums ? ones : pair16(s1, s1);
-      __m256i acc[M][2];
-      for (int g = 0; g < 2; ++g) {  // steps 2g, 2g + 1: nibble plane pair 2 hb + g, top bits 4g and 4g + 2 of the quad's bytes
-        __m256i s16[M][2];
-        for (int v = 0; v < 2; ++v) {
-          const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 128 * g + 64 * h + 32 * v));
-          const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 4096 + 128 * hb + 64 * h + 32 * v));
-          const __m256i hi0 = g ? t : _mm256_slli_epi16(t, 4), hi1 = g ? _mm256_srli_epi16(t, 2) : _mm256_slli_epi16(t, 2);
-          const __m256i u0 = _mm256_or_si256(_mm256_and_si256(p, low4), _mm256_and_si256(hi0, top2));
-          const __m256i u1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p, 4), low4), _mm256_and_si256(hi1, top2));
-          for (int m = 0; m < M; ++m) {
-            int32_t x0, x1;
-            std::memcpy(&x0, xq + m * cols + 8 * g, 4);
-            std::memcpy(&x1, xq + m * cols + 8 * g + 4, 4);
-            // u <= 63: two steps' pair sums stay within 2 * 2 * 63 * 127 = 32004 (the header above).
-            s16[m][v] = _mm256_add_epi16(_mm256_maddubs_epi16(u0, _mm256_set1_epi32(x0)), _mm256_maddubs_epi16(u1, _mm256_set1_epi32(x1)));
-          }
-        }
-        for (int m = 0; m < M; ++m) {
-          const __m256i i0 = _mm256_madd_epi16(s16[m][0], mul0), i1 = _mm256_madd_epi16(s16[m][1], mul1);
-          acc[m][0] = g ? _mm256_add_epi32(acc[m][0], i0) : i0;
-          acc[m][1] = g ? _mm256_add_epi32(acc[m][1], i1) : i1;
-        }
-      }
-      if (sums) {
-        store_sums<M>(acc, sums, t0, rows, r0 + 16 * h, nh, 2 * subs, 16 * S + hb);
-        continue;
-      }
-      for (int m = 0; m < M; ++m) {
-        I[m][0] = _mm256_add_epi32(I[m][0], acc[m][0]);
-        I[m][1] = _mm256_add_epi32(I[m][1], acc[m][1]);
-      }
-    }
-    if (sums) continue;
-    // The offset's C = sum_h sc_h (sum q of h), by sub-blocks: the scales of its two halves as int16 pairs against qs16.
-    __m256i c[M][2];
-    for (int m = 0; m < M; ++m) c[m][0] = c[m][1] = _mm256_setzero_si256();
-    for (int sb = 0; sb < 8; ++sb) {
-      const __m256i cm0 = pair16(scales8(sc + 64 * sb), scales8(sc + 64 * sb + 32));
-      const __m256i cm1 = pair16(scales8(sc + 64 * sb + 8), scales8(sc + 64 * sb + 40));
-      for (int m = 0; m < M; ++m) {
-        const __m256i qs = _mm256_set1_epi32(a.qs16[(t0 + m) * subs + 8 * S + sb]);
-        c[m][0] = _mm256_add_epi32(c[m][0], _mm256_madd_epi16(cm0, qs));
-        c[m][1] = _mm256_add_epi32(c[m][1], _mm256_madd_epi16(cm1, qs));
-      }
-    }
-    const float* d = reinterpret_cast<const float*>(pp + 4096 + 2048 + 512) + 16 * h;
-    const __m256 d0 = _mm256_loadu_ps(d), d1 = _mm256_loadu_ps(d + 8);
-    const __m256i fold = _mm256_set1_epi32(32);
-    for (int m = 0; m < M; ++m) {
-      const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
-      f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][0], _mm256_mullo_epi32(c[m][0], fold))), _mm256_mul_ps(d0, dx), f[m][0]);
-      f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(I[m][1], _mm256_mullo_epi32(c[m][1], fold))), _mm256_mul_ps(d1, dx), f[m][1]);
-    }
-  }
-  if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
-}
-
-template <bool Q6, int M = MR<Codes::u4>>
+template <int M = MR<Codes::u4>>
 void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return Q6 ? tile_packed_q6<M>(pp, a, t0, rows, r0, h, nh, out, sums) : tile_packed<M>(pp, a, t0, rows, r0, h, nh, out, sums);
-    tiles_packed<Q6, M - 1>(m, pp, a, t0, rows, r0, h, nh, out, sums);
+    if (m == M) return tile_packed<M>(pp, a, t0, rows, r0, h, nh, out, sums);
+    tiles_packed<M - 1>(m, pp, a, t0, rows, r0, h, nh, out, sums);
   }
 }
 
@@ -470,8 +393,10 @@ void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 
 // gemm_q8_avx2, or with `sums` its integer sums (tile).
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
+         int32_t* sums, const uint8_t* packed = nullptr) {
+  auto panels = [&](int mr, Q8PanelKernel kernel) {
+    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
+  };
   switch (t) {
     case WeightType::q4_0: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, false>);
     case WeightType::q4_1: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
@@ -495,15 +420,11 @@ void gemm_q8_avx2(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
 }
 
 void gemm_q8_avx2_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                         int32_t* sums) {
-  const bool q6 = t == WeightType::q6_k;
-  const int mr = q6 ? MR<Codes::u6> : MR<Codes::u4>;
-  gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, mr, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
-    for (int h = 0; 16 * h < nr; ++h) {
-      const int nh = nr - 16 * h < 16 ? nr - 16 * h : 16;
-      if (q6) tiles_packed<true, MR<Codes::u6>>(m, pp, a, t0, rows, r0, h, nh, out, sums);
-      else tiles_packed<false>(m, pp, a, t0, rows, r0, h, nh, out, sums);
-    }
+                         uint8_t* scratch, int32_t* sums) {
+  // q6_k: its panels unpacked from the packed weights, then the panels' kernel.
+  if (t == WeightType::q6_k) return run(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+  gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, MR<Codes::u4>, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
+    for (int h = 0; 16 * h < nr; ++h) tiles_packed(m, pp, a, t0, rows, r0, h, nr - 16 * h < 16 ? nr - 16 * h : 16, out, sums);
   });
 }
 

@@ -289,76 +289,11 @@ void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, i
   store_out<M>(f0, f1, out, t0, rows, r0, nr);
 }
 
-// Packed q6_k's 16 columns of half-block hb (4 dword steps, two vectors of rows each) at u[step][vector]:
-// the low 4 bits from the nibble plane's step pairs 2 hb and 2 hb + 1, the top two from the quad plane.
-SPARQ_INLINE void unpack_q6(const uint8_t* pp, int hb, __m512i (&u)[4][2]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f), top2 = _mm512_set1_epi8(0x30);
-  for (int v = 0; v < 2; ++v) {
-    const __m512i a = _mm512_loadu_si512(pp + 256 * hb + 64 * v), b = _mm512_loadu_si512(pp + 256 * hb + 128 + 64 * v);
-    const __m512i h = _mm512_loadu_si512(pp + 4096 + 128 * hb + 64 * v);
-    u[0][v] = _mm512_or_si512(_mm512_and_si512(a, low4), _mm512_and_si512(_mm512_slli_epi16(h, 4), top2));
-    u[1][v] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), low4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top2));
-    u[2][v] = _mm512_or_si512(_mm512_and_si512(b, low4), _mm512_and_si512(h, top2));
-    u[3][v] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(b, 4), low4), _mm512_and_si512(_mm512_srli_epi16(h, 2), top2));
-  }
-}
-
-// Packed q6_k (gemm_q8.h): tile_halves' int32 sums and f32 steps (its offset folded), the codes from
-// the two planes instead of a decoded panel, so the output is the panels' bit for bit.
-template <int M, bool SUMS>
-void tile_packed_q6(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
-  const int64_t cols = a.cols, subs = cols / QK;
-  alignas(64) float f[M][NR] = {};
-  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(WeightType::q6_k)) {
-    __m512i I0[M], I1[M];
-    for (int m = 0; m < M; ++m) I0[m] = I1[m] = _mm512_setzero_si512();
-    for (int hb = 0; hb < 16; ++hb) {
-      const int64_t h = 16 * S + hb;  // the row's half-block
-      const int8_t* xq = a.q.data() + t0 * cols + 16 * h;
-      __m512i u[4][2];
-      unpack_q6(pp, hb, u);
-      __m512i i0[M], i1[M];
-      for (int m = 0; m < M; ++m) i0[m] = i1[m] = SUMS ? _mm512_setzero_si512() : _mm512_set1_epi32(a.corr16[(t0 + m) * 2 * subs + h]);
-      for (int k = 0; k < 4; ++k)
-        for (int m = 0; m < M; ++m) {
-          int32_t xq4;
-          std::memcpy(&xq4, xq + m * cols + 4 * k, 4);
-          const __m512i xb = _mm512_set1_epi32(xq4);
-          i0[m] = _mm512_dpbusd_epi32(i0[m], u[k][0], xb);
-          i1[m] = _mm512_dpbusd_epi32(i1[m], u[k][1], xb);
-        }
-      if constexpr (SUMS) {
-        store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, h);
-        continue;
-      }
-      const uint8_t* sc = pp + 4096 + 2048 + 32 * hb;
-      const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-      const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
-      for (int m = 0; m < M; ++m) {
-        I0[m] = _mm512_add_epi32(I0[m], _mm512_mullo_epi32(i0[m], s0));
-        I1[m] = _mm512_add_epi32(I1[m], _mm512_mullo_epi32(i1[m], s1));
-      }
-    }
-    if constexpr (SUMS) continue;
-    const float* d = reinterpret_cast<const float*>(pp + 4096 + 2048 + 512);
-    const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d + 16);
-    for (int m = 0; m < M; ++m) {
-      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
-      _mm512_store_ps(f[m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(I0[m]), _mm512_mul_ps(d0, dx), _mm512_load_ps(f[m])));
-      _mm512_store_ps(f[m] + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(I1[m]), _mm512_mul_ps(d1, dx), _mm512_load_ps(f[m] + 16)));
-    }
-  }
-  if constexpr (SUMS) return;
-  __m512 f0[M], f1[M];
-  for (int m = 0; m < M; ++m) f0[m] = _mm512_load_ps(f[m]), f1[m] = _mm512_load_ps(f[m] + 16);
-  store_out<M>(f0, f1, out, t0, rows, r0, nr);
-}
-
-template <bool Q6, bool SUMS, int M = MR>
+template <bool SUMS, int M = MR>
 void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
   if constexpr (M > 0) {
-    if (m == M) return Q6 ? tile_packed_q6<M, SUMS>(pp, a, t0, rows, r0, nr, out, sums) : tile_packed<M, SUMS>(pp, a, t0, rows, r0, nr, out, sums);
-    tiles_packed<Q6, SUMS, M - 1>(m, pp, a, t0, rows, r0, nr, out, sums);
+    if (m == M) return tile_packed<M, SUMS>(pp, a, t0, rows, r0, nr, out, sums);
+    tiles_packed<SUMS, M - 1>(m, pp, a, t0, rows, r0, nr, out, sums);
   }
 }
 
@@ -389,8 +324,10 @@ void panel_vnni(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 // gemm_q8_vnni, or with SUMS its integer sums into `sums` (tile).
 template <bool SUMS>
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
+         int32_t* sums, const uint8_t* packed = nullptr) {
+  auto panels = [&](int mr, Q8PanelKernel kernel) {
+    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
+  };
   if (gemm_q8_halves(t))  // q2_k keeps its minimums apart, q3_k and q6_k fold their offsets into the integer sums
     return t == WeightType::q2_k ? panels(MR, panel_vnni<true, Kind::halves, SUMS>) : panels(MR, panel_vnni<false, Kind::halves, SUMS>);
   if (gemm_q8_super(t))
@@ -407,12 +344,14 @@ void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
 }
 
 void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                         int32_t* sums) {
-  const bool q6 = t == WeightType::q6_k;
+                         uint8_t* scratch, int32_t* sums) {
+  if (t == WeightType::q6_k) {  // its panels unpacked from the packed weights, then the panels' kernel
+    if (sums) return run<true>(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+    return run<false>(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+  }
   gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, MR, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
-    if (q6) return sums ? tiles_packed<true, true>(m, pp, a, t0, rows, r0, nr, out, sums) : tiles_packed<true, false>(m, pp, a, t0, rows, r0, nr, out, sums);
-    if (sums) tiles_packed<false, true>(m, pp, a, t0, rows, r0, nr, out, sums);
-    else tiles_packed<false, false>(m, pp, a, t0, rows, r0, nr, out, sums);
+    if (sums) tiles_packed<true>(m, pp, a, t0, rows, r0, nr, out, sums);
+    else tiles_packed<false>(m, pp, a, t0, rows, r0, nr, out, sums);
   });
 }
 

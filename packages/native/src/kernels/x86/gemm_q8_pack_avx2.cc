@@ -341,4 +341,44 @@ void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8
   }
 }
 
+void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int, const Q8Panel& p) {
+  // q6_k (gemm_q8_packs types with panels); the packed rows past the weight's end are zero already.
+  const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30), low16 = _mm256_set1_epi32(0xffff);
+  auto code = [&](__m256i nib, __m256i top) { return _mm256_or_si256(_mm256_and_si256(nib, low4), _mm256_and_si256(top, top2)); };
+  auto store = [](uint8_t* at, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(at), v); };
+  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(t)) {
+    uint8_t* u = p.u + 64 * S * NR * 4;  // the super-block's 64 dword steps
+    for (int hb = 0; hb < 16; ++hb) {
+      // Steps 4 hb .. 4 hb + 3: the nibble plane's pairs 2 hb, 2 hb + 1 and the quad plane's bits 0-1 .. 6-7.
+      for (int v = 0; v < 4; ++v) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 32 * v));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 128 + 32 * v));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 4096 + 128 * hb + 32 * v));
+        uint8_t* at = u + 4 * hb * NR * 4 + 32 * v;
+        store(at, code(a, _mm256_slli_epi16(h, 4)));
+        store(at + NR * 4, code(_mm256_srli_epi16(a, 4), _mm256_slli_epi16(h, 2)));
+        store(at + 2 * NR * 4, code(b, h));
+        store(at + 3 * NR * 4, code(_mm256_srli_epi16(b, 4), _mm256_srli_epi16(h, 2)));
+      }
+    }
+    // The half-blocks' scales sc_h (both int16 halves, vpmaddwd's operand) and the pairs c_h of each
+    // 32-element block (q6_k's minimums are its scales), 8 rows at a time; d and mm = -32 d.
+    const uint8_t* sc = pp + 4096 + 2048;
+    for (int i = 0; i < NR; i += 8) {
+      for (int hb = 0; hb < 16; hb += 2) {
+        const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + i)));
+        const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + 32 + i)));
+        const int64_t h = 16 * S + hb;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + h * NR + i), _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s0, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + (h + 1) * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s1, low16), _mm256_slli_epi32(s1, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.cm + h / 2 * NR + i), _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s1, 16)));
+      }
+      const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(sc + 512) + i);
+      _mm256_storeu_ps(p.dw + S * NR + i, d);
+      _mm256_storeu_ps(p.mw + S * NR + i, _mm256_mul_ps(_mm256_set1_ps(-32.0f), d));
+    }
+  }
+}
+
 }  // namespace sparq
