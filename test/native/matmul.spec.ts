@@ -550,11 +550,29 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
         const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
         return {
           sums,
-          kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data as Uint8Array, w.offset, x, 0, n, rows, cols, packed),
+          kernel: addon.q8BlockSums(
+            DTYPE_CODE[dtype],
+            sums,
+            w.data as Uint8Array,
+            w.offset,
+            x,
+            0,
+            n,
+            rows,
+            cols,
+            packed,
+          ),
         };
       });
     /** The blocked product over w as the file stores it, even for a dtype the engine repacks (matmul without `packed`). */
-    const unpackedProduct = (path: 'avx2' | 'avx512', w: Tensor, x: Float32Array, n: number, rows: number, cols: number) =>
+    const unpackedProduct = (
+      path: 'avx2' | 'avx512',
+      w: Tensor,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+    ) =>
       onPath(path, () => {
         const out = new Float32Array(n * rows).fill(NaN);
         raw!.matmul(DTYPE_CODE[w.dtype], out, 0, w.data, w.offset, x, 0, n, rows, cols, true);

@@ -6,7 +6,15 @@
  * offsets and sizes; the addon re-checks lengths and reads them in place. Core
  * has validated shapes, dtypes and contiguity before any of these runs.
  */
-import { isBlockDType, type BackendOps, type BlockDType, type Int4Matrix, type ProductPath, type Storage, type Tensor } from '@sparq/core';
+import {
+  isBlockDType,
+  type BackendOps,
+  type BlockDType,
+  type Int4Matrix,
+  type ProductPath,
+  type Storage,
+  type Tensor,
+} from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/common/block_traits.h). */
@@ -59,15 +67,7 @@ export type Int4Args = [
 
 /** The kernel q8BlockSums reports: the one matmul's 'int8' product runs for that dtype and n on the current path. */
 export type Q8KernelName =
-  | 'ref'
-  | 'avx2'
-  | 'avx2-gemm'
-  | 'avx2-packed'
-  | 'avx512'
-  | 'vnni'
-  | 'vnni-packed'
-  | 'neon'
-  | 'neon-dotprod';
+  'ref' | 'avx2' | 'avx2-gemm' | 'avx2-packed' | 'avx512' | 'vnni' | 'vnni-packed' | 'neon' | 'neon-dotprod';
 
 /**
  * The basic-op functions of the addon (bind_basic.cc), one per op. Tensors go as their typed array
@@ -212,7 +212,10 @@ export function int4Args(w: Int4Matrix): Int4Args {
 }
 
 /** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k, bound to the addon. */
-export function basicOps(addon: NativeAddon, env: Record<string, string | undefined> = process.env): Partial<BackendOps> {
+export function basicOps(
+  addon: NativeAddon,
+  env: Record<string, string | undefined> = process.env,
+): Partial<BackendOps> {
   const a = basicAddon(addon);
   // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
   // product and kept as long as its tensor: from then on no product decodes it. Weights are read-only

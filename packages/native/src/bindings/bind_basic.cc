@@ -165,7 +165,9 @@ Napi::Value q8_packed_bytes_binding(Call call) {
   const WeightType t = weight_type(call, 0, op, false);
   const int64_t rows = arg(call, 1, op, "rows"), cols = arg(call, 2, op, "cols");
   if (is_block_type(t) && cols % block_shape(t).elements != 0)
-    range_error(call, op, "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block_shape(t).elements));
+    range_error(
+        call, op,
+        "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block_shape(t).elements));
   return Napi::Number::New(call.Env(), static_cast<double>(q8_packed_bytes(t, rows, cols)));
 }
 

@@ -201,14 +201,17 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
-int64_t q8_packed_bytes(WeightType t, int64_t rows, int64_t cols) { return kernel_table().gemm_q8_repack ? gemm_q8_packed_bytes(t, rows, cols) : 0; }
+int64_t q8_packed_bytes(WeightType t, int64_t rows, int64_t cols) {
+  return kernel_table().gemm_q8_repack ? gemm_q8_packed_bytes(t, rows, cols) : 0;
+}
 
 void q8_repack(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8_t* packed) {
   const auto repack = kernel_table().gemm_q8_repack;
   split_rows(rows, weight_bytes(t, cols) * rows, [&](int64_t begin, int64_t end) { repack(t, w, rows, cols, packed, begin, end); });
 }
 
-const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums, bool packed) {
+const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums,
+                          bool packed) {
   const KernelTable& k = kernel_table();
   if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
     std::vector<uint8_t> repacked(static_cast<size_t>(gemm_q8_packed_bytes(t, rows, cols)));

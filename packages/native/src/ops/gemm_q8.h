@@ -37,7 +37,8 @@ struct Q8Acts {
   std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
-  std::vector<int32_t> qs32;  // (n, cols / 64) the sums of q of sub-blocks 2p and 2p + 1 in the low and high int16; gemm_q8_packs types only
+  std::vector<int32_t>
+      qs32;  // (n, cols / 64) the sums of q of sub-blocks 2p and 2p + 1 in the low and high int16; gemm_q8_packs types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
@@ -151,7 +152,8 @@ void gemm_q8_packed_blocks(WeightType t, const uint8_t* packed, const Q8Acts& a,
       const int64_t tend = a.n - tb < block ? a.n : tb + block;
       for (int64_t r0 = c0; r0 < c1; r0 += GEMM_Q8_NR) {
         const int nr = static_cast<int>(c1 - r0 < GEMM_Q8_NR ? c1 - r0 : GEMM_Q8_NR);
-        for (int64_t t0 = tb; t0 < tend; t0 += mr) tile(packed + r0 / GEMM_Q8_NR * panel, t0, static_cast<int>(tend - t0 < mr ? tend - t0 : mr), r0, nr);
+        for (int64_t t0 = tb; t0 < tend; t0 += mr)
+          tile(packed + r0 / GEMM_Q8_NR * panel, t0, static_cast<int>(tend - t0 < mr ? tend - t0 : mr), r0, nr);
       }
     }
   }

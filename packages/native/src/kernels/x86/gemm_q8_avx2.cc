@@ -362,7 +362,8 @@ void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, i
 }
 
 template <int M = MR<Codes::u4>>
-void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
+void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out,
+                  int32_t* sums) {
   if constexpr (M > 0) {
     if (m == M) return tile_packed<M>(pp, a, t0, rows, r0, h, nh, out, sums);
     tiles_packed<M - 1>(m, pp, a, t0, rows, r0, h, nh, out, sums);

@@ -273,7 +273,8 @@ void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, i
       }
     }
     const float* dm = reinterpret_cast<const float*>(pp + 4608);
-    const __m512 d0 = _mm512_loadu_ps(dm), d1 = _mm512_loadu_ps(dm + 16), mm0 = _mm512_loadu_ps(dm + NR), mm1 = _mm512_loadu_ps(dm + NR + 16);
+    const __m512 d0 = _mm512_loadu_ps(dm), d1 = _mm512_loadu_ps(dm + 16), mm0 = _mm512_loadu_ps(dm + NR),
+                 mm1 = _mm512_loadu_ps(dm + NR + 16);
     for (int m = 0; m < M; ++m) {
       const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
       __m512 g0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I0[m]), _mm512_mul_ps(d0, dx), _mm512_load_ps(f[m]));

@@ -304,7 +304,8 @@ void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8
       const uint8_t* u = base + 64 * S * NR * 4;  // the super-block's 64 dword steps, 128 bytes each
       // Two steps' low 4 bits per byte: step 2j in the low nibble, 2j + 1 in the high.
       for (int j = 0; j < 32; ++j)
-        for (int b = 0; b < NR * 4; ++b) dst[128 * j + b] = static_cast<uint8_t>((u[256 * j + b] & 0x0f) | (u[256 * j + 128 + b] & 0x0f) << 4);
+        for (int b = 0; b < NR * 4; ++b)
+          dst[128 * j + b] = static_cast<uint8_t>((u[256 * j + b] & 0x0f) | (u[256 * j + 128 + b] & 0x0f) << 4);
       uint8_t* scales = dst + 4096;
       if (t == WeightType::q6_k) {
         // Four steps' top two bits per byte, then the 16 half-blocks' int8 scales and d.
@@ -369,10 +370,12 @@ void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int, co
         const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + i)));
         const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + 32 + i)));
         const int64_t h = 16 * S + hb;
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + h * NR + i), _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s0, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + h * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s0, 16)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + (h + 1) * NR + i),
                             _mm256_or_si256(_mm256_and_si256(s1, low16), _mm256_slli_epi32(s1, 16)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.cm + h / 2 * NR + i), _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s1, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.cm + h / 2 * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s1, 16)));
       }
       const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(sc + 512) + i);
       _mm256_storeu_ps(p.dw + S * NR + i, d);
