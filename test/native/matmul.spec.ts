@@ -252,6 +252,8 @@ const subBlockElements = (dtype: BlockDType): number =>
   dtype === 'q2_k' || dtype === 'q3_k' || dtype === 'q6_k' ? 16 : 32;
 const isBlock = (dtype: MatrixDType): dtype is BlockDType => dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16';
 const vnni = raw ? raw.info().features.avx512vnni : false;
+/** The dtypes the x86 paths repack for the blocked 'int8' product (src/ops/gemm_q8.h, gemm_q8_packs). */
+const REPACKED: readonly BlockDType[] = ['q4_k', 'q6_k'];
 
 for (const path of paths) {
   describe(`native blocked and threaded products [${path}]`, () => {
@@ -542,13 +544,39 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
       n: number,
       rows: number,
       cols: number,
+      packed = false,
     ) =>
       onPath(path, () => {
         const sums = new Int32Array((n * rows * cols) / subBlockElements(dtype));
         return {
           sums,
-          kernel: addon.q8BlockSums(DTYPE_CODE[dtype], sums, w.data as Uint8Array, w.offset, x, 0, n, rows, cols),
+          kernel: addon.q8BlockSums(
+            DTYPE_CODE[dtype],
+            sums,
+            w.data as Uint8Array,
+            w.offset,
+            x,
+            0,
+            n,
+            rows,
+            cols,
+            packed,
+          ),
         };
+      });
+    /** The blocked product over w as the file stores it, even for a dtype the engine repacks (matmul without `packed`). */
+    const unpackedProduct = (
+      path: 'avx2' | 'avx512',
+      w: Tensor,
+      x: Float32Array,
+      n: number,
+      rows: number,
+      cols: number,
+    ) =>
+      onPath(path, () => {
+        const out = new Float32Array(n * rows).fill(NaN);
+        raw!.matmul(DTYPE_CODE[w.dtype], out, 0, w.data, w.offset, x, 0, n, rows, cols, true);
+        return out;
       });
     /**
      * AVX2 vs the f32 reference within INT8_PRODUCT_BOUND; its int32 sub-block sums vs VNNI's and the
@@ -578,6 +606,22 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
         blockSums('scalar', dtype, w, x, n, rows, cols).sums,
       );
       expect(avx2, `${dtype} outputs vs VNNI`).toEqual(product('avx512', w, x, n, rows, cols));
+      if (!REPACKED.includes(dtype)) return;
+      // A repacked dtype: product() above ran over the repacked weights (the engine repacks at the first
+      // blocked product); their kernels' sums are the same integers, and the file layout's kernels
+      // (without `packed`) stay within the bound and the same bit for bit.
+      for (const isa of ['avx2', 'avx512'] as const) {
+        const packed = blockSums(isa, dtype, w, x, n, rows, cols, true);
+        expect(packed.kernel).toBe(isa === 'avx2' ? 'avx2-packed' : 'vnni-packed');
+        expect(packed.sums, `${dtype} packed ${isa} sums`).toEqual(mine.sums);
+      }
+      const unpacked = unpackedProduct('avx2', w, x, n, rows, cols);
+      for (let i = 0; i < want.data.length; i++)
+        expect(Math.abs(want.data[i] - unpacked[i]), `${dtype} unpacked element ${i}`).toBeLessThanOrEqual(bound[i]);
+      expect(unpacked, `${dtype} unpacked outputs vs VNNI`).toEqual(unpackedProduct('avx512', w, x, n, rows, cols));
+      // q6_k's packed kernels take the panels' int32 sums and f32 steps: the same output bit for bit
+      // (q4_k's sum a super-block in int32 before its f32 steps, so theirs differ within the bound).
+      if (dtype === 'q6_k') expect(avx2, `${dtype} packed outputs vs the file layout's`).toEqual(unpacked);
     };
     const types = GEMM_TYPES as readonly BlockDType[];
 

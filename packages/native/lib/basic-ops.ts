@@ -6,7 +6,15 @@
  * offsets and sizes; the addon re-checks lengths and reads them in place. Core
  * has validated shapes, dtypes and contiguity before any of these runs.
  */
-import type { BackendOps, BlockDType, Int4Matrix, ProductPath, Storage, Tensor } from '@sparq/core';
+import {
+  isBlockDType,
+  type BackendOps,
+  type BlockDType,
+  type Int4Matrix,
+  type ProductPath,
+  type Storage,
+  type Tensor,
+} from '@sparq/core';
 import type { NativeAddon } from './addon.ts';
 
 /** The dtype codes of bind_basic.cc (WeightType in src/common/block_traits.h). */
@@ -58,7 +66,8 @@ export type Int4Args = [
 ];
 
 /** The kernel q8BlockSums reports: the one matmul's 'int8' product runs for that dtype and n on the current path. */
-export type Q8KernelName = 'ref' | 'avx2' | 'avx2-gemm' | 'avx512' | 'vnni' | 'neon' | 'neon-dotprod';
+export type Q8KernelName =
+  'ref' | 'avx2' | 'avx2-gemm' | 'avx2-packed' | 'avx512' | 'vnni' | 'vnni-packed' | 'neon' | 'neon-dotprod';
 
 /**
  * The basic-op functions of the addon (bind_basic.cc), one per op. Tensors go as their typed array
@@ -104,7 +113,15 @@ export interface BasicAddon {
     rows: number,
     cols: number,
     int8: boolean,
+    packed?: Uint8Array,
   ): void;
+  /**
+   * Bytes of w (rows, cols) of a dtype (by code) repacked for matmul's blocked 'int8' product on the
+   * current path (src/ops/gemm_q8.h's packed panels: q4_k), 0 if that path does not repack the dtype.
+   */
+  q8PackedBytes(dtypeCode: number, rows: number, cols: number): number;
+  /** Repacks w (rows, cols) into packed (q8PackedBytes), which matmul's `packed` then reads instead of decoding w. */
+  q8Repack(dtypeCode: number, packed: Uint8Array, w: Uint8Array, wOffset: number, rows: number, cols: number): void;
   /** out (n, rows) = x (n, cols) @ w^T for an Int4Matrix w; int8: the 'int8' path. */
   matmulInt4(
     out: Float32Array,
@@ -122,7 +139,8 @@ export interface BasicAddon {
    * product for a block dtype (src/ops/matvec_q8.h; sub-blocks of 16 elements for q2_k, q3_k, q6_k,
    * else 32) as the kernel matmul runs for that dtype and n on the current kernel path computes them,
    * and returns that kernel's name: 'ref' (the scalar twin), 'avx2' (per row), 'avx2-gemm' (AVX2,
-   * blocked), 'avx512' (VNNI, per row), 'vnni' (VNNI, blocked), 'neon' or 'neon-dotprod' (arm64, per row).
+   * blocked), 'avx512' (VNNI, per row), 'vnni' (VNNI, blocked), 'neon' or 'neon-dotprod' (arm64, per row);
+   * with `packed`, a dtype the path repacks takes the blocked kernels over w repacked ('avx2-packed', 'vnni-packed').
    */
   q8BlockSums(
     dtypeCode: number,
@@ -134,6 +152,7 @@ export interface BasicAddon {
     n: number,
     rows: number,
     cols: number,
+    packed?: boolean,
   ): Q8KernelName;
   /** The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked kernel on the current path. */
   q8GemmMinN(dtypeCode: number): number;
@@ -193,8 +212,30 @@ export function int4Args(w: Int4Matrix): Int4Args {
 }
 
 /** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k, bound to the addon. */
-export function basicOps(addon: NativeAddon): Partial<BackendOps> {
+export function basicOps(
+  addon: NativeAddon,
+  env: Record<string, string | undefined> = process.env,
+): Partial<BackendOps> {
   const a = basicAddon(addon);
+  // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
+  // product and kept as long as its tensor: from then on no product decodes it. Weights are read-only
+  // (a model's are), so the copy stays right. SPARQ_NATIVE_REPACK=0 keeps only the file's bytes.
+  const repack = env.SPARQ_NATIVE_REPACK !== '0';
+  const packedWeights = new WeakMap<Tensor, Uint8Array>();
+  const packedFor = (w: Tensor, n: number, path: ProductPath): Uint8Array | undefined => {
+    const code = DTYPE_CODE[w.dtype];
+    if (!repack || path !== 'int8' || n < a.q8GemmMinN(code)) return undefined;
+    let packed = packedWeights.get(w);
+    if (packed === undefined) {
+      const [rows, cols] = w.shape;
+      const bytes = a.q8PackedBytes(code, rows, cols);
+      if (bytes === 0) return undefined;
+      packed = new Uint8Array(bytes);
+      a.q8Repack(code, packed, w.data as Uint8Array, w.offset, rows, cols);
+      packedWeights.set(w, packed);
+    }
+    return packed;
+  };
   const product = (out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, n: number, path: ProductPath) => {
     const [rows, cols] = w.shape;
     a.matmul(
@@ -209,6 +250,7 @@ export function basicOps(addon: NativeAddon): Partial<BackendOps> {
       rows,
       cols,
       path === 'int8',
+      n > 1 && isBlockDType(w.dtype) ? packedFor(w, n, path) : undefined,
     );
   };
   const productInt4 = (out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, n: number, path: ProductPath) => {

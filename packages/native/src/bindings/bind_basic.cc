@@ -10,6 +10,7 @@
 #include "bindings/bindings.h"
 #include "common/block_codes.h"
 #include "bindings/common.h"
+#include "ops/gemm_q8.h"
 #include "ops/int4.h"
 #include "ops/matvec.h"
 #include "common/quant.h"
@@ -138,8 +139,15 @@ const uint8_t* weight_arg(Call call, int index, WeightType t, int64_t offset, in
   return blocks_at(call, index, t, offset, count, op, "w");
 }
 
-// matmul(dtype, out f32, outOffset, w, wOffset, x f32, xOffset, n, rows, cols, int8): x (n, cols) @ w^T -> out (n, rows),
-// int8 = true: the 'int8' product for block weights (matvec_q8.h).
+// The repacked weights of argument `index` (a Uint8Array of gemm_q8_packed_bytes), or nullptr if it is
+// undefined or the type is not repacked.
+const uint8_t* packed_arg(Call call, int index, WeightType t, int64_t rows, int64_t cols, const char* op) {
+  if (call[index].IsUndefined() || call[index].IsNull() || !gemm_q8_packs(t)) return nullptr;
+  return span<uint8_t>(call, index, 0, gemm_q8_packed_bytes(t, rows, cols), op, "packed");
+}
+
+// matmul(dtype, out f32, outOffset, w, wOffset, x f32, xOffset, n, rows, cols, int8, packed?): x (n, cols) @ w^T -> out (n, rows),
+// int8 = true: the 'int8' product for block weights (matvec_q8.h); packed: w as q8Repack laid it out.
 Napi::Value matmul_binding(Call call) {
   const char* op = "matmul";
   const WeightType t = weight_type(call, 0, op, false);
@@ -147,12 +155,36 @@ Napi::Value matmul_binding(Call call) {
   float* out = span<float>(call, 1, arg(call, 2, op, "outOffset"), product(call, op, n, rows), op, "out");
   const float* x = span<float>(call, 5, arg(call, 6, op, "xOffset"), product(call, op, n, cols), op, "x");
   const uint8_t* w = weight_arg(call, 3, t, arg(call, 4, op, "wOffset"), product(call, op, rows, cols), cols, op);
-  matmul(t, w, x, n, rows, cols, out, call[10].ToBoolean());
+  matmul(t, w, x, n, rows, cols, out, call[10].ToBoolean(), packed_arg(call, 11, t, rows, cols, op));
   return call.Env().Undefined();
 }
 
-// q8BlockSums(dtype, sums i32 (n, rows, cols / sub-block), w, wOffset, x f32, xOffset, n, rows, cols) -> the
-// kernel's name: the integer sums of matmul's 'int8' product (basic_dispatch.h). Tests only.
+// q8PackedBytes(dtype, rows, cols) -> the bytes q8Repack writes on the current path, 0 if it does not repack dtype.
+Napi::Value q8_packed_bytes_binding(Call call) {
+  const char* op = "q8PackedBytes";
+  const WeightType t = weight_type(call, 0, op, false);
+  const int64_t rows = arg(call, 1, op, "rows"), cols = arg(call, 2, op, "cols");
+  if (is_block_type(t) && cols % block_shape(t).elements != 0)
+    range_error(
+        call, op,
+        "cols " + std::to_string(cols) + " of a block-quantized w must be a multiple of " + std::to_string(block_shape(t).elements));
+  return Napi::Number::New(call.Env(), static_cast<double>(q8_packed_bytes(t, rows, cols)));
+}
+
+// q8Repack(dtype, packed u8 (q8PackedBytes), w, wOffset, rows, cols): w repacked for matmul's blocked 'int8' product.
+Napi::Value q8_repack_binding(Call call) {
+  const char* op = "q8Repack";
+  const WeightType t = weight_type(call, 0, op, true);
+  const int64_t rows = arg(call, 4, op, "rows"), cols = arg(call, 5, op, "cols");
+  const uint8_t* w = weight_arg(call, 2, t, arg(call, 3, op, "wOffset"), product(call, op, rows, cols), cols, op);
+  const int64_t bytes = q8_packed_bytes(t, rows, cols);
+  if (bytes == 0) range_error(call, op, "dtype code " + std::to_string(static_cast<int>(t)) + " is not repacked on this kernel path");
+  q8_repack(t, w, rows, cols, span<uint8_t>(call, 1, 0, bytes, op, "packed"));
+  return call.Env().Undefined();
+}
+
+// q8BlockSums(dtype, sums i32 (n, rows, cols / sub-block), w, wOffset, x f32, xOffset, n, rows, cols, packed?) -> the
+// kernel's name (packed: over w repacked, as matmul with q8Repack's weights): the integer sums of matmul's 'int8' product (basic_dispatch.h). Tests only.
 Napi::Value q8_block_sums_binding(Call call) {
   const char* op = "q8BlockSums";
   const WeightType t = weight_type(call, 0, op, true);
@@ -160,7 +192,7 @@ Napi::Value q8_block_sums_binding(Call call) {
   const float* x = span<float>(call, 4, arg(call, 5, op, "xOffset"), product(call, op, n, cols), op, "x");
   const uint8_t* w = weight_arg(call, 2, t, arg(call, 3, op, "wOffset"), product(call, op, rows, cols), cols, op);
   int32_t* sums = span<int32_t>(call, 1, 0, product(call, op, product(call, op, n, rows), cols / sub_block_elements(t)), op, "sums");
-  return Napi::String::New(call.Env(), q8_block_sums(t, w, x, n, rows, cols, sums));
+  return Napi::String::New(call.Env(), q8_block_sums(t, w, x, n, rows, cols, sums, call[9].ToBoolean()));
 }
 
 // matmulInt4(out f32, outOffset, packed, scales, zeros, rows, cols, group, symmetric, x f32, xOffset, n, int8)
@@ -284,6 +316,8 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"matmulInt4", matmul_int4_binding},
       {"int4GroupSums", int4_group_sums_binding},
       {"q8BlockSums", q8_block_sums_binding},
+      {"q8PackedBytes", q8_packed_bytes_binding},
+      {"q8Repack", q8_repack_binding},
       {"q8GemmMinN", q8_gemm_min_n_binding},
       {"forceQ8GemmMinN", force_q8_gemm_min_n_binding},
       {"amxEnabled", amx_enabled},

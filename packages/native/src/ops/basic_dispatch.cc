@@ -148,9 +148,21 @@ void force_q8_gemm_min_n(int64_t n) { forced_q8_gemm_min_n.store(n > 0 ? n : 0);
 namespace {
 
 // The 'int8' product of block weights.
-void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out) {
+void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, const uint8_t* packed) {
   const int64_t work = weight_bytes(t, cols) * rows * n;
   const KernelTable& k = kernel_table();
+  if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
+    // The weights repacked at load: no panels to decode (split_rows' ranges start on panels).
+    thread_local Q8Acts kept;
+    Q8Acts& acts = kept;
+    quantize_for_gemm(t, x, n, cols, acts);
+    return split_rows(rows, work, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<uint8_t> scratch;  // q6_k's unpacked panels
+      const size_t bytes = static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
+      if (scratch.size() < bytes) scratch.resize(bytes);
+      k.gemm_q8_packed(t, packed, acts, rows, out, begin, end, scratch.data(), nullptr);
+    });
+  }
   if (q8_blocked(k, t, n)) {
     // The activations and each thread's panels in buffers kept from call to call (no page faults
     // per call): acts n x cols bytes and a few per 32 columns, the panels one chunk (about 2 MB).
@@ -173,8 +185,9 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
 
 }  // namespace
 
-void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8) {
-  if (int8 && is_block_type(t)) return matmul_q8(t, w, x, n, rows, cols, out);
+void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8,
+            const uint8_t* packed) {
+  if (int8 && is_block_type(t)) return matmul_q8(t, w, x, n, rows, cols, out, packed);
   if (int8 && (t == WeightType::f16 || t == WeightType::bf16)) {
     // ggml's f16 and bf16 products take the activations rounded to the weights' type (nearest even).
     thread_local std::vector<float> rounded;
@@ -188,8 +201,27 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
-const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums) {
+int64_t q8_packed_bytes(WeightType t, int64_t rows, int64_t cols) {
+  return kernel_table().gemm_q8_repack ? gemm_q8_packed_bytes(t, rows, cols) : 0;
+}
+
+void q8_repack(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8_t* packed) {
+  const auto repack = kernel_table().gemm_q8_repack;
+  split_rows(rows, weight_bytes(t, cols) * rows, [&](int64_t begin, int64_t end) { repack(t, w, rows, cols, packed, begin, end); });
+}
+
+const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums,
+                          bool packed) {
   const KernelTable& k = kernel_table();
+  if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
+    std::vector<uint8_t> repacked(static_cast<size_t>(gemm_q8_packed_bytes(t, rows, cols)));
+    q8_repack(t, w, rows, cols, repacked.data());
+    Q8Acts acts;
+    quantize_for_gemm(t, x, n, cols, acts);
+    std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_scratch_bytes(t, rows, cols)));
+    k.gemm_q8_packed(t, repacked.data(), acts, rows, nullptr, 0, rows, scratch.data(), sums);
+    return k.gemm_q8_vnni ? "vnni-packed" : "avx2-packed";
+  }
   if (q8_blocked(k, t, n)) {
     Q8Acts acts;
     quantize_for_gemm(t, x, n, cols, acts);

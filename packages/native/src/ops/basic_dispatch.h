@@ -28,7 +28,9 @@ void force_q8_gemm_min_n(int64_t n);
 // Tests: the int32 sums sum_j c_j q_j of every sub-block of the 'int8' product for block weights
 // (matvec_q8.h) -> sums (n, rows, cols / sub_block_elements(t)), from the kernel matmul runs for t and
 // n on the current path; returns its name: "ref" (the scalar twin), "avx2", "avx2-gemm" (AVX2 blocked), "avx512" (VNNI per row)
-// or "vnni" (VNNI blocked).
-const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums);
+// or "vnni" (VNNI blocked); with `packed`, for a type the path repacks (q8_packed_bytes), the blocked
+// kernels over the repacked weights, "avx2-packed" or "vnni-packed".
+const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums,
+                          bool packed);
 
 }  // namespace sparq

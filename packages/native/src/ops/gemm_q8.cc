@@ -28,10 +28,11 @@ void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.qs16.resize(gemm_q8_halves(t) ? a.d.size() : 0);
   a.qsum.resize(gemm_q8_super(t) ? a.d.size() : 0);
   a.corr16.resize(gemm_q8_fold_offset(t) ? 2 * a.d.size() : 0);
+  a.qs32.resize(gemm_q8_packs(t) && gemm_q8_super(t) ? a.d.size() / 2 : 0);
 }
 
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums) {
+                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums, const uint8_t* packed) {
   constexpr int NR = GEMM_Q8_NR;
   const int64_t cols = a.cols, panel_bytes = gemm_q8_panel_bytes(t, cols), chunk_rows = gemm_q8_chunk_panels(t, cols) * NR;
   // 64-byte aligned panels inside the scratch buffer, one per 32 rows of the chunk starting at c0.
@@ -48,7 +49,10 @@ void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t row
   const int64_t block = (262144 / cols / mr > 1 ? 262144 / cols / mr : 1) * mr;
   for (int64_t c0 = row_begin; c0 < row_end; c0 += chunk_rows) {
     const int64_t c1 = row_end - c0 < chunk_rows ? row_end : c0 + chunk_rows;
-    for (int64_t r0 = c0; r0 < c1; r0 += NR) gemm_q8_decode_panel(t, w, cols, r0, height(r0), panel(c0, r0));
+    for (int64_t r0 = c0; r0 < c1; r0 += NR) {
+      if (packed) gemm_q8_unpack_panel(t, packed + r0 / NR * (cols / QK_K) * gemm_q8_packed_super(t), cols, height(r0), panel(c0, r0));
+      else gemm_q8_decode_panel(t, w, cols, r0, height(r0), panel(c0, r0));
+    }
     for (int64_t tb = 0; tb < a.n; tb += block) {
       const int64_t tend = a.n - tb < block ? a.n : tb + block;
       for (int64_t r0 = c0; r0 < c1; r0 += NR) kernel(t, panel(c0, r0), a, tb, tend, rows, r0, height(r0), out, sums);

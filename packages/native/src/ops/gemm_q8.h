@@ -37,6 +37,8 @@ struct Q8Acts {
   std::vector<int32_t> corr16;  // (n, cols / 16) -off16 * sum q per half-block, q3_k and q6_k (gemm_q8_fold_offset)
   std::vector<int32_t>
       qs16;  // (n, cols / 32) the sums of q of each half-block, half 0 in the low int16, half 1 in the high; gemm_q8_halves types only
+  std::vector<int32_t>
+      qs32;  // (n, cols / 64) the sums of q of sub-blocks 2p and 2p + 1 in the low and high int16; gemm_q8_packs types only
 };
 
 // The types of 16-element half-blocks with integer scales (the second form above).
@@ -100,8 +102,71 @@ using Q8PanelKernel = void (*)(WeightType t, const Q8Panel& p, const Q8Acts& a, 
 // [row_begin, row_end) a chunk at a time into scratch (gemm_q8_scratch_bytes), and hands `kernel` each
 // chunk's panels by blocks of activation rows (multiples of mr, about 256 KB of codes, so they stay in
 // L2 while the chunk's panels pass).
+// With `packed` (q6_k's packed weights, gemm_q8_repack), the panels are unpacked from them instead.
 void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums);
+                    uint8_t* scratch, int mr, Q8PanelKernel kernel, int32_t* sums, const uint8_t* packed = nullptr);
+
+// Weights repacked once (at their first blocked product) so that no call decodes panels: q4_k and q6_k,
+// their codes still 4 and 6 bits. A packed panel is 32 weight rows, super-block by super-block (256
+// columns, gemm_q8_packed_super(t) bytes each), in the order the kernels read them:
+//   codes  4096 bytes: step pair j (columns 8j .. 8j + 7 of the super-block) is 128 bytes, byte 4i + c
+//          holding row i's unsigned codes u of columns 8j + c (low nibble) and 8j + 4 + c (high nibble),
+//          so masking and shifting 64 bytes gives two of the panels' dword steps (Q8Panel below);
+//   q6_k:  2048 bytes more, their top two bits: step quad q (columns 16q .. 16q + 15) is 128 bytes, bits
+//          2s, 2s + 1 of byte 4i + c those of row i's column 16q + 4s + c;
+//   sc     the integer scales: q4_k's 8 sub-blocks' (6 bits, byte 32 s + i), q6_k's 16 half-blocks' (int8,
+//          byte 32 h + i);
+//   mn     q4_k: the integer minimums of sub-blocks 2p and 2p + 1, bytes 64 p + 2 i and 64 p + 2 i + 1,
+//          which zero-extend to int16 pairs against Q8Acts::qs32;
+//   d, mm  f32 per row: the super-block's d, and q4_k's -dmin.
+// q4_k's kernels sum a whole super-block in int32, as ggml does,
+//   I = sum_s sc_s sum_{j in s} u_j q_j   (|I| <= 8 * 63 * 32 * 15 * 127 < 2^28),
+//   C = sum_s mn_s sum_{j in s} q_j       (|C| <= 8 * 63 * 32 * 127),
+// and take two f32 steps per super-block, f += f32(I) (d dx), then f += f32(C) (mm dx): the same int32
+// sub-block sums, fewer roundings than the panels' per-sub-block steps (within the same bound). q6_k's
+// products unpack each panel from the planes once per call (gemm_q8_unpack_panel: bit operations, no block
+// headers) and run the panels' kernels, so their output is the panels' bit for bit (a kernel unpacking
+// the 6-bit codes per tile was no faster at 512 rows). Rows past the weight's end are zero. Bytes per weight: q4_k 0.59 (the file's
+// 0.5625, the panels' 1.25), q6_k 0.83 (the file's 0.82, the panels' 1.625).
+static inline bool gemm_q8_packs(WeightType t) { return t == WeightType::q4_k || t == WeightType::q6_k; }
+static inline int64_t gemm_q8_packed_super(WeightType t) {
+  return t == WeightType::q6_k ? 4096 + 2048 + 512 + 4 * GEMM_Q8_NR : 4096 + 256 + 256 + 2 * 4 * GEMM_Q8_NR;
+}
+static inline int64_t gemm_q8_packed_bytes(WeightType t, int64_t rows, int64_t cols) {
+  return gemm_q8_packs(t) ? (rows + GEMM_Q8_NR - 1) / GEMM_Q8_NR * (cols / QK_K) * gemm_q8_packed_super(t) : 0;
+}
+// w (rows, cols) of a gemm_q8_packs type into packed (gemm_q8_packed_bytes), weight rows [row_begin,
+// row_end) (multiples of 32 but the last; AVX2, gemm_q8_pack_avx2.cc: the panel decode's codes).
+void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8_t* packed, int64_t row_begin, int64_t row_end);
+// The loop both packed kernels share: the packed panels of weight rows [row_begin, row_end) about 512 KB at
+// a time, each such chunk by blocks of activation rows (about 256 KB of codes, so both stay in L2), mr rows at
+// a time: tile(pp, t0, m, r0, nr) for activation rows [t0, t0 + m) by the panel at pp (weight rows r0 .. r0 + nr).
+template <class Tile>
+void gemm_q8_packed_blocks(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t row_begin, int64_t row_end, int mr, Tile tile) {
+  const int64_t panel = a.cols / QK_K * gemm_q8_packed_super(t);
+  const int64_t chunk = ((int64_t{1} << 19) / panel > 1 ? (int64_t{1} << 19) / panel : 1) * GEMM_Q8_NR;
+  const int64_t block = (262144 / a.cols / mr > 1 ? 262144 / a.cols / mr : 1) * mr;
+  for (int64_t c0 = row_begin; c0 < row_end; c0 += chunk) {
+    const int64_t c1 = row_end - c0 < chunk ? row_end : c0 + chunk;
+    for (int64_t tb = 0; tb < a.n; tb += block) {
+      const int64_t tend = a.n - tb < block ? a.n : tb + block;
+      for (int64_t r0 = c0; r0 < c1; r0 += GEMM_Q8_NR) {
+        const int nr = static_cast<int>(c1 - r0 < GEMM_Q8_NR ? c1 - r0 : GEMM_Q8_NR);
+        for (int64_t t0 = tb; t0 < tend; t0 += mr)
+          tile(packed + r0 / GEMM_Q8_NR * panel, t0, static_cast<int>(tend - t0 < mr ? tend - t0 : mr), r0, nr);
+      }
+    }
+  }
+}
+// The panel of packed weights pp (a gemm_q8_packs type with panels: q6_k) into p, its nr rows the weight's.
+void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int nr, const Q8Panel& p);
+// out rows [row_begin, row_end) (row_begin a multiple of 32) of x @ w^T from the packed weights, scratch of
+// gemm_q8_scratch_bytes (q6_k's panels; q4_k needs none); with `sums` (tests) the int32 sums of u q go
+// there instead, as the panels' kernels give them (n, rows, cols / 32; cols / 16 for q6_k).
+void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                         uint8_t* scratch, int32_t* sums);
+void gemm_q8_avx2_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                         uint8_t* scratch, int32_t* sums);
 
 // Sizes acts for x (n, cols) and weights of type t (gemm_q8.cc); then quantize_q8_acts fills activation rows
 // [t_begin, t_end) of them from x (quantize_act_row's codes and steps, gemm_q8_pack_avx2.cc;

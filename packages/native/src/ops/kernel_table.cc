@@ -45,6 +45,8 @@ KernelTable avx2_table(const KernelTable* scalar) {
   k.gemm_q8_acts = quantize_q8_acts;
   k.gemm_q8 = gemm_q8_avx2;
   k.gemm_q8_sums = gemm_q8_avx2_sums;
+  k.gemm_q8_packed = gemm_q8_avx2_packed;
+  k.gemm_q8_repack = gemm_q8_repack;
   k.int4_rows = matmul_int4_dequant_avx2;
   k.int4_gemm = gemm_int4_avx2;
   k.int4_int8_rows = matmul_int4_int8_avx2;
@@ -73,6 +75,8 @@ KernelTable avx512_table(const KernelTable* avx2, bool vnni) {
     k.gemm_q8_acts = quantize_q8_acts;
     k.gemm_q8 = gemm_q8_vnni;
     k.gemm_q8_sums = gemm_q8_vnni_sums;
+    k.gemm_q8_packed = gemm_q8_vnni_packed;
+    k.gemm_q8_repack = gemm_q8_repack;
     k.gemm_q8_vnni = true;
     k.int4_int8_rows = matmul_int4_int8_vnni;
     k.int4_group_sums = int4_group_sums_vnni;
@@ -82,6 +86,8 @@ KernelTable avx512_table(const KernelTable* avx2, bool vnni) {
     k.gemm_q8_acts = avx2->gemm_q8_acts;
     k.gemm_q8 = avx2->gemm_q8;
     k.gemm_q8_sums = avx2->gemm_q8_sums;
+    k.gemm_q8_packed = avx2->gemm_q8_packed;
+    k.gemm_q8_repack = avx2->gemm_q8_repack;
   }
   return k;
 }

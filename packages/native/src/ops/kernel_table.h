@@ -49,6 +49,12 @@ struct KernelTable {
   void (*gemm_q8_acts)(WeightType t, const float* x, int64_t t_begin, int64_t t_end, Q8Acts& acts);
   GemmQ8 gemm_q8;
   GemmQ8Sums gemm_q8_sums;
+  // The same product over weights repacked once (gemm_q8.h, gemm_q8_packs types), its sums with `sums`,
+  // and the repack; null: weights are not repacked on this path.
+  using GemmQ8Packed = void (*)(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin,
+                                int64_t row_end, uint8_t* scratch, int32_t* sums);
+  GemmQ8Packed gemm_q8_packed;
+  void (*gemm_q8_repack)(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8_t* packed, int64_t row_begin, int64_t row_end);
   // The crossovers of BLOCK_TRAITS this table's blocked product was measured with (VNNI's or AVX2's).
   bool gemm_q8_vnni;
 

@@ -24,6 +24,12 @@ void gemm_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int6
 constexpr int64_t GEMM_MIN_N = 8;
 // Dispatch by kernel_path(), all rows, split across the native thread pool. int8 = true takes the
 // 'int8' product (matvec_q8.h) for block types; f32, f16 and bf16 weights always take the f32 one.
-void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8);
+// `packed`: w repacked by q8_repack, which the blocked 'int8' product then reads instead of decoding w.
+void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, bool int8,
+            const uint8_t* packed = nullptr);
+// Bytes of w (rows, cols) repacked for the blocked 'int8' product on the current path (gemm_q8.h's
+// packed panels), 0 if it does not repack type t; q8_repack fills them (split across the pool).
+int64_t q8_packed_bytes(WeightType t, int64_t rows, int64_t cols);
+void q8_repack(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8_t* packed);
 
 }  // namespace sparq

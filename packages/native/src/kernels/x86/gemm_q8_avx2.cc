@@ -283,6 +283,93 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
   if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
 }
 
+// Packed q4_k (gemm_q8.h, gemm_q8_packs), rows 16 h .. 16 h + nh of the panel at pp: per sub-block s the
+// 8 steps' int16 pair sums (the codes unpacked from nibbles by a mask and a shift), then vpmaddwd by the
+// sub-block's integer scale sc_s into the super-block's int32 sums I (or, with `sums`, by ones: the
+// sub-block's sum); vpmaddwd adds the minimums' products into C; per super-block f += f32(I) (d dx), then
+// f += f32(C) (mm dx): the VNNI tile_packed's int32 sums and f32 steps, in its order.
+template <int M>
+void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
+  const int64_t cols = a.cols, subs = cols / QK;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  __m256 f[M][2];
+  for (int m = 0; m < M; ++m) f[m][0] = f[m][1] = _mm256_setzero_ps();
+  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(WeightType::q4_k)) {
+    __m256i I[M][2];
+    for (int m = 0; m < M; ++m) I[m][0] = I[m][1] = _mm256_setzero_si256();
+    for (int sb = 0; sb < 8; ++sb) {
+      const uint8_t* up = pp + 512 * sb + 64 * h;
+      const int8_t* xq = a.q.data() + t0 * cols + QK_K * S + QK * sb;
+      __m256i s16[M][2];
+      for (int j = 0; j < 4; ++j) {  // step pair j: columns 8j .. 8j + 3 in the low nibbles, 8j + 4 .. 8j + 7 in the high
+        const __m256i p0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + 128 * j));
+        const __m256i p1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + 128 * j + 32));
+        const __m256i w0 = _mm256_and_si256(p0, low4), w1 = _mm256_and_si256(p1, low4);
+        const __m256i v0 = _mm256_and_si256(_mm256_srli_epi16(p0, 4), low4), v1 = _mm256_and_si256(_mm256_srli_epi16(p1, 4), low4);
+        for (int m = 0; m < M; ++m) {
+          int32_t lo, hi;
+          std::memcpy(&lo, xq + m * cols + 8 * j, 4);
+          std::memcpy(&hi, xq + m * cols + 8 * j + 4, 4);
+          const __m256i xl = _mm256_set1_epi32(lo), xh = _mm256_set1_epi32(hi);
+          // u <= 15: 8 steps' pair sums stay within 8 * 2 * 15 * 127 = 30480 (the header above).
+          const __m256i q0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0, xl), _mm256_maddubs_epi16(v0, xh));
+          const __m256i q1 = _mm256_add_epi16(_mm256_maddubs_epi16(w1, xl), _mm256_maddubs_epi16(v1, xh));
+          s16[m][0] = j ? _mm256_add_epi16(s16[m][0], q0) : q0;
+          s16[m][1] = j ? _mm256_add_epi16(s16[m][1], q1) : q1;
+          in_register(s16[m][0]);
+          in_register(s16[m][1]);
+        }
+      }
+      if (sums) {
+        __m256i acc[M][2];
+        for (int m = 0; m < M; ++m) acc[m][0] = _mm256_madd_epi16(s16[m][0], ones), acc[m][1] = _mm256_madd_epi16(s16[m][1], ones);
+        store_sums<M>(acc, sums, t0, rows, r0 + 16 * h, nh, subs, 8 * S + sb);
+        continue;
+      }
+      // sc_s in both int16 halves of each row's lane.
+      const __m256i c0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pp + 4096 + 32 * sb + 16 * h)));
+      const __m256i c1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pp + 4096 + 32 * sb + 16 * h + 8)));
+      const __m256i sc0 = _mm256_or_si256(c0, _mm256_slli_epi32(c0, 16)), sc1 = _mm256_or_si256(c1, _mm256_slli_epi32(c1, 16));
+      for (int m = 0; m < M; ++m) {
+        I[m][0] = _mm256_add_epi32(I[m][0], _mm256_madd_epi16(s16[m][0], sc0));
+        I[m][1] = _mm256_add_epi32(I[m][1], _mm256_madd_epi16(s16[m][1], sc1));
+      }
+    }
+    if (sums) continue;
+    __m256i c[M][2];  // the minimums' products
+    for (int m = 0; m < M; ++m) c[m][0] = c[m][1] = _mm256_setzero_si256();
+    for (int p = 0; p < 4; ++p) {
+      const uint8_t* mn = pp + 4352 + 64 * p + 32 * h;
+      const __m256i m0 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn)));
+      const __m256i m1 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16)));
+      for (int m = 0; m < M; ++m) {
+        const __m256i qs = _mm256_set1_epi32(a.qs32[(t0 + m) * (subs / 2) + 4 * S + p]);
+        c[m][0] = _mm256_add_epi32(c[m][0], _mm256_madd_epi16(m0, qs));
+        c[m][1] = _mm256_add_epi32(c[m][1], _mm256_madd_epi16(m1, qs));
+      }
+    }
+    const float* dm = reinterpret_cast<const float*>(pp + 4608) + 16 * h;
+    const __m256 d0 = _mm256_loadu_ps(dm), d1 = _mm256_loadu_ps(dm + 8), mm0 = _mm256_loadu_ps(dm + NR), mm1 = _mm256_loadu_ps(dm + NR + 8);
+    for (int m = 0; m < M; ++m) {
+      const __m256 dx = _mm256_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
+      f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][0]), _mm256_mul_ps(d0, dx), f[m][0]);
+      f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I[m][1]), _mm256_mul_ps(d1, dx), f[m][1]);
+      f[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[m][0]), _mm256_mul_ps(mm0, dx), f[m][0]);
+      f[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[m][1]), _mm256_mul_ps(mm1, dx), f[m][1]);
+    }
+  }
+  if (!sums) store_out<M>(f, out, t0, rows, r0 + 16 * h, nh);
+}
+
+template <int M = MR<Codes::u4>>
+void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out,
+                  int32_t* sums) {
+  if constexpr (M > 0) {
+    if (m == M) return tile_packed<M>(pp, a, t0, rows, r0, h, nh, out, sums);
+    tiles_packed<M - 1>(m, pp, a, t0, rows, r0, h, nh, out, sums);
+  }
+}
+
 template <Codes C, bool MIN, bool SUPER, int M = MR<C>>
 void tiles(int m, const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int h, int nh, float* out, int32_t* sums) {
   if constexpr (M > 0) {
@@ -307,8 +394,10 @@ void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 
 // gemm_q8_avx2, or with `sums` its integer sums (tile).
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
+         int32_t* sums, const uint8_t* packed = nullptr) {
+  auto panels = [&](int mr, Q8PanelKernel kernel) {
+    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
+  };
   switch (t) {
     case WeightType::q4_0: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, false>);
     case WeightType::q4_1: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
@@ -329,6 +418,15 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
 void gemm_q8_avx2(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                   uint8_t* scratch) {
   run(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
+}
+
+void gemm_q8_avx2_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                         uint8_t* scratch, int32_t* sums) {
+  // q6_k: its panels unpacked from the packed weights, then the panels' kernel.
+  if (t == WeightType::q6_k) return run(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+  gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, MR<Codes::u4>, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
+    for (int h = 0; 16 * h < nr; ++h) tiles_packed(m, pp, a, t0, rows, r0, h, nr - 16 * h < 16 ? nr - 16 * h : 16, out, sums);
+  });
 }
 
 void gemm_q8_avx2_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {

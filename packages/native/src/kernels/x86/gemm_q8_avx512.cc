@@ -215,6 +215,89 @@ void tile_halves(const Q8Panel& p, const Q8Acts& a, int64_t t0, int64_t rows, in
   store_out<M>(f0, f1, out, t0, rows, r0, nr);
 }
 
+// The same for packed q4_k (gemm_q8.h, gemm_q8_packs): per sub-block s the int32 sums i of u q (8
+// vpdpbusd per vector of rows, the codes unpacked from nibbles by a mask and a shift, which do not take
+// vpdpbusd's pipes), then I += i sc_s (vpmulld); per super-block C = sum_s mn_s (sum q) (4 vpdpwssd on the
+// minimums' int16 pairs), then f += f32(I) (d dx) and f += f32(C) (mm dx). Against tile_super, that is one
+// vpmulld per sub-block where it took two FMAs, and no panel decode. With `sums`, the sub-blocks' i.
+template <int M, bool SUMS>
+void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+  const int64_t cols = a.cols, subs = cols / QK;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  alignas(64) float f[M][NR] = {};
+  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(WeightType::q4_k)) {
+    __m512i I0[M], I1[M];
+    for (int m = 0; m < M; ++m) I0[m] = I1[m] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* up = pp + 512 * s;
+      const int8_t* xq = a.q.data() + t0 * cols + QK_K * S + QK * s;
+      __m512i i0[M], i1[M];
+      for (int m = 0; m < M; ++m) i0[m] = i1[m] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {  // step pair j: columns 8j .. 8j + 3 in the low nibbles, 8j + 4 .. 8j + 7 in the high
+        const __m512i p0 = _mm512_loadu_si512(up + 128 * j), p1 = _mm512_loadu_si512(up + 128 * j + 64);
+        const __m512i w0 = _mm512_and_si512(p0, low4), w1 = _mm512_and_si512(p1, low4);
+        const __m512i v0 = _mm512_and_si512(_mm512_srli_epi16(p0, 4), low4), v1 = _mm512_and_si512(_mm512_srli_epi16(p1, 4), low4);
+        for (int m = 0; m < M; ++m) {
+          int32_t lo, hi;
+          std::memcpy(&lo, xq + m * cols + 8 * j, 4);
+          std::memcpy(&hi, xq + m * cols + 8 * j + 4, 4);
+          const __m512i xl = _mm512_set1_epi32(lo), xh = _mm512_set1_epi32(hi);
+          i0[m] = _mm512_dpbusd_epi32(i0[m], w0, xl);
+          i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xl);
+          i0[m] = _mm512_dpbusd_epi32(i0[m], v0, xh);
+          i1[m] = _mm512_dpbusd_epi32(i1[m], v1, xh);
+        }
+      }
+      if constexpr (SUMS) {
+        store_sums<M>(i0, i1, sums, t0, rows, r0, nr, subs, 8 * S + s);
+        continue;
+      }
+      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pp + 4096 + 32 * s)));
+      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pp + 4096 + 32 * s + 16)));
+      for (int m = 0; m < M; ++m) {
+        I0[m] = _mm512_add_epi32(I0[m], _mm512_mullo_epi32(i0[m], s0));
+        I1[m] = _mm512_add_epi32(I1[m], _mm512_mullo_epi32(i1[m], s1));
+      }
+    }
+    if constexpr (SUMS) continue;
+    __m512i c0[M], c1[M];  // the minimums' products
+    for (int m = 0; m < M; ++m) c0[m] = c1[m] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i m0 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 4352 + 64 * p)));
+      const __m512i m1 = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 4352 + 64 * p + 32)));
+      for (int m = 0; m < M; ++m) {
+        const __m512i qs = _mm512_set1_epi32(a.qs32[(t0 + m) * (subs / 2) + 4 * S + p]);
+        c0[m] = _mm512_dpwssd_epi32(c0[m], m0, qs);
+        c1[m] = _mm512_dpwssd_epi32(c1[m], m1, qs);
+      }
+    }
+    const float* dm = reinterpret_cast<const float*>(pp + 4608);
+    const __m512 d0 = _mm512_loadu_ps(dm), d1 = _mm512_loadu_ps(dm + 16), mm0 = _mm512_loadu_ps(dm + NR),
+                 mm1 = _mm512_loadu_ps(dm + NR + 16);
+    for (int m = 0; m < M; ++m) {
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + m) * subs + 8 * S]);
+      __m512 g0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I0[m]), _mm512_mul_ps(d0, dx), _mm512_load_ps(f[m]));
+      __m512 g1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I1[m]), _mm512_mul_ps(d1, dx), _mm512_load_ps(f[m] + 16));
+      g0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c0[m]), _mm512_mul_ps(mm0, dx), g0);
+      g1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(c1[m]), _mm512_mul_ps(mm1, dx), g1);
+      _mm512_store_ps(f[m], g0), _mm512_store_ps(f[m] + 16, g1);
+    }
+  }
+  if constexpr (SUMS) return;
+  __m512 f0[M], f1[M];
+  for (int m = 0; m < M; ++m) f0[m] = _mm512_load_ps(f[m]), f1[m] = _mm512_load_ps(f[m] + 16);
+  store_out<M>(f0, f1, out, t0, rows, r0, nr);
+}
+
+template <bool SUMS, int M = MR>
+void tiles_packed(int m, const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, int64_t r0, int nr, float* out, int32_t* sums) {
+  if constexpr (M > 0) {
+    if (m == M) return tile_packed<M, SUMS>(pp, a, t0, rows, r0, nr, out, sums);
+    tiles_packed<SUMS, M - 1>(m, pp, a, t0, rows, r0, nr, out, sums);
+  }
+}
+
 // The tile kinds: 32-element sub-blocks (tile), and q4_k, q5_k, iq4_xs (tile_super, but tile for the tests' sums), and half-blocks (tile_halves).
 enum class Kind { sub, super, halves };  // halves: MIN says whether the minimums stay apart (q2_k), else their offset is folded
 
@@ -242,8 +325,10 @@ void panel_vnni(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 // gemm_q8_vnni, or with SUMS its integer sums into `sums` (tile).
 template <bool SUMS>
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
+         int32_t* sums, const uint8_t* packed = nullptr) {
+  auto panels = [&](int mr, Q8PanelKernel kernel) {
+    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
+  };
   if (gemm_q8_halves(t))  // q2_k keeps its minimums apart, q3_k and q6_k fold their offsets into the integer sums
     return t == WeightType::q2_k ? panels(MR, panel_vnni<true, Kind::halves, SUMS>) : panels(MR, panel_vnni<false, Kind::halves, SUMS>);
   if (gemm_q8_super(t))
@@ -257,6 +342,18 @@ void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* o
 void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                   uint8_t* scratch) {
   run<false>(t, w, a, rows, out, row_begin, row_end, scratch, nullptr);
+}
+
+void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
+                         uint8_t* scratch, int32_t* sums) {
+  if (t == WeightType::q6_k) {  // its panels unpacked from the packed weights, then the panels' kernel
+    if (sums) return run<true>(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+    return run<false>(t, nullptr, a, rows, out, row_begin, row_end, scratch, sums, packed);
+  }
+  gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, MR, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
+    if (sums) tiles_packed<true>(m, pp, a, t0, rows, r0, nr, out, sums);
+    else tiles_packed<false>(m, pp, a, t0, rows, r0, nr, out, sums);
+  });
 }
 
 void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums) {

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/block_codes.h"
 #include "ops/gemm_q8.h"
@@ -223,6 +224,7 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
   for (int64_t r = t_begin; r < t_end; ++r) {
     const float* xr = x + r * cols;
     float d = 0, mul = 0;  // the current activation block's unrounded step and code multiplier
+    int32_t previous = 0;  // the previous block's sum of codes
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t i = r * blocks + b;
       if (kind == ActBlocks::q8_k && b % 8 == 0) {
@@ -250,6 +252,9 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
       a.ds[i] = kind == ActBlocks::q8_1 ? fp16_to_fp32_ref(fp32_to_fp16_ref(d * static_cast<float>(sum))) : dx * static_cast<float>(sum);
       a.corr[i] = -off * sum;
       if (super) a.qsum[i] = static_cast<float>(sum);
+      if (!a.qs32.empty() && b % 2 == 1)  // gemm_q8_packs: this sub-block's sum beside the previous one's
+        a.qs32[i / 2] = static_cast<int32_t>((static_cast<uint32_t>(sum) << 16) | (static_cast<uint32_t>(previous) & 0xffff));
+      previous = sum;
       if (!halves) continue;
       a.qs16[i] = static_cast<int32_t>((static_cast<uint32_t>(sum - first) << 16) | (static_cast<uint32_t>(first) & 0xffff));
       if (!fold) continue;
@@ -278,6 +283,103 @@ void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t 
         _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), v);
       }
       store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
+    }
+  }
+}
+
+void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8_t* packed, int64_t row_begin, int64_t row_end) {
+  const int64_t row_bytes = weight_bytes(t, cols), supers = cols / QK_K;
+  // The codes as the panel decode lays them out, one panel at a time (its scales go unused).
+  std::vector<uint8_t> scratch(static_cast<size_t>(gemm_q8_panel_bytes(t, cols) + 64));
+  uint8_t* base = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  float* dw = reinterpret_cast<float*>(base + NR * cols);
+  float* mw = dw + gemm_q8_steps(t, cols) * NR;
+  int32_t* sc = reinterpret_cast<int32_t*>(mw + gemm_q8_steps(t, cols) * NR);
+  const Q8Panel panel{base, dw, mw, sc, sc + cols / 16 * NR};
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += NR) {
+    const int nr = static_cast<int>(row_end - r0 < NR ? row_end - r0 : NR);
+    gemm_q8_decode_panel(t, w, cols, r0, nr, panel);
+    uint8_t* dst = packed + r0 / NR * supers * gemm_q8_packed_super(t);
+    for (int64_t S = 0; S < supers; ++S, dst += gemm_q8_packed_super(t)) {
+      const uint8_t* u = base + 64 * S * NR * 4;  // the super-block's 64 dword steps, 128 bytes each
+      // Two steps' low 4 bits per byte: step 2j in the low nibble, 2j + 1 in the high.
+      for (int j = 0; j < 32; ++j)
+        for (int b = 0; b < NR * 4; ++b)
+          dst[128 * j + b] = static_cast<uint8_t>((u[256 * j + b] & 0x0f) | (u[256 * j + 128 + b] & 0x0f) << 4);
+      uint8_t* scales = dst + 4096;
+      if (t == WeightType::q6_k) {
+        // Four steps' top two bits per byte, then the 16 half-blocks' int8 scales and d.
+        for (int q = 0; q < 16; ++q)
+          for (int b = 0; b < NR * 4; ++b) {
+            int high = 0;
+            for (int st = 0; st < 4; ++st) high |= (u[128 * (4 * q + st) + b] >> 4) << (2 * st);
+            dst[4096 + 128 * q + b] = static_cast<uint8_t>(high);
+          }
+        scales = dst + 4096 + 2048;
+        float* d = reinterpret_cast<float*>(scales + 512);
+        for (int i = 0; i < NR; ++i) {
+          const uint8_t* x = i < nr ? w + (r0 + i) * row_bytes + S * block_shape(t).bytes : nullptr;
+          for (int hb = 0; hb < 16; ++hb) scales[32 * hb + i] = x ? x[192 + hb] : 0;  // q6_k's int8 scales
+          d[i] = x ? fp16_to_fp32_ref(load_u16(x + 208)) : 0.0f;
+        }
+        continue;
+      }
+      uint8_t* mins = scales + 256;
+      float* d = reinterpret_cast<float*>(mins + 256);
+      for (int i = 0; i < NR; ++i) {
+        const uint8_t* x = i < nr ? w + (r0 + i) * row_bytes + S * block_shape(t).bytes : nullptr;
+        for (int sb = 0; sb < 8; ++sb) {
+          int scale = 0, min = 0;
+          if (x) scale_min_k(x + 4, sb, scale, min);
+          scales[32 * sb + i] = static_cast<uint8_t>(scale);
+          mins[64 * (sb / 2) + 2 * i + sb % 2] = static_cast<uint8_t>(min);
+        }
+        const float dmin = x ? fp16_to_fp32_ref(load_u16(x + 2)) : 0.0f;
+        d[i] = x ? fp16_to_fp32_ref(load_u16(x)) : 0.0f;
+        d[NR + i] = -dmin;
+      }
+    }
+  }
+}
+
+void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int, const Q8Panel& p) {
+  // q6_k (gemm_q8_packs types with panels); the packed rows past the weight's end are zero already.
+  const __m256i low4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30), low16 = _mm256_set1_epi32(0xffff);
+  auto code = [&](__m256i nib, __m256i top) { return _mm256_or_si256(_mm256_and_si256(nib, low4), _mm256_and_si256(top, top2)); };
+  auto store = [](uint8_t* at, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(at), v); };
+  for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(t)) {
+    uint8_t* u = p.u + 64 * S * NR * 4;  // the super-block's 64 dword steps
+    for (int hb = 0; hb < 16; ++hb) {
+      // Steps 4 hb .. 4 hb + 3: the nibble plane's pairs 2 hb, 2 hb + 1 and the quad plane's bits 0-1 .. 6-7.
+      for (int v = 0; v < 4; ++v) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 32 * v));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 128 + 32 * v));
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 4096 + 128 * hb + 32 * v));
+        uint8_t* at = u + 4 * hb * NR * 4 + 32 * v;
+        store(at, code(a, _mm256_slli_epi16(h, 4)));
+        store(at + NR * 4, code(_mm256_srli_epi16(a, 4), _mm256_slli_epi16(h, 2)));
+        store(at + 2 * NR * 4, code(b, h));
+        store(at + 3 * NR * 4, code(_mm256_srli_epi16(b, 4), _mm256_srli_epi16(h, 2)));
+      }
+    }
+    // The half-blocks' scales sc_h (both int16 halves, vpmaddwd's operand) and the pairs c_h of each
+    // 32-element block (q6_k's minimums are its scales), 8 rows at a time; d and mm = -32 d.
+    const uint8_t* sc = pp + 4096 + 2048;
+    for (int i = 0; i < NR; i += 8) {
+      for (int hb = 0; hb < 16; hb += 2) {
+        const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + i)));
+        const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 32 * hb + 32 + i)));
+        const int64_t h = 16 * S + hb;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + h * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s0, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sc + (h + 1) * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s1, low16), _mm256_slli_epi32(s1, 16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.cm + h / 2 * NR + i),
+                            _mm256_or_si256(_mm256_and_si256(s0, low16), _mm256_slli_epi32(s1, 16)));
+      }
+      const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(sc + 512) + i);
+      _mm256_storeu_ps(p.dw + S * NR + i, d);
+      _mm256_storeu_ps(p.mw + S * NR + i, _mm256_mul_ps(_mm256_set1_ps(-32.0f), d));
     }
   }
 }
