@@ -332,6 +332,20 @@ SPARQ_INLINE __m512i unit_scales(__m512i sc, int u) {
   }();
   return _mm512_permutexvar_epi16(_mm512_loadu_si512(index[u].data()), sc);
 }
+#if defined(__AVX512VNNI__)
+// The int16 scale of each lane of RowsSums' packed sums (vpackssdw of e and o: int16 lane 8i + j is
+// int32 lane 4i + j of e for j < 4, of o for j >= 4; e's lanes from T's vector 0, o's from vector 2):
+// the lanes of sc (one per sub-block of SUB elements) those sums belong to.
+template <class T, int SUB>
+SPARQ_INLINE __m512i rows_scales(__m512i sc) {
+  static constexpr auto index = [] {
+    std::array<int16_t, 32> t{};
+    for (int q = 0; q < 32; ++q) t[q] = static_cast<int16_t>(T::rows_element(q % 8 < 4 ? 0 : 2, 4 * (4 * (q / 8) + q % 4)) / SUB);
+    return t;
+  }();
+  return _mm512_permutexvar_epi16(_mm512_loadu_si512(index.data()), sc);
+}
+#endif
 #else
 constexpr bool WIDE_BLOCKS = false;
 using WideInt = __m256i;  // (no wide blocks)
@@ -478,6 +492,36 @@ struct QX_K {
     s.end_block(f16x8(x));
   }
 #endif
+#if defined(__AVX512VNNI__)
+  // Several activation rows (RowsSums): vector v, 128-bit lane i, byte l holds element l (v even) or
+  // 16 + l (v odd) of sub-block 2i (v < 2) or 2i + 1: vectors 0 and 1 the low nibbles of qs[16 j ..
+  // 16 j + 16) for even and odd j, taken four 16-byte pieces at a time (vshufi64x2), 2 and 3 their high
+  // nibbles. q5_k's fifth bit of sub-block s, element e is bit s of qh[e].
+  static constexpr int ROWS_OFFSET = 0;
+  static constexpr int rows_element(int v, int p) { return 32 * (2 * (p / 16) + v / 2) + 16 * (v % 2) + p % 16; }
+  template <class S>
+  SPARQ_INLINE static void block_rows(const uint8_t* x, S& s) {
+    const __m512i sc = _mm512_castsi256_si512(scales_mins(x, s)), low = _mm512_set1_epi8(0x0f);
+    const uint8_t* qs = x + (FIVE ? 48 : 16);
+    const __m512i z0 = load64(qs), z1 = load64(qs + 64);
+    const __m512i even = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)), odd = _mm512_shuffle_i64x2(z0, z1, _MM_SHUFFLE(3, 1, 3, 1));
+    __m512i c[4] = {_mm512_and_si512(even, low), _mm512_and_si512(odd, low), _mm512_and_si512(_mm512_srli_epi16(even, 4), low),
+                    _mm512_and_si512(_mm512_srli_epi16(odd, 4), low)};
+    if (FIVE) {
+      constexpr long long R = 0x0101010101010101LL;  // bit 2i (sub-block 2i) in 128-bit lane i, or bit 2i + 1
+      const __m512i bit_lo = _mm512_setr_epi64(R, R, 4 * R, 4 * R, 16 * R, 16 * R, 64 * R, 64 * R);
+      const __m512i bit_hi = _mm512_slli_epi64(bit_lo, 1);
+      const __m512i first = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)));
+      const __m512i second = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 32)));
+      const __m512i fifth = _mm512_set1_epi8(0x10);
+      c[0] = _mm512_mask_add_epi8(c[0], _mm512_test_epi8_mask(first, bit_lo), c[0], fifth);
+      c[1] = _mm512_mask_add_epi8(c[1], _mm512_test_epi8_mask(second, bit_lo), c[1], fifth);
+      c[2] = _mm512_mask_add_epi8(c[2], _mm512_test_epi8_mask(first, bit_hi), c[2], fifth);
+      c[3] = _mm512_mask_add_epi8(c[3], _mm512_test_epi8_mask(second, bit_hi), c[3], fifth);
+    }
+    s.rows(c, rows_scales<QX_K, 32>(sc), f16_at(x));
+  }
+#endif
 };
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
@@ -504,19 +548,42 @@ struct Q6_K {
   // Units 2H and 2H + 1: the low and high nibbles of ql[64 H .. 64 H + 64) (chunks 4H, 4H + 1 and
   // 4H + 2, 4H + 3), with the bits of qh[32 H + l] (0-1 | 2-3 and 4-5 | 6-7) as bits 4-5.
   static constexpr int8_t SLOTS[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  // Units 2H and 2H + 1 (the 6-bit codes u).
+  SPARQ_INLINE static void units(const uint8_t* x, int H, __m512i& lo, __m512i& hi) {
+    const __m512i high = _mm512_set1_epi8(0x30);
+    const __m512i ql = load64(x + 64 * H), qh = twice32(x + 128 + 32 * H);
+    lo = low4_or(ql, _mm512_and_si512(shift_per_half(qh, 4, 2), high));
+    hi = low4_or(_mm512_srli_epi16(ql, 4), _mm512_and_si512(shift_per_half(qh, 0, -2), high));
+  }
+  SPARQ_INLINE static __m256i scales16(const uint8_t* x) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192))); }
   template <class S>
   SPARQ_INLINE static void block512(const uint8_t* x, S& s) {
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 192)));
-    const __m512i high = _mm512_set1_epi8(0x30);
+    const __m256i sc = scales16(x);
     for (int H = 0; H < 2; ++H) {
-      const __m512i ql = load64(x + 64 * H), qh = twice32(x + 128 + 32 * H);
-      s.wide(2 * H, low4_or(ql, _mm512_and_si512(shift_per_half(qh, 4, 2), high)),
-             unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H));
-      s.wide(2 * H + 1, low4_or(_mm512_srli_epi16(ql, 4), _mm512_and_si512(shift_per_half(qh, 0, -2), high)),
-             unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H + 1));
+      __m512i lo, hi;
+      units(x, H, lo, hi);
+      s.wide(2 * H, lo, unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H));
+      s.wide(2 * H + 1, hi, unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H + 1));
     }
     s.offsets(sc);
     s.end_block(f16x8(x + 208));
+  }
+#endif
+#if defined(__AVX512VNNI__)
+  // Several activation rows (RowsSums): units 2H and 2H + 1 (half-blocks 8H + i and 8H + 4 + i in
+  // 128-bit lane i) interleaved by 8 bytes (vpunpcklqdq / vpunpckhqdq), so that int32 lane m of vectors
+  // 2H and 2H + 1 holds 4 codes each of one half-block: elements 0-7 (v even) or 8-15 of half-blocks
+  // 8 (v / 2) + i and 8 (v / 2) + 4 + i. The offset 32 is taken back by the start lanes.
+  static constexpr int ROWS_OFFSET = OFFSET8;
+  static constexpr int rows_element(int v, int p) { return 16 * (8 * (v / 2) + 4 * (p % 16 / 8) + p / 16) + 8 * (v % 2) + p % 8; }
+  template <class S>
+  SPARQ_INLINE static void block_rows(const uint8_t* x, S& s) {
+    __m512i u[4];
+    units(x, 0, u[0], u[1]);
+    units(x, 1, u[2], u[3]);
+    __m512i c[4] = {_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]), _mm512_unpacklo_epi64(u[2], u[3]),
+                    _mm512_unpackhi_epi64(u[2], u[3])};
+    s.rows(c, rows_scales<Q6_K, 16>(_mm512_castsi256_si512(scales16(x))), f16_at(x + 208));
   }
 #endif
 };
@@ -1003,6 +1070,131 @@ struct SubSums {
   SPARQ_INLINE void mins16(__m256i, __m256) {}
 };
 
+#if defined(__AVX512VNNI__)
+// ---- Several activation rows of q4_k, q5_k, q6_k (AVX-512 VNNI) ----
+// T::block_rows decodes a super-block once into four code vectors c[0 .. 4) laid out so that int32
+// lane m of c[0] and c[1] (and of c[2] and c[3]) holds 4 codes each of the same sub-block
+// (T::rows_element(v, p): the element of byte p of vector v), and hands them to the sink's rows(c,
+// scales, d). Per activation row (its codes laid out alike, RowsActs):
+//   e = start + x0 . c0 + x1 . c1,  o = start + x2 . c2 + x3 . c3        (vpdpbusd: 8 products per lane)
+//   sum = (e, o as int16: vpackssdw, exact) . (the lanes' sub-block scales)      (vpdpwssd)
+//   acc += f32(sum) * (d dx)
+// 4 vpdpbusd, one vpackssdw, one vpdpwssd, one conversion and one FMA per 256 elements and row, where
+// the 512-bit decoders take 4 vpmaddubsw and 4 vpdpwssd. A lane of 8 products stays within int16:
+// q4_k 8 * 15 * 127, q5_k 8 * 31 * 127, q6_k's c = u - 32 (start lanes -32 times the lane's 8
+// activation codes) 8 * 32 * 127 = 32512; its scaled sum within 2^24 (two lanes of 32512 * 128 for
+// q6_k), so the conversion is exact.
+template <class T, class = void>
+struct HasRows : std::false_type {};
+template <class T>
+struct HasRows<T, std::void_t<decltype(T::rows_element(0, 0))>> : std::true_type {};
+
+// The activation rows in T::block_rows' order, per call: for super-block b and row t, the 256 codes
+// (vectors c[0 .. 4) of 64) at q + 256 (b n + t), with T::ROWS_OFFSET the 32 start lanes (e's 16 then
+// o's) -off * (the lane's 8 codes) at start + 32 (b n + t), and the row's dx at dx + b n + t.
+struct RowsActs {
+  int64_t n = 0, blocks = 0;
+  std::vector<int8_t> q;
+  std::vector<int32_t> start;
+  std::vector<float> dx;
+
+  template <class T>
+  void fill(const RowActs& a) {
+    static constexpr auto order = [] {
+      std::array<int16_t, 256> t{};
+      for (int i = 0; i < 256; ++i) t[i] = static_cast<int16_t>(T::rows_element(i / 64, i % 64));
+      return t;
+    }();
+    n = a.n;
+    blocks = a.cols / 256;
+    q.resize(static_cast<size_t>(blocks * n * 256));
+    start.resize(T::ROWS_OFFSET ? static_cast<size_t>(blocks * n * 32) : 0);
+    dx.resize(static_cast<size_t>(blocks * n));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int8_t* x = a.q.data() + t * a.cols + 256 * b;
+        int8_t* to = q.data() + 256 * (b * n + t);
+        for (int i = 0; i < 256; ++i) to[i] = x[order[i]];
+        for (int m = 0; m < 32 && T::ROWS_OFFSET; ++m) {  // lane m % 16 of vectors 2 (m / 16) and 2 (m / 16) + 1
+          const int8_t* v = to + 128 * (m / 16) + 4 * (m % 16);
+          start[32 * (b * n + t) + m] = -T::ROWS_OFFSET * (v[0] + v[1] + v[2] + v[3] + v[64] + v[65] + v[66] + v[67]);
+        }
+        dx[b * n + t] = a.d[t * (a.cols / 32) + 8 * b];
+      }
+  }
+};
+
+// e and o of one activation row (the formula above) for codes c against that row's codes x, from its
+// start lanes (START) or from 0.
+template <bool START>
+SPARQ_INLINE void rows_lanes(const __m512i* c, const int8_t* x, const int32_t* start, __m512i& e, __m512i& o) {
+  e = START ? _mm512_loadu_si512(start) : _mm512_setzero_si512();
+  o = START ? _mm512_loadu_si512(start + 16) : _mm512_setzero_si512();
+  e = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(e, c[0], _mm512_loadu_si512(x)), c[1], _mm512_loadu_si512(x + 64));
+  o = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(o, c[2], _mm512_loadu_si512(x + 128)), c[3], _mm512_loadu_si512(x + 192));
+}
+
+// The sink of T::block_rows for NX activation rows from t0 (advance() after each super-block).
+template <class T, int NX>
+struct RowsSums {
+  const int8_t* q;
+  const int32_t* start;
+  const float* dx;
+  int64_t n;
+  const float* sum32[NX];
+  int64_t g0 = 0;  // the current block's first 32-element chunk in the row (RowActs::sum32)
+  __m512 acc[NX];
+  __m256 mins[NX];
+
+  RowsSums(const RowActs& a, const RowsActs& p, int64_t t0)
+      : q(p.q.data() + 256 * t0), start(T::ROWS_OFFSET ? p.start.data() + 32 * t0 : nullptr), dx(p.dx.data() + t0), n(p.n) {
+    for (int k = 0; k < NX; ++k) {
+      sum32[k] = T::MIN ? a.sum32.data() + (t0 + k) * (a.cols / 32) : nullptr;
+      acc[k] = _mm512_setzero_ps();
+      mins[k] = _mm256_setzero_ps();
+    }
+  }
+  SPARQ_INLINE void rows(const __m512i* c, __m512i scales, float d) {
+    for (int k = 0; k < NX; ++k) {
+      __m512i e, o;
+      rows_lanes<T::ROWS_OFFSET != 0>(c, q + 256 * k, T::ROWS_OFFSET ? start + 32 * k : nullptr, e, o);
+      const __m512i sum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(e, o), scales);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * dx[k]), acc[k]);
+    }
+  }
+  SPARQ_INLINE void mins32(__m256 m) {
+    for (int k = 0; k < NX; ++k) mins[k] = _mm256_fmadd_ps(m, _mm256_loadu_ps(sum32[k] + g0), mins[k]);
+  }
+  SPARQ_INLINE void advance() {
+    q += 256 * n;
+    if (T::ROWS_OFFSET) start += 32 * n;
+    dx += n;
+    g0 += 8;
+  }
+  void finish(float* res) const {
+    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(Group::fold(acc[k]), mins[k]));
+  }
+};
+
+// The sink of T::block_rows for q8_sums_avx512: one activation row's sub-block sums sum_j c_j q_j
+// (block_codes.h's codes: q6_k's u, so no start lanes) into sums, from e and o before their scales.
+template <class T>
+struct RowsSubSums {
+  static constexpr int SUB = std::is_same_v<T, Q6_K> ? 16 : 32;
+  const int8_t* q;  // the row's codes of the current super-block (RowsActs)
+  int32_t* sums;    // the current super-block's sub-block sums
+  SPARQ_INLINE void rows(const __m512i* c, __m512i, float) {
+    __m512i e, o;
+    rows_lanes<false>(c, q, nullptr, e, o);
+    alignas(64) int32_t lane[32];
+    _mm512_store_si512(lane, e);
+    _mm512_store_si512(lane + 16, o);
+    for (int m = 0; m < 32; ++m) sums[T::rows_element(m < 16 ? 0 : 2, 4 * (m % 16)) / SUB] += lane[m];
+  }
+  SPARQ_INLINE void mins32(__m256) {}
+};
+#endif
+
 // The most activation rows one weight row's decoded codes are multiplied with at once: with AVX-512's
 // 32 vector registers 8 rows' accumulators fit beside the codes and scales, with AVX2's 16 only 4.
 #if defined(__AVX512VL__)
@@ -1031,6 +1223,11 @@ void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, in
   }
 }
 
+// The block of T at p into L1.
+template <class T>
+SPARQ_INLINE void prefetch_block(const uint8_t* p) {
+  for (int line = 0; line < T::BYTES; line += 64) _mm_prefetch(reinterpret_cast<const char*>(p + line), _MM_HINT_T0);
+}
 template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
@@ -1044,9 +1241,7 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
       // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
       // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
-      if constexpr (NX > 1)
-        for (int line = 0; line < T::BYTES; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(row + row_bytes + b * T::BYTES + line), _MM_HINT_T0);
+      if constexpr (NX > 1) prefetch_block<T>(row + row_bytes + b * T::BYTES);
       decode<T>(row + b * T::BYTES, sums);
     }
     sums.finish(res);
@@ -1074,6 +1269,41 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
   }
   if (row_begin + 2 * half < row_end) rows_q8<T>(w, a, rows, out, row_begin + 2 * half, row_end);
 }
+
+#if defined(__AVX512VNNI__)
+// Several activation rows against super-block weights with T::block_rows (RowsSums), tiled and
+// prefetched as rows_q8.
+template <class T>
+void rows_q8_vnni(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  thread_local RowsActs kept;  // buffers kept from call to call
+  RowsActs& p = kept;
+  p.fill<T>(a);
+  const int64_t row_bytes = p.blocks * T::BYTES;
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+    RowsSums<T, decltype(nx)::value> sums(a, p, t0);
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t b = 0; b < p.blocks; ++b, sums.advance()) {
+      prefetch_block<T>(row + row_bytes + b * T::BYTES);
+      T::block_rows(row + b * T::BYTES, sums);
+    }
+    sums.finish(res);
+  });
+}
+// rows_q8_vnni's sub-block sums (RowsSubSums) -> sums (n, rows, subs).
+template <class T>
+void rows_sums_vnni(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  RowsActs p;
+  p.fill<T>(a);
+  const int64_t row_bytes = p.blocks * T::BYTES, subs = p.blocks * (256 / RowsSubSums<T>::SUB);
+  std::fill(sums, sums + a.n * rows * subs, 0);
+  for (int64_t t = 0; t < a.n; ++t)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < p.blocks; ++b) {
+        RowsSubSums<T> sink{p.q.data() + 256 * (b * p.n + t), sums + (t * rows + r) * subs + b * (256 / RowsSubSums<T>::SUB)};
+        T::block_rows(w + r * row_bytes + b * T::BYTES, sink);
+      }
+}
+#endif
 
 // Activation rows (a.n) against weight rows [row_begin, row_end) of 32-element blocks.
 template <class T>
@@ -1138,6 +1368,24 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
   }
 }
 
+// Several activation rows against super-block weights: rows_q8_vnni where T has block_rows, else rows_q8.
+template <class T>
+void rows_q8_many(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+#if defined(__AVX512VNNI__)
+  if constexpr (HasRows<T>::value) return rows_q8_vnni<T>(w, a, rows, out, row_begin, row_end);
+#endif
+  rows_q8<T>(w, a, rows, out, row_begin, row_end);
+}
+// The sub-block sums of the kernel matmul_q8 runs for a.n rows of super-block type T.
+template <class T>
+void super_block_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+#if defined(__AVX512VNNI__)
+  if constexpr (HasRows<T>::value)
+    if (a.n > 1) return rows_sums_vnni<T>(w, a, rows, sums);
+#endif
+  row_sums<T>(w, a, rows, sums);
+}
+
 }  // namespace
 }  // namespace sparq
 
@@ -1150,7 +1398,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
       if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
       else {                                                                                                                             \
         if (a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                                      \
-        rows_q8<T>(w, a, rows, out, row_begin, row_end);                                                                                 \
+        rows_q8_many<T>(w, a, rows, out, row_begin, row_end);                                                                            \
       }                                                                                                                                  \
     });                                                                                                                                  \
   }                                                                                                                                      \
@@ -1158,7 +1406,7 @@ void row_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
     with_type(t, [&](auto type) {                                                                                                        \
       using T = decltype(type);                                                                                                          \
       if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);                                                                  \
-      else row_sums<T>(w, a, rows, sums);                                                                                                \
+      else super_block_sums<T>(w, a, rows, sums);                                                                                        \
     });                                                                                                                                  \
   }                                                                                                                                      \
   }
