@@ -344,6 +344,7 @@ for (const path of paths) {
       n: number,
       rows: number,
       cols: number,
+      blockedFrom = GEMM_MIN_N,
     ) => {
       const want = product(ref, w, x, n, rows, cols, 'dequant');
       expectProduct(path, want, product(nat, w, x, n, rows, cols, 'dequant'), absSums(decoded, x, rows, cols, n), cols);
@@ -360,7 +361,7 @@ for (const path of paths) {
       for (let i = 0; i < want.length; i++)
         expect(Math.abs(want[i] - got[i]), `${dtype} int8 vs reference, element ${i}`).toBeLessThanOrEqual(bound[i]);
       const mine = blockSums(path, dtype, w, x, n, rows, cols);
-      expect(mine.kernel).toBe(int8Kernel(dtype, n));
+      expect(mine.kernel).toBe(int8Kernel(dtype, n, blockedFrom));
       if (path === 'scalar') return;
       expect(mine.sums, `${dtype} integer sums vs the scalar twin`).toEqual(
         blockSums('scalar', dtype, w, x, n, rows, cols).sums,
@@ -387,6 +388,33 @@ for (const path of paths) {
         );
       });
     }
+
+    it("'int8' by the per-row kernels with 8 to 12 activation rows (whole tiles of 8 rows and the rest; blocked kernel held off)", () => {
+      const PER_ROW_BELOW = 64;
+      addon!.forceQ8GemmMinN(PER_ROW_BELOW);
+      try {
+        fc.assert(
+          fc.property(
+            fc.constantFrom(...BLOCK_DTYPES),
+            fc.record({
+              rows: fc.integer({ min: 1, max: 40 }),
+              blocks: fc.integer({ min: 1, max: 24 }), // up to three 256-element super-blocks
+              n: fc.integer({ min: 8, max: 12 }),
+              seed: fc.integer(),
+            }),
+            (dtype, { rows, blocks, n, seed }) => {
+              const cols = blockElements(dtype) * Math.ceil((32 * blocks) / blockElements(dtype));
+              const random = seeded(seed);
+              const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
+              check(dtype, w, decoded, uniform(random, n * cols), n, rows, cols, PER_ROW_BELOW);
+            },
+          ),
+          { numRuns: 24 },
+        );
+      } finally {
+        addon!.forceQ8GemmMinN(GEMM_MIN_N);
+      }
+    });
 
     it("matmul 'dequant' and 'int8' on 1, 2 and 3 threads: every dtype, rows not a multiple of the split", () => {
       fc.assert(
