@@ -11,11 +11,12 @@
  *
  *   pnpm exec tsx bench/needle-llamacpp.ts [--quick] [--lengths 4096,...] [--depths 0,0.1,...]
  *     [--tasks passkey,multikey] [--kv f16|q8_0] [--flash on|off] [--threads 2] [--batch 512]
- *     [--share on|off] [--sparq DIR[,DIR]] [--out DIR] [--resume] [--ngram 4] [--seed 1]
+ *     [--share on|off] [--sparq DIR[,DIR]] [--out DIR] [--resume | --report-only] [--ngram 4] [--seed 1]
  *
  * Writes DIR/llamacpp.json and DIR/llamacpp.md after every case (needle-llamacpp-report.ts); --resume
- * keeps the cases DIR/llamacpp.json holds and runs the rest. --sparq: sparq needle.json files (or
- * folders holding one) whose dense answers are compared case by case.
+ * keeps the cases DIR/llamacpp.json holds and runs the rest; --report-only runs none and writes the
+ * files again (the comparison with --sparq's reports as they are now). --sparq: sparq needle.json
+ * files (or folders holding one) whose dense answers are compared case by case.
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -60,6 +61,7 @@ const { values } = parseArgs({
     sparq: { type: 'string' },
     out: { type: 'string', default: 'needle-llamacpp' },
     resume: { type: 'boolean', default: false },
+    'report-only': { type: 'boolean', default: false },
     ngram: { type: 'string', default: '4' },
     seed: { type: 'string', default: '1' },
     data: { type: 'string', default: sharedPath('data/tinystories_val.txt') },
@@ -151,18 +153,21 @@ const report: LlamaNeedleReport = {
   records: [],
   comparison: null,
 };
-if (values.resume && existsSync(jsonPath)) {
+const reportOnly = values['report-only'];
+if (reportOnly && !existsSync(jsonPath)) fail(`--report-only: no ${jsonPath} to report`);
+if ((values.resume || reportOnly) && existsSync(jsonPath)) {
   const old = JSON.parse(readFileSync(jsonPath, 'utf8')) as LlamaNeedleReport;
   const why = resumeMismatch(old, settings);
   if (why) fail(`--resume: ${jsonPath} cannot be resumed by this run: ${why}; give another --out`);
   report.windows = old.windows;
+  if (reportOnly) Object.assign(report, { command: old.command, llama: old.llama });
   report.records = old.records.filter(
     (r) => lengths.includes(r.length) && tasks.includes(r.task) && depths.includes(r.depth),
   );
 }
 const done = new Set(report.records.map((r) => `${r.task} ${r.length} ${r.depth}`));
 const window = { started: new Date().toISOString(), cases: 0, wallSeconds: 0, cpuSeconds: 0, load: loadavg() };
-report.windows.push(window);
+if (!reportOnly) report.windows.push(window);
 
 function write(): void {
   sortLlamaRecords(report.records, report);
@@ -192,7 +197,9 @@ const sameTokens = (r: LlamaNeedleRecord) => {
   return r.tokens.length === want.length && r.tokens.every((t, i) => t === want[i]);
 };
 for (const r of report.records) r.sameTokens = sameTokens(r);
-const plans = allCases.map((plan) => plan.filter(({ case: c }) => !done.has(`${c.task} ${c.length} ${c.depth}`)));
+const plans = allCases.map((plan) =>
+  plan.filter(({ case: c }) => !reportOnly && !done.has(`${c.task} ${c.length} ${c.depth}`)),
+);
 const total = plans.reduce((n, p) => n + p.length, 0);
 // Time left: a case's work grows as length^2 (the prefill's attention).
 let workLeft = plans.reduce((s, p, i) => s + p.length * lengths[i] ** 2, 0);
