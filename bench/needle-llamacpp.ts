@@ -182,6 +182,12 @@ const tokenizer = readTokenizerFile(values.tokenizer);
 const filler = fillerTokens(tokenizer, readFileSync(values.data, 'utf8'), Math.max(...lengths));
 const dir = mkdtempSync(join(tmpdir(), 'sparq-needle-llamacpp-'));
 const modelPath = join(dir, 'retrieval.gguf');
+// Stopped between windows (the files hold every finished case): the model file goes too.
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.on(signal, () => {
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  });
 const argv = ['--out', modelPath, '--ngram', String(ngram), '--ctx', String(settings.ctx)];
 if ((await retrievalModelCommand.run([...argv, '--tokenizer', values.tokenizer])) !== 0)
   fail('writing the model failed');
