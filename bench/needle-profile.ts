@@ -14,6 +14,7 @@ import {
   fillerTokens,
   needleCase,
   needleConfigs,
+  needleModelContext,
   readTokenizerFile,
   retrievalModel,
   runNeedleCase,
@@ -37,7 +38,7 @@ if (!engine) throw new Error('bench/needle-profile.ts needs the native backend (
 const tokenizer = readTokenizerFile(sharedPath('models/tok512.bin'));
 const model = buildModel(
   engine,
-  retrievalModel({ ngram: 4, ctx: Math.max(131072, length + 64), vocabSize: tokenizer.vocabSize }).loaded,
+  retrievalModel({ ngram: 4, ctx: needleModelContext(length), vocabSize: tokenizer.vocabSize }).loaded,
 );
 const filler = fillerTokens(tokenizer, readFileSync(sharedPath('data/tinystories_val.txt'), 'utf8'), length);
 

@@ -28,6 +28,7 @@ import {
   configForTarget,
   fillerTokens,
   needleCase,
+  needleModelContext,
   readTokenizerFile,
   retrievalModel,
   type NeedleTask,
@@ -57,7 +58,7 @@ if (!engine) throw new Error('bench/needle-step1.ts needs the native backend (pn
 const tokenizer = readTokenizerFile(sharedPath('models/tok512.bin'));
 const model = buildModel(
   engine,
-  retrievalModel({ ngram: 4, ctx: Math.max(131072, length + 64), vocabSize: tokenizer.vocabSize }).loaded,
+  retrievalModel({ ngram: 4, ctx: needleModelContext(length), vocabSize: tokenizer.vocabSize }).loaded,
 );
 const filler = fillerTokens(tokenizer, readFileSync(sharedPath('data/tinystories_val.txt'), 'utf8'), length);
 const c = needleCase(tokenizer, filler, task, length, depth, 1 + Math.round(depth * 10), 4);

@@ -4,11 +4,15 @@
  * token and full logits. getLlama never builds from source here: when no
  * prebuilt binary fits the machine, `llamaCppMissing` says why.
  */
-type Llama = Awaited<ReturnType<typeof import('node-llama-cpp').getLlama>>;
+import type { LlamaContextSequence } from 'node-llama-cpp';
+import { commonPrefix } from '@sparq/llm';
+
+export type Llama = Awaited<ReturnType<typeof import('node-llama-cpp').getLlama>>;
 
 let instance: Promise<Llama> | null = null;
 
-function llama(): Promise<Llama> {
+/** The process's llama.cpp (CPU, prebuilt binaries only), loaded on first use. */
+export function llama(): Promise<Llama> {
   instance ??= import('node-llama-cpp').then(({ getLlama, LlamaLogLevel }) =>
     getLlama({ gpu: false, build: 'never', logLevel: LlamaLogLevel.error }),
   );
@@ -65,26 +69,56 @@ export async function llamaCppGreedy(
     ...kv,
   });
   try {
-    const sequence = context.getSequence();
-    const tokens: number[] = [];
-    const logits: Float32Array[] = [];
-    let input: readonly number[] = prompt;
-    for (let i = 0; i < steps; i++) {
-      const last = input.length - 1;
-      const items = input.map((t, j) =>
-        j < last ? t : [t, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }],
-      );
-      const outs = await sequence.controlledEvaluate(items as never);
-      const out = outs[last];
-      const row = new Float32Array(vocab).fill(Number.NaN);
-      for (const [token, logit] of out!.next.logits!) row[token as number] = logit;
-      logits.push(row);
-      tokens.push(out!.next.token as number);
-      input = [out!.next.token as number];
-    }
-    return { tokens, logits, loadMs };
+    return { ...(await llamaCppSteps(context.getSequence(), prompt, steps, vocab)), loadMs };
   } finally {
     await context.dispose();
     await model.dispose();
   }
+}
+
+/**
+ * Greedy decoding of `steps` tokens on `sequence` after `input` (evaluated in one call, after what
+ * the sequence holds), then one token per evaluation: each step's token and logits over the vocab.
+ */
+export async function llamaCppSteps(
+  sequence: LlamaContextSequence,
+  input: readonly number[],
+  steps: number,
+  vocab: number,
+): Promise<{ tokens: number[]; logits: Float32Array[] }> {
+  const tokens: number[] = [];
+  const logits: Float32Array[] = [];
+  for (let i = 0; i < steps; i++) {
+    const last = input.length - 1;
+    const items = input.map((t, j) =>
+      j < last ? t : [t, { generateNext: { token: true, logits: true, options: { temperature: 0 } } }],
+    );
+    const outs = await sequence.controlledEvaluate(items as never);
+    const out = outs[last];
+    const row = new Float32Array(vocab).fill(Number.NaN);
+    for (const [token, logit] of out!.next.logits!) row[token as number] = logit;
+    logits.push(row);
+    tokens.push(out!.next.token as number);
+    input = [out!.next.token as number];
+  }
+  return { tokens, logits };
+}
+
+/**
+ * Greedy decoding of `steps` tokens after `prompt` on a sequence that may hold an earlier prompt:
+ * the tokens it shares with `prompt` are kept (all but the last prompt token, which is evaluated again
+ * for its logits), the rest erased, and only `evaluated` tokens go through the model. `share: false`
+ * erases everything first, for a run to compare with.
+ */
+export async function llamaCppContinue(
+  sequence: LlamaContextSequence,
+  prompt: readonly number[],
+  steps: number,
+  vocab: number,
+  share = true,
+): Promise<{ tokens: number[]; logits: Float32Array[]; evaluated: number }> {
+  const keep = share ? Math.min(commonPrefix(sequence.contextTokens as number[], prompt), prompt.length - 1) : 0;
+  if (keep < sequence.nextTokenIndex)
+    await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
+  return { ...(await llamaCppSteps(sequence, prompt.slice(keep), steps, vocab)), evaluated: prompt.length - keep };
 }

@@ -22,6 +22,7 @@ import {
   readTokenizerFile,
   retrievalModel,
   needleConfigs,
+  needleModelContext,
   runNeedleSweep,
   type Model,
   type NeedleRecord,
@@ -308,7 +309,7 @@ function loadModel(
     );
   if (values.model === undefined) {
     const tokenizer = readTokenizerFile(tokPath);
-    const { loaded } = retrievalModel({ ngram, ctx: Math.max(131072, longest + 64), vocabSize: tokenizer.vocabSize });
+    const { loaded } = retrievalModel({ ngram, ctx: needleModelContext(longest), vocabSize: tokenizer.vocabSize });
     return { model: buildModel(engine, loaded), tokenizer, source: `retrieval model (built in memory, ${ngram}-gram)` };
   }
   if (!existsSync(values.model)) throw new UsageError(`--model ${values.model}: no such file`);

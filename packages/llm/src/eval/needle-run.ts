@@ -31,7 +31,14 @@ import type { Tokenizer } from '../tokenizer.ts';
 import type { Model } from '../weights.ts';
 import { configForTarget } from './budget.ts';
 import { LM_INFINITE_SINKS } from './attention-stats.ts';
-import { needleCase, type NeedleCase, type NeedleTask } from './needle.ts';
+import {
+  commonPrefix,
+  needleAnswer,
+  needleCases,
+  type NeedleCase,
+  type NeedleCaseOptions,
+  type NeedleTask,
+} from './needle.ts';
 
 /** Prefill rows per forward call: the run state and the native prefill's score block stay small at 128k. */
 export const NEEDLE_PREFILL_CHUNK = 512;
@@ -237,13 +244,6 @@ export function runNeedleCase(
   return new NeedleRunner(m, tokenizer, c.prompt.length + c.answerTokens.length).run(c, configs);
 }
 
-/** Length of the common prefix of two token lists. */
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  let n = 0;
-  while (n < a.length && n < b.length && a[n] === b[n]) n++;
-  return n;
-}
-
 /**
  * Runs cases one after another on one session. Cases whose prompts begin alike (the filler before
  * the first needle) share the prefill of that prefix: run() saves a checkpoint where its prompt
@@ -315,7 +315,7 @@ export class NeedleRunner {
           calls > 0 ? held[l * nKvHeads + Math.floor(h / g)] / calls : Number.NaN,
         ),
       );
-      const output = this.tokenizer.decode(out);
+      const { output, exact } = needleAnswer(this.tokenizer, c, out);
       let compression = 0;
       for (let i = 1; i < steps; i++)
         compression +=
@@ -323,7 +323,7 @@ export class NeedleRunner {
           attentionCost({ ...config, method: 'dense' }, c.prompt.length + i, d);
       return {
         label,
-        exact: output.trim() === c.answer,
+        exact,
         output,
         recall,
         compression: steps > 1 ? compression / (steps - 1) : 1,
@@ -351,20 +351,13 @@ export class NeedleRunner {
   }
 }
 
-export interface NeedleSweepOptions {
-  tasks: readonly NeedleTask[];
+export interface NeedleSweepOptions extends NeedleCaseOptions {
   lengths: readonly number[];
-  depths: readonly number[];
   methods: readonly AttentionConfig['method'][];
   targets: readonly number[];
-  ngram: number;
-  /** Seed of the keys and distractor depths (the case at index i of a length uses seed + i). */
-  seed?: number;
   onCase?: (done: number, total: number, label: string) => void;
   /** Called with each case's records as it finishes (cases run out of order: see runNeedleSweep). */
   onRecords?: (records: NeedleRecord[]) => void;
-  /** Cases to leave out (a resumed sweep's finished ones). */
-  skip?: (task: NeedleTask, length: number, depth: number) => boolean;
 }
 
 /** One configuration's outcome on one case. */
@@ -393,34 +386,23 @@ export function runNeedleSweep(
   o: NeedleSweepOptions,
 ): NeedleRecord[] {
   const byCase: NeedleRecord[][] = [];
-  const plans = o.lengths.map((length) =>
-    o.tasks
-      .flatMap((task) => o.depths.map((depth, i) => ({ task, depth, i })))
-      .map((x, at) => ({ ...x, length, at }))
-      .filter((x) => !o.skip?.(x.task, x.length, x.depth)),
-  );
+  const plans = o.lengths.map((length) => needleCases(tokenizer, filler, length, o));
   const total = plans.reduce((n, p) => n + p.length, 0);
   const perLength = o.tasks.length * o.depths.length;
   let done = 0;
   plans.forEach((plan, li) => {
     if (plan.length === 0) return;
-    const cases = plan.map((x) =>
-      needleCase(tokenizer, filler, x.task, x.length, x.depth, (o.seed ?? 1) + x.i, o.ngram),
-    );
-    const firstNeedle = (c: NeedleCase) => Math.min(c.needle[0], ...c.distractors.map((x) => x.needle[0]));
-    const order = cases.map((_, j) => j).sort((a, b) => firstNeedle(cases[a]) - firstNeedle(cases[b]) || a - b);
+    const length = o.lengths[li];
     const runner = new NeedleRunner(
       m,
       tokenizer,
-      Math.max(...cases.map((c) => c.prompt.length + c.answerTokens.length)),
+      Math.max(...plan.map(({ case: c }) => c.prompt.length + c.answerTokens.length)),
     );
-    order.forEach((j, step) => {
-      const { task, length, depth, at } = plan[j];
-      const c = cases[j];
+    plan.forEach(({ at, case: c }, step) => {
+      const { task, depth } = c;
       o.onCase?.(done, total, `${task} ${length} depth ${Math.round(depth * 100)}%`);
       const configs = needleConfigs(o.methods, o.targets, length, c.answerTokens.length - 1, m.model.config.headDim);
-      const next = order[step + 1];
-      const records = runner.run(c, configs, next === undefined ? undefined : cases[next]).map((outcome, k) => {
+      const records = runner.run(c, configs, plan[step + 1]?.case).map((outcome, k) => {
         const { config, target } = configs[k];
         return {
           task,

@@ -65,6 +65,76 @@ export interface NeedleCase {
 
 const BOS = 1;
 
+/**
+ * Context the needle sweep builds the retrieval model for, given its longest prompt: the model's
+ * default 128k, or the prompt and its answer (64 positions is more than any answer) when longer.
+ * The RoPE base follows from it (retrievalRopeBase), so a run compared with another must use the same.
+ */
+export function needleModelContext(longest: number): number {
+  return Math.max(131072, longest + 64);
+}
+
+/** What a needle sweep's case list is drawn from; `skip` leaves out cases (a resumed sweep's finished ones). */
+export interface NeedleCaseOptions {
+  tasks: readonly NeedleTask[];
+  depths: readonly number[];
+  ngram: number;
+  /** Seed of the keys and distractor depths: the case at depth index i uses seed + i (default 1). */
+  seed?: number;
+  skip?: (task: NeedleTask, length: number, depth: number) => boolean;
+}
+
+/** One case of a sweep: `at` is its index in task x depth order, the order of the sweep's records. */
+export interface PlannedNeedleCase {
+  at: number;
+  case: NeedleCase;
+}
+
+/**
+ * The sweep's cases of one length, in the order they run: by their first needle's position, so each
+ * prompt begins with the filler the one before it began with, up to that needle (the shared prefix
+ * a runner can prefill once).
+ */
+export function needleCases(
+  tokenizer: Tokenizer,
+  filler: readonly number[],
+  length: number,
+  o: NeedleCaseOptions,
+): PlannedNeedleCase[] {
+  const planned = o.tasks
+    .flatMap((task) => o.depths.map((depth, i) => ({ task, depth, i })))
+    .map((x, at) => ({ ...x, at }))
+    .filter((x) => !o.skip?.(x.task, length, x.depth))
+    .map(({ task, depth, i, at }) => ({
+      at,
+      case: needleCase(tokenizer, filler, task, length, depth, (o.seed ?? 1) + i, o.ngram),
+    }));
+  const firstNeedle = (c: NeedleCase) => Math.min(c.needle[0], ...c.distractors.map((x) => x.needle[0]));
+  return planned.sort((a, b) => firstNeedle(a.case) - firstNeedle(b.case) || a.at - b.at);
+}
+
+/**
+ * Greedy answer tokens scored as the sweep scores them: decoded, and exact when the trimmed text is
+ * the answer. Tokenizer.decode prints each token after its predecessor (run.c's decode(prev, token)),
+ * so the first token, the answer's leading space, is not in the output and not checked: compare the
+ * tokens with c.answerTokens for that.
+ */
+export function needleAnswer(
+  tokenizer: Tokenizer,
+  c: NeedleCase,
+  tokens: readonly number[],
+): { output: string; exact: boolean } {
+  const output = tokenizer.decode(tokens);
+  return { output, exact: output.trim() === c.answer };
+}
+
+/** Length of the common prefix of two token lists. */
+export function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
+}
+
 /** The first `count` tokens of `text` (no BOS), encoded in pieces of 4,000 characters at spaces. */
 export function fillerTokens(tokenizer: Tokenizer, text: string, count: number): number[] {
   const out: number[] = [];
