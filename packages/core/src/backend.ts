@@ -190,6 +190,12 @@ export interface Backend extends Partial<BackendOps> {
   /** The block dtypes its quantize handles, when fewer than blockDTypes (absent: all of blockDTypes). */
   readonly quantizeDTypes?: readonly BlockDType[];
   info(): BackendInfo;
+  /**
+   * Bytes of the second copy of a weight matrix (rows, cols) that the backend lays out for its
+   * blocked products at the first one and keeps beside the matrix (absent or 0: none). Memory plans
+   * count it, so a context that fits only without it is refused before loading.
+   */
+  repackedBytes?(dtype: MatrixDType, rows: number, cols: number): number;
   /** Releases threads or native resources (optional). */
   dispose?(): void | Promise<void>;
 }

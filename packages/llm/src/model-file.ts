@@ -23,7 +23,7 @@ import {
 } from 'node:fs';
 import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { FormatError, allocBuffer, type Engine } from '@sparq/core';
+import { FormatError, allocBuffer, type DType, type Engine, type MatrixDType } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
 import { GGUF_MAGIC, tensorByteSize, tensorBytes, type GGUFValue } from './gguf-format.ts';
 import { llamaConfigFromGGUF, llamaFromGGUF } from './gguf-llama.ts';
@@ -336,27 +336,45 @@ export function openModel(engine: Engine, path: string, options: ModelOptions = 
 /** Bytes per element of the matrices converted on load (ModelOptions.weights): f32, Q4_0 blocks, INT4 groups of 32 with f32 scales. */
 const CONVERTED_BYTES: Record<WeightType, number> = { f32: 4, q4_0: 18 / 32, int4: 0.5 + 4 / 32 };
 
-/** A model file's config and the bytes its weights take in memory (as stored, or converted to `weights`), from the header alone. */
-export function readModelPlan(path: string, weights?: WeightType): { config: ModelConfig; weightBytes: number } {
+/**
+ * A model file's config and the bytes its weights take in memory (as stored, or converted to
+ * `weights`), from the header alone; with `engine`, plus the copies its backend lays out for the
+ * blocked products (Backend.repackedBytes) of every matrix a product reads (all but a token
+ * embedding that has its own output matrix).
+ */
+export function readModelPlan(
+  path: string,
+  weights?: WeightType,
+  engine?: Engine,
+): { config: ModelConfig; weightBytes: number } {
   const header = readModelHeader(path);
   const tensors =
     'gguf' in header
       ? header.gguf.tensors.map((t) => ({
-          elements: t.ne.reduce((a, b) => a * b, 1),
-          rank: t.ne.length,
+          name: t.name,
+          ne: t.ne,
+          dtype: t.type.dtype,
           bytes: t.byteSize,
         }))
       : header.llama2c.regions.map((r) => ({
-          elements: r.shape.reduce((a, b) => a * b, 1),
-          rank: r.shape.length,
+          name: r.name,
+          ne: [...r.shape].reverse(),
+          dtype: 'f32' as DType | null,
           bytes: 4 * r.shape.reduce((a, b) => a * b, 1),
         }));
   const config = 'gguf' in header ? llamaConfigFromGGUF(header.gguf, path) : header.llama2c.config;
-  // Vectors stay f32 whatever the matrices become.
-  const weightBytes = tensors.reduce(
-    (sum, t) => sum + (weights && t.rank > 1 ? t.elements * CONVERTED_BYTES[weights] : t.bytes),
-    0,
-  );
+  const tiedOutput = !tensors.some((t) => t.name === 'output.weight');
+  let weightBytes = 0;
+  for (const t of tensors) {
+    const elements = t.ne.reduce((a, b) => a * b, 1);
+    // Vectors stay f32 whatever the matrices become.
+    const matrix = t.ne.length > 1;
+    weightBytes += weights && matrix ? elements * CONVERTED_BYTES[weights] : t.bytes;
+    const dtype = weights ?? t.dtype;
+    const product = matrix && (t.name !== 'token_embd.weight' || tiedOutput);
+    if (engine?.backend.repackedBytes && product && dtype !== null && dtype !== 'i8' && dtype !== 'i32')
+      weightBytes += engine.backend.repackedBytes(dtype as MatrixDType, elements / t.ne[0], t.ne[0]);
+  }
   return { config, weightBytes };
 }
 
@@ -391,7 +409,7 @@ export function checkModelMemory(
   options: ModelOptions,
   available = memoryAvailable(),
 ): MemoryPlan {
-  const { config, weightBytes } = readModelPlan(path, options.weights);
+  const { config, weightBytes } = readModelPlan(path, options.weights, engine);
   const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
   const dtype = options.kv ?? DEFAULT_KV_DTYPE;
   const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');

@@ -9,6 +9,7 @@
 import {
   isBlockDType,
   type BackendOps,
+  type Backend,
   type BlockDType,
   type Int4Matrix,
   type ProductPath,
@@ -215,7 +216,7 @@ export function int4Args(w: Int4Matrix): Int4Args {
 export function basicOps(
   addon: NativeAddon,
   env: Record<string, string | undefined> = process.env,
-): Partial<BackendOps> {
+): Partial<BackendOps> & Pick<Backend, 'repackedBytes'> {
   const a = basicAddon(addon);
   // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
   // product and kept as long as its tensor: from then on no product decodes it. Weights are read-only
@@ -257,6 +258,8 @@ export function basicOps(
     a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
   };
   return {
+    repackedBytes: (dtype, rows, cols) =>
+      repack && isBlockDType(dtype) ? a.q8PackedBytes(DTYPE_CODE[dtype], rows, cols) : 0,
     quantize: (out: Tensor<BlockDType>, x: Tensor<'f32'>) => {
       a.quantize(DTYPE_CODE[out.dtype], out.data, out.offset, x.data, x.offset, x.size);
     },
