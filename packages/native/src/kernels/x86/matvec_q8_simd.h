@@ -61,8 +61,6 @@ inline __m256i bits_at(__m256i b, int from, int to, int mask) {
   const __m256i moved = to > from ? _mm256_slli_epi16(b, to - from) : to < from ? _mm256_srli_epi16(b, from - to) : b;
   return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(mask)));
 }
-// The two bits at `shift` of each byte (q2_k, q3_k, q6_k's bit planes).
-inline __m256i bits2(__m256i b, int shift) { return bits_at(b, shift, 0, 3); }
 // (lo & mask) | hi, for hi with no bit of mask set: one bitwise select (vpternlogd) with AVX-512VL.
 inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
   const __m256i m = _mm256_set1_epi8(static_cast<char>(mask));
@@ -352,9 +350,29 @@ constexpr bool WIDE_BLOCKS = false;
 using WideInt = __m256i;  // (no wide blocks)
 #endif
 
+// Q2_K's and Q3_K's 2-bit planes read in place (AVX2). Chunk 4H + k's low code bits are bits 2k of
+// its 32 bytes; they stay there for k < 2, and chunks 2 and 3 share one shift by 2 (to bits 2-3 and
+// 4-5), so the chunk's codes are 2^at(k) times their value (at most 7 * 16 = 112: a vpmaddubsw pair
+// stays within 2 * 112 * 127 < 2^15) for one shift per 4 chunks instead of 3 (q3_k: its high bits,
+// moved to bit at(k) + 2, then need 4 shifts of hmask per super-block, not 7). Each half-block's scale
+// is multiplied by 16 / 2^at(k) instead, so every chunk adds 16 times its sum to the super-block's,
+// and the f32 step is d / 16 (exact: a power of two).
+struct InPlace {
+  static constexpr int at(int k) { return k == 0 ? 0 : k < 3 ? 2 : 4; }
+  // The factor 16 / 2^at(k) of each int16 lane, lane i holding the scale of chunk (i / PER) % 4.
+  template <int PER>
+  SPARQ_INLINE static __m256i factors() {
+    constexpr short f[4] = {16 >> at(0), 16 >> at(1), 16 >> at(2), 16 >> at(3)};
+    return PER == 1 ? _mm256_setr_epi16(f[0], f[1], f[2], f[3], f[0], f[1], f[2], f[3], f[0], f[1], f[2], f[3], f[0], f[1], f[2], f[3])
+                    : _mm256_setr_epi16(f[0], f[0], f[1], f[1], f[2], f[2], f[3], f[3], f[0], f[0], f[1], f[1], f[2], f[2], f[3], f[3]);
+  }
+  // The super-block's f32 step d (the f16 at p) over 16.
+  SPARQ_INLINE static __m256 step(const uint8_t* p) { return _mm256_mul_ps(f16x8(p), _mm256_set1_ps(1.0f / 16)); }
+};
+
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
-struct Q2_K {
+struct Q2_K : InPlace {
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S>
@@ -362,12 +380,20 @@ struct Q2_K {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
     s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
-    const HalfScales scales(_mm_and_si128(sc, _mm_set1_epi8(0x0f)));  // the low nibbles
+    // The scales (the low nibbles) times InPlace's factors, in both 128-bit halves as bytes (at most
+    // 15 * 16 = 240: vpmullw on byte pairs, which share their chunk, carries nothing into the high
+    // byte), then chunk c's two zero-extended to int16 by the shuffle itself (index 0x80 gives a zero byte).
+    const __m256i sc8 = _mm256_mullo_epi16(_mm256_and_si256(_mm256_broadcastsi128_si256(sc), _mm256_set1_epi8(0x0f)), factors<1>());
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16 + 32 * H));
-      for (int k = 0; k < 4; ++k) s.scaled_chunk(4 * H + k, bits2(b, 2 * k), scales.chunk(4 * H + k));
+      for (int k = 0; k < 4; ++k) {
+        const int c = 4 * H + k;
+        const short l = static_cast<short>(0x8000 | (2 * c)), h = static_cast<short>(l + 1);
+        const __m256i scales = _mm256_shuffle_epi8(sc8, _mm256_setr_epi16(l, l, l, l, l, l, l, l, h, h, h, h, h, h, h, h));
+        s.scaled_chunk(c, bits_at(b, 2 * k, at(k), 3 << at(k)), scales, at(k));
+      }
     }
-    s.end_block(f16x8(x + 80));
+    s.end_block(step(x + 80));
   }
 #if defined(__AVX512BW__)
   // Unit k: bits 2k of qs (chunks k and 4 + k).
@@ -388,32 +414,44 @@ struct Q2_K {
 // minus 4 (OFFSET8); 16 signed 6-bit scales (- 32): low
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
-struct Q3_K {
+struct Q3_K : InPlace {
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
-  // The 16 scales as int8.
-  SPARQ_INLINE static __m128i scales8(const uint8_t* x) {
+  // The 16 scales as int8, in both 128-bit halves (from broadcast loads, which take no vector pipe).
+  SPARQ_INLINE static __m256i scales8x2(const uint8_t* x) {
     const uint8_t* p = x + 96;
-    const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i low4 = _mm_and_si128(_mm_unpacklo_epi64(a8, _mm_srli_epi16(a8, 4)), _mm_set1_epi8(0x0f));
+    uint64_t a8;
     uint32_t aux;
+    std::memcpy(&a8, p, 8);
     std::memcpy(&aux, p + 8, 4);
-    // dword i holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
-    const __m128i high2 = _mm_slli_epi16(
-        _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3)), 4);
-    return _mm_sub_epi8(_mm_or_si128(low4, high2), _mm_set1_epi8(32));
+    // qwords: the bytes p[0..8), then their high nibbles.
+    const __m256i low4 =
+        _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(static_cast<long long>(a8)), _mm256_setr_epi64x(0, 4, 0, 4)), _mm256_set1_epi8(0x0f));
+    // dword i of each half holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
+    const __m256i high2 = _mm256_slli_epi16(
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(aux)), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3)),
+        4);
+    return _mm256_sub_epi8(_mm256_or_si256(low4, high2), _mm256_set1_epi8(32));
   }
+  SPARQ_INLINE static __m128i scales8(const uint8_t* x) { return _mm256_castsi256_si128(scales8x2(x)); }
   template <class S>
   SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const HalfScales scales(scales8(x));
+    // The scales 0-7 (8-15) as int16 in both 128-bit halves, 256 times (each byte above a zero byte:
+    // no lane crossing), then times InPlace's factors by a high-half multiply by 256 times them.
+    const __m256i sc = scales8x2(x), zero = _mm256_setzero_si256(), f = _mm256_slli_epi16(factors<2>(), 8);
+    const __m256i low = _mm256_unpacklo_epi8(zero, sc), high = _mm256_unpackhi_epi8(zero, sc);
+    const __m256i low_f = _mm256_mulhi_epi16(low, f), high_f = _mm256_mulhi_epi16(high, f);
+    // InPlace: the low bits where they are, the high bit (bit 4H + k of hmask) moved above them.
     const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     for (int H = 0; H < 2; ++H) {
       const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 + 32 * H));
       for (int k = 0; k < 4; ++k)
-        s.scaled_chunk(4 * H + k, or_masked(k ? _mm256_srli_epi16(b, 2 * k) : b, 3, bits_at(hm, 4 * H + k, 2, 4)), scales.chunk(4 * H + k));
+        s.scaled_chunk(4 * H + k, _mm256_or_si256(bits_at(b, 2 * k, at(k), 3 << at(k)), bits_at(hm, 4 * H + k, at(k) + 2, 4 << at(k))),
+                       scale_pair(H ? high_f : low_f, k), at(k));
     }
-    s.offsets(scales.all);
-    s.end_block(f16x8(x + 108));
+    // 16 times the scales (as the chunks' sums) in lanes 0-15.
+    s.offsets(_mm256_srai_epi16(_mm256_blend_epi32(low, high, 0xf0), 4));
+    s.end_block(step(x + 108));
   }
 #if defined(__AVX512BW__)
   // Unit k: bits 2k of qs (chunks k and 4 + k), with bit k (low half) or 4 + k (high half) of hmask.
@@ -956,8 +994,9 @@ struct RowSums {
   SPARQ_INLINE const int8_t* x_at(int64_t g, int k) const { return q + UNIT * (g * step + k); }
   SPARQ_INLINE const int32_t* bias_at(int64_t g, int k) const { return T::BIAS || T::SIGNED ? bias + UNIT / 4 * (g * step + k) : nullptr; }
 
-  // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements).
-  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales) {
+  // Chunk c of a super-block, its integer scales as 16 int16 lanes (one per pair of elements), its
+  // codes 2^shift times their value (InPlace; the scales make up for it).
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i scales, int /*shift*/ = 0) {
     for (int k = 0; k < NX; ++k) {
       const __m256i pairs = pair_sums<T>(codes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_at(g0 + c, k))));
 #if defined(__AVX512VNNI__)
@@ -1035,10 +1074,12 @@ struct SubSums {
 
   // The sub-block sums by pair_sums itself (block_codes.h's codes are q3_k's and q6_k's u, their
   // offset a minimum there).
-  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i) {
+  // (Codes 2^shift times their value give sums 2^shift times the codes': shifted back, exactly.)
+  SPARQ_INLINE void scaled_chunk(int c, __m256i codes, __m256i, int shift = 0) {
     alignas(32) int32_t lane[8];
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * (g0 + c) * step));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), _mm256_madd_epi16(pair_sums<T>(codes, x), _mm256_set1_epi16(1)));
+    const __m256i quads = _mm256_madd_epi16(pair_sums<T>(codes, x), _mm256_set1_epi16(1));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane), _mm256_srai_epi32(quads, shift));
     for (int h = 0; h < 2; ++h) {  // the 16-element group of each 128-bit lane: 2c + h, or T::SLOTS256's
       int group = 2 * c + h;
       if constexpr (HasSlots256<T>::value) group = T::SLOTS256[group];
