@@ -231,14 +231,16 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P 
   store_logits<V, R, G>(scores, ld, j0, acc, scale);
 }
 
-// The prefetches of q · K before its block of R rows from j (rows up to `known` may be read).
-// Gathered rows (SparQ step 3, baselines): a few rows ahead, the prefetcher cannot guess them.
-// Contiguous rows, when `stream`: `ahead` rows ahead, into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
+// The prefetches of q · K before its block of R rows from j (rows up to `known` may be read), `ahead` rows ahead.
+// Gathered rows (SparQ step 3, baselines): the prefetcher cannot guess them; into L2, gather_ahead_rows
+// ahead as pv's (kGatherAhead). Two blocks ahead (16 rows of 256 bytes on AVX2), SparQ's gathered q · K
+// ran at about half pv's rate over the same rows.
+// Contiguous rows, when `stream`: into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
 template <class V, class P, int R>
 inline void qk_prefetch(P k, size_t d, Positions pos, size_t j, size_t known, bool heavy, bool stream, size_t ahead) {
   if (pos.pos) {
-    for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
-      V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos[j + 2 * R + r]), d)), RowTraits<P>::bytes(d));
+    for (int r = 0; r < R && j + ahead + r < known; r++)
+      V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos.pos[j + ahead + r]), d)), RowTraits<P>::bytes(d));
   } else if (stream && j + ahead + R <= known) {
     const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
     if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));
@@ -251,7 +253,7 @@ template <class V, class P, int R, int G, bool Resident>
 __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d, Positions pos, size_t j, size_t n, size_t known,
                                         const float* q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
-  const size_t ahead = heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     qk_prefetch<V, P, R>(k, d, pos, j, known, heavy, stream, ahead);
@@ -418,7 +420,8 @@ template <class V, class B, int R, int G>
 __attribute__((noinline)) size_t qk_q8_run(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j, size_t n,
                                            size_t known, const QueryBlocks& q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
-  const size_t ahead = heavy ? heavy_ahead_rows<BlockPtr<B>>(d) : stream_ahead_rows<BlockPtr<B>>(d);
+  using P = BlockPtr<B>;
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, stream, ahead);
