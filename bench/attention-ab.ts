@@ -13,6 +13,10 @@
  * decodes alternating, 3 rounds of tinybench medians each, the best round kept. %BW is the K and V
  * rows' bytes per second over the probe, as in bench/attention.ts's --kv sweep (32 query heads x
  * d 128, batch 1, both builds reading the same cache).
+ *
+ * --cpu: the process's CPU time per call instead (run with SPARQ_THREADS=1), the best of 5 rounds
+ * of alternating batches, and the K and V rows' GB/s over it in place of %BW: figures that a
+ * loaded machine does not inflate the way it inflates wall times.
  */
 import { loadBackends } from '@sparq/core';
 import '@sparq/reference';
@@ -48,9 +52,26 @@ const op = option('--op', 'decode') as 'decode' | 'sparq' | 'append';
 if (!['decode', 'sparq', 'append'].includes(op))
   throw new Error(`bench/attention-ab.ts: --op ${op}, expected decode | sparq | append`);
 const sessionKT = { f16: 'i4', q8_0: 'i4', q4_0: 'i2' } as const;
+const cpu = process.argv.includes('--cpu');
+
+// CPU ms per call of fn over about timeMs of calls (the first call untimed).
+function cpuMs(fn: () => void, timeMs: number): number {
+  fn();
+  const start = performance.now();
+  const before = process.cpuUsage();
+  let calls = 0;
+  do {
+    fn();
+    calls++;
+  } while (performance.now() - start < timeMs);
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 1000 / calls;
+}
 
 console.log(`# ${op}, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);
-console.log('  kv   g       S  kernel | base ms  %BW | this ms  %BW | speed-up | read GB/s');
+console.log(
+  `  kv   g       S  kernel | base ms  ${cpu ? 'GB/s' : ' %BW'} | this ms  ${cpu ? 'GB/s' : ' %BW'} | speed-up | ${cpu ? '(CPU time per call)' : 'read GB/s'}`,
+);
 for (const dtype of dtypes) {
   for (const g of groups) {
     for (const S of sizes) {
@@ -77,16 +98,25 @@ for (const dtype of dtypes) {
       for (const path of paths) {
         base.forceKernelPath(path);
         current.forceKernelPath(path);
-        const bw = await measureReadBandwidth(2, 800);
+        const bw = cpu ? 0 : await measureReadBandwidth(2, 800);
         const best = [Infinity, Infinity];
-        for (let round = 0; round < 3; round++) {
-          best[0] = Math.min(best[0], await medianMs('base', decode(base), timeMs));
-          best[1] = Math.min(best[1], await medianMs('this', decode(current), timeMs));
+        for (let round = 0; round < (cpu ? 5 : 3); round++) {
+          if (cpu) {
+            best[0] = Math.min(best[0], cpuMs(decode(base), timeMs / 2));
+            best[1] = Math.min(best[1], cpuMs(decode(current), timeMs / 2));
+          } else {
+            best[0] = Math.min(best[0], await medianMs('base', decode(base), timeMs));
+            best[1] = Math.min(best[1], await medianMs('this', decode(current), timeMs));
+          }
         }
         const pct = (ms: number) =>
-          op === 'decode' ? `${((100 * bytes) / (ms * 1e6) / bw).toFixed(0).padStart(3)}%` : '   -';
+          op !== 'decode'
+            ? '   -'
+            : cpu
+              ? `${(bytes / (ms * 1e6)).toFixed(0).padStart(2)}GB`
+              : `${((100 * bytes) / (ms * 1e6) / bw).toFixed(0).padStart(3)}%`;
         console.log(
-          `${dtype.padStart(4)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} | ${best[0].toFixed(2).padStart(7)} ${pct(best[0])} | ${best[1].toFixed(2).padStart(7)} ${pct(best[1])} | ${(best[0] / best[1]).toFixed(2).padStart(7)}x | ${bw.toFixed(1)}`,
+          `${dtype.padStart(4)} ${String(g).padStart(3)} ${String(S).padStart(7)} ${path.padStart(7)} | ${best[0].toFixed(2).padStart(7)} ${pct(best[0])} | ${best[1].toFixed(2).padStart(7)} ${pct(best[1])} | ${(best[0] / best[1]).toFixed(2).padStart(7)}x | ${cpu ? '' : bw.toFixed(1)}`,
         );
       }
       base.forceKernelPath(null);

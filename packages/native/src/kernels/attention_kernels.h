@@ -15,7 +15,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/cpu.h"
 #include "kernels/attention_int8_simd.h"
 #include "ops/attention.h"
 
@@ -29,21 +28,32 @@ struct Positions {
   int64_t operator[](size_t j) const { return pos ? pos[j] : first + static_cast<int64_t>(j); }
 };
 
+// row[r] = the row of position j0 + r of `base`, r < R. The test of pos.pos is made once per block:
+// made per row (Positions::operator[]), GCC 12 vectorizes the loop into a masked load of pos.pos
+// whose mask is all clear when pos.pos is null, and a masked load at an unmapped address costs an
+// AMD core a microcode assist per block. Zen 5 VM, AVX2 f16 dense q·K (blocks of 8 rows), one
+// thread, S = 16k, CPU time: 0.39 -> 0.13 ms per head (10.9 -> 31 GB/s).
+template <int R, class P>
+inline void rows_at(P* row, P base, size_t d, Positions pos, size_t j0) {
+  if (pos.pos)
+    for (int r = 0; r < R; r++) row[r] = row_at(base, static_cast<size_t>(pos.pos[j0 + r]), d);
+  else
+    for (int r = 0; r < R; r++) row[r] = row_at(base, static_cast<size_t>(pos.first) + j0 + r, d);
+}
+
 template <class V, class P>
 inline typename V::F load_n(P p, size_t avail) {
   return avail >= static_cast<size_t>(V::W) ? row_load<V>(p) : row_load_part<V>(p, avail);
 }
 
-// Contiguous K / V rows are read as one long stream. On an AMD EPYC (Zen 4) the hardware
-// prefetchers keep up with it alone: software prefetches kStreamAhead bytes ahead made one
-// thread's S = 32k passes slower (qk 29 -> 20 GB/s and pv 32 -> 26 with f16, pv 30 -> 25 with f32,
-// against a 30 GB/s read probe). An earlier session measured the opposite on its CPU (the f16 V
-// pass ~80% -> ~97% of the read bandwidth with them), so other vendors keep them (stream_prefetch).
-constexpr size_t kStreamAhead = 4096;  // 2-8 KB measured alike; 0 (only the current block) a little slower
-inline bool stream_prefetch() {
-  static const bool on = !cpu_features().amd;
-  return on;
-}
+// Contiguous K / V rows are read as one long stream, prefetched kStreamAhead bytes ahead into L1
+// on every vendor. Zen 5 VM (AMD family 26), one head of f16 rows, d 128, S = 16k, CPU time per
+// call, one thread: a plain q·K row loop 31-38 -> 48 GB/s on AVX2 (4 KB ahead 41-43, 16 KB alike)
+// and 40 -> 50 on AVX-512; pv_rows on AVX2 24-29 -> 35-43; two threads at once 23 -> 33 GB/s each
+// (q·K) against a one-thread read probe of 41-47 GB/s. Sessions on an AMD core labelled Zen 4
+// had measured them slower (qk 29 -> 20 GB/s, pv 32 -> 26 at 4 KB) and turned them off on AMD.
+constexpr size_t kStreamAhead = 8192;
+inline bool stream_prefetch() { return true; }
 // SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream, into
 // L2 (r streams of lines into L1 keep fewer misses in flight). Measured on the Zen 4 VM, one thread,
 // 16 columns of f16 at S = 32k: about 7% faster than into L1 at 1 KB; 1-4 KB ahead alike.
@@ -145,10 +155,9 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P 
   using F = typename V::F;
   F acc[R * G];
   P row[R];
-  for (int r = 0; r < R; r++) {
-    row[r] = row_at(k, static_cast<size_t>(pos[j0 + r]), d);
+  rows_at<R>(row, k, d, pos, j0);
+  for (int r = 0; r < R; r++)
     for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
-  }
   const size_t full = d - d % V::W;  // whole vectors; a partial one (d % W lanes) after them
   if constexpr (Resident) {
     // Rows in L1: all R at once, one vector of each per step (R + G loads per R * G fmas).
@@ -222,14 +231,16 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P 
   store_logits<V, R, G>(scores, ld, j0, acc, scale);
 }
 
-// The prefetches of q · K before its block of R rows from j (rows up to `known` may be read).
-// Gathered rows (SparQ step 3, baselines): a few rows ahead, the prefetcher cannot guess them.
-// Contiguous rows, when `stream`: `ahead` rows ahead, into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
+// The prefetches of q · K before its block of R rows from j (rows up to `known` may be read), `ahead` rows ahead.
+// Gathered rows (SparQ step 3, baselines): the prefetcher cannot guess them; into L2, gather_ahead_rows
+// ahead as pv's (kGatherAhead). Two blocks ahead (16 rows of 256 bytes on AVX2), SparQ's gathered q · K
+// ran at about half pv's rate over the same rows.
+// Contiguous rows, when `stream`: into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
 template <class V, class P, int R>
 inline void qk_prefetch(P k, size_t d, Positions pos, size_t j, size_t known, bool heavy, bool stream, size_t ahead) {
   if (pos.pos) {
-    for (int r = 0; r < R && j + 2 * R + r < known; r++)  // into L2: see kGatherAhead
-      V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos[j + 2 * R + r]), d)), RowTraits<P>::bytes(d));
+    for (int r = 0; r < R && j + ahead + r < known; r++)
+      V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos.pos[j + ahead + r]), d)), RowTraits<P>::bytes(d));
   } else if (stream && j + ahead + R <= known) {
     const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
     if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));
@@ -242,7 +253,7 @@ template <class V, class P, int R, int G, bool Resident>
 __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d, Positions pos, size_t j, size_t n, size_t known,
                                         const float* q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
-  const size_t ahead = heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     qk_prefetch<V, P, R>(k, d, pos, j, known, heavy, stream, ahead);
@@ -251,10 +262,11 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
   return j;
 }
 
-// One head over contiguous rows from memory (dense decode without GQA), 16-lane vectors: a plain
-// loop, a row per iteration with its own horizontal sum. qk_block's blocks of 16 rows were slower
-// there: f32 22 -> 32 GB/s, f16 alike (31), one thread, S = 32k, Zen 4, against a 32 GB/s read
-// probe. With AVX2's 8 lanes the blocks stay faster (f32 35 against 28 GB/s, f16 35 against 24).
+// One head over contiguous rows from memory (dense decode without GQA), 16-lane vectors and f16 rows
+// on 8: a plain loop, a row per iteration with its own horizontal sum. qk_block's blocks of 16 rows
+// were slower there: f32 22 -> 32 GB/s, f16 alike (31), one thread, S = 32k, Zen 4, against a 32 GB/s
+// read probe. AVX2 f16 blocks of 8 rows: 26-27 GB/s against 36-38 for this loop (Zen 5, S = 16k, no
+// prefetches). AVX2 f32 keeps the blocks (35 against 28 GB/s on Zen 4; not re-measured).
 template <class V, class P>
 __attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t first, size_t n, size_t known, const float* q, float scale) {
   using F = typename V::F;
@@ -285,7 +297,7 @@ __attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t f
 // Rows up to `known` (>= n) may be prefetched: those of the next tile (see qk_tiles).
 template <class V, class P, int G, bool Resident>
 inline void qk_heads(float* scores, size_t ld, P k, size_t d, Positions pos, size_t n, size_t known, const float* q, float scale) {
-  if constexpr (G == 1 && !Resident && V::W == 16) {
+  if constexpr (G == 1 && !Resident && (V::W == 16 || std::is_same_v<P, const uint16_t*>)) {
     if (!pos.pos) return qk_stream<V, P>(scores, k, d, pos.first, n, known, q, scale);
   }
   // R * G = max(W, G) accumulators: one batched reduction per block.
@@ -378,12 +390,14 @@ __attribute__((always_inline)) inline void qk_q8_block(float* scores, size_t ld,
                                                        const QueryBlocks& q, float scale) {
   using I = I8<V>;
   typename V::F acc[R * G];
+  BlockPtr<B> at[R];
+  rows_at<R>(at, k, d, pos, j0);
   auto rows = [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
     const size_t dd = DC ? DC : d, blocks = dd / QK, lanes = dd / 4;
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
-      const uint8_t* row = row_at(k, static_cast<size_t>(pos[j0 + r]), dd).blk;
+      const uint8_t* row = at[r].blk;
 #pragma GCC unroll 16
       for (int t = 0; t < G; t++) acc[r * G + t] = V::zero();
 #pragma GCC unroll 8
@@ -406,7 +420,8 @@ template <class V, class B, int R, int G>
 __attribute__((noinline)) size_t qk_q8_run(float* scores, size_t ld, BlockPtr<B> k, size_t d, Positions pos, size_t j, size_t n,
                                            size_t known, const QueryBlocks& q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
-  const size_t ahead = heavy ? heavy_ahead_rows<BlockPtr<B>>(d) : stream_ahead_rows<BlockPtr<B>>(d);
+  using P = BlockPtr<B>;
+  const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
   const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
     qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, stream, ahead);
@@ -571,9 +586,9 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
       constexpr int M = decltype(m)::value;
       P row[M];
       F w[G][M];
+      rows_at<M>(row, v, dd, pos, j);
 #pragma GCC unroll 16
       for (int u = 0; u < M; u++) {
-        row[u] = row_at(v, static_cast<size_t>(pos[j + u]), dd);
         if (j + u + ahead < prefetch_end) {
           const void* next = row_address(row_at(v, static_cast<size_t>(pos[j + u + ahead]), dd));
           if (l2) V::prefetch_row_l2(next, row_bytes);
