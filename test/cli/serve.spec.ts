@@ -482,9 +482,7 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
         s.client.completions
           .create({ model: 'stories', prompt: PROMPTS[6], max_tokens: 32, temperature: 1, seed })
           .then((r) => r.choices[0].text);
-      const [zero1, zero2, a, b, minus1, minus2] = await Promise.all(
-        [0, 0, 7, 8, -7, -7].map((seed) => sampled(seed)),
-      );
+      const [zero1, zero2, a, b, minus1, minus2] = await Promise.all([0, 0, 7, 8, -7, -7].map((seed) => sampled(seed)));
       expect(zero2).toBe(zero1);
       expect(minus2).toBe(minus1);
       expect(new Set([zero1, a, b, minus1]).size).toBe(4);

@@ -62,14 +62,17 @@ describe('memory before loading', () => {
     expect(readModelPlan(tiny, 'f32').weightBytes).toBe(vectors + 4 * matrixElements);
   });
 
-  it("counts the copies a backend lays out for its blocked products: every matrix a product reads, not an embedding with its own output matrix", () => {
+  it('counts the copies a backend lays out for its blocked products: every matrix a product reads, not an embedding with its own output matrix', () => {
     const { loaded } = readModelFile(tiny, referenceEngine);
     const stored = readModelPlan(tiny).weightBytes;
     // A backend whose copy is one byte per element of the dtypes it repacks (q8_0 here).
     const calls: string[] = [];
     const repacking = new Engine({
       ...referenceEngine.backend,
-      repackedBytes: (dtype, rows, cols) => (calls.push(`${dtype} ${rows}x${cols}`), dtype === 'q8_0' ? rows * cols : 0),
+      repackedBytes: (dtype, rows, cols) => (
+        calls.push(`${dtype} ${rows}x${cols}`),
+        dtype === 'q8_0' ? rows * cols : 0
+      ),
     });
     const products = [...loaded.tensors.entries()].filter(([name, t]) => t.rank === 2 && name !== 'token_embd.weight');
     expect(loaded.tensors.has('output.weight')).toBe(true);
@@ -77,8 +80,18 @@ describe('memory before loading', () => {
     expect(copies).toBeGreaterThan(0);
     expect(readModelPlan(tiny, undefined, repacking).weightBytes).toBe(stored + copies);
     expect(calls).toHaveLength(products.length);
-    const plain = checkModelMemory(referenceEngine, tiny, { contextSize: 64 }, { bytes: Number.MAX_SAFE_INTEGER, source: 'test' });
-    const plan = checkModelMemory(repacking, tiny, { contextSize: 64 }, { bytes: Number.MAX_SAFE_INTEGER, source: 'test' });
+    const plain = checkModelMemory(
+      referenceEngine,
+      tiny,
+      { contextSize: 64 },
+      { bytes: Number.MAX_SAFE_INTEGER, source: 'test' },
+    );
+    const plan = checkModelMemory(
+      repacking,
+      tiny,
+      { contextSize: 64 },
+      { bytes: Number.MAX_SAFE_INTEGER, source: 'test' },
+    );
     expect(plan.weights).toBe(plain.weights + copies);
   });
 

@@ -425,11 +425,12 @@ struct Q3_K : InPlace {
     std::memcpy(&a8, p, 8);
     std::memcpy(&aux, p + 8, 4);
     // qwords: the bytes p[0..8), then their high nibbles.
-    const __m256i low4 =
-        _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(static_cast<long long>(a8)), _mm256_setr_epi64x(0, 4, 0, 4)), _mm256_set1_epi8(0x0f));
+    const __m256i low4 = _mm256_and_si256(_mm256_srlv_epi64(_mm256_set1_epi64x(static_cast<long long>(a8)), _mm256_setr_epi64x(0, 4, 0, 4)),
+                                          _mm256_set1_epi8(0x0f));
     // dword i of each half holds scales 4i .. 4i + 3: aux >> 2i, two bits per byte, moved to bits 4-5.
     const __m256i high2 = _mm256_slli_epi16(
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(aux)), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)), _mm256_set1_epi8(3)),
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(aux)), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)),
+                         _mm256_set1_epi8(3)),
         4);
     return _mm256_sub_epi8(_mm256_or_si256(low4, high2), _mm256_set1_epi8(32));
   }
