@@ -86,6 +86,8 @@ function weight(
     referenceEngine.quantize(w as Tensor<BlockDType>, Tensor.f32([rows, cols], values));
     referenceEngine.dequantize(out, w as Tensor<BlockDType>);
   }
+  // Never written again, as a model's weights: the native products may read it repacked.
+  native?.markConstant(w);
   return { w, decoded };
 }
 
@@ -388,6 +390,26 @@ for (const path of paths) {
         );
       });
     }
+
+    it('a block weight not marked constant is read as it is at every product (written again after a blocked one)', () => {
+      const [rows, cols, n] = [40, 512, 64];
+      const random = seeded(11);
+      const x = Tensor.f32([n, cols], uniform(random, n * cols));
+      const product = (w: Tensor) => {
+        const out = Tensor.zeros('f32', [n, rows]);
+        nat.matmul(out, w, x, 'int8');
+        return out.data;
+      };
+      for (const dtype of REPACKED) {
+        const w = Tensor.zeros(dtype, [rows, cols]);
+        referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+        product(w);
+        referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols))); // written again
+        const fresh = Tensor.zeros(dtype, [rows, cols]);
+        (fresh.data as Uint8Array).set(w.data as Uint8Array);
+        expect(product(w), dtype).toEqual(product(fresh));
+      }
+    });
 
     it("'int8' by the per-row kernels with 8 to 12 activation rows (whole tiles of 8 rows and the rest; blocked kernel held off)", () => {
       const PER_ROW_BELOW = 64;

@@ -196,6 +196,12 @@ export interface Backend extends Partial<BackendOps> {
    * count it, so a context that fits only without it is refused before loading.
    */
   repackedBytes?(dtype: MatrixDType, rows: number, cols: number): number;
+  /**
+   * A promise that w's data does not change from now on (a model's weights): the backend may keep
+   * layouts derived from it (repackedBytes) for as long as w lives. Only such tensors get them, so
+   * a tensor written again after a product is never read through a stale copy.
+   */
+  markConstant?(w: Tensor): void;
   /** Releases threads or native resources (optional). */
   dispose?(): void | Promise<void>;
 }

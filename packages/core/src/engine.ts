@@ -40,6 +40,15 @@ export class Engine {
     return this.backend.info();
   }
 
+  /**
+   * Promises that w's data will not change from now on, as a model's weights do not: the backend
+   * may then keep layouts derived from it for its products (Backend.markConstant). Writing to w
+   * afterwards gives undefined products; tensors not marked are read as they are at every call.
+   */
+  markConstant(w: Tensor): void {
+    this.backend.markConstant?.(w);
+  }
+
   /** True when the backend implements `op` (for a block `dtype`: and handles that dtype, see Backend.blockDTypes). */
   has(op: OpName, dtype?: DType): boolean {
     if (typeof this.backend[op] !== 'function') return false;

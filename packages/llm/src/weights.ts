@@ -108,8 +108,10 @@ export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightTyp
   const norm = (name: string) => toF32(get(name), engine);
   const layers: LayerWeights[] = [];
   const extras = new Set(extraLayerTensors(config));
+  // The matrices never change once built: the backend may keep layouts derived from them.
+  const constant = (w: Matrix): Matrix => (w instanceof Tensor && engine.markConstant(w), w);
   for (let l = 0; l < config.nLayers; l++) {
-    const m = (t: LayerTensor) => convert(engine, layerName(l, t), get(layerName(l, t)), type, notes);
+    const m = (t: LayerTensor) => constant(convert(engine, layerName(l, t), get(layerName(l, t)), type, notes));
     const v = (t: ExtraLayerTensor) => norm(extraLayerName(l, t));
     layers.push({
       ...(extras.has('bq') && { bias: { q: v('bq'), k: v('bk'), v: v('bv') } }),
@@ -127,7 +129,7 @@ export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightTyp
   }
   const tokenEmbedding = get(TOKEN_EMBD);
   const classifierName = config.sharedClassifier ? TOKEN_EMBD : OUTPUT;
-  const classifier = convert(engine, classifierName, get(classifierName), type, notes);
+  const classifier = constant(convert(engine, classifierName, get(classifierName), type, notes));
   const rope = ropeOptions(config, config.ropeFreqs ? norm(ROPE_FREQS) : undefined);
   const weights: ModelWeights = { tokenEmbedding, layers, finalNorm: norm(OUTPUT_NORM), classifier, rope };
   return { config, weights, format: loaded.format, weightType: describeTypes(weights), notes: collapse(notes) };

@@ -216,16 +216,18 @@ export function int4Args(w: Int4Matrix): Int4Args {
 export function basicOps(
   addon: NativeAddon,
   env: Record<string, string | undefined> = process.env,
-): Partial<BackendOps> & Pick<Backend, 'repackedBytes'> {
+): Partial<BackendOps> & Pick<Backend, 'repackedBytes' | 'markConstant'> {
   const a = basicAddon(addon);
   // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
-  // product and kept as long as its tensor: from then on no product decodes it. Weights are read-only
-  // (a model's are), so the copy stays right. SPARQ_NATIVE_REPACK=0 keeps only the file's bytes.
+  // product and kept as long as its tensor: from then on no product decodes it. Only tensors marked
+  // constant (markConstant: a model's weights) get a copy, so one written again after a product is
+  // never read through a stale one. SPARQ_NATIVE_REPACK=0 keeps only the file's bytes.
   const repack = env.SPARQ_NATIVE_REPACK !== '0';
+  const constants = new WeakSet<Tensor>();
   const packedWeights = new WeakMap<Tensor, Uint8Array>();
   const packedFor = (w: Tensor, n: number, path: ProductPath): Uint8Array | undefined => {
     const code = DTYPE_CODE[w.dtype];
-    if (!repack || path !== 'int8' || n < a.q8GemmMinN(code)) return undefined;
+    if (!repack || !constants.has(w) || path !== 'int8' || n < a.q8GemmMinN(code)) return undefined;
     let packed = packedWeights.get(w);
     if (packed === undefined) {
       const [rows, cols] = w.shape;
@@ -258,6 +260,7 @@ export function basicOps(
     a.matmulInt4(out.data, out.offset, ...int4Args(w), x.data, x.offset, n, path === 'int8');
   };
   return {
+    markConstant: (w) => void constants.add(w),
     repackedBytes: (dtype, rows, cols) =>
       repack && isBlockDType(dtype) ? a.q8PackedBytes(DTYPE_CODE[dtype], rows, cols) : 0,
     quantize: (out: Tensor<BlockDType>, x: Tensor<'f32'>) => {
