@@ -78,21 +78,19 @@ describe('memory before loading', () => {
     expect(loaded.tensors.has('output.weight')).toBe(true);
     const copies = products.filter(([, t]) => t.dtype === 'q8_0').reduce((sum, [, t]) => sum + t.size, 0);
     expect(copies).toBeGreaterThan(0);
-    expect(readModelPlan(tiny, undefined, repacking).weightBytes).toBe(stored + copies);
+    expect(readModelPlan(tiny, undefined, repacking)).toMatchObject({ weightBytes: stored, repackedBytes: copies });
     expect(calls).toHaveLength(products.length);
-    const plain = checkModelMemory(
-      referenceEngine,
-      tiny,
-      { contextSize: 64 },
-      { bytes: Number.MAX_SAFE_INTEGER, source: 'test' },
+    const limit = (bytes: number) => ({ bytes, source: 'a test limit' });
+    const plain = checkModelMemory(referenceEngine, tiny, { contextSize: 64 }, limit(Number.MAX_SAFE_INTEGER));
+    expect(plain.repacked).toBe(false);
+    const plan = checkModelMemory(repacking, tiny, { contextSize: 64 }, limit(Number.MAX_SAFE_INTEGER));
+    expect([plan.weights, plan.repacked]).toEqual([plain.weights + copies, true]);
+    // The copies only speed up prefill: a context that fits only without them runs without them.
+    const tight = checkModelMemory(repacking, tiny, { contextSize: 64 }, limit(plan.total - 1));
+    expect([tight.weights, tight.total, tight.repacked]).toEqual([plain.weights, plain.total, false]);
+    expect(() => checkModelMemory(repacking, tiny, { contextSize: 64 }, limit(plain.total - 1))).toThrow(
+      `needs ${plain.total} bytes`,
     );
-    const plan = checkModelMemory(
-      repacking,
-      tiny,
-      { contextSize: 64 },
-      { bytes: Number.MAX_SAFE_INTEGER, source: 'test' },
-    );
-    expect(plan.weights).toBe(plain.weights + copies);
   });
 
   it('refuses a context one byte over what there is, naming both numbers, and accepts it at exactly that', () => {

@@ -321,13 +321,18 @@ export function tokenizerBeside(modelPath: string, vocab: number): string {
 /** Reads a llama2.c or GGUF model and its tokenizer onto `engine`. */
 export function openModel(engine: Engine, path: string, options: ModelOptions = {}): LanguageModel {
   checkModelOptions('openModel', options);
-  if (options.contextSize !== undefined) checkModelMemory(engine, path, options);
+  const plan = options.contextSize !== undefined ? checkModelMemory(engine, path, options) : undefined;
   const file = readModelFile(path, engine);
   const { tokenizer, source } = findTokenizer(file, options.tokenizer);
   const lacking = unsupportedDTypes(engine, file.loaded);
   const runOn = lacking.length > 0 && options.fallback ? options.fallback : engine;
   if (options.checkTensors) checkTensors(runOn, file.loaded);
-  const model = buildModel(runOn, file.loaded, options.weights);
+  const repack = plan?.repacked !== false;
+  const model = buildModel(runOn, file.loaded, options.weights, { constant: repack });
+  if (!repack)
+    model.notes.push(
+      `weights not repacked for the prefill products: the context fits in memory only without the copies`,
+    );
   if (runOn !== engine)
     model.notes.push(`backend ${engine.name} does not compute on ${lacking.join(', ')}: running on ${runOn.name}`);
   return new LanguageModel(runOn, model, tokenizer, { ...options, tokenizerSource: source });
@@ -338,15 +343,15 @@ const CONVERTED_BYTES: Record<WeightType, number> = { f32: 4, q4_0: 18 / 32, int
 
 /**
  * A model file's config and the bytes its weights take in memory (as stored, or converted to
- * `weights`), from the header alone; with `engine`, plus the copies its backend lays out for the
- * blocked products (Backend.repackedBytes) of every matrix a product reads (all but a token
- * embedding that has its own output matrix).
+ * `weights`), from the header alone; with `engine`, also the bytes of the copies its backend lays
+ * out for the blocked products (Backend.repackedBytes) of every matrix a product reads (all but a
+ * token embedding that has its own output matrix).
  */
 export function readModelPlan(
   path: string,
   weights?: WeightType,
   engine?: Engine,
-): { config: ModelConfig; weightBytes: number } {
+): { config: ModelConfig; weightBytes: number; repackedBytes: number } {
   const header = readModelHeader(path);
   const tensors =
     'gguf' in header
@@ -365,6 +370,7 @@ export function readModelPlan(
   const config = 'gguf' in header ? llamaConfigFromGGUF(header.gguf, path) : header.llama2c.config;
   const tiedOutput = !tensors.some((t) => t.name === 'output.weight');
   let weightBytes = 0;
+  let repackedBytes = 0;
   for (const t of tensors) {
     const elements = t.ne.reduce((a, b) => a * b, 1);
     // Vectors stay f32 whatever the matrices become.
@@ -373,9 +379,9 @@ export function readModelPlan(
     const dtype = weights ?? t.dtype;
     const product = matrix && (t.name !== 'token_embd.weight' || tiedOutput);
     if (engine?.backend.repackedBytes && product && dtype !== null && dtype !== 'i8' && dtype !== 'i32')
-      weightBytes += engine.backend.repackedBytes(dtype as MatrixDType, elements / t.ne[0], t.ne[0]);
+      repackedBytes += engine.backend.repackedBytes(dtype as MatrixDType, elements / t.ne[0], t.ne[0]);
   }
-  return { config, weightBytes };
+  return { config, weightBytes, repackedBytes };
 }
 
 /**
@@ -402,22 +408,24 @@ export function memoryAvailable(): { bytes: number; source: string } {
 /**
  * Refuses, before the weights are read, a context that does not fit: weights + KV cache + scratch
  * (memory-plan.ts) against memoryAvailable(). The context is options.contextSize, at most the model's.
+ * The backend's repacked copies of the weights only speed up prefill: a context that fits only
+ * without them runs without them (`repacked` false).
  */
 export function checkModelMemory(
   engine: Engine,
   path: string,
   options: ModelOptions,
   available = memoryAvailable(),
-): MemoryPlan {
-  const { config, weightBytes } = readModelPlan(path, options.weights, engine);
+): MemoryPlan & { repacked: boolean } {
+  const { config, weightBytes, repackedBytes } = readModelPlan(path, options.weights, engine);
   const contextSize = Math.min(options.contextSize ?? config.seqLen, config.seqLen);
   const dtype = options.kv ?? DEFAULT_KV_DTYPE;
   const layout = options.kvLayout ?? defaultKVLayout(options.attention?.method ?? 'dense');
-  const plan = memoryPlan(
-    weightBytes,
-    sessionKvBytes(config, contextSize, dtype, layout, options.kt),
-    scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads),
-  );
+  const kv = sessionKvBytes(config, contextSize, dtype, layout, options.kt);
+  const scratch = scratchBytes(config, contextSize, DEFAULT_PREFILL_CHUNK, engine.info().threads);
+  const withCopies = memoryPlan(weightBytes + repackedBytes, kv, scratch);
+  const repacked = repackedBytes > 0 && withCopies.total <= available.bytes;
+  const plan = repacked || repackedBytes === 0 ? withCopies : memoryPlan(weightBytes, kv, scratch);
   checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
-  return plan;
+  return { ...plan, repacked };
 }

@@ -100,8 +100,17 @@ export function unsupportedDTypes(engine: Engine, loaded: LoadedModel): DType[] 
   return [...dtypes].filter((d) => !engine.has('matvec', d) || (isBlockDType(d) && !engine.has('dequantize', d)));
 }
 
-/** Builds the runnable model; `type` undefined keeps the matrices as the file stores them. */
-export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightType): Model {
+/**
+ * Builds the runnable model; `type` undefined keeps the matrices as the file stores them.
+ * `constant` (default true) marks the matrices constant (Engine.markConstant), so the backend may
+ * keep repacked copies of them; false when the memory plan leaves no room for the copies.
+ */
+export function buildModel(
+  engine: Engine,
+  loaded: LoadedModel,
+  type?: WeightType,
+  { constant: keep = true }: { constant?: boolean } = {},
+): Model {
   const { config, tensors } = loaded;
   const notes: string[] = [];
   const get = (name: string) => tensors.get(name)!;
@@ -109,7 +118,7 @@ export function buildModel(engine: Engine, loaded: LoadedModel, type?: WeightTyp
   const layers: LayerWeights[] = [];
   const extras = new Set(extraLayerTensors(config));
   // The matrices never change once built: the backend may keep layouts derived from them.
-  const constant = (w: Matrix): Matrix => (w instanceof Tensor && engine.markConstant(w), w);
+  const constant = (w: Matrix): Matrix => (keep && w instanceof Tensor && engine.markConstant(w), w);
   for (let l = 0; l < config.nLayers; l++) {
     const m = (t: LayerTensor) => constant(convert(engine, layerName(l, t), get(layerName(l, t)), type, notes));
     const v = (t: ExtraLayerTensor) => norm(extraLayerName(l, t));
