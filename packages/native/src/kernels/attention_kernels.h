@@ -50,8 +50,9 @@ inline typename V::F load_n(P p, size_t avail) {
 // on every vendor. Zen 5 VM (AMD family 26), one head of f16 rows, d 128, S = 16k, CPU time per
 // call, one thread: a plain q·K row loop 31-38 -> 48 GB/s on AVX2 (4 KB ahead 41-43, 16 KB alike)
 // and 40 -> 50 on AVX-512; pv_rows on AVX2 24-29 -> 35-43; two threads at once 23 -> 33 GB/s each
-// (q·K) against a one-thread read probe of 41-47 GB/s. Sessions on an AMD core labelled Zen 4
-// had measured them slower (qk 29 -> 20 GB/s, pv 32 -> 26 at 4 KB) and turned them off on AMD.
+// (q·K) against a one-thread read probe of 41-47 GB/s. The gain depends on the core: an AMD VM
+// reported as Zen 4 read slower with them (qk 29 -> 20 GB/s, pv 32 -> 26 at 4 KB); re-measure on
+// a new CPU with bench/attention-ab.ts --cpu.
 constexpr size_t kStreamAhead = 8192;
 inline bool stream_prefetch() { return true; }
 // SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream, into
