@@ -57,6 +57,7 @@ for (const dtype of types) {
   reference.quantize(band, values);
   const w = Tensor.zeros(dtype, [ROWS, COLS]);
   for (let r = 0; r < ROWS; r += 64) (w.data as Uint8Array).set(band.data as Uint8Array, (r / 64) * band.data.length);
+  native.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
   const cells: string[] = [];
   let crossover = '> 96';
   for (const n of NS) {

@@ -40,6 +40,7 @@ function weight(t: BlockDType, rows: number, cols: number): Tensor {
   reference.quantize(band, values);
   const w = Tensor.zeros(t, [rows, cols]);
   for (let r = 0; r < rows; r += 64) (w.data as Uint8Array).set(band.data as Uint8Array, (r / 64) * band.data.length);
+  native?.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
   return w;
 }
 
