@@ -26,7 +26,8 @@ const types = (arg('--types')?.split(',') ?? BLOCK_DTYPES) as BlockDType[];
 const NS = arg('--ns')?.split(',').map(Number) ?? [1, 2, 4, 8, 16, 24, 32, 48, 64, 96];
 const { available } = await loadBackends();
 const reference = available.find((e) => e.name === 'reference')!;
-if (!available.some((e) => e.name === 'native')) throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
+if (!available.some((e) => e.name === 'native'))
+  throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const basic = basicAddon(raw);
 const kernel = arg('--kernel');
@@ -60,7 +61,9 @@ console.log(
   `kernel path ${raw.kernelPaths().current}, one thread, ${ROWS} x ${COLS}, CPU ms best of ${REPS}: ` +
     'blocked over the file layout / blocked over the repacked layout / per row',
 );
-console.log(['type', ...NS.map((n) => `n ${n}`), 'crossover file', 'crossover packed', 'table file / packed'].join(' | '));
+console.log(
+  ['type', ...NS.map((n) => `n ${n}`), 'crossover file', 'crossover packed', 'table file / packed'].join(' | '),
+);
 for (const dtype of types) {
   const code = DTYPE_CODE[dtype];
   // The reference quantizes 64 rows (its K-quant scale search is slow), tiled to the full height.
@@ -88,12 +91,20 @@ for (const dtype of types) {
     times.file.push(file);
     times.perRow.push(perRow);
     if (packed) times.packed.push(best[1]);
-    cells.push([file, packed ? best[1] : undefined, perRow].map((t) => (t === undefined ? '-' : t.toFixed(2))).join(' / '));
+    cells.push(
+      [file, packed ? best[1] : undefined, perRow].map((t) => (t === undefined ? '-' : t.toFixed(2))).join(' / '),
+    );
   }
   basic.forceQ8GemmMinN(null);
   const table = `${basic.q8GemmMinN(code, false)} / ${packed ? basic.q8GemmMinN(code, true) : '-'}`;
   console.log(
-    [dtype, ...cells, crossover(times.file, times.perRow), packed ? crossover(times.packed, times.perRow) : '-', table].join(' | '),
+    [
+      dtype,
+      ...cells,
+      crossover(times.file, times.perRow),
+      packed ? crossover(times.packed, times.perRow) : '-',
+      table,
+    ].join(' | '),
   );
 }
 basic.forceQ8GemmMinN(null);

@@ -460,7 +460,12 @@ for (const path of paths) {
           fc.assert(
             fc.property(
               fc.constantFrom(...REPACKED),
-              fc.record({ rows: fc.integer({ min: 1, max: 70 }), supers: fc.integer({ min: 1, max: 3 }), n: fc.integer({ min: 1, max: 8 }), seed: fc.integer() }),
+              fc.record({
+                rows: fc.integer({ min: 1, max: 70 }),
+                supers: fc.integer({ min: 1, max: 3 }),
+                n: fc.integer({ min: 1, max: 8 }),
+                seed: fc.integer(),
+              }),
               (dtype, { rows, supers, n, seed }) => {
                 const cols = 256 * supers;
                 const random = seeded(seed);
@@ -468,7 +473,18 @@ for (const path of paths) {
                 const x = uniform(random, n * cols);
                 const sums = (packed: boolean) => {
                   const out = new Int32Array((n * rows * cols) / subBlockElements(dtype));
-                  const kernel = addon!.q8BlockSums(DTYPE_CODE[dtype], out, w.data as Uint8Array, w.offset, x, 0, n, rows, cols, packed);
+                  const kernel = addon!.q8BlockSums(
+                    DTYPE_CODE[dtype],
+                    out,
+                    w.data as Uint8Array,
+                    w.offset,
+                    x,
+                    0,
+                    n,
+                    rows,
+                    cols,
+                    packed,
+                  );
                   return { out, kernel };
                 };
                 const mine = sums(true);
