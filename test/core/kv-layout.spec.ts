@@ -48,7 +48,7 @@ describe('KVCache layout', () => {
         const heads = batch * nKvHeads;
         expect(cache.k.byteLength).toBe((heads * capacity * headDim * ROW_BYTES_PER_32[dtype]) / 32);
         expect(cache.v.byteLength).toBe(cache.k.byteLength);
-        expect(cache.rowOffset(0, 0, 1) * cache.k.BYTES_PER_ELEMENT).toBe((headDim * ROW_BYTES_PER_32[dtype]) / 32);
+        expect(cache.kRowOffset(0, 0, 1) * cache.k.BYTES_PER_ELEMENT).toBe((headDim * ROW_BYTES_PER_32[dtype]) / 32);
         const blocks = Math.ceil(capacity / 64);
         const integer = kTDType.startsWith('i');
         // Integer columns span whole 64-position blocks.
@@ -89,7 +89,7 @@ describe('KVCache layout', () => {
       expect(view.options).toEqual({ ...cache.options, batch: 1, nKvHeads: 2 });
       // The view's first byte of each buffer is the cache's byte at (seq 1, head 1).
       const byteAt = (a: ArrayBufferView) => a.byteOffset;
-      expect(byteAt(view.k) - byteAt(cache.k)).toBe(cache.rowOffset(1, 1, 0) * cache.k.BYTES_PER_ELEMENT);
+      expect(byteAt(view.k) - byteAt(cache.k)).toBe(cache.kRowOffset(1, 1, 0) * cache.k.BYTES_PER_ELEMENT);
       expect(byteAt(view.kT!) - byteAt(cache.kT!)).toBe(cache.columnOffset(1, 1, 0) * cache.kT!.BYTES_PER_ELEMENT);
       if (cache.kTScale) expect(byteAt(view.kTScale!) - byteAt(cache.kTScale)).toBe(cache.scaleOffset(1, 1, 0) * 2);
       expect(view.k.byteLength * 3).toBe(cache.k.byteLength);

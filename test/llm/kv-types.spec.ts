@@ -27,7 +27,7 @@ describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV typ
       const logits = session.decode(5);
       expect(logits.every(Number.isFinite)).toBe(true);
       const kT = DEFAULT_SESSION_KT[kv];
-      expect(session.caches.map((c) => [c.dtype, c.kTDType])).toEqual([
+      expect(session.caches.map((c) => [c.options.dtype, c.kTDType])).toEqual([
         [kv, kT],
         [kv, kT],
       ]);

@@ -116,8 +116,8 @@ describe('older names still work, and agree with the newer', () => {
       kv: 'f32',
       attention: DENSE,
     });
-    expect([older.caches[0].capacity, older.state.maxRows, older.caches[0].dtype]).toEqual([24, 4, 'f32']);
-    expect([newer.caches[0].capacity, newer.state.maxRows, newer.caches[0].dtype]).toEqual([24, 4, 'f32']);
+    expect([older.caches[0].capacity, older.state.maxRows, older.caches[0].options.dtype]).toEqual([24, 4, 'f32']);
+    expect([newer.caches[0].capacity, newer.state.maxRows, newer.caches[0].options.dtype]).toEqual([24, 4, 'f32']);
     expect(Array.from(older.prefill([1, 40, 41, 42, 43]))).toEqual(Array.from(newer.prefill([1, 40, 41, 42, 43])));
     expect(() => new Session(referenceEngine, model, { contextSize: 24, capacity: 32, attention: DENSE })).toThrow(
       'Session: contextSize 24 and capacity 32 disagree',
@@ -138,7 +138,7 @@ describe('older names still work, and agree with the newer', () => {
       attention: DENSE,
       kvDType: 'f32',
     });
-    expect(t.forward.caches[0].dtype).toBe('f32');
+    expect(t.forward.caches[0].options.dtype).toBe('f32');
   });
 });
 

@@ -143,7 +143,7 @@ function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 function expectClose(ref: Tensor<'f32'>, nat: Tensor<'f32'>, cache: KVCache, what: string): void {
-  const bound = TOL_Y * (1 + maxAbs(cache.dtype === 'f32' ? (cache.v as Float32Array) : new Float32Array([1])));
+  const bound = TOL_Y * (1 + maxAbs(cache.vDType === 'f32' ? (cache.v as Float32Array) : new Float32Array([1])));
   const diff = maxDiff(ref.data, nat.data);
   expect(diff, `${what}: max|y_native - y_ref| ${diff} > ${bound}`).toBeLessThanOrEqual(bound);
 }
