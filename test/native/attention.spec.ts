@@ -620,7 +620,14 @@ if (!native || !addon) {
       expect(() =>
         addon.attnDecode({ ...cache, nPast: new Int32Array([99]) } as unknown as KVCache, q, out, 4),
       ).toThrow(RangeError);
-      expect(() => addon.attnDecode({ ...cache, dtype: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, kDType: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, vDType: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, vDType: 'q4_0' } as unknown as KVCache, q, out, 4)).toThrow(
+        'cache.headDim 8 must be a multiple of 32 with vDType q4_0',
+      );
+      expect(() => addon.attnDecode({ ...cache, vDType: 'q5_0' } as unknown as KVCache, q, out, 4)).toThrow(
+        'cache.vDType q5_0, expected f32 | f16 | q8_0 | q4_0',
+      );
       expect(() => addon.attnDecode(null as unknown as KVCache, q, out, 4)).toThrow(TypeError);
     });
     it('trace, H2O state, stats and appended rows too short; bad counts', () => {
