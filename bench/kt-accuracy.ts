@@ -233,7 +233,9 @@ function perplexity(
         );
         return summarize(run.nll, dense).ppl.toFixed(4).padStart(11);
       });
-      console.log(`   ${kvLabel(dtype).padEnd(9)} ${kT.padEnd(4)} ${densePpl.toFixed(4).padStart(9)} ${cells.join(' ')}`);
+      console.log(
+        `   ${kvLabel(dtype).padEnd(9)} ${kT.padEnd(4)} ${densePpl.toFixed(4).padStart(9)} ${cells.join(' ')}`,
+      );
     }
   }
 }

@@ -82,8 +82,22 @@ forEachBackend('kvAppend', (engine) => {
                 const from = at(cache, b, h, j);
                 // K rows in the K type, V rows in the V type, each at its own row stride.
                 const sides = [
-                  { dtype: s.dtype, store: cache.k, row: cache.kRowOffset(b, h, j), stride: cache.kRowStride, input: Kin, want: K },
-                  { dtype: s.vDType, store: cache.v, row: cache.vRowOffset(b, h, j), stride: cache.vRowStride, input: Vin, want: V },
+                  {
+                    dtype: s.dtype,
+                    store: cache.k,
+                    row: cache.kRowOffset(b, h, j),
+                    stride: cache.kRowStride,
+                    input: Kin,
+                    want: K,
+                  },
+                  {
+                    dtype: s.vDType,
+                    store: cache.v,
+                    row: cache.vRowOffset(b, h, j),
+                    stride: cache.vRowStride,
+                    input: Vin,
+                    want: V,
+                  },
                 ];
                 for (const { dtype, store, row, stride, input, want } of sides) {
                   if (dtype === 'q8_0' || dtype === 'q4_0') {

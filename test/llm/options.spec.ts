@@ -86,20 +86,36 @@ describe('model options are checked before loading, as the CLI checks its flags'
     expect(() => checkKv('kv', { k: 'q8_0', v: 'q5' })).toThrow(
       'kv.v q5, expected one of f32, f16, q8_0, q4_0, or { k, v } of them',
     );
-    expect(() => checkKv('kv', { k: 'q8_0' })).toThrow('kv {"k":"q8_0"}, expected one of f32, f16, q8_0, q4_0, or { k, v } with both fields');
+    expect(() => checkKv('kv', { k: 'q8_0' })).toThrow(
+      'kv {"k":"q8_0"}, expected one of f32, f16, q8_0, q4_0, or { k, v } with both fields',
+    );
     expect(() => checkKv('kv', { k: 'q8_0', v: 'q4_0', t: 'f16' })).toThrow('or { k, v } with both fields');
-    expect(() => checkKv('kv', 'q8_0/q4_0')).toThrow('kv q8_0/q4_0, expected one of f32, f16, q8_0, q4_0, or { k, v } of them');
-    expect(() => parseKvFlag('--kv', 'q8_0/q5')).toThrow('--kv q8_0/q5: the V type q5, expected one of f32, f16, q8_0, q4_0');
+    expect(() => checkKv('kv', 'q8_0/q4_0')).toThrow(
+      'kv q8_0/q4_0, expected one of f32, f16, q8_0, q4_0, or { k, v } of them',
+    );
+    expect(() => parseKvFlag('--kv', 'q8_0/q5')).toThrow(
+      '--kv q8_0/q5: the V type q5, expected one of f32, f16, q8_0, q4_0',
+    );
     expect(() => parseKvFlag('--kv', 'q8/q4_0')).toThrow('--kv q8/q4_0: the K type q8, expected one of');
-    expect(() => parseKvFlag('--kv', 'f16/f16/f16')).toThrow('--kv f16/f16/f16, expected TYPE or K/V, each of f32, f16, q8_0, q4_0');
+    expect(() => parseKvFlag('--kv', 'f16/f16/f16')).toThrow(
+      '--kv f16/f16/f16, expected TYPE or K/V, each of f32, f16, q8_0, q4_0',
+    );
     expect(() => parseKvFlag('--kv', 'q5')).toThrow('--kv q5, expected one of f32, f16, q8_0, q4_0, or K/V of them');
     // Every entry point takes it: a model, a session, a text session.
-    expect(() => openModel(referenceEngine, path, { kv: { k: 'f16', v: 'q6' as never } })).toThrow('openModel: kv.v q6, expected');
+    expect(() => openModel(referenceEngine, path, { kv: { k: 'f16', v: 'q6' as never } })).toThrow(
+      'openModel: kv.v q6, expected',
+    );
     const lm = openModel(referenceEngine, path, { kv: { k: 'f32', v: 'f16' } });
     const session = lm.createSession({ contextSize: 8 });
     expect([session.forward.caches[0].kDType, session.forward.caches[0].vDType]).toEqual(['f32', 'f16']);
-    expect(() => lm.createSession({ contextSize: 8, kv: { k: 'f32' } as never })).toThrow('createSession: kv {"k":"f32"}');
-    const t = new TextSession(referenceEngine, model, small.tokenizer, { contextSize: 8, attention: DENSE, kv: { k: 'f16', v: 'f32' } });
+    expect(() => lm.createSession({ contextSize: 8, kv: { k: 'f32' } as never })).toThrow(
+      'createSession: kv {"k":"f32"}',
+    );
+    const t = new TextSession(referenceEngine, model, small.tokenizer, {
+      contextSize: 8,
+      attention: DENSE,
+      kv: { k: 'f16', v: 'f32' },
+    });
     expect(t.forward.caches[0].options.dtype).toEqual({ k: 'f16', v: 'f32' });
   });
 

@@ -14,7 +14,14 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVTypeChoice, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';

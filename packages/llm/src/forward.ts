@@ -177,7 +177,10 @@ export class Session {
         DEFAULT_PREFILL_CHUNK,
       CHECKS.prefillChunk,
     );
-    const dtype = checkKv('Session: kv', renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE);
+    const dtype = checkKv(
+      'Session: kv',
+      renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE,
+    );
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
     const cacheOptions: KVCacheOptions = {
       nKvHeads: c.nKvHeads,
@@ -443,7 +446,8 @@ export class Session {
     this.methodCost += heads * attentionCost(this.attention, S, c.headDim);
     this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
     const { kDType, vDType } = this.caches[0];
-    this.denseBytes += heads * (S * (kvRowBytes(kDType, c.headDim) + kvRowBytes(vDType, c.headDim)) + 2 * c.headDim * 4);
+    this.denseBytes +=
+      heads * (S * (kvRowBytes(kDType, c.headDim) + kvRowBytes(vDType, c.headDim)) + 2 * c.headDim * 4);
   }
 }
 

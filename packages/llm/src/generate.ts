@@ -9,7 +9,14 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVTypeChoice, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { PrefillProgress, Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';

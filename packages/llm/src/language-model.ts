@@ -4,7 +4,14 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVTypeChoice, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';

@@ -111,7 +111,9 @@ export function parseKvFlag(name: string, text: string): KVTypeChoice {
   if (parts.length === 1) return checkChoice(name, text, KV_DTYPES, `one of ${KV_DTYPES.join(', ')}, or K/V of them`);
   if (parts.length !== 2)
     throw new SparqRangeError(`${name} ${text}, expected TYPE or K/V, each of ${KV_DTYPES.join(', ')}`);
-  const [k, v] = parts.map((part, i) => checkChoice(`${name} ${text}: the ${i === 0 ? 'K' : 'V'} type`, part, KV_DTYPES));
+  const [k, v] = parts.map((part, i) =>
+    checkChoice(`${name} ${text}: the ${i === 0 ? 'K' : 'V'} type`, part, KV_DTYPES),
+  );
   return kvChoice(k, v);
 }
 

@@ -89,7 +89,9 @@ const intItem = (flag: string, min: number, max: number) => (s: string) =>
   number(flag, s, 0, isInt(min, max), `integers in [${min}, ${max}]`);
 /** A list of KV types, each entry TYPE or K/V (options.ts's parseKvFlag); repeated entries refused by their spelling. */
 function kvList(flag: string, raw: string | undefined, fallback: KVTypeChoice[]): KVTypeChoice[] {
-  const labels = list(flag, raw, fallback.map(kvLabel), (item) => kvLabel(asUsage(() => parseKvFlag(`--${flag}`, item))));
+  const labels = list(flag, raw, fallback.map(kvLabel), (item) =>
+    kvLabel(asUsage(() => parseKvFlag(`--${flag}`, item))),
+  );
   return labels.map((label) => parseKvFlag(`--${flag}`, label));
 }
 

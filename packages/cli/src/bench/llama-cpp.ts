@@ -137,7 +137,9 @@ export async function openLlamaCpp(
         }
       }
       if (timings.length === 0)
-        throw new Error(`llama.cpp could not run S = ${S} with KV ${kvLabel(options.kv ?? 'f16')}: ${failed.join('; ')}`);
+        throw new Error(
+          `llama.cpp could not run S = ${S} with KV ${kvLabel(options.kv ?? 'f16')}: ${failed.join('; ')}`,
+        );
       return {
         prefillMs: Math.min(...timings.map((t) => t.prefillMs)),
         decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))],

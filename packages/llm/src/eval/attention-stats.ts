@@ -18,16 +18,7 @@
  * never touched; H2O keeps its own state per layer on that mirror, seeded by the
  * prefill's weights and evicting as it would along this (dense) trajectory.
  */
-import {
-  Engine,
-  H2OState,
-  KVCache,
-  SparqTrace,
-  Tensor,
-  f16ToF32,
-  isBlockKV,
-  type AttentionOptions,
-} from '@sparq/core';
+import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, isBlockKV, type AttentionOptions } from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';

@@ -340,8 +340,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     std::vector<float> inv(g), mx(g);
     if (c.kT) kt.qk_cols(s.logits.data(), n, c.kt_head(grp.b, grp.h), i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     else
-      kt.qk_gather(s.logits.data(), n, c.k_rows(grp.b, grp.h), c.ktype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(),
-                   mx.data());
+      kt.qk_gather(s.logits.data(), n, c.k_rows(grp.b, grp.h), c.ktype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
