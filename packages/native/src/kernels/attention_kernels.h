@@ -1,6 +1,6 @@
-// The attention kernels, written once over a vector-traits class V (attention_simd.h:
-// Scalar, Avx2, Avx512) and instantiated by attention_ref.cc / _avx2.cc / _avx512.cc,
-// each compiled with its own ISA flags. Everything sits in an anonymous namespace
+// The attention kernels, written once over the wrapper layer's vector traits V (kernels/simd.h:
+// Scalar, Avx2, Avx512, Neon) and instantiated by attention_ref.cc / _avx2.cc / _avx512.cc /
+// _neon.cc, each compiled with its own ISA flags. Everything sits in an anonymous namespace
 // so the three instantiations never merge at link time (they differ in ISA).
 //
 // Memory-minded shapes: every K / V row is read once per KV head and used by all g
@@ -15,7 +15,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/kv_blocks.h"
 #include "kernels/attention_int8_simd.h"
+#include "kernels/simd.h"
 #include "ops/attention.h"
 
 namespace sparq {
