@@ -10,8 +10,9 @@
  *         zero-padded to 32 (llm's pad-heads.ts: the same function). Besides the real cache types,
  *         K and V rows go through quantize / dequantize round trips separately (stored in an f32
  *         cache: what a q4_0 cache's attention reads, as dequantize decodes it), whole model and
- *         one layer at a time; and two mitigations as evidence, q8_0 K with q4_0 V (llama.cpp's
- *         -ctk q8_0 -ctv q4_0) and q4_0 K rotated by a Walsh-Hadamard transform of the head.
+ *         one layer at a time; and two mitigations as evidence, q8_0 K with q4_0 V (as round trips;
+ *         the real split cache is the padded q8_0/q4_0 row) and q4_0 K rotated by a
+ *         Walsh-Hadamard transform of the head.
  *         Then, on the first window's f32 run, per layer: the K channels' kurtosis (3 for a
  *         Gaussian) and the ratio of the largest channel RMS to the median one, each type's
  *         relative row error for K and V, and what q4_0 K does to the attention itself (logit
@@ -350,7 +351,7 @@ function quantPart(tokens: readonly number[]): void {
   }
   for (let l = 0; l < L; l++) row(`q4_0 K in layer ${l} only`, ppl(maps(roundTrip('q4_0'), undefined, [l])));
   for (let l = 0; l < L; l++) row(`q4_0 V in layer ${l} only`, ppl(maps(undefined, roundTrip('q4_0'), [l])));
-  row('q8_0 K, q4_0 V (-ctk q8_0 -ctv q4_0)', ppl(maps(roundTrip('q8_0'), roundTrip('q4_0'))));
+  row('q8_0 K, q4_0 V (round trips over an f32 cache)', ppl(maps(roundTrip('q8_0'), roundTrip('q4_0'))));
   row('q4_0 K Hadamard-rotated, f32 V', ppl(maps(rotated(roundTrip('q4_0')))));
   row('q4_0 K Hadamard-rotated, q4_0 V', ppl(maps(rotated(roundTrip('q4_0')), roundTrip('q4_0'))));
 

@@ -198,9 +198,24 @@ export function renamed<T>(
   old: string,
   oldValue: T | undefined,
 ): T | undefined {
-  if (value !== undefined && oldValue !== undefined && value !== oldValue)
+  if (value !== undefined && oldValue !== undefined && !sameSetting(value, oldValue))
     throw new SparqRangeError(
-      `${where}: ${name} ${String(value)} and ${old} ${String(oldValue)} disagree; ${old} is the older name of ${name}, give ${name} only`,
+      `${where}: ${name} ${showSetting(value)} and ${old} ${showSetting(oldValue)} disagree; ${old} is the older name of ${name}, give ${name} only`,
     );
   return value ?? oldValue;
+}
+
+/** Equal settings: the same primitive, or plain objects with the same keys and values (`kv: { k, v }`). */
+function sameSetting(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  const keys = Object.keys(a);
+  return (
+    keys.length === Object.keys(b).length &&
+    keys.every((key) => Object.hasOwn(b, key) && (a as Record<string, unknown>)[key] === (b as Record<string, unknown>)[key])
+  );
+}
+
+function showSetting(value: unknown): string {
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
 }
