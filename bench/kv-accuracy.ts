@@ -351,7 +351,7 @@ function quantPart(tokens: readonly number[]): void {
   }
   for (let l = 0; l < L; l++) row(`q4_0 K in layer ${l} only`, ppl(maps(roundTrip('q4_0'), undefined, [l])));
   for (let l = 0; l < L; l++) row(`q4_0 V in layer ${l} only`, ppl(maps(undefined, roundTrip('q4_0'), [l])));
-  row('q8_0 K, q4_0 V (round trips over an f32 cache)', ppl(maps(roundTrip('q8_0'), roundTrip('q4_0'))));
+  row('q8_0 K, q4_0 V (round trips, f32 cache)', ppl(maps(roundTrip('q8_0'), roundTrip('q4_0'))));
   row('q4_0 K Hadamard-rotated, f32 V', ppl(maps(rotated(roundTrip('q4_0')))));
   row('q4_0 K Hadamard-rotated, q4_0 V', ppl(maps(rotated(roundTrip('q4_0')), roundTrip('q4_0'))));
 
