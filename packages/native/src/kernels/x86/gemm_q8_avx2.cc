@@ -397,7 +397,7 @@ void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 template <WeightType T>
 constexpr Codes codes_of() {
   constexpr BlockTraits b = block_traits(T);
-  return b.signed_codes      ? Codes::s8
+  return b.signed_codes     ? Codes::s8
          : b.code_bits == 4 ? Codes::u4
          : b.code_bits == 5 ? Codes::u5
          : b.code_bits == 2 ? Codes::u2

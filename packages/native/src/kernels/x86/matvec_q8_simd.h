@@ -1490,10 +1490,10 @@ void q8_sums_of(WeightType, const uint8_t* w, const RowActs& a, int64_t rows, in
 }  // namespace sparq
 
 // The entry points of matvec_q8.h for one ISA file: the tables matmul_q8_<isa>, q8_sums_<isa>.
-#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                    \
-  namespace sparq {                                                                                                                   \
-  constexpr PerWeightType<Q8RowsFn> matmul_q8_##isa =                                                                                 \
-      per_decoder<Q8RowsFn>([](auto type) { return &q8_rows_of<decltype(type)>; }, Q8Decoders());                                     \
-  constexpr PerWeightType<Q8SumsFn> q8_sums_##isa =                                                                                   \
-      per_decoder<Q8SumsFn>([](auto type) { return &q8_sums_of<decltype(type)>; }, Q8Decoders());                                     \
+#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                \
+  namespace sparq {                                                                               \
+  constexpr PerWeightType<Q8RowsFn> matmul_q8_##isa =                                             \
+      per_decoder<Q8RowsFn>([](auto type) { return &q8_rows_of<decltype(type)>; }, Q8Decoders()); \
+  constexpr PerWeightType<Q8SumsFn> q8_sums_##isa =                                               \
+      per_decoder<Q8SumsFn>([](auto type) { return &q8_sums_of<decltype(type)>; }, Q8Decoders()); \
   }

@@ -152,7 +152,8 @@ inline float scalar_bf16(const uint8_t* w, int64_t j) { return bf16_to_fp32(load
 template <class V, int NX, WeightType T>
 void dot_row(const uint8_t* w, const float* x, int64_t cols, float* res) {
   if constexpr (T == WeightType::f32) {
-    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols, res);
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols,
+                     res);
   } else if constexpr (T == WeightType::f16) {
     dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_f16(p + 2 * j); }, scalar_f16, w, x, cols, res);
   } else if constexpr (T == WeightType::bf16) {
