@@ -140,7 +140,7 @@ constexpr PerWeightType<Fn> per_weight_type(Make make, std::integer_sequence<int
 }
 template <class F, int... I>
 inline void with_weight_type(WeightType t, F& f, std::integer_sequence<int, I...>) {
-  // An equality chain on t, which the compiler turns into the jump table a switch would be.
+  // An equality chain on t, which GCC compiles to the jump table a switch would be (-O2 and up).
   static_cast<void>(((t == static_cast<WeightType>(I) ? (f(WeightTypeTag<static_cast<WeightType>(I)>()), true) : false) || ...));
 }
 }  // namespace block_traits_detail
@@ -150,7 +150,8 @@ constexpr PerWeightType<Fn> per_weight_type(Make make) {
 }
 
 // Calls f(WeightTypeTag<t>()) for the run-time t, inside a template whose other parameters are fixed
-// (f is instantiated for every type: it skips the ones it has no code for with `if constexpr`).
+// (f is instantiated for every type: it skips the ones it has no code for with `if constexpr`). f is a
+// lambda of the calling file's anonymous namespace, so each ISA file's instantiation stays its own.
 template <class F>
 inline void with_weight_type(WeightType t, F&& f) {
   block_traits_detail::with_weight_type(t, f, std::make_integer_sequence<int, WEIGHT_TYPE_COUNT>());

@@ -207,7 +207,7 @@ inline BlockPtr<Q4_0Rows> rows_from(const void* base) {
 
 template <class Body, size_t... I>
 inline void with_rows(KvType t, const void* base, Body& body, std::index_sequence<I...>) {
-  // An equality chain on t, which the compiler turns into the jump table a switch would be.
+  // An equality chain on t, as block_traits.h's with_weight_type.
   static_cast<void>(((t == static_cast<KvType>(I) ? (body(rows_from<std::tuple_element_t<I, KvRowTypes>>(base)), true) : false) || ...));
 }
 // Calls body(rows) with rows of type t typed by KvRowTypes.
