@@ -1,29 +1,33 @@
 /**
- * Where the blocked 'int8' product starts to beat the per-row one, per block type and kernel path:
- *   pnpm exec tsx bench/gemm-crossover.ts [--types q4_0,q4_k] [--kernel avx2|avx512]
+ * Where the blocked 'int8' product starts to beat the per-row one, per block type, weight layout and
+ * kernel path:
+ *   pnpm exec tsx bench/gemm-crossover.ts [--types q4_0,q4_k] [--kernel avx2|avx512] [--ns 1,2,4,8]
  *
- * One thread, a 2048 x 4096 weight, CPU time (best of 7) of matmul at n = 8, 16, .. 96 activation rows on
- * the blocked kernel and on the per-row kernel (forced with the addon's forceQ8GemmMinN), and the
- * first n where the blocked one was as fast. gemm_q8_min_n (src/common/block_traits.h, read by src/ops/gemm_q8.cc) holds these crossovers.
- * The blocked kernel decodes every weight into panels per call; the per-row one reads the weights
- * once per activation row.
+ * One thread, a 2048 x 4096 weight, CPU time (best of 7) of the addon's matmul at n = 1, 2, 4, 8, 16,
+ * 24, 32, 48, 64, 96 activation rows (or --ns) on three kernels: the blocked one over the file's layout
+ * (its panels decoded per call), the blocked one over the weights repacked once (q8Repack: the layout a
+ * model's weights, marked constant, are multiplied through; Q4_K and Q6_K), and the per-row one. The
+ * three are timed in turn within each of the 7 rounds, so a neighbour's load falls on all of them.
+ * Prints, per layout, the first n from which the blocked kernel was as fast at every measured n:
+ * gemm_q8_min_n's crossovers (BLOCK_TRAITS' gemm_min_n and packed_min_n columns, src/common/block_traits.h).
  */
 import { BLOCK_DTYPES, Tensor, loadBackends, type BlockDType } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
-import { basicAddon } from '../packages/native/lib/basic-ops.ts';
+import { DTYPE_CODE, basicAddon } from '../packages/native/lib/basic-ops.ts';
 
 const arg = (name: string) => {
   const at = process.argv.indexOf(name);
   return at > 0 ? process.argv[at + 1] : undefined;
 };
 const types = (arg('--types')?.split(',') ?? BLOCK_DTYPES) as BlockDType[];
+const NS = arg('--ns')?.split(',').map(Number) ?? [1, 2, 4, 8, 16, 24, 32, 48, 64, 96];
 const { available } = await loadBackends();
-const native = available.find((e) => e.name === 'native');
 const reference = available.find((e) => e.name === 'reference')!;
-if (!native) throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
+if (!available.some((e) => e.name === 'native'))
+  throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const basic = basicAddon(raw);
 const kernel = arg('--kernel');
@@ -32,46 +36,75 @@ attentionAddon(raw).attnSetThreads(1);
 
 const ROWS = 2048;
 const COLS = 4096;
-const NS = Array.from({ length: 12 }, (_, i) => 8 * (i + 1)); // 8, 16, .., 96
+const REPS = 7;
 const ALL_ROWS = 1 << 30; // forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel
 
 const values = Tensor.zeros('f32', [64, COLS]);
 for (let i = 0; i < values.size; i++) values.data[i] = Math.sin(i * 0.7);
 
-function cpuMs(run: () => void): number {
-  let best = Infinity;
-  for (let r = 0; r < 7; r++) {
-    const c0 = process.cpuUsage();
-    run();
-    const c = process.cpuUsage(c0);
-    best = Math.min(best, (c.user + c.system) / 1000);
-  }
-  return best;
+/** CPU ms of one call of fn. */
+function cpuMs(fn: () => void): number {
+  const c0 = process.cpuUsage();
+  fn();
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / 1000;
 }
 
-console.log(`kernel path ${raw.kernelPaths().current}, one thread, ${ROWS} x ${COLS}, CPU ms (blocked / per row)`);
-console.log(['type', ...NS.map((n) => `n ${n}`), 'crossover'].join(' | '));
+/** The first n of NS from which blocked[i] <= perRow[i] at every later n too, or '> last'. */
+function crossover(blocked: number[], perRow: number[]): string {
+  let from = NS.length;
+  while (from > 0 && blocked[from - 1] <= perRow[from - 1]) from--;
+  return from < NS.length ? String(NS[from]) : `> ${NS[NS.length - 1]}`;
+}
+
+console.log(
+  `kernel path ${raw.kernelPaths().current}, one thread, ${ROWS} x ${COLS}, CPU ms best of ${REPS}: ` +
+    'blocked over the file layout / blocked over the repacked layout / per row',
+);
+console.log(
+  ['type', ...NS.map((n) => `n ${n}`), 'crossover file', 'crossover packed', 'table file / packed'].join(' | '),
+);
 for (const dtype of types) {
+  const code = DTYPE_CODE[dtype];
   // The reference quantizes 64 rows (its K-quant scale search is slow), tiled to the full height.
   const band = Tensor.zeros(dtype, [64, COLS]);
   reference.quantize(band, values);
-  const w = Tensor.zeros(dtype, [ROWS, COLS]);
-  for (let r = 0; r < ROWS; r += 64) (w.data as Uint8Array).set(band.data as Uint8Array, (r / 64) * band.data.length);
-  native.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
+  const w = new Uint8Array(band.data.length * (ROWS / 64));
+  for (let r = 0; r < ROWS; r += 64) w.set(band.data as Uint8Array, (r / 64) * band.data.length);
+  const packedBytes = basic.q8PackedBytes(code, ROWS, COLS);
+  const packed = packedBytes > 0 ? new Uint8Array(packedBytes) : undefined;
+  if (packed) basic.q8Repack(code, packed, w, 0, ROWS, COLS);
+  const times = { file: [] as number[], packed: [] as number[], perRow: [] as number[] };
   const cells: string[] = [];
-  let crossover = '> 96';
   for (const n of NS) {
-    const x = Tensor.zeros('f32', [n, COLS]);
-    for (let i = 0; i < x.size; i++) x.data[i] = Math.cos(i);
-    const out = Tensor.zeros('f32', [n, ROWS]);
-    const timeWith = (from: number) => {
+    const x = new Float32Array(n * COLS);
+    for (let i = 0; i < x.length; i++) x[i] = Math.cos(i);
+    const out = new Float32Array(n * ROWS);
+    const product = (from: number, layout?: Uint8Array) => () => {
       basic.forceQ8GemmMinN(from);
-      return cpuMs(() => native.matmul(out, w, x, 'int8'));
+      return cpuMs(() => basic.matmul(code, out, 0, w, 0, x, 0, n, ROWS, COLS, true, layout));
     };
-    const [blocked, perRow] = [timeWith(1), timeWith(ALL_ROWS)];
-    if (crossover === '> 96' && blocked <= perRow) crossover = String(n);
-    cells.push(`${blocked.toFixed(2)} / ${perRow.toFixed(2)}`);
+    const runs = [product(1, undefined), ...(packed ? [product(1, packed)] : []), product(ALL_ROWS, undefined)];
+    const best = runs.map(() => Infinity);
+    for (let r = 0; r < REPS; r++) runs.forEach((run, i) => (best[i] = Math.min(best[i], run())));
+    const [file, perRow] = [best[0], best[best.length - 1]];
+    times.file.push(file);
+    times.perRow.push(perRow);
+    if (packed) times.packed.push(best[1]);
+    cells.push(
+      [file, packed ? best[1] : undefined, perRow].map((t) => (t === undefined ? '-' : t.toFixed(2))).join(' / '),
+    );
   }
-  console.log([dtype, ...cells, crossover].join(' | '));
+  basic.forceQ8GemmMinN(null);
+  const table = `${basic.q8GemmMinN(code, false)} / ${packed ? basic.q8GemmMinN(code, true) : '-'}`;
+  console.log(
+    [
+      dtype,
+      ...cells,
+      crossover(times.file, times.perRow),
+      packed ? crossover(times.packed, times.perRow) : '-',
+      table,
+    ].join(' | '),
+  );
 }
 basic.forceQ8GemmMinN(null);

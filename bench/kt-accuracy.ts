@@ -12,7 +12,9 @@
  *    teacher-forced over the eval text with an f16 cache; each decode step also runs SparQ on a
  *    mirror cache per integer kT holding the same rows.
  * 3. `sparq eval` perplexity (its protocol: windows of 512, 64 warm-up positions): dense and
- *    SparQ at 1/4 and 1/8 of dense's data, for each KV row type with each kT. stories260K's head
+ *    SparQ at 1/4 and 1/8 of dense's data, for each KV row type with each kT, and K and V rows
+ *    of different types (q8_0 / q4_0: K q8_0, V q4_0, llama.cpp's -ctk q8_0 -ctv q4_0; and the
+ *    reverse, to show which half is sensitive). stories260K's head
  *    dim is 8, and q8_0 / q4_0 rows need multiples of 32, so the block types run on the same
  *    model with every head zero-padded to 32 components (the same function: llm's pad-heads.ts;
  *    its f16 perplexity matches the original).
@@ -20,7 +22,8 @@
  *    is per head: kinder to q8_0 / q4_0 than a real 32-wide head. Said so in the docs.
  *
  *   pnpm exec tsx bench/kt-accuracy.ts [--quick] [--windows N] [--padded]
- * --padded: only the last table (stories260K with heads zero-padded to 32: f16, q8_0, q4_0 rows).
+ * --padded: only the last table (stories260K with heads zero-padded to 32: f16, q8_0, q4_0,
+ * q8_0 / q4_0 and q4_0 / q8_0 rows).
  * Default: ../shared/models/stories260K.bin and ../shared/data/tinystories_val.txt.
  */
 import { readFileSync } from 'node:fs';
@@ -32,8 +35,10 @@ import {
   Tensor,
   loadBackends,
   roundToF16,
+  kvLabel,
+  kvTypes,
   type KTDType,
-  type KVDType,
+  type KVTypeChoice,
   type SparqOptions,
   type SparqParams,
 } from '@sparq/core';
@@ -199,7 +204,7 @@ class AgreementEngine extends Engine {
 function perplexity(
   model: Model,
   label: string,
-  rows: readonly KVDType[],
+  rows: readonly KVTypeChoice[],
   tokens: readonly number[],
   agreement?: AgreementEngine,
 ): void {
@@ -211,13 +216,14 @@ function perplexity(
     `\n${label}: ${windows} windows of ${p.window}, ${steps.length} scored steps; SparQ ${sparq.map(({ target, config: a }) => `1/${1 / target}: r ${a.r} k ${a.k} l ${a.l}`).join(', ')}`,
   );
   console.log(
-    `   ${'KV'.padEnd(5)} ${'kT'.padEnd(4)} ${'dense'.padStart(9)} ${sparq.map(({ target }) => `SparQ 1/${1 / target}`.padStart(11)).join(' ')}`,
+    `   ${'KV (K/V)'.padEnd(9)} ${'kT'.padEnd(4)} ${'dense'.padStart(9)} ${sparq.map(({ target }) => `SparQ 1/${1 / target}`.padStart(11)).join(' ')}`,
   );
   for (const dtype of rows) {
     const m: EvalModel = { engine, model, kvDType: dtype, productPath: 'dequant' };
+    const kRows = kvTypes(dtype).k; // K transposed is derived from the K rows
     const dense = denseNll(m, tokens, p);
     const densePpl = summarize(dense, dense).ppl;
-    for (const kT of dtype === 'f32' ? ['f32', 'f16', ...INTEGER_KT] : ['f16', ...INTEGER_KT]) {
+    for (const kT of kRows === 'f32' ? ['f32', 'f16', ...INTEGER_KT] : ['f16', ...INTEGER_KT]) {
       const cells = sparq.map(({ config }) => {
         const run = methodNll(
           { ...m, kTDType: kT as KTDType, engine: agreement && dtype === 'f16' && kT === 'f16' ? agreement : engine },
@@ -227,7 +233,9 @@ function perplexity(
         );
         return summarize(run.nll, dense).ppl.toFixed(4).padStart(11);
       });
-      console.log(`   ${dtype.padEnd(5)} ${kT.padEnd(4)} ${densePpl.toFixed(4).padStart(9)} ${cells.join(' ')}`);
+      console.log(
+        `   ${kvLabel(dtype).padEnd(9)} ${kT.padEnd(4)} ${densePpl.toFixed(4).padStart(9)} ${cells.join(' ')}`,
+      );
     }
   }
 }
@@ -247,7 +255,7 @@ if (!values.padded) {
 perplexity(
   buildModel(engine, padHeads(readModelFile(shared('models/stories260K.bin'), engine).loaded, 32)),
   '3. stories260K, heads zero-padded to 32',
-  ['f16', 'q8_0', 'q4_0'],
+  ['f16', 'q8_0', 'q4_0', { k: 'q8_0', v: 'q4_0' }, { k: 'q4_0', v: 'q8_0' }],
   tokens,
 );
 console.log(`\n${((performance.now() - started) / 1000).toFixed(0)} s`);

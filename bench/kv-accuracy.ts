@@ -38,7 +38,8 @@ import {
   type AttentionMethod,
   type AttentionOptions,
   type BlockDType,
-  type KVDType,
+  type KVTypeChoice,
+  kvLabel,
 } from '@sparq/core';
 import '@sparq/native';
 import {
@@ -323,7 +324,7 @@ function quantPart(tokens: readonly number[]): void {
   const m = buildModel(engine, padded);
   const L = m.config.nLayers;
   const from = file.loaded.config.headDim;
-  const ppl = (e: Engine, kvDType: KVDType = 'f32', of: Model = m) => {
+  const ppl = (e: Engine, kvDType: KVTypeChoice = 'f32', of: Model = m) => {
     const nll = denseNll({ engine: e, model: of, kvDType, productPath: 'dequant' }, tokens, protocol);
     return summarize(nll, nll).ppl;
   };
@@ -340,7 +341,8 @@ function quantPart(tokens: readonly number[]): void {
   console.log(`${'K / V rows'.padEnd(44)} ${'ppl'.padStart(8)} ${'vs f32'.padStart(9)}`);
   row(`original model (head dim ${from}), f32 cache`, original);
   row('padded, f32 cache', base);
-  for (const dtype of ['f16', 'q8_0', 'q4_0'] as const) row(`padded, ${dtype} cache`, ppl(engine, dtype));
+  const caches: KVTypeChoice[] = ['f16', 'q8_0', 'q4_0', { k: 'q8_0', v: 'q4_0' }, { k: 'q4_0', v: 'q8_0' }];
+  for (const dtype of caches) row(`padded, ${kvLabel(dtype)} cache (K/V)`, ppl(engine, dtype));
   for (const type of ['q8_0', 'q4_0'] as const) {
     row(`${type} K and V (round trips over an f32 cache)`, ppl(maps(roundTrip(type), roundTrip(type))));
     row(`${type} K, f32 V`, ppl(maps(roundTrip(type))));
@@ -454,6 +456,7 @@ async function llamaPart(tokens: readonly number[]): Promise<void> {
       ['Q4_0', 'F16'],
       ['F16', 'Q4_0'],
       ['Q8_0', 'Q4_0'],
+      ['Q4_0', 'Q8_0'],
     ]) {
       row(
         `padded, -ctk ${k.toLowerCase()} -ctv ${v.toLowerCase()}, flash attention`,

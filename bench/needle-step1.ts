@@ -111,7 +111,7 @@ for (let step = 1; step < steps; step++) {
   const head = (h: number) => Array.from(q.data.subarray(q.offset + h * D, q.offset + (h + 1) * D));
   const match = head(0);
   const i1 = Array.from(trace.i1.subarray(0, params.r));
-  const key = (j: number, i: number) => f16ToF32(cache.k[cache.rowOffset(0, 0, j) + i]);
+  const key = (j: number, i: number) => f16ToF32(cache.k[cache.kRowOffset(0, 0, j) + i]);
   const approx = new Float64Array(S);
   const exact = new Float64Array(S);
   for (let j = 0; j < S; j++) {

@@ -84,7 +84,7 @@ function needleKey(q: Tensor<'f32'>): Float32Array {
  * rounds it) and returns the key it replaced. V and its running sum are untouched.
  */
 function writeKey(cache: KVCache, p: number, key: Float32Array): Float32Array {
-  const row = cache.rowOffset(0, 0, p);
+  const row = cache.kRowOffset(0, 0, p);
   const old = new Float32Array(D);
   for (let i = 0; i < D; i++) {
     old[i] = f16ToF32(cache.k[row + i]);

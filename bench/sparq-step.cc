@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   std::vector<double> vsum(nkv * d, 0.0);
   int32_t npast = 0, npad = 0;
   CacheView c;
-  c.dtype = KvType::f16;
+  c.ktype = c.vtype = KvType::f16;
   c.kt_dtype = KtType::i4;
   c.batch = 1, c.nkv = nkv, c.d = d, c.cap = S;
   c.k = k.data(), c.kT = kt.data(), c.kt_scale = kt_scale.data(),
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
         (void)alpha;
         a = cpu();
         t[3] += a - b;
-        kt_.qk(probs.data(), kk, c.rows(c.k, 0, h), c.dtype, d, i2.data(), 0,
+        kt_.qk(probs.data(), kk, c.k_rows(0, h), c.ktype, d, i2.data(), 0,
                kk, qh, g, 0.088f);
         b = cpu();
         t[4] += b - a;
@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
                       kt_.max(probs.data() + t_ * kk, kk), true);
         a = cpu();
         t[5] += a - b;
-        kt_.pv(out.data() + h * g * d, c.rows(c.v, 0, h), c.dtype, d, i2.data(),
+        kt_.pv(out.data() + h * g * d, c.v_rows(0, h), c.vtype, d, i2.data(),
                0, kk, probs.data(), kk, g, false);
         b = cpu();
         t[6] += b - a;

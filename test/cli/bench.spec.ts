@@ -174,6 +174,8 @@ describe('sparq bench flags', () => {
     [['--layers', '2'], '--layers needs --shape'],
     [['--weights', 'q8_0'], '--weights needs --shape'],
     [['--e2e-kv', 'q5_0'], '--e2e-kv q5_0, expected one of f32, f16, q8_0, q4_0'],
+    [['--e2e-kv', 'q8_0/q3'], '--e2e-kv q8_0/q3: the V type q3, expected one of f32, f16, q8_0, q4_0'],
+    [['--kv', 'q8_0/q4_0,q8_0/q4_0'], '--kv q8_0/q4_0,q8_0/q4_0: an item is repeated'],
     [['--groups', '0'], '--groups 0, expected integers in [1, 64]'],
     [['--llama-flash', 'auto'], '--llama-flash auto, expected one of on, off, both'],
   ])('%j: %s', (argv, message) => {
@@ -196,6 +198,7 @@ describe('sparq bench flags', () => {
     expect(settings().shape).toBeNull();
     expect(settings().e2eKv).toEqual(['f16']);
     expect(settings('--e2e-kv', 'f16,q8_0').e2eKv).toEqual(['f16', 'q8_0']);
+    expect(settings('--e2e-kv', 'q8_0/q4_0,q4_0/q4_0').e2eKv).toEqual([{ k: 'q8_0', v: 'q4_0' }, 'q4_0']);
     expect(settings().groups).toEqual([1, 4, 8]);
     expect([settings().llamaFlash, settings('--llama-flash', 'on').llamaFlash]).toEqual([[true, false], [true]]);
   });

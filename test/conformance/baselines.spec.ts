@@ -190,6 +190,7 @@ forEachBackend('h2oDecode', (engine) => {
         g: 1,
         d: 8,
         dtype: 'f32' as const,
+        vDType: 'f32' as const,
         kT: 'f32' as const,
         layout: 'k-twice' as const,
         lens: [40],

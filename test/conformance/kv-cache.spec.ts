@@ -70,7 +70,7 @@ forEachBackend('kvAppend', (engine) => {
   opIt(
     engine,
     'kvAppend',
-    'stores rows in the cache dtype (q8_0 / q4_0 rows byte-equal to quantize of the rows) and advances nPast',
+    'stores K rows in the K type and V rows in the V type (q8_0 / q4_0 rows byte-equal to quantize of the rows) and advances nPast',
     () => {
       fc.assert(
         fc.property(shapeArb, (s) => {
@@ -79,20 +79,34 @@ forEachBackend('kvAppend', (engine) => {
             expect(cache.nPast[b]).toBe(s.lens[b]);
             for (let h = 0; h < s.nKv; h++) {
               for (let j = 0; j < s.lens[b]; j++) {
-                const row = cache.rowOffset(b, h, j);
-                if (s.dtype === 'q8_0' || s.dtype === 'q4_0') {
-                  const from = at(cache, b, h, j);
-                  expect(Array.from(cache.k.subarray(row, row + cache.rowStride))).toEqual(
-                    quantizedBytes(s.dtype, Kin.subarray(from, from + s.d)),
-                  );
-                  expect(Array.from(cache.v.subarray(row, row + cache.rowStride))).toEqual(
-                    quantizedBytes(s.dtype, Vin.subarray(from, from + s.d)),
-                  );
-                  continue;
-                }
-                for (let i = 0; i < s.d; i++) {
-                  expect(stored(s.dtype, cache.k, row + i)).toBe(K[at(cache, b, h, j) + i]);
-                  expect(stored(s.dtype, cache.v, row + i)).toBe(V[at(cache, b, h, j) + i]);
+                const from = at(cache, b, h, j);
+                // K rows in the K type, V rows in the V type, each at its own row stride.
+                const sides = [
+                  {
+                    dtype: s.dtype,
+                    store: cache.k,
+                    row: cache.kRowOffset(b, h, j),
+                    stride: cache.kRowStride,
+                    input: Kin,
+                    want: K,
+                  },
+                  {
+                    dtype: s.vDType,
+                    store: cache.v,
+                    row: cache.vRowOffset(b, h, j),
+                    stride: cache.vRowStride,
+                    input: Vin,
+                    want: V,
+                  },
+                ];
+                for (const { dtype, store, row, stride, input, want } of sides) {
+                  if (dtype === 'q8_0' || dtype === 'q4_0') {
+                    expect(Array.from(store.subarray(row, row + stride))).toEqual(
+                      quantizedBytes(dtype, input.subarray(from, from + s.d)),
+                    );
+                    continue;
+                  }
+                  for (let i = 0; i < s.d; i++) expect(stored(dtype, store, row + i)).toBe(want[from + i]);
                 }
               }
             }

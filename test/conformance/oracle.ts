@@ -34,7 +34,10 @@ export interface Shape {
   nKv: number;
   g: number;
   d: number;
+  /** Type of the K rows. */
   dtype: KVDType;
+  /** Type of the V rows: dtype, or another (llama.cpp's -ctk / -ctv apart). */
+  vDType: KVDType;
   /** Type of K transposed ('k-twice' only). */
   kT: KTDType;
   layout: KVLayout;
@@ -47,20 +50,29 @@ export interface Shape {
 /** The kT types allowed over `dtype` rows: f32 only over f32. */
 export const kTFor = (dtype: KVDType): KTDType[] => KT_DTYPES.filter((kT) => kT !== 'f32' || dtype === 'f32');
 
+const ROW_TYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0', 'q4_0'];
+const isBlock = (dtype: KVDType) => dtype === 'q8_0' || dtype === 'q4_0';
+
 /**
  * Random shapes: S from 1 (odd and even), GQA g in {1, 2, 4, 8}, padding, batch 1 or 2 with
- * different lengths, every row dtype with every kT it allows, both layouts. Float rows take any
- * d from 1 (odd ones included); block rows take d 32 or 64 (whole ggml blocks).
+ * different lengths, every row dtype with every kT it allows, both layouts; half of them with K
+ * and V rows of one type, half with any pair (f16 / q4_0, q8_0 / q4_0, q4_0 / q8_0, ...). Float
+ * rows take any d from 1 (odd ones included); a cache with block rows takes d 32 or 64 (whole
+ * ggml blocks).
  */
 export const shapeArb: fc.Arbitrary<Shape> = fc
-  .constantFrom<KVDType>('f32', 'f16', 'q8_0', 'q4_0')
-  .chain((dtype) =>
+  .oneof(
+    fc.constantFrom(...ROW_TYPES).map((t) => [t, t] as const),
+    fc.tuple(fc.constantFrom(...ROW_TYPES), fc.constantFrom(...ROW_TYPES)),
+  )
+  .chain(([dtype, vDType]) =>
     fc.record({
       batch: fc.integer({ min: 1, max: 2 }),
       nKv: fc.integer({ min: 1, max: 2 }),
       g: fc.constantFrom(1, 2, 4, 8),
-      d: dtype === 'q8_0' || dtype === 'q4_0' ? fc.constantFrom(32, 64) : fc.integer({ min: 1, max: 9 }),
+      d: isBlock(dtype) || isBlock(vDType) ? fc.constantFrom(32, 64) : fc.integer({ min: 1, max: 9 }),
       dtype: fc.constant(dtype),
+      vDType: fc.constant(vDType),
       kT: fc.constantFrom(...kTFor(dtype)),
       layout: fc.constantFrom<KVLayout>('k-twice', 'single-k'),
       valid: fc.array(fc.integer({ min: 1, max: 24 }), { minLength: 2, maxLength: 2 }),
@@ -74,16 +86,16 @@ export const shapeArb: fc.Arbitrary<Shape> = fc
     pads: pads.slice(0, rest.batch),
   }));
 
-/** Shapes whose K transposed holds exactly the rows' values (f32 / f16 rows, kT of the same type), so both layouts agree. */
+/** Shapes whose K transposed holds exactly the rows' values (f32 / f16 K rows, kT of the same type), so both layouts agree. */
 export const exactKTShapeArb: fc.Arbitrary<Shape> = shapeArb.map((s) =>
   s.dtype === 'f32' || s.dtype === 'f16'
     ? { ...s, kT: s.dtype }
-    : { ...s, dtype: 'f16', kT: 'f16', d: 1 + (s.seed % 9) },
+    : { ...s, dtype: 'f16', vDType: isBlock(s.vDType) ? 'f16' : s.vDType, kT: 'f16', d: 1 + (s.seed % 9) },
 );
 
 export interface Built {
   cache: KVCache;
-  /** What the cache's rows hold, as f64: K, V (batch, nKv, capacity, d) as attention reads them. */
+  /** What the cache's rows hold, as f64: K, V (batch, nKv, capacity, d) as attention reads them (each in its own type). */
   K: Float64Array;
   V: Float64Array;
   /** What SparQ step 1 reads of K transposed, laid out like K (equal to K for 'single-k'). */
@@ -161,7 +173,7 @@ export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number)
     nKvHeads: s.nKv,
     headDim: s.d,
     capacity,
-    dtype: s.dtype,
+    dtype: { k: s.dtype, v: s.vDType },
     kTDType: s.kT,
     layout: s.layout,
   });
@@ -197,7 +209,7 @@ export function buildCache(engine: Engine, s: Shape, qScale = 1, chunk?: number)
   const V = new Float64Array(Kin.length);
   for (let at = 0; at < Kin.length; at += s.d) {
     K.set(storedRow(s.dtype, Kin.subarray(at, at + s.d)), at);
-    V.set(storedRow(s.dtype, Vin.subarray(at, at + s.d)), at);
+    V.set(storedRow(s.vDType, Vin.subarray(at, at + s.d)), at);
   }
   const KT = K.slice();
   if (cache.kT) for (let b = 0; b < s.batch; b++) fillKT(cache, K, KT, b);
@@ -244,7 +256,7 @@ export function oracleAttend(built: Built, b: number, head: number, positions: n
   const d = cache.headDim;
   const H = q.shape[1];
   const h = Math.floor(head / (H / cache.nKvHeads));
-  const qRow = Array.from(scoredQuery(cache.dtype, q.data.subarray((b * H + head) * d, (b * H + head + 1) * d)));
+  const qRow = Array.from(scoredQuery(cache.kDType, q.data.subarray((b * H + head) * d, (b * H + head + 1) * d)));
   const logits = positions.map((j) => qRow.reduce((s, x, i) => s + x * K[at(cache, b, h, j) + i], 0) / Math.sqrt(d));
   const max = Math.max(...logits);
   const w = logits.map((x) => Math.exp(x - max));

@@ -48,7 +48,7 @@ describe('KVCache layout', () => {
         const heads = batch * nKvHeads;
         expect(cache.k.byteLength).toBe((heads * capacity * headDim * ROW_BYTES_PER_32[dtype]) / 32);
         expect(cache.v.byteLength).toBe(cache.k.byteLength);
-        expect(cache.rowOffset(0, 0, 1) * cache.k.BYTES_PER_ELEMENT).toBe((headDim * ROW_BYTES_PER_32[dtype]) / 32);
+        expect(cache.kRowOffset(0, 0, 1) * cache.k.BYTES_PER_ELEMENT).toBe((headDim * ROW_BYTES_PER_32[dtype]) / 32);
         const blocks = Math.ceil(capacity / 64);
         const integer = kTDType.startsWith('i');
         // Integer columns span whole 64-position blocks.
@@ -70,6 +70,51 @@ describe('KVCache layout', () => {
     }
   });
 
+  it('K and V rows of different types: each buffer at its own type, bytes per position the sum, kT after K', () => {
+    const shape = { nKvHeads: 8, headDim: 128, capacity: 1 };
+    // llama.cpp's -ctk q8_0 -ctv q4_0 on Llama 3 8B: 8 heads * (4 * 34 + 4 * 18).
+    expect(kvBytesPerPosition({ ...shape, dtype: { k: 'q8_0', v: 'q4_0' }, layout: 'single-k' })).toBe(8 * (136 + 72));
+    // K transposed defaults to K's type's (q8_0: i4, 64 bytes of codes + 4 of scales per head).
+    expect(kvBytesPerPosition({ ...shape, dtype: { k: 'q8_0', v: 'q4_0' } })).toBe(8 * (136 + 72 + 68));
+    expect(kvBytesPerPosition({ ...shape, dtype: { k: 'q4_0', v: 'q8_0' } })).toBe(8 * (72 + 136 + 36));
+    for (const k of KV_DTYPES) {
+      for (const v of KV_DTYPES) {
+        const [batch, nKvHeads, headDim, capacity] = [2, 3, 64, 65];
+        const cache = new KVCache({ batch, nKvHeads, headDim, capacity, dtype: { k, v }, kTDType: 'i8' });
+        const heads = batch * nKvHeads;
+        expect([cache.kDType, cache.vDType]).toEqual([k, v]);
+        expect(cache.k.byteLength).toBe((heads * capacity * headDim * ROW_BYTES_PER_32[k]) / 32);
+        expect(cache.v.byteLength).toBe((heads * capacity * headDim * ROW_BYTES_PER_32[v]) / 32);
+        expect(cache.vRowOffset(0, 0, 1) * cache.v.BYTES_PER_ELEMENT).toBe((headDim * ROW_BYTES_PER_32[v]) / 32);
+        expect(kvCacheBytes(cache.options)).toBe(cache.byteLength + heads * headDim * 8 + batch * 8);
+        const perHead = (headDim * (ROW_BYTES_PER_32[k] + ROW_BYTES_PER_32[v])) / 32 + headDim + (headDim * 2) / 64;
+        expect(kvBytesPerPosition(cache.options)).toBe(nKvHeads * perHead);
+        // One type is given back as one type; the options and buffers rebuild the cache, views slice each side.
+        expect(cache.options.dtype).toEqual(k === v ? k : { k, v });
+        expect(new KVCache(cache.options, cache.buffers).options).toEqual(cache.options);
+        const view = cache.view(1, 2, 3);
+        expect(view.v.byteOffset - cache.v.byteOffset).toBe(cache.vRowOffset(1, 2, 0) * cache.v.BYTES_PER_ELEMENT);
+        expect(view.v.byteLength * 6).toBe(cache.v.byteLength);
+      }
+    }
+  });
+
+  it('rejects a bad K or V type naming its field, and a block type on either side whose head dim is not whole blocks', () => {
+    const shape = { nKvHeads: 1, headDim: 8, capacity: 4 };
+    expect(() => new KVCache({ ...shape, dtype: { k: 'f16', v: 'q5_0' as KVDType } })).toThrow(
+      "KVCache: dtype.v q5_0, expected 'f32' | 'f16' | 'q8_0' | 'q4_0'",
+    );
+    expect(() => new KVCache({ ...shape, dtype: { k: 'f16', v: 'q4_0' } })).toThrow(
+      "KVCache: headDim 8 with dtype.v 'q4_0', expected a multiple of 32",
+    );
+    expect(() => new KVCache({ ...shape, dtype: { k: 'q8_0', v: 'f16' } })).toThrow(
+      "KVCache: headDim 8 with dtype.k 'q8_0', expected a multiple of 32",
+    );
+    expect(() => new KVCache({ ...shape, dtype: { k: 'f16', v: 'f32' }, kTDType: 'f32' })).toThrow(
+      "KVCache: kTDType 'f32' with K rows 'f16'",
+    );
+  });
+
   it('defaults kT per row dtype, and has none for single-k', () => {
     const shape = { nKvHeads: 1, headDim: 32, capacity: 4 };
     expect(
@@ -89,7 +134,7 @@ describe('KVCache layout', () => {
       expect(view.options).toEqual({ ...cache.options, batch: 1, nKvHeads: 2 });
       // The view's first byte of each buffer is the cache's byte at (seq 1, head 1).
       const byteAt = (a: ArrayBufferView) => a.byteOffset;
-      expect(byteAt(view.k) - byteAt(cache.k)).toBe(cache.rowOffset(1, 1, 0) * cache.k.BYTES_PER_ELEMENT);
+      expect(byteAt(view.k) - byteAt(cache.k)).toBe(cache.kRowOffset(1, 1, 0) * cache.k.BYTES_PER_ELEMENT);
       expect(byteAt(view.kT!) - byteAt(cache.kT!)).toBe(cache.columnOffset(1, 1, 0) * cache.kT!.BYTES_PER_ELEMENT);
       if (cache.kTScale) expect(byteAt(view.kTScale!) - byteAt(cache.kTScale)).toBe(cache.scaleOffset(1, 1, 0) * 2);
       expect(view.k.byteLength * 3).toBe(cache.k.byteLength);
@@ -110,7 +155,7 @@ describe('KVCache layout', () => {
       "KVCache: kTDType i3, expected 'f32' | 'f16' | 'i8' | 'i4' | 'i2'",
     );
     expect(() => new KVCache({ ...shape, dtype: 'f16', kTDType: 'f32' })).toThrow(
-      "KVCache: kTDType 'f32' with dtype 'f16'",
+      "KVCache: kTDType 'f32' with K rows 'f16'",
     );
     const cache = new KVCache({ nKvHeads: 1, headDim: 32, capacity: 4, dtype: 'q8_0', kTDType: 'i4' });
     expect(() => new KVCache(cache.options, { ...cache.buffers, kTScale: null })).toThrow(

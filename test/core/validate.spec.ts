@@ -243,7 +243,7 @@ describe('KVCache layout', () => {
     expect(twice.k).toBeInstanceOf(Uint16Array);
     expect(twice.k.length).toBe(3 * 2 * 10 * 4);
     expect(twice.kT!.length).toBe(twice.k.length);
-    expect(twice.rowOffset(1, 1, 2)).toBe(((1 * 2 + 1) * 10 + 2) * 4);
+    expect(twice.kRowOffset(1, 1, 2)).toBe(((1 * 2 + 1) * 10 + 2) * 4);
     expect(twice.columnOffset(1, 1, 3)).toBe(((1 * 2 + 1) * 4 + 3) * 10);
     const single = new KVCache({ nKvHeads: 1, headDim: 4, capacity: 10, layout: 'single-k', shared: true });
     expect(single.kT).toBeNull();

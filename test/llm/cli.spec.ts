@@ -167,6 +167,9 @@ describeStories(`sparq generate: flags a user expects${storiesMissing ? ` skippe
     const badKv = sparq(...base, '--kv', 'q5_0');
     expect(badKv.code).toBe(2);
     expect(badKv.stderr).toContain('--kv q5_0, expected one of f32, f16, q8_0, q4_0');
+    const badSplit = sparq(...base, '--kv', 'f16/q5_0');
+    expect(badSplit.code).toBe(2);
+    expect(badSplit.stderr).toContain('--kv f16/q5_0: the V type q5_0, expected one of f32, f16, q8_0, q4_0');
     const badKt = sparq(...base, '--kt', 'i3');
     expect(badKt.code).toBe(2);
     expect(badKt.stderr).toContain('--kt i3, expected one of f32, f16, i8, i4, i2');

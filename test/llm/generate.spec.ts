@@ -66,7 +66,11 @@ describeStories(`stories260K generation${storiesMissing ? ` skipped: ${storiesMi
           attention: defaultAttention(method, 8, 24),
           ...extra,
         }).session;
-      const cache = (s: ReturnType<typeof run>) => [s.caches[0].dtype, s.caches[0].layout, s.caches[0].kT === null];
+      const cache = (s: ReturnType<typeof run>) => [
+        s.caches[0].options.dtype,
+        s.caches[0].layout,
+        s.caches[0].kT === null,
+      ];
       expect(cache(run('dense'))).toEqual(['f16', 'single-k', true]);
       expect(cache(run('sparq'))).toEqual(['f16', 'k-twice', false]);
       expect(cache(run('sparq', { kvDType: 'f32', kvLayout: 'single-k' }))).toEqual(['f32', 'single-k', true]);

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SESSION_KT, Session, buildModel, randomLlama, syncMirror, type AttentionConfig } from '@sparq/llm';
-import { KVCache, Tensor, type KVDType } from '@sparq/core';
+import { KVCache, Tensor, type KVDType, type KVTypeChoice } from '@sparq/core';
 import { engines } from '../support/backends.ts';
 
 const SPARQ: AttentionConfig = { method: 'sparq', r: 16, k: 8, l: 2, reallocate: true };
@@ -27,7 +27,7 @@ describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV typ
       const logits = session.decode(5);
       expect(logits.every(Number.isFinite)).toBe(true);
       const kT = DEFAULT_SESSION_KT[kv];
-      expect(session.caches.map((c) => [c.dtype, c.kTDType])).toEqual([
+      expect(session.caches.map((c) => [c.options.dtype, c.kTDType])).toEqual([
         [kv, kT],
         [kv, kT],
       ]);
@@ -40,6 +40,50 @@ describe.each(engines.map((e) => [e.name, e] as const))('sessions on each KV typ
       expect(session.kvBytes).toBe(2 * (2 * 72 * ROW_BYTES[kv] + kTHeld));
     },
   );
+});
+
+describe.each(engines.map((e) => [e.name, e] as const))('K and V rows of different types [%s]', (_, engine) => {
+  const model = buildModel(engine, loaded);
+  const run = (kv: KVTypeChoice) => {
+    const session = new Session(engine, model, { contextSize: 72, prefillChunk: 32, attention: SPARQ, kv });
+    session.prefill(prompt);
+    return { session, logits: session.decode(5) };
+  };
+  it.each([
+    ['q8_0', 'q4_0'],
+    ['q4_0', 'q8_0'],
+  ] as const)('K %s, V %s: each side holds the bytes a one-type cache of its type holds; kT follows K', (k, v) => {
+    const { session, logits } = run({ k, v });
+    expect(logits.every(Number.isFinite)).toBe(true);
+    const cache = session.caches[0];
+    expect([cache.kDType, cache.vDType, cache.kTDType]).toEqual([k, v, DEFAULT_SESSION_KT[k]]);
+    // The same prompt through caches of one type: layer 0's rows come from the embeddings alone,
+    // so its K rows (and K transposed) equal the K type's cache byte for byte, its V rows and
+    // their running sum the V type's. (Later layers' inputs carry the cache types' rounding.)
+    const asK = run(k).session.caches[0];
+    const asV = run(v).session.caches[0];
+    expect(cache.k).toEqual(asK.k);
+    expect(cache.kT).toEqual(asK.kT);
+    expect(cache.v).toEqual(asV.v);
+    expect(cache.vSum).toEqual(asV.vSum);
+    // Bytes per position: a K row of K's type, a V row of V's, K transposed of K's default kT (2 layers x 1 KV head).
+    expect(session.kvBytesPerPosition).toBe(2 * (ROW_BYTES[k] + ROW_BYTES[v] + KT_BYTES[DEFAULT_SESSION_KT[k]]));
+  });
+
+  it('dense decode reads K rows at K bytes and V rows at V bytes (q8_0 / q4_0, S = 71)', () => {
+    const session = new Session(engine, model, {
+      contextSize: 72,
+      prefillChunk: 32,
+      attention: { ...SPARQ, method: 'dense' },
+      kv: { k: 'q8_0', v: 'q4_0' },
+    });
+    session.prefill(prompt);
+    session.decode(5); // S = 71
+    // Per layer: 71 K rows of 136 bytes, 71 V rows of 72; q and y (2 heads x 128 f32 each).
+    expect(session.stats.kBytes).toBe(2 * 71 * 136);
+    expect(session.stats.vBytes).toBe(2 * 71 * 72);
+    expect(session.denseBytes).toBe(2 * (71 * (136 + 72) + 2 * 128 * 4));
+  });
 });
 
 describe.each(engines.map((e) => [e.name, e] as const))('decode statistics in bytes [%s]', (_, engine) => {

@@ -105,6 +105,13 @@ describe('memory before loading', () => {
     expect(refuse).toThrow(`a context of 4096 positions (KV f16 single-k) needs ${plan.total} bytes`);
     expect(refuse).toThrow(`more than the ${plan.total - 1} bytes`);
     expect(refuse).toThrow('(a test limit)');
+    // K rows f32 and V rows f16: 2 bytes more per K element than all-f16, V's unchanged.
+    const split = { contextSize: 4096, kv: { k: 'f32', v: 'f16' } } as const;
+    const wider = checkModelMemory(referenceEngine, tiny, split, { bytes: Number.MAX_SAFE_INTEGER, source: 'test' });
+    expect(wider.kv - plan.kv).toBe(2 * 4096 * 256 * 2);
+    expect(() => checkModelMemory(referenceEngine, tiny, split, { bytes: wider.total - 1, source: 'test' })).toThrow(
+      'a context of 4096 positions (KV f32/f16 single-k)',
+    );
   });
 
   (tooMany <= MAX_DIM ? it : it.skip)(

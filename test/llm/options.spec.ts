@@ -24,6 +24,7 @@ import {
   writeRandomGGUF,
   type AttentionConfig,
 } from '@sparq/llm';
+import { checkKv, parseKvFlag } from '@sparq/llm/options';
 import { loadModel } from 'sparq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { referenceEngine } from '../support/backends.ts';
@@ -75,6 +76,49 @@ describe('model options are checked before loading, as the CLI checks its flags'
     );
   });
 
+  it('kv is one type or { k, v }: each side checked and named, one type when they agree; the CLI spells it K/V', () => {
+    expect(checkKv('kv', 'q8_0')).toBe('q8_0');
+    expect(checkKv('kv', { k: 'q8_0', v: 'q4_0' })).toEqual({ k: 'q8_0', v: 'q4_0' });
+    expect(checkKv('kv', { k: 'f16', v: 'f16' })).toBe('f16');
+    expect(parseKvFlag('--kv', 'q8_0/q4_0')).toEqual({ k: 'q8_0', v: 'q4_0' });
+    expect(parseKvFlag('--kv', 'f32')).toBe('f32');
+    expect(parseKvFlag('--kv', 'q4_0/q4_0')).toBe('q4_0');
+    expect(() => checkKv('kv', { k: 'q8_0', v: 'q5' })).toThrow(
+      'kv.v q5, expected one of f32, f16, q8_0, q4_0, or { k, v } of them',
+    );
+    expect(() => checkKv('kv', { k: 'q8_0' })).toThrow(
+      'kv {"k":"q8_0"}, expected one of f32, f16, q8_0, q4_0, or { k, v } with both fields',
+    );
+    expect(() => checkKv('kv', { k: 'q8_0', v: 'q4_0', t: 'f16' })).toThrow('or { k, v } with both fields');
+    expect(() => checkKv('kv', 'q8_0/q4_0')).toThrow(
+      'kv q8_0/q4_0, expected one of f32, f16, q8_0, q4_0, or { k, v } of them',
+    );
+    expect(() => parseKvFlag('--kv', 'q8_0/q5')).toThrow(
+      '--kv q8_0/q5: the V type q5, expected one of f32, f16, q8_0, q4_0',
+    );
+    expect(() => parseKvFlag('--kv', 'q8/q4_0')).toThrow('--kv q8/q4_0: the K type q8, expected one of');
+    expect(() => parseKvFlag('--kv', 'f16/f16/f16')).toThrow(
+      '--kv f16/f16/f16, expected TYPE or K/V, each of f32, f16, q8_0, q4_0',
+    );
+    expect(() => parseKvFlag('--kv', 'q5')).toThrow('--kv q5, expected one of f32, f16, q8_0, q4_0, or K/V of them');
+    // Every entry point takes it: a model, a session, a text session.
+    expect(() => openModel(referenceEngine, path, { kv: { k: 'f16', v: 'q6' as never } })).toThrow(
+      'openModel: kv.v q6, expected',
+    );
+    const lm = openModel(referenceEngine, path, { kv: { k: 'f32', v: 'f16' } });
+    const session = lm.createSession({ contextSize: 8 });
+    expect([session.forward.caches[0].kDType, session.forward.caches[0].vDType]).toEqual(['f32', 'f16']);
+    expect(() => lm.createSession({ contextSize: 8, kv: { k: 'f32' } as never })).toThrow(
+      'createSession: kv {"k":"f32"}',
+    );
+    const t = new TextSession(referenceEngine, model, small.tokenizer, {
+      contextSize: 8,
+      attention: DENSE,
+      kv: { k: 'f16', v: 'f32' },
+    });
+    expect(t.forward.caches[0].options.dtype).toEqual({ k: 'f16', v: 'f32' });
+  });
+
   it('loadModel checks the native environment as the CLI does (not a quiet fall back to the reference)', async () => {
     const saved = process.env.SPARQ_THREADS;
     process.env.SPARQ_THREADS = '100000';
@@ -116,8 +160,8 @@ describe('older names still work, and agree with the newer', () => {
       kv: 'f32',
       attention: DENSE,
     });
-    expect([older.caches[0].capacity, older.state.maxRows, older.caches[0].dtype]).toEqual([24, 4, 'f32']);
-    expect([newer.caches[0].capacity, newer.state.maxRows, newer.caches[0].dtype]).toEqual([24, 4, 'f32']);
+    expect([older.caches[0].capacity, older.state.maxRows, older.caches[0].options.dtype]).toEqual([24, 4, 'f32']);
+    expect([newer.caches[0].capacity, newer.state.maxRows, newer.caches[0].options.dtype]).toEqual([24, 4, 'f32']);
     expect(Array.from(older.prefill([1, 40, 41, 42, 43]))).toEqual(Array.from(newer.prefill([1, 40, 41, 42, 43])));
     expect(() => new Session(referenceEngine, model, { contextSize: 24, capacity: 32, attention: DENSE })).toThrow(
       'Session: contextSize 24 and capacity 32 disagree',
@@ -138,7 +182,7 @@ describe('older names still work, and agree with the newer', () => {
       attention: DENSE,
       kvDType: 'f32',
     });
-    expect(t.forward.caches[0].dtype).toBe('f32');
+    expect(t.forward.caches[0].options.dtype).toBe('f32');
   });
 });
 

@@ -21,11 +21,12 @@ describe(`session state files on stories260K${storiesMissing ? ` skipped: ${stor
   const load = async () =>
     (lm ??= await loadModel(files.model.path, { backend: 'reference', tokenizer: files.tok512.path }));
 
-  for (const layout of [
-    { attention: { method: 'dense' as const } },
-    { attention: { method: 'sparq' as const, r: 4, k: 16 } },
-  ]) {
-    it(`${layout.attention.method}: N tokens, save, load elsewhere, M more = N + M at once`, async () => {
+  for (const [name, layout] of [
+    ['dense', { attention: { method: 'dense' as const } }],
+    ['sparq', { attention: { method: 'sparq' as const, r: 4, k: 16 } }],
+    ['K f32 / V f16', { attention: { method: 'dense' as const }, kv: { k: 'f32', v: 'f16' } as const }],
+  ] as const) {
+    it(`${name}: N tokens, save, load elsewhere, M more = N + M at once`, async () => {
       const model = await load();
       const whole = await model
         .createSession({ contextSize: 128, ...layout })
@@ -33,7 +34,7 @@ describe(`session state files on stories260K${storiesMissing ? ` skipped: ${stor
         .collect();
       const first = model.createSession({ contextSize: 128, ...layout });
       const a = await first.generate(PROMPT, { ...GREEDY, maxTokens: 15 }).collect();
-      const path = join(dir, `${layout.attention.method}.state`);
+      const path = join(dir, `${name.replace(/\W+/g, '-')}.state`);
       saveSessionState(first, path);
       const second = model.createSession({ contextSize: 100, ...layout });
       loadSessionState(second, path);
@@ -55,6 +56,8 @@ describe(`session state files on stories260K${storiesMissing ? ` skipped: ${stor
     expect(() => loadSessionState(small, path)).toThrow(/holds \d+ positions, this session's context is 16/);
     const f32 = model.createSession({ contextSize: 128, kv: 'f32' });
     expect(() => loadSessionState(f32, path)).toThrow(/"dtype":"f16".*this session has .*"dtype":"f32"/);
+    const split = model.createSession({ contextSize: 128, kv: { k: 'f16', v: 'f32' } });
+    expect(() => loadSessionState(split, path)).toThrow(/"dtype":"f16".*this session has .*"dtype":"f16\/f32"/);
     writeFileSync(join(dir, 'junk.state'), 'not a state');
     expect(() => loadSessionState(small, join(dir, 'junk.state'))).toThrow('is not a session state file');
     expect(small.history).toEqual(before);

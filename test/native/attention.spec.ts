@@ -143,7 +143,7 @@ function maxDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 }
 
 function expectClose(ref: Tensor<'f32'>, nat: Tensor<'f32'>, cache: KVCache, what: string): void {
-  const bound = TOL_Y * (1 + maxAbs(cache.dtype === 'f32' ? (cache.v as Float32Array) : new Float32Array([1])));
+  const bound = TOL_Y * (1 + maxAbs(cache.vDType === 'f32' ? (cache.v as Float32Array) : new Float32Array([1])));
   const diff = maxDiff(ref.data, nat.data);
   expect(diff, `${what}: max|y_native - y_ref| ${diff} > ${bound}`).toBeLessThanOrEqual(bound);
 }
@@ -620,7 +620,14 @@ if (!native || !addon) {
       expect(() =>
         addon.attnDecode({ ...cache, nPast: new Int32Array([99]) } as unknown as KVCache, q, out, 4),
       ).toThrow(RangeError);
-      expect(() => addon.attnDecode({ ...cache, dtype: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, kDType: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, vDType: 'f16' } as unknown as KVCache, q, out, 4)).toThrow(TypeError);
+      expect(() => addon.attnDecode({ ...cache, vDType: 'q4_0' } as unknown as KVCache, q, out, 4)).toThrow(
+        'cache.headDim 8 must be a multiple of 32 with vDType q4_0',
+      );
+      expect(() => addon.attnDecode({ ...cache, vDType: 'q5_0' } as unknown as KVCache, q, out, 4)).toThrow(
+        'cache.vDType q5_0, expected f32 | f16 | q8_0 | q4_0',
+      );
       expect(() => addon.attnDecode(null as unknown as KVCache, q, out, 4)).toThrow(TypeError);
     });
     it('trace, H2O state, stats and appended rows too short; bad counts', () => {

@@ -64,7 +64,7 @@ function referenceScores(c: Case, keys: Float32Array, q: Float32Array) {
   const { dtype, d, n, g } = c;
   const cache = new KVCache({ nKvHeads: 1, headDim: d, capacity: n, dtype });
   const k = cache.k as Uint8Array;
-  for (let j = 0; j < n; j++) quantizeBytes(dtype, k, cache.rowOffset(0, 0, j), keys, j * d, d);
+  for (let j = 0; j < n; j++) quantizeBytes(dtype, k, cache.kRowOffset(0, 0, j), keys, j * d, d);
   const scores = new Float32Array(g * n);
   const group = { seq: 0, kvh: 0, g, d, q, qAt: 0, out: new Float32Array(g * d), outAt: 0 };
   const positions = Int32Array.from({ length: n }, (_, j) => j);
@@ -74,12 +74,12 @@ function referenceScores(c: Case, keys: Float32Array, q: Float32Array) {
   const row = new Float32Array(d);
   const abs = new Float64Array(g * n);
   for (let j = 0; j < n; j++) {
-    readRow(row, cache, k, cache.rowOffset(0, 0, j));
+    readRow(row, cache, 'k', cache.kRowOffset(0, 0, j));
     for (let t = 0; t < g; t++)
       for (let i = 0; i < d; i++)
         abs[t * n + j] += Math.abs(row[i] * acts.q[t * d + i] * acts.dx[((t * d + i) / 32) | 0]);
   }
-  return { bytes: k.subarray(0, cache.rowOffset(0, 0, n - 1) + cache.rowStride), scores, abs };
+  return { bytes: k.subarray(0, cache.kRowOffset(0, 0, n - 1) + cache.kRowStride), scores, abs };
 }
 
 function nativeScores(c: Case, bytes: Uint8Array, q: Float32Array, path: string): Float32Array {

@@ -411,6 +411,100 @@ for (const path of paths) {
       }
     });
 
+    it.runIf(path === 'avx2' || path === 'avx512')(
+      "'int8' of a weight marked constant switches to the blocked kernel at the repacked layout's crossover, of one not marked at the file layout's",
+      () => {
+        addon!.forceQ8GemmMinN(null);
+        try {
+          const [rows, cols] = [40, 512];
+          const random = seeded(13);
+          for (const dtype of REPACKED) {
+            const code = DTYPE_CODE[dtype];
+            const [fileFrom, packedFrom] = [addon!.q8GemmMinN(code, false), addon!.q8GemmMinN(code, true)];
+            // The repacked layout costs no panel decode per call, so the table must start it earlier.
+            expect(packedFrom, dtype).toBeLessThan(fileFrom);
+            const marked = Tensor.zeros(dtype, [rows, cols]);
+            referenceEngine.quantize(marked, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+            const unmarked = Tensor.zeros(dtype, [rows, cols]);
+            (unmarked.data as Uint8Array).set(marked.data as Uint8Array);
+            nat.markConstant(marked);
+            // SPARQ_NATIVE_REPACK=0: the backend keeps no copies, so a marked weight is read as the file lays it out.
+            const repacks = (nat.backend.repackedBytes?.(dtype, rows, cols) ?? 0) > 0;
+            /** The route matmul took for w and n (q8Routes' counter that moved). */
+            const route = (w: Tensor, n: number) => {
+              const before = addon!.q8Routes();
+              nat.matmul(Tensor.zeros('f32', [n, rows]), w, Tensor.f32([n, cols], uniform(random, n * cols)), 'int8');
+              const after = addon!.q8Routes();
+              const moved = (['rows', 'blocked', 'packed'] as const).filter((r) => after[r] !== before[r]);
+              expect(moved, `${dtype} n ${n}: one product, one route`).toHaveLength(1);
+              return moved[0];
+            };
+            for (const n of new Set([packedFrom - 1, packedFrom, fileFrom - 1, fileFrom].filter((n) => n >= 2))) {
+              const markedRoute = repacks ? (n >= packedFrom ? 'packed' : 'rows') : n >= fileFrom ? 'blocked' : 'rows';
+              expect(route(marked, n), `${dtype} marked, n ${n}`).toBe(markedRoute);
+              expect(route(unmarked, n), `${dtype} not marked, n ${n}`).toBe(n >= fileFrom ? 'blocked' : 'rows');
+            }
+          }
+        } finally {
+          addon!.forceQ8GemmMinN(GEMM_MIN_N);
+        }
+      },
+    );
+
+    it.runIf(path === 'avx2' || path === 'avx512')(
+      "'int8' over repacked weights with 1 to 8 activation rows: the scalar twin's integer sums bit for bit",
+      () => {
+        // The repacked layout's crossovers start the blocked kernel below GEMM_MIN_N rows.
+        addon!.forceQ8GemmMinN(1);
+        try {
+          fc.assert(
+            fc.property(
+              fc.constantFrom(...REPACKED),
+              fc.record({
+                rows: fc.integer({ min: 1, max: 70 }),
+                supers: fc.integer({ min: 1, max: 3 }),
+                n: fc.integer({ min: 1, max: 8 }),
+                seed: fc.integer(),
+              }),
+              (dtype, { rows, supers, n, seed }) => {
+                const cols = 256 * supers;
+                const random = seeded(seed);
+                const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
+                const x = uniform(random, n * cols);
+                const sums = (packed: boolean) => {
+                  const out = new Int32Array((n * rows * cols) / subBlockElements(dtype));
+                  const kernel = addon!.q8BlockSums(
+                    DTYPE_CODE[dtype],
+                    out,
+                    w.data as Uint8Array,
+                    w.offset,
+                    x,
+                    0,
+                    n,
+                    rows,
+                    cols,
+                    packed,
+                  );
+                  return { out, kernel };
+                };
+                const mine = sums(true);
+                expect(mine.kernel).toBe(path === 'avx2' || !vnni ? 'avx2-packed' : 'vnni-packed');
+                raw!.forceKernelPath('scalar');
+                try {
+                  expect(mine.out, `${dtype} n ${n} rows ${rows}`).toEqual(sums(false).out);
+                } finally {
+                  raw!.forceKernelPath(path);
+                }
+              },
+            ),
+            { numRuns: 24 },
+          );
+        } finally {
+          addon!.forceQ8GemmMinN(GEMM_MIN_N);
+        }
+      },
+    );
+
     it("'int8' by the per-row kernels with 8 to 12 activation rows (whole tiles of 8 rows and the rest; blocked kernel held off)", () => {
       const PER_ROW_BELOW = 64;
       addon!.forceQ8GemmMinN(PER_ROW_BELOW);

@@ -28,7 +28,7 @@ describe('playground lesson on an f16 KV cache', () => {
     const session = model.createSession({ contextSize: 16, attention: { method: 'sparq', r: d, k: 32, l: 0 } });
     session.forward.prefillAllRows = true; // as the playground's worker: every prompt row's query in every layer
     await session.generate([tokenizer.bosId, 5, 6], { maxTokens: 8, temperature: 0 }).collect();
-    expect(session.forward.caches[0].dtype).toBe('f16');
+    expect(session.forward.caches[0].options.dtype).toBe('f16');
     const position = session.position - 1;
     const input = {
       engine: referenceEngine,
@@ -96,7 +96,7 @@ describe('playground lesson on an f16 KV cache', () => {
         for (let i = 0; i < d; i++) {
           let mixed = 0; // sum_j s_j v_j: s is the group's mean weight, so this is the group's mean output
           for (let j = 0; j <= position; j++)
-            mixed += a.s[j] * f16ToF32(cache.v[cache.rowOffset(0, head, j) + i] as number);
+            mixed += a.s[j] * f16ToF32(cache.v[cache.vRowOffset(0, head, j) + i] as number);
           const mean = (out.data[2 * head * d + i] + out.data[(2 * head + 1) * d + i]) / 2;
           expect(Math.abs(mixed - mean)).toBeLessThan(1e-5);
         }

@@ -143,11 +143,15 @@ describe('a mistyped option is the same error at every entry point', () => {
 
   it('a KV type outside the choices: the CLI words, with the entry point for the flag', async () => {
     const cli = runSparq('generate', '--model', path, '--kv', 'q8').stderr;
-    expect(cli).toContain('--kv q8, expected one of f32, f16, q8_0, q4_0');
+    expect(cli).toContain('--kv q8, expected one of f32, f16, q8_0, q4_0, or K/V of them');
+    const split = runSparq('generate', '--model', path, '--kv', 'q8_0/q8').stderr;
+    expect(split).toContain('--kv q8_0/q8: the V type q8, expected one of f32, f16, q8_0, q4_0');
     for (const { where, call } of entries.filter((e) => e.kv)) {
       const error = await thrown(() => call({ kv: 'q8' }));
       expect(error, where).toBeInstanceOf(SparqRangeError);
-      expect(error.message).toBe(`${where}: kv q8, expected one of f32, f16, q8_0, q4_0`);
+      expect(error.message).toBe(`${where}: kv q8, expected one of f32, f16, q8_0, q4_0, or { k, v } of them`);
+      const side = await thrown(() => call({ kv: { k: 'q8', v: 'f16' } }));
+      expect(side.message).toBe(`${where}: kv.k q8, expected one of f32, f16, q8_0, q4_0, or { k, v } of them`);
     }
   });
 

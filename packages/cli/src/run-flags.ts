@@ -8,17 +8,16 @@ import {
   type AttentionMethod,
   type ProductPath,
   type KTDType,
-  type KVDType,
   type KVLayout,
+  type KVTypeChoice,
 } from '@sparq/core';
-import { CHECKS, contextCheck } from '@sparq/llm/options';
+import { CHECKS, contextCheck, parseKvFlag } from '@sparq/llm/options';
 import {
   ATTENTION_METHODS,
   DEFAULT_KV_DTYPE,
   DEFAULT_SESSION_KT,
   DEFAULT_PRODUCT_PATH,
   DEFAULT_TOP_P,
-  KV_DTYPES,
   KV_LAYOUTS,
   PRODUCT_PATHS,
   WEIGHT_TYPES,
@@ -103,15 +102,20 @@ export function attention(values: Values, headDim: number, context: number): Att
   return asUsage(() => resolveAttention(attentionSettings(values), headDim, context, ATTENTION_FLAG));
 }
 
+/** --kv TYPE or --kv K/V (options.ts's parseKvFlag), DEFAULT_KV_DTYPE when absent; a bad value a UsageError. */
+export function kvFlag(raw: string | undefined): KVTypeChoice {
+  return raw === undefined ? DEFAULT_KV_DTYPE : asUsage(() => parseKvFlag('--kv', raw));
+}
+
 /**
- * Weight conversion on load, product path for quantized weights, KV element type, transposed-K type
- * (undefined: DEFAULT_SESSION_KT of the KV type) and layout (undefined: the method's default), whether
+ * Weight conversion on load, product path for quantized weights, KV element types (one, or K/V),
+ * transposed-K type (undefined: DEFAULT_SESSION_KT of the K type) and layout (undefined: the method's default), whether
  * to check the weights at load; the library's names, choices and defaults (options.ts).
  */
 export function storage(values: Values): {
   weights: WeightType | undefined;
   productPath: ProductPath;
-  kv: KVDType;
+  kv: KVTypeChoice;
   kt: KTDType | undefined;
   kvLayout: KVLayout | undefined;
   checkTensors: boolean;
@@ -121,7 +125,7 @@ export function storage(values: Values): {
     weights:
       values.weights === undefined ? undefined : choice<WeightType>('weights', values.weights, WEIGHT_TYPES, 'f32'),
     productPath: choice<ProductPath>('product', values.product, PRODUCT_PATHS, DEFAULT_PRODUCT_PATH),
-    kv: choice<KVDType>('kv', values.kv, KV_DTYPES, DEFAULT_KV_DTYPE),
+    kv: kvFlag(values.kv),
     kt: values.kt === undefined ? undefined : choice<KTDType>('kt', values.kt, KT_DTYPES, 'f16'),
     kvLayout:
       values['kv-layout'] === undefined
@@ -156,10 +160,12 @@ export const runUsage = (
   --product PATH      products with quantized weights (ggml blocks, int4): int8 (default;
                       activations rounded to 8 bits per 32-element block or INT4 group,
                       integer dot products, as llama.cpp) or dequant (weights to f32)
-  --kv TYPE           KV cache element type: f16 (default), f32, q8_0 or q4_0 (ggml blocks;
-                      the head dim must be a multiple of 32)
-  --kt TYPE           SparQ's transposed key copy (k-twice): f32 (f32 KV only), f16, i8, i4
-                      or i2 (codes with a scale per 64 positions); default per KV type:
+  --kv TYPE | K/V     KV cache element type: f16 (default), f32, q8_0 or q4_0 (ggml blocks;
+                      the head dim must be a multiple of 32); K/V sets K's and V's apart,
+                      e.g. q8_0/q4_0 (llama.cpp's -ctk q8_0 -ctv q4_0: 4-bit keys cost far
+                      more accuracy than 4-bit values, docs/kv-cache.md)
+  --kt TYPE           SparQ's transposed key copy (k-twice): f32 (f32 K only), f16, i8, i4
+                      or i2 (codes with a scale per 64 positions); default per K type:
                       f32 ${DEFAULT_SESSION_KT.f32}, f16 ${DEFAULT_SESSION_KT.f16}, q8_0 ${DEFAULT_SESSION_KT.q8_0}, q4_0 ${DEFAULT_SESSION_KT.q4_0} (docs/kv-cache.md)
   --kv-layout L       k-twice (keys also transposed: SparQ's default) or single-k
                       (keys once, 2/3 of the memory; the other methods' default)

@@ -229,7 +229,8 @@ function elementCounts(stats: AttentionStats): ElementCounts {
 /**
  * Adds to stats' bytes what one attention call over `cache` counted in elements since `before`;
  * `reads` is 'rows' for dense decode and prefill, oracle top-k and LM-Infinite.
- *   K, V rows  kvRowBytes / headDim per element (f32 4, f16 2, q8_0 34/32, q4_0 18/32)
+ *   K, V rows  kvRowBytes / headDim of the K or V rows' own type per element (f32 4, f16 2,
+ *              q8_0 34/32, q4_0 18/32)
  *   K columns  SparQ's step 1 over K transposed ('k-twice'): kTBytesPerPosition / headDim per
  *              element (integer codes with their share of the f16 scale of each 64 positions)
  *   aux        SparQ's running V sum, f64 (8); H2O's accumulated scores, f32 (4)
@@ -245,12 +246,13 @@ function countBytes(
   reads: 'rows' | 'sparq' | 'h2o',
 ): void {
   const d = cache.headDim;
-  const row = kvRowBytes(cache.dtype, d) / d;
+  const kRow = kvRowBytes(cache.kDType, d) / d;
+  const vRow = kvRowBytes(cache.vDType, d) / d;
   const k = stats.kElements - before.kElements;
   const v = stats.vElements - before.vElements;
   const columns = reads === 'sparq' && cache.layout === 'k-twice' ? k - v : 0;
-  stats.kBytes += (k - columns) * row + columns * (kTBytesPerPosition(cache.kTDType, d) / d);
-  stats.vBytes += v * row;
+  stats.kBytes += (k - columns) * kRow + columns * (kTBytesPerPosition(cache.kTDType, d) / d);
+  stats.vBytes += v * vRow;
   stats.auxBytes += (stats.auxElements - before.auxElements) * (reads === 'sparq' ? 8 : 4);
   stats.ioBytes += (stats.ioElements - before.ioElements) * 4;
 }

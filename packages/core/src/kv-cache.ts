@@ -3,18 +3,19 @@
  * layer, allocated once for `capacity` positions and written in place.
  *
  * For each sequence b of the batch and KV head h:
- *   k      (batch, nKvHeads, capacity, rowStride)   key rows, for gathering positions
+ *   k      (batch, nKvHeads, capacity, kRowStride)  key rows, for gathering positions
  *   kT     (batch, nKvHeads, headDim, columnStride) keys transposed, for gathering components
  *                                                  (the SparQ "K twice" layout; null for 'single-k')
  *   kTScale (batch, nKvHeads, headDim, kTBlocks)    f16 scale per block of KT_BLOCK positions
  *                                                  (integer kT only, else null)
- *   v      (batch, nKvHeads, capacity, rowStride)   value rows
+ *   v      (batch, nKvHeads, capacity, vRowStride)  value rows
  *   vSum   (batch, nKvHeads, headDim)               f64 running sum of valid V rows (as decoded),
  *                                                  so the mean value needs no pass over V
  *
- * Rows (`dtype`): 'f32' and 'f16' store headDim elements; 'q8_0' and 'q4_0' store headDim / 32
- * of ggml's blocks (dtype.ts BLOCK_LAYOUT) as bytes, exactly as llama.cpp's cache holds them.
- * `rowStride` is the storage elements per row, so no caller multiplies by headDim itself.
+ * Rows (`kDType` for K, `vDType` for V, set apart as llama.cpp's -ctk / -ctv are): 'f32' and
+ * 'f16' store headDim elements; 'q8_0' and 'q4_0' store headDim / 32 of ggml's blocks (dtype.ts
+ * BLOCK_LAYOUT) as bytes, exactly as llama.cpp's cache holds them. `kRowStride` / `vRowStride`
+ * are the storage elements per row, so no caller multiplies by headDim itself.
  *
  * K transposed (`kTDType`) only ranks positions (SparQ step 1), so it may be coarser than the
  * rows. 'f32' / 'f16' store one element per position. 'i8' / 'i4' / 'i2' store b-bit integer
@@ -36,6 +37,13 @@ import { CapacityError, SparqRangeError } from './errors.ts';
 
 /** Element type of the K and V rows. */
 export type KVDType = 'f32' | 'f16' | 'q8_0' | 'q4_0';
+/** The K rows' type and the V rows' type when they differ (llama.cpp's `-ctk q8_0 -ctv q4_0`). */
+export interface KVTypes {
+  k: KVDType;
+  v: KVDType;
+}
+/** The row types of a cache: one type for K and V, or `{ k, v }`. */
+export type KVTypeChoice = KVDType | KVTypes;
 /** Element type of K transposed (SparQ's step-1 copy): floats, or integer codes with block scales. */
 export type KTDType = 'f32' | 'f16' | 'i8' | 'i4' | 'i2';
 /** 'k-twice' stores K as rows and transposed (SparQ's layout); 'single-k' stores rows only. */
@@ -55,7 +63,23 @@ export const KV_LAYOUTS: readonly KVLayout[] = ['k-twice', 'single-k'];
 /** Positions per f16 scale of an integer kT column. */
 export const KT_BLOCK = 64;
 
-/** The kT each row dtype gets by default in core (the llm package picks its own by measurement, docs/kv-cache.md). */
+/** `{ k, v }` of a choice: one type is both. */
+export function kvTypes(choice: KVTypeChoice): KVTypes {
+  return typeof choice === 'string' ? { k: choice, v: choice } : { k: choice.k, v: choice.v };
+}
+
+/** A choice's one type when K and V share it, else `{ k, v }` (the form `KVCache.options` returns). */
+export function kvChoice(k: KVDType, v: KVDType): KVTypeChoice {
+  return k === v ? k : { k, v };
+}
+
+/** A choice as the CLI spells it: 'q8_0', or 'q8_0/q4_0' (K's type, then V's). */
+export function kvLabel(choice: KVTypeChoice): string {
+  const { k, v } = kvTypes(choice);
+  return k === v ? k : `${k}/${v}`;
+}
+
+/** The kT each K row dtype gets by default in core (the llm package picks its own by measurement, docs/kv-cache.md). */
 export const DEFAULT_KT_DTYPE: Readonly<Record<KVDType, KTDType>> = { f32: 'f32', f16: 'f16', q8_0: 'i4', q4_0: 'i2' };
 
 /** Bits per code of the integer kT types, and their largest code qmax = 2^(bits-1) - 1. */
@@ -81,9 +105,12 @@ export interface KVCacheOptions {
   capacity: number;
   /** Sequences held side by side, each with its own length. Default 1. */
   batch?: number;
-  /** Element type of the K and V rows. Default 'f32'; 'f16' halves the bytes, 'q8_0' / 'q4_0' are ggml blocks (headDim a multiple of 32). */
-  dtype?: KVDType;
-  /** Element type of K transposed ('k-twice' only; ignored for 'single-k'). Default DEFAULT_KT_DTYPE[dtype]; 'f32' only with dtype 'f32'. */
+  /**
+   * Element types of the rows: one for K and V, or `{ k, v }`. Default 'f32'; 'f16' halves the
+   * bytes, 'q8_0' / 'q4_0' are ggml blocks (headDim a multiple of 32).
+   */
+  dtype?: KVTypeChoice;
+  /** Element type of K transposed ('k-twice' only; ignored for 'single-k'). Default DEFAULT_KT_DTYPE of K's type; 'f32' only with K rows 'f32'. */
   kTDType?: KTDType | null;
   /** Default 'k-twice'. */
   layout?: KVLayout;
@@ -115,58 +142,70 @@ interface Resolved {
   nKvHeads: number;
   headDim: number;
   capacity: number;
-  dtype: KVDType;
+  kDType: KVDType;
+  vDType: KVDType;
   layout: KVLayout;
   kTDType: KTDType | null;
 }
 
+/** A row type of `choice` ('dtype', or its 'k' / 'v' field), checked against KV_DTYPES and the head dim. */
+function rowType(name: string, value: unknown, headDim: number): KVDType {
+  if (!KV_DTYPES.includes(value as KVDType))
+    throw new SparqRangeError(
+      `KVCache: ${name} ${String(value)}, expected ${KV_DTYPES.map((t) => `'${t}'`).join(' | ')}`,
+    );
+  const dtype = value as KVDType;
+  if (isBlockKV(dtype) && headDim % BLOCK_LAYOUT[dtype].elements !== 0) {
+    throw new SparqRangeError(
+      `KVCache: headDim ${headDim} with ${name} '${dtype}', expected a multiple of ${BLOCK_LAYOUT[dtype].elements} (the values in one ${dtype} block)`,
+    );
+  }
+  return dtype;
+}
+
 function resolve(options: KVCacheOptions): Resolved {
   const batch = options.batch ?? 1;
-  const dtype = options.dtype ?? 'f32';
+  const dtype: unknown = options.dtype ?? 'f32';
   const layout = options.layout ?? 'k-twice';
   const { nKvHeads, headDim, capacity } = options;
   positiveInt('batch', batch);
   positiveInt('nKvHeads', nKvHeads);
   positiveInt('headDim', headDim);
   positiveInt('capacity', capacity);
-  if (!KV_DTYPES.includes(dtype))
-    throw new SparqRangeError(
-      `KVCache: dtype ${String(dtype)}, expected ${KV_DTYPES.map((t) => `'${t}'`).join(' | ')}`,
-    );
+  const split = typeof dtype === 'object' && dtype !== null;
+  const kDType = rowType(split ? 'dtype.k' : 'dtype', split ? (dtype as KVTypes).k : dtype, headDim);
+  const vDType = rowType(split ? 'dtype.v' : 'dtype', split ? (dtype as KVTypes).v : dtype, headDim);
   if (!KV_LAYOUTS.includes(layout))
     throw new SparqRangeError(`KVCache: layout ${String(layout)}, expected 'k-twice' or 'single-k'`);
-  if (isBlockKV(dtype) && headDim % BLOCK_LAYOUT[dtype].elements !== 0) {
-    throw new SparqRangeError(
-      `KVCache: headDim ${headDim} with dtype '${dtype}', expected a multiple of ${BLOCK_LAYOUT[dtype].elements} (the values in one ${dtype} block)`,
-    );
-  }
   let kTDType: KTDType | null = null;
   if (layout === 'k-twice') {
-    kTDType = options.kTDType ?? DEFAULT_KT_DTYPE[dtype];
+    kTDType = options.kTDType ?? DEFAULT_KT_DTYPE[kDType];
     if (!KT_DTYPES.includes(kTDType))
       throw new SparqRangeError(
         `KVCache: kTDType ${String(kTDType)}, expected ${KT_DTYPES.map((t) => `'${t}'`).join(' | ')}`,
       );
     // A copy finer than the rows it is derived from would hold nothing more, at twice the bytes.
-    if (kTDType === 'f32' && dtype !== 'f32')
+    if (kTDType === 'f32' && kDType !== 'f32')
       throw new SparqRangeError(
-        `KVCache: kTDType 'f32' with dtype '${dtype}', expected kTDType 'f16' | 'i8' | 'i4' | 'i2' ('f32' only with dtype 'f32')`,
+        `KVCache: kTDType 'f32' with K rows '${kDType}', expected kTDType 'f16' | 'i8' | 'i4' | 'i2' ('f32' only with K rows 'f32')`,
       );
   }
-  return { batch, nKvHeads, headDim, capacity, dtype, layout, kTDType };
+  return { batch, nKvHeads, headDim, capacity, kDType, vDType, layout, kTDType };
 }
 
 /** Storage elements of each buffer a cache of shape `r` holds. */
 function lengths(r: Resolved) {
-  const rowStride = isBlockKV(r.dtype) ? kvRowBytes(r.dtype, r.headDim) : r.headDim;
+  const rowStride = (dtype: KVDType) => (isBlockKV(dtype) ? kvRowBytes(dtype, r.headDim) : r.headDim);
   const kTBlocks = Math.ceil(r.capacity / KT_BLOCK);
   const columnStride = isIntegerKT(r.kTDType) ? (kTBlocks * KT_BLOCK * KT_INT_BITS[r.kTDType]) / 8 : r.capacity;
   const heads = r.batch * r.nKvHeads;
   return {
-    rowStride,
+    kRowStride: rowStride(r.kDType),
+    vRowStride: rowStride(r.vDType),
     columnStride,
     kTBlocks,
-    rows: heads * r.capacity * rowStride,
+    kRows: heads * r.capacity * rowStride(r.kDType),
+    vRows: heads * r.capacity * rowStride(r.vDType),
     kT: r.kTDType === null ? 0 : heads * r.headDim * columnStride,
     kTScale: isIntegerKT(r.kTDType) ? heads * r.headDim * kTBlocks : 0,
     vSum: heads * r.headDim,
@@ -177,13 +216,17 @@ const ROW_ARRAY = { f32: Float32Array, f16: Uint16Array, q8_0: Uint8Array, q4_0:
 const KT_ARRAY = { f32: Float32Array, f16: Uint16Array, i8: Int8Array, i4: Uint8Array, i2: Uint8Array } as const;
 
 /**
- * KV bytes per position of one sequence: nKvHeads * (2 * rowBytes + kTBytes), K and V rows plus
- * K transposed with its scales (0 for 'single-k'). A pure function of the options, so memory can be
- * checked before anything is allocated. llama.cpp's cache at the same row type holds nKvHeads * 2 * rowBytes.
+ * KV bytes per position of one sequence: nKvHeads * (kRowBytes + vRowBytes + kTBytes), K and V
+ * rows each at its own type plus K transposed with its scales (0 for 'single-k'). A pure function
+ * of the options, so memory can be checked before anything is allocated. llama.cpp's cache at the
+ * same row types (-ctk / -ctv) holds nKvHeads * (kRowBytes + vRowBytes).
  */
 export function kvBytesPerPosition(options: KVCacheOptions): number {
   const r = resolve(options);
-  return r.nKvHeads * (2 * kvRowBytes(r.dtype, r.headDim) + kTBytesPerPosition(r.kTDType, r.headDim));
+  return (
+    r.nKvHeads *
+    (kvRowBytes(r.kDType, r.headDim) + kvRowBytes(r.vDType, r.headDim) + kTBytesPerPosition(r.kTDType, r.headDim))
+  );
 }
 
 /**
@@ -194,7 +237,8 @@ export function kvCacheBytes(options: KVCacheOptions): number {
   const r = resolve(options);
   const n = lengths(r);
   const kTBytes = r.kTDType === null ? 0 : n.kT * KT_ARRAY[r.kTDType].BYTES_PER_ELEMENT;
-  return 2 * n.rows * ROW_ARRAY[r.dtype].BYTES_PER_ELEMENT + kTBytes + n.kTScale * 2 + n.vSum * 8 + r.batch * 8;
+  const rowBytes = n.kRows * ROW_ARRAY[r.kDType].BYTES_PER_ELEMENT + n.vRows * ROW_ARRAY[r.vDType].BYTES_PER_ELEMENT;
+  return rowBytes + kTBytes + n.kTScale * 2 + n.vSum * 8 + r.batch * 8;
 }
 
 /** The typed arrays a KVCache is made of (see the file comment for their shapes). */
@@ -218,12 +262,17 @@ export class KVCache {
   readonly nKvHeads: number;
   readonly headDim: number;
   readonly capacity: number;
-  readonly dtype: KVDType;
+  /** Element type of the K rows. */
+  readonly kDType: KVDType;
+  /** Element type of the V rows. */
+  readonly vDType: KVDType;
   /** Element type of kT; null for 'single-k'. */
   readonly kTDType: KTDType | null;
   readonly layout: KVLayout;
-  /** Storage elements per K or V row: headDim for f32 / f16, bytes of headDim / 32 blocks for q8_0 / q4_0. */
-  readonly rowStride: number;
+  /** Storage elements per K row: headDim for f32 / f16, bytes of headDim / 32 blocks for q8_0 / q4_0. */
+  readonly kRowStride: number;
+  /** Storage elements per V row, as kRowStride for vDType. */
+  readonly vRowStride: number;
   /** Storage elements per kT column (one component, all positions): capacity, or whole 64-position blocks of packed codes. */
   readonly columnStride: number;
   /** Scale blocks per kT column: ceil(capacity / KT_BLOCK). */
@@ -250,12 +299,19 @@ export class KVCache {
       nKvHeads: this.nKvHeads,
       headDim: this.headDim,
       capacity: this.capacity,
-      dtype: this.dtype,
+      kDType: this.kDType,
+      vDType: this.vDType,
       layout: this.layout,
       kTDType: this.kTDType,
     } = r);
-    ({ rowStride: this.rowStride, columnStride: this.columnStride, kTBlocks: this.kTBlocks } = n);
-    const Row = ROW_ARRAY[this.dtype];
+    ({
+      kRowStride: this.kRowStride,
+      vRowStride: this.vRowStride,
+      columnStride: this.columnStride,
+      kTBlocks: this.kTBlocks,
+    } = n);
+    const KRow = ROW_ARRAY[this.kDType];
+    const VRow = ROW_ARRAY[this.vDType];
     const Column = this.kTDType === null ? null : KT_ARRAY[this.kTDType];
     if (buffers) {
       const expect = (
@@ -268,8 +324,8 @@ export class KVCache {
           throw new SparqRangeError(`KVCache: buffer ${name} must be a ${kind.name} of ${length} elements`);
         }
       };
-      expect('k', buffers.k, Row, n.rows);
-      expect('v', buffers.v, Row, n.rows);
+      expect('k', buffers.k, KRow, n.kRows);
+      expect('v', buffers.v, VRow, n.vRows);
       if (Column) expect('kT', buffers.kT, Column, n.kT);
       if (n.kTScale > 0) expect('kTScale', buffers.kTScale, Uint16Array, n.kTScale);
       expect('vSum', buffers.vSum, Float64Array, n.vSum);
@@ -292,10 +348,10 @@ export class KVCache {
       const { buffer, offset } = allocAligned(count * Kind.BYTES_PER_ELEMENT, options.shared, 'KVCache');
       return new Kind(buffer, offset, count);
     };
-    this.k = alloc<KVStorage>(Row, n.rows);
+    this.k = alloc<KVStorage>(KRow, n.kRows);
     this.kT = Column ? alloc<KTStorage>(Column, n.kT) : null;
     this.kTScale = n.kTScale > 0 ? alloc(Uint16Array, n.kTScale) : null;
-    this.v = alloc<KVStorage>(Row, n.rows);
+    this.v = alloc<KVStorage>(VRow, n.vRows);
     const small = (bytes: number) => (options.shared ? new SharedArrayBuffer(bytes) : new ArrayBuffer(bytes));
     this.vSum = new Float64Array(small(n.vSum * 8));
     this.nPast = new Int32Array(small(this.batch * 4));
@@ -304,8 +360,8 @@ export class KVCache {
 
   /** The options that recreate this cache's shape (without `shared`). */
   get options(): Required<Omit<KVCacheOptions, 'shared'>> {
-    const { nKvHeads, headDim, capacity, batch, dtype, kTDType, layout } = this;
-    return { nKvHeads, headDim, capacity, batch, dtype, kTDType, layout };
+    const { nKvHeads, headDim, capacity, batch, kTDType, layout } = this;
+    return { nKvHeads, headDim, capacity, batch, dtype: kvChoice(this.kDType, this.vDType), kTDType, layout };
   }
 
   /** The typed arrays behind this cache (to post to a worker, or rebuild with `new KVCache(options, buffers)`). */
@@ -345,17 +401,18 @@ export class KVCache {
     // Each buffer's slice of heads [kvStart, kvEnd) of sequence seq, from its per-head length.
     const heads = (perHead: number) =>
       [(seq * this.nKvHeads + kvStart) * perHead, (seq * this.nKvHeads + kvEnd) * perHead] as const;
-    const [rowFrom, rowTo] = heads(this.capacity * this.rowStride);
+    const [kFrom, kTo] = heads(this.capacity * this.kRowStride);
+    const [vFrom, vTo] = heads(this.capacity * this.vRowStride);
     const [colFrom, colTo] = heads(this.headDim * this.columnStride);
     const [scaleFrom, scaleTo] = heads(this.headDim * this.kTBlocks);
     const [sumFrom, sumTo] = heads(this.headDim);
     return new KVCache(
       { ...this.options, batch: 1, nKvHeads: kvEnd - kvStart },
       {
-        k: this.k.subarray(rowFrom, rowTo),
+        k: this.k.subarray(kFrom, kTo),
         kT: this.kT ? this.kT.subarray(colFrom, colTo) : null,
         kTScale: this.kTScale ? this.kTScale.subarray(scaleFrom, scaleTo) : null,
-        v: this.v.subarray(rowFrom, rowTo),
+        v: this.v.subarray(vFrom, vTo),
         vSum: this.vSum.subarray(sumFrom, sumTo),
         nPast: this.nPast.subarray(seq, seq + 1),
         nPad: this.nPad.subarray(seq, seq + 1),
@@ -368,9 +425,14 @@ export class KVCache {
     return Math.max(0, this.nPast[seq] - this.nPad[seq]);
   }
 
-  /** Storage offset of row `pos` of head `h` of sequence `seq` in `k` and `v` (bytes for block dtypes). */
-  rowOffset(seq: number, h: number, pos: number): number {
-    return ((seq * this.nKvHeads + h) * this.capacity + pos) * this.rowStride;
+  /** Storage offset of row `pos` of head `h` of sequence `seq` in `k` (bytes for block dtypes). */
+  kRowOffset(seq: number, h: number, pos: number): number {
+    return ((seq * this.nKvHeads + h) * this.capacity + pos) * this.kRowStride;
+  }
+
+  /** Storage offset of row `pos` of head `h` of sequence `seq` in `v` (bytes for block dtypes). */
+  vRowOffset(seq: number, h: number, pos: number): number {
+    return ((seq * this.nKvHeads + h) * this.capacity + pos) * this.vRowStride;
   }
 
   /** Storage offset of component `i` (all positions) of head `h` of sequence `seq` in `kT` (bytes for packed codes). */
@@ -413,9 +475,9 @@ export class KVCache {
       throw new SparqRangeError(
         `KVCache.truncate: length ${length}, expected an integer in [0, ${this.nPast[seq]}] (positions written)`,
       );
-    if (isBlockKV(this.dtype) && !decodeRows)
+    if (isBlockKV(this.vDType) && !decodeRows)
       throw new SparqRangeError(
-        `KVCache.truncate: ${this.dtype} rows need a decodeRows function (a backend's dequantize) to sum the kept values again`,
+        `KVCache.truncate: ${this.vDType} V rows need a decodeRows function (a backend's dequantize) to sum the kept values again`,
       );
     const d = this.headDim;
     const first = this.nPad[seq];
@@ -425,11 +487,11 @@ export class KVCache {
       const sum = (seq * this.nKvHeads + h) * d; // vSum (batch, nKvHeads, headDim)
       this.vSum.fill(0, sum, sum + d);
       // A head's rows are contiguous: block rows are decoded in one call, f16 / f32 element by element.
-      const at = this.rowOffset(seq, h, first);
+      const at = this.vRowOffset(seq, h, first);
       if (kept === 0) continue;
       if (decodeRows && this.v instanceof Uint8Array) decodeRows(rows, this.v, at);
       else
-        for (let e = 0; e < kept * d; e++) rows[e] = this.dtype === 'f16' ? f16ToF32(this.v[at + e]) : this.v[at + e];
+        for (let e = 0; e < kept * d; e++) rows[e] = this.vDType === 'f16' ? f16ToF32(this.v[at + e]) : this.v[at + e];
       // Each kept valid row, in order.
       for (let j = 0; j < kept; j++) for (let i = 0; i < d; i++) this.vSum[sum + i] += rows[j * d + i];
     }

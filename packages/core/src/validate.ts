@@ -53,8 +53,8 @@ export function checkArray(op: string, name: string, array: { length: number } |
 /** Every buffer of the cache still at its size. */
 export function checkCacheStorage(op: string, cache: KVCache): void {
   const heads = cache.batch * cache.nKvHeads;
-  checkArray(op, 'cache.k', cache.k, heads * cache.capacity * cache.rowStride);
-  checkArray(op, 'cache.v', cache.v, heads * cache.capacity * cache.rowStride);
+  checkArray(op, 'cache.k', cache.k, heads * cache.capacity * cache.kRowStride);
+  checkArray(op, 'cache.v', cache.v, heads * cache.capacity * cache.vRowStride);
   if (cache.kT) checkArray(op, 'cache.kT', cache.kT, heads * cache.headDim * cache.columnStride);
   if (cache.kTScale) checkArray(op, 'cache.kTScale', cache.kTScale, heads * cache.headDim * cache.kTBlocks);
   checkArray(op, 'cache.vSum', cache.vSum, cache.batch * cache.nKvHeads * cache.headDim);

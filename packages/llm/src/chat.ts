@@ -14,7 +14,14 @@
  * reply, drops reasoning), the rendered text no longer extends the cache's
  * and the whole conversation is prefilled again (the reply says so).
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import { Template } from '@huggingface/jinja';
 import type { AttentionConfig } from './attention-method.ts';
 import type { Session } from './forward.ts';
@@ -95,10 +102,10 @@ export interface ChatOptions {
   /** Sampler seed of the first turn (turn n samples with seed + n); 0 or absent: random. */
   seed?: bigint | number;
   /** KV cache element type, default DEFAULT_KV_DTYPE ('f16'). */
-  kv?: KVDType;
+  kv?: KVTypeChoice;
   /** @deprecated The older name of kv. */
-  kvDType?: KVDType;
-  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kvDType?: KVTypeChoice;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT of kv's K type (forward.ts). */
   kt?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;

@@ -34,11 +34,13 @@ import {
   f16ToF32,
   kvBytesPerPosition,
   kvRowBytes,
+  kvTypes,
   type Engine,
   type KTDType,
   type KVCacheOptions,
   type ProductPath,
   type KVDType,
+  type KVTypeChoice,
   type KVLayout,
 } from '@sparq/core';
 import { attentionCost, decodeAttention, type AttentionConfig } from './attention-method.ts';
@@ -48,8 +50,7 @@ import {
   DEFAULT_KV_DTYPE,
   DEFAULT_PREFILL_CHUNK,
   DEFAULT_PRODUCT_PATH,
-  KV_DTYPES,
-  checkChoice,
+  checkKv,
   checkNumber,
   contextCheck,
   renamed,
@@ -73,10 +74,10 @@ export interface SessionOptions {
   maxPrefill?: number;
   attention: AttentionConfig;
   /** KV element type, default DEFAULT_KV_DTYPE ('f16'). */
-  kv?: KVDType;
+  kv?: KVTypeChoice;
   /** @deprecated The older name of kv. */
-  kvDType?: KVDType;
-  /** Element type of SparQ's transposed K ('k-twice' layout), default DEFAULT_SESSION_KT[kv]. */
+  kvDType?: KVTypeChoice;
+  /** Element type of SparQ's transposed K ('k-twice' layout), default DEFAULT_SESSION_KT of kv's K type. */
   kt?: KTDType;
   /** KV layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;
@@ -116,6 +117,11 @@ export function prefillProgress(done: number, total: number, ms: number): Prefil
  * 1.26x, so f16 takes i4 (1.13x). Measured with bench/kt-accuracy.ts; numbers in docs/kv-cache.md.
  */
 export const DEFAULT_SESSION_KT: Readonly<Record<KVDType, KTDType>> = { f32: 'f16', f16: 'i4', q8_0: 'i4', q4_0: 'i2' };
+
+/** The transposed K a session gets for row types `kv`: K's (the copy is derived from the K rows). */
+export function sessionKT(kv: KVTypeChoice): KTDType {
+  return DEFAULT_SESSION_KT[kvTypes(kv).k];
+}
 
 /**
  * SparQ's step 1 reads r components of every key: contiguous columns of K transposed with
@@ -171,10 +177,9 @@ export class Session {
         DEFAULT_PREFILL_CHUNK,
       CHECKS.prefillChunk,
     );
-    const dtype = checkChoice(
+    const dtype = checkKv(
       'Session: kv',
       renamed('Session', 'kv', options.kv, 'kvDType', options.kvDType) ?? DEFAULT_KV_DTYPE,
-      KV_DTYPES,
     );
     const layout = options.kvLayout ?? defaultKVLayout(options.attention.method);
     const cacheOptions: KVCacheOptions = {
@@ -182,7 +187,7 @@ export class Session {
       headDim: c.headDim,
       capacity,
       dtype,
-      kTDType: options.kt ?? DEFAULT_SESSION_KT[dtype],
+      kTDType: options.kt ?? sessionKT(dtype),
       layout,
     };
     this.caches = options.caches
@@ -233,8 +238,8 @@ export class Session {
       );
     for (const cache of this.caches) {
       // Block rows are decoded by the engine's dequantize, as attention reads them, to sum the kept V rows again.
-      const dtype = cache.dtype;
-      const rowsOf = (values: number) => (values / cache.headDim) * cache.rowStride; // bytes of values / headDim rows
+      const dtype = cache.vDType;
+      const rowsOf = (values: number) => (values / cache.headDim) * cache.vRowStride; // bytes of values / headDim V rows
       const decodeRows =
         dtype === 'q8_0' || dtype === 'q4_0'
           ? (out: Float32Array, rows: Uint8Array, at: number) =>
@@ -440,7 +445,9 @@ export class Session {
     this.decodeSteps++;
     this.methodCost += heads * attentionCost(this.attention, S, c.headDim);
     this.denseCost += heads * attentionCost(this.dense, S, c.headDim);
-    this.denseBytes += heads * (2 * S * kvRowBytes(this.caches[0].dtype, c.headDim) + 2 * c.headDim * 4);
+    const { kDType, vDType } = this.caches[0];
+    this.denseBytes +=
+      heads * (S * (kvRowBytes(kDType, c.headDim) + kvRowBytes(vDType, c.headDim)) + 2 * c.headDim * 4);
   }
 }
 

@@ -9,7 +9,14 @@
  * sampled token's (see text-stream.ts for the one difference from run.c).
  * This is a TextSession of `steps` positions run to the end with `step()`.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import type { AttentionConfig } from './attention-method.ts';
 import type { PrefillProgress, Session } from './forward.ts';
 import { contextSize, stopRuleOf, type StopRule } from './generation-limits.ts';
@@ -31,10 +38,10 @@ export interface GenerateOptions {
   seed: bigint | number;
   attention: AttentionConfig;
   /** KV cache element type, default DEFAULT_KV_DTYPE ('f16'). */
-  kv?: KVDType;
+  kv?: KVTypeChoice;
   /** @deprecated The older name of kv. */
-  kvDType?: KVDType;
-  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kvDType?: KVTypeChoice;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT of kv's K type (forward.ts). */
   kt?: KTDType;
   kvLayout?: KVLayout;
   productPath?: ProductPath;

@@ -4,7 +4,14 @@
  * `openModel` (model-file.ts) reads the files; `createSession` makes a TextSession.
  * No file access here, so it runs in a browser too.
  */
-import { SparqRangeError, type Engine, type ProductPath, type KVDType, type KTDType, type KVLayout } from '@sparq/core';
+import {
+  SparqRangeError,
+  type Engine,
+  type ProductPath,
+  type KVTypeChoice,
+  type KTDType,
+  type KVLayout,
+} from '@sparq/core';
 import { resolveAttention, type AttentionConfig } from './attention-method.ts';
 import type { ModelConfig } from './config.ts';
 import { stopRuleOf } from './generation-limits.ts';
@@ -33,8 +40,8 @@ export interface ModelOptions {
   /** Convert the matrices on load: one of WEIGHT_TYPES ('f32', 'q4_0', 'int4'); default: as the file stores them. */
   weights?: WeightType;
   /** KV cache element type of sessions, default DEFAULT_KV_DTYPE (f16); 'q8_0' / 'q4_0' need a head dim that is a multiple of 32. */
-  kv?: KVDType;
-  /** Type of SparQ's transposed K copy ('k-twice' layout), default DEFAULT_SESSION_KT[kv] (docs/kv-cache.md). */
+  kv?: KVTypeChoice;
+  /** Type of SparQ's transposed K copy ('k-twice' layout), default DEFAULT_SESSION_KT of kv's K type (docs/kv-cache.md). */
   kt?: KTDType;
   /** KV cache layout of sessions, default defaultKVLayout(attention method). */
   kvLayout?: KVLayout;
@@ -65,7 +72,7 @@ export interface CreateSessionOptions {
   /** Overrides the model's attention settings. */
   attention?: AttentionSettings;
   /** Overrides the model's KV type. */
-  kv?: KVDType;
+  kv?: KVTypeChoice;
   /** Overrides the model's transposed-K type. */
   kt?: KTDType;
   /** Most prompt tokens per forward step, default DEFAULT_PREFILL_CHUNK (512). */
@@ -116,7 +123,7 @@ export class LanguageModel {
   readonly tokenizer: Tokenizer;
   /** Where the tokenizer came from. */
   readonly tokenizerSource: string;
-  readonly kv: KVDType;
+  readonly kv: KVTypeChoice;
   /** undefined: DEFAULT_SESSION_KT of the session's KV type. */
   readonly kt: KTDType | undefined;
   readonly kvLayout: KVLayout | undefined;

@@ -16,9 +16,9 @@
  * The check compares weights + KV + scratch with the memory the process may
  * use (the cgroup limit where one is set, else the machine's RAM).
  */
-import { SparqRangeError, kvCacheBytes, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import { SparqRangeError, kvCacheBytes, type KTDType, type KVLayout, type KVTypeChoice } from '@sparq/core';
 import type { ModelConfig } from './config.ts';
-import { DEFAULT_SESSION_KT } from './forward.ts';
+import { sessionKT } from './forward.ts';
 
 /** Query rows native prefill scores at once per task (attention_ops.cc's kPrefillRows). */
 export const PREFILL_BLOCK_ROWS = 16;
@@ -54,13 +54,17 @@ export function scratchBytes(c: ModelConfig, contextSize: number, prefillChunk: 
   return runStateBytes(c, Math.min(prefillChunk, contextSize)) + threads * 4 * contextSize * (prefillRows + decodeRows);
 }
 
-/** Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes), with a session's default K transposed for `dtype` unless `kTDType` says. */
+/**
+ * Bytes of a session's KV caches: one per layer of `contextSize` positions (core's kvCacheBytes: K
+ * and V rows each at its own type of `dtype`), with a session's default K transposed for the K type
+ * unless `kTDType` says.
+ */
 export function sessionKvBytes(
   c: ModelConfig,
   contextSize: number,
-  dtype: KVDType,
+  dtype: KVTypeChoice,
   layout: KVLayout,
-  kTDType: KTDType = DEFAULT_SESSION_KT[dtype],
+  kTDType: KTDType = sessionKT(dtype),
 ): number {
   return (
     c.nLayers *

@@ -23,7 +23,7 @@ import {
 } from 'node:fs';
 import { totalmem } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { FormatError, allocBuffer, type DType, type Engine, type MatrixDType } from '@sparq/core';
+import { FormatError, allocBuffer, kvLabel, type DType, type Engine, type MatrixDType } from '@sparq/core';
 import type { ByteSource } from './byte-reader.ts';
 import { GGUF_MAGIC, tensorByteSize, tensorBytes, type GGUFValue } from './gguf-format.ts';
 import { llamaConfigFromGGUF, llamaFromGGUF } from './gguf-llama.ts';
@@ -426,6 +426,6 @@ export function checkModelMemory(
   const withCopies = memoryPlan(weightBytes + repackedBytes, kv, scratch);
   const repacked = repackedBytes > 0 && withCopies.total <= available.bytes;
   const plan = repacked || repackedBytes === 0 ? withCopies : memoryPlan(weightBytes, kv, scratch);
-  checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${dtype} ${layout})`);
+  checkMemory(plan, available, `${path}: a context of ${contextSize} positions (KV ${kvLabel(dtype)} ${layout})`);
   return { ...plan, repacked };
 }

@@ -7,7 +7,8 @@
  *
  *   name          default                                     CLI flag        older names (deprecated)
  *   weights       as the file stores them                     --weights
- *   kv            'f16' (DEFAULT_KV_DTYPE)                    --kv            kvDType
+ *   kv            'f16' (DEFAULT_KV_DTYPE); a type for K and  --kv            kvDType
+ *                 V, or { k, v } (checkKv)                    TYPE or K/V (parseKvFlag)
  *   kvLayout      'k-twice' for SparQ, else 'single-k'        --kv-layout
  *   productPath   'int8' (DEFAULT_PRODUCT_PATH)               --product
  *   contextSize   the model's seq_len, at most 2048           --ctx, -n       context, capacity (Session)
@@ -18,7 +19,16 @@
  *   seed          random (the CLI: the time in seconds)       --seed
  *   attention     dense (attention-method.ts)                 --attention, --r, --k, --l, --no-reallocate
  */
-import { KT_DTYPES, KV_DTYPES, KV_LAYOUTS, SparqRangeError, type KVDType, type ProductPath } from '@sparq/core';
+import {
+  KT_DTYPES,
+  KV_DTYPES,
+  KV_LAYOUTS,
+  SparqRangeError,
+  kvChoice,
+  type KVDType,
+  type KVTypeChoice,
+  type ProductPath,
+} from '@sparq/core';
 
 /**
  * f16 KV by default: half the cache memory and half the attention reads. Measured with
@@ -56,22 +66,66 @@ export { KT_DTYPES, KV_DTYPES, KV_LAYOUTS } from '@sparq/core';
 /** The `productPath` choices: dequantize weights to f32, or multiply in int8 blocks. */
 export const PRODUCT_PATHS: readonly ProductPath[] = ['dequant', 'int8'];
 
-/** `value` when it is one of `allowed`, else SparqRangeError: `<name> <value>, expected one of a, b`. */
-export function checkChoice<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
+/** `value` when it is one of `allowed`, else SparqRangeError: `<name> <value>, expected one of a, b` (or `expected`). */
+export function checkChoice<T extends string>(
+  name: string,
+  value: unknown,
+  allowed: readonly T[],
+  expected = `one of ${allowed.join(', ')}`,
+): T {
   if (!(allowed as readonly unknown[]).includes(value))
-    throw new SparqRangeError(`${name} ${String(value)}, expected one of ${allowed.join(', ')}`);
+    throw new SparqRangeError(`${name} ${String(value)}, expected ${expected}`);
   return value as T;
 }
 
 /**
+ * The `kv` option: one row type for K and V ('q8_0'), or `{ k, v }` each its own (llama.cpp's
+ * `-ctk q8_0 -ctv q4_0`: 4-bit keys cost far more accuracy than 4-bit values, docs/kv-cache.md).
+ * Returns the canonical form (one type when k and v agree), else SparqRangeError naming the field:
+ * `<name> q8, expected one of f32, f16, q8_0, q4_0, or { k, v } of them`, `<name>.v q5, expected ...`.
+ */
+export function checkKv(name: string, value: unknown): KVTypeChoice {
+  const expected = `${KV_DTYPES.join(', ')}, or { k, v } of them`;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const keys = Object.keys(value);
+    const extra = keys.find((key) => key !== 'k' && key !== 'v');
+    if (extra !== undefined || keys.length !== 2)
+      throw new SparqRangeError(
+        `${name} ${JSON.stringify(value)}, expected one of ${KV_DTYPES.join(', ')}, or { k, v } with both fields`,
+      );
+    const { k, v } = value as { k: unknown; v: unknown };
+    return kvChoice(
+      checkChoice(`${name}.k`, k, KV_DTYPES, `one of ${expected}`),
+      checkChoice(`${name}.v`, v, KV_DTYPES, `one of ${expected}`),
+    );
+  }
+  return checkChoice(name, value, KV_DTYPES, `one of ${expected}`);
+}
+
+/**
+ * A `--kv` flag's text: 'q8_0' (K and V) or 'q8_0/q4_0' (K's type, then V's), each part checked
+ * against KV_DTYPES: `--kv q8_0/q5: the V type q5, expected one of f32, f16, q8_0, q4_0`.
+ */
+export function parseKvFlag(name: string, text: string): KVTypeChoice {
+  const parts = text.split('/');
+  if (parts.length === 1) return checkChoice(name, text, KV_DTYPES, `one of ${KV_DTYPES.join(', ')}, or K/V of them`);
+  if (parts.length !== 2)
+    throw new SparqRangeError(`${name} ${text}, expected TYPE or K/V, each of ${KV_DTYPES.join(', ')}`);
+  const [k, v] = parts.map((part, i) =>
+    checkChoice(`${name} ${text}: the ${i === 0 ? 'K' : 'V'} type`, part, KV_DTYPES),
+  );
+  return kvChoice(k, v);
+}
+
+/**
  * The cache and product choices a model, a session, Chat and generate() share, each checked when
- * given: `<where>: kv q8, expected one of f32, f16, q8_0, q4_0` (the CLI: `--kv q8, expected ...`).
+ * given: `<where>: kv q8, expected one of f32, f16, q8_0, q4_0, ...` (the CLI: `--kv q8, expected ...`).
  */
 export function checkCacheChoices(
   where: string,
   o: { kv?: unknown; kt?: unknown; kvLayout?: unknown; productPath?: unknown },
 ): void {
-  if (o.kv !== undefined) checkChoice(`${where}: kv`, o.kv, KV_DTYPES);
+  if (o.kv !== undefined) checkKv(`${where}: kv`, o.kv);
   if (o.kt !== undefined) checkChoice(`${where}: kt`, o.kt, KT_DTYPES);
   if (o.kvLayout !== undefined) checkChoice(`${where}: kvLayout`, o.kvLayout, KV_LAYOUTS);
   if (o.productPath !== undefined) checkChoice(`${where}: productPath`, o.productPath, PRODUCT_PATHS);

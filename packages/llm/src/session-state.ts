@@ -2,18 +2,18 @@
  * A text session's state in a file, to pick a conversation up later or elsewhere (a long system
  * prompt prefilled once): the tokens in the cache, the pending token and the last logits, and every
  * layer's keys, values, K transposed (with its block scales) and running V sums, byte for byte as the
- * caches hold them. A session loads it when it has the same model shape, KV row type and K-transposed
- * type, and room for it.
+ * caches hold them. A session loads it when it has the same model shape, K and V row types and
+ * K-transposed type, and room for it.
  *
  * File layout, little-endian:
  *   "SPARQKV1"                     8 bytes
  *   header length                  u32, then the header as JSON (StateHeader), padded to 8 bytes
- *   per layer, per KV head:        K rows [0, nPast), V rows likewise (as stored: f32, f16 or blocks),
+ *   per layer, per KV head:        K rows [0, nPast), V rows likewise (as stored: f32, f16 or blocks; K's and V's own types),
  *                                  vSum (head_dim) f64, then per component the K-transposed column over
  *                                  [0, nPast) (whole 64-position blocks for integer codes) and its scales
  *   logits                         (vocab_size) f32
  */
-import { KT_BLOCK, KT_INT_BITS, SparqError, SparqRangeError, isIntegerKT, type KVCache } from '@sparq/core';
+import { KT_BLOCK, KT_INT_BITS, SparqError, SparqRangeError, isIntegerKT, kvLabel, type KVCache } from '@sparq/core';
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { TextSession } from './text-session.ts';
 
@@ -21,6 +21,7 @@ const MAGIC = 'SPARQKV1';
 
 /** What the JSON header says; the shape fields must match the session that loads the file. */
 interface StateHeader {
+  /** dtype: the row types as the CLI spells them ('q8_0', or 'q8_0/q4_0' for K then V). */
   shape: { nLayers: number; nKvHeads: number; headDim: number; vocabSize: number; dtype: string; kt: string | null };
   nPast: number;
   nPad: number;
@@ -114,7 +115,7 @@ function shapeOf(session: TextSession): StateHeader['shape'] {
     nKvHeads: c.nKvHeads,
     headDim: c.headDim,
     vocabSize: c.vocabSize,
-    dtype: cache.dtype,
+    dtype: kvLabel(cache.options.dtype),
     kt: cache.kTDType,
   };
 }
@@ -130,9 +131,9 @@ function stateRuns(cache: KVCache, n: number): ArrayBufferView[] {
   const columnUnits = isIntegerKT(cache.kTDType) ? (blocks * KT_BLOCK * KT_INT_BITS[cache.kTDType]) / 8 : n;
   const runs: ArrayBufferView[] = [];
   for (let h = 0; h < cache.nKvHeads; h++) {
-    const from = cache.rowOffset(0, h, 0);
-    const to = cache.rowOffset(0, h, n);
-    runs.push(cache.k.subarray(from, to), cache.v.subarray(from, to), cache.vSum.subarray(h * d, (h + 1) * d));
+    const k = cache.k.subarray(cache.kRowOffset(0, h, 0), cache.kRowOffset(0, h, n));
+    const v = cache.v.subarray(cache.vRowOffset(0, h, 0), cache.vRowOffset(0, h, n));
+    runs.push(k, v, cache.vSum.subarray(h * d, (h + 1) * d));
     for (let i = 0; cache.kT && i < d; i++) {
       const column = cache.columnOffset(0, h, i);
       runs.push(cache.kT.subarray(column, column + columnUnits));

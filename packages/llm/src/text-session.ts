@@ -29,7 +29,7 @@ import {
   SparqRangeError,
   type Engine,
   type ProductPath,
-  type KVDType,
+  type KVTypeChoice,
   type KTDType,
   type KVLayout,
 } from '@sparq/core';
@@ -60,10 +60,10 @@ export interface TextSessionOptions {
   /** Decode attention (prefill is always dense). */
   attention: AttentionConfig;
   /** KV cache element type, default DEFAULT_KV_DTYPE ('f16'). */
-  kv?: KVDType;
+  kv?: KVTypeChoice;
   /** @deprecated The older name of kv. */
-  kvDType?: KVDType;
-  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kv] (forward.ts). */
+  kvDType?: KVTypeChoice;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT of kv's K type (forward.ts). */
   kt?: KTDType;
   /** KV cache layout, default defaultKVLayout(attention.method). */
   kvLayout?: KVLayout;

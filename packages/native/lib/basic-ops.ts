@@ -155,10 +155,19 @@ export interface BasicAddon {
     cols: number,
     packed?: boolean,
   ): Q8KernelName;
-  /** The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked kernel on the current path. */
-  q8GemmMinN(dtypeCode: number): number;
-  /** Tests and benchmarks: every block dtype takes the blocked kernel from n rows on; null restores the measured crossovers. */
+  /**
+   * The activation rows from which matmul's 'int8' product of a block dtype (by code) takes the blocked
+   * kernel on the current path: over weights repacked by q8Repack if `packed` (and the path repacks the
+   * dtype), else over the file's layout.
+   */
+  q8GemmMinN(dtypeCode: number, packed?: boolean): number;
+  /** Tests and benchmarks: every block dtype takes the blocked kernels from n rows on; null restores the measured crossovers. */
   forceQ8GemmMinN(n: number | null): void;
+  /**
+   * Tests: how many of matmul's 'int8' products of block weights since the addon loaded ran the per-row
+   * kernel, the blocked one over the file's layout, and the blocked one over repacked weights.
+   */
+  q8Routes(): { rows: number; blocked: number; packed: number };
   /** out (n, dim) = x (n, dim) / rms(x) * weight (dim); out may be x. */
   rmsnorm(
     out: Float32Array,
@@ -227,7 +236,7 @@ export function basicOps(
   const packedWeights = new WeakMap<Tensor, Uint8Array>();
   const packedFor = (w: Tensor, n: number, path: ProductPath): Uint8Array | undefined => {
     const code = DTYPE_CODE[w.dtype];
-    if (!repack || !constants.has(w) || path !== 'int8' || n < a.q8GemmMinN(code)) return undefined;
+    if (!repack || !constants.has(w) || path !== 'int8' || n < a.q8GemmMinN(code, true)) return undefined;
     let packed = packedWeights.get(w);
     if (packed === undefined) {
       const [rows, cols] = w.shape;

@@ -30,10 +30,9 @@ function appendRows(engine: Engine, cache: KVCache, full: KVCache, from: number,
   const row = new Float32Array(d);
   for (let j = 0; j < n; j++) {
     for (let h = 0; h < nKvHeads; h++) {
-      const at = full.rowOffset(0, h, from + j);
-      readRow(row, full, full.k, at);
+      readRow(row, full, 'k', full.kRowOffset(0, h, from + j));
       k.data.set(row, (j * nKvHeads + h) * d);
-      readRow(row, full, full.v, at);
+      readRow(row, full, 'v', full.vRowOffset(0, h, from + j));
       v.data.set(row, (j * nKvHeads + h) * d);
     }
   }
@@ -126,7 +125,7 @@ export function lesson(input: LessonInput): Lesson {
   // Scores over positions 0..S-1 per head: ŝ from the r components of K as step 1 read them (K
   // transposed, which may be coarser than the rows) at temperature tau; s exact, from the K rows.
   const keys = new Float32Array(S * d); // (S, d) this KV head's key rows, decoded
-  for (let j = 0; j < S; j++) readRow(keys.subarray(j * d, (j + 1) * d), cache, cache.k, cache.rowOffset(0, head, j));
+  for (let j = 0; j < S; j++) readRow(keys.subarray(j * d, (j + 1) * d), cache, 'k', cache.kRowOffset(0, head, j));
   const sHat = new Float64Array(S);
   const s = new Float64Array(S);
   const sPerHead: Float64Array[] = [];

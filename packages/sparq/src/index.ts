@@ -58,6 +58,8 @@ export {
   KT_DTYPES,
   type AttentionMethod,
   type KVDType,
+  type KVTypes,
+  type KVTypeChoice,
   type KVLayout,
   type KTDType,
   type ProductPath,

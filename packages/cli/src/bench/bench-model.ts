@@ -3,7 +3,7 @@
  * random-weight llama-shaped one written to a temporary directory (the speed of
  * a forward step depends on shapes and types, not on the weights' values).
  */
-import type { Engine, KVDType } from '@sparq/core';
+import { kvLabel, type Engine, type KVTypeChoice } from '@sparq/core';
 import {
   GGUF_FILE_TYPES,
   MODEL_SHAPES,
@@ -92,7 +92,8 @@ export const DEFAULT_SHAPE_DIR = join(tmpdir(), 'sparq-shapes');
 /** The whole model's memory at one context length and KV type, for sparq (its SparQ layout) and llama.cpp (K and V rows). */
 export interface WholeModelMemory {
   S: number;
-  kv: KVDType;
+  /** The KV row types as --kv spells them ('q8_0', 'q8_0/q4_0'). */
+  kv: string;
   weightBytes: number;
   sparqKvBytes: number;
   scratchBytes: number;
@@ -111,7 +112,7 @@ export function wholeModelMemory(
   name: ShapeName,
   weights: ShapeWeights,
   S: number,
-  kv: KVDType,
+  kv: KVTypeChoice,
   threads: number,
 ): WholeModelMemory {
   const { config: c, bytes } = shapeFile(MODEL_SHAPES[name], { weights });
@@ -120,7 +121,7 @@ export function wholeModelMemory(
   const llamaKv = llamaCppKvBytes(c, kv, S);
   return {
     S,
-    kv,
+    kv: kvLabel(kv),
     weightBytes: bytes,
     sparqKvBytes,
     scratchBytes: scratch,

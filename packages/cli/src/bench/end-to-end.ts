@@ -11,7 +11,7 @@
  * its buffers' bytes; llama.cpp: its n_ctx positions of K and V rows) and the
  * process's peak RSS over its run (memory.ts), beside the RSS before it.
  */
-import { kvRowBytes, type KVDType } from '@sparq/core';
+import { kvLabel, kvRowBytes, kvTypes, type KVTypeChoice } from '@sparq/core';
 import { attentionCost, mulberry32, type LanguageModel, type ModelConfig, type PrefillProgress } from '@sparq/llm';
 import type { BenchModel } from './bench-model.ts';
 import { kvElementBytes, sweepMethods } from './kernel-sweep.ts';
@@ -27,7 +27,7 @@ export interface EndToEndOptions {
   threads: readonly number[];
   seqs: readonly number[];
   /** KV types: each S runs with each, in both engines. */
-  kv: readonly KVDType[];
+  kv: readonly KVTypeChoice[];
   /** llama.cpp's flash attention settings (LlamaCppRunOptions.flash). */
   llamaFlash?: readonly boolean[];
   /** Decode steps timed per method. */
@@ -49,7 +49,8 @@ export interface EndToEndRow {
   l: number;
   threads: number;
   S: number;
-  kv: KVDType;
+  /** The KV row types as --kv spells them ('q8_0', 'q8_0/q4_0'). */
+  kv: string;
   prefillTokS: number;
   decodeTokS: number;
   /** Bytes one decode step reads: weights (all but the embedding) and the method's KV elements. */
@@ -64,13 +65,14 @@ export interface EndToEndRow {
   startRssBytes: number | null;
 }
 
-/** llama.cpp's KV cache: K and V rows (as ggml stores them) of every layer and KV head, for `positions` positions. */
+/** llama.cpp's KV cache: K and V rows (as ggml stores them, each in its type) of every layer and KV head, for `positions` positions. */
 export function llamaCppKvBytes(
   c: Pick<ModelConfig, 'nLayers' | 'nKvHeads' | 'headDim'>,
-  kv: KVDType,
+  kv: KVTypeChoice,
   positions: number,
 ): number {
-  return positions * c.nLayers * c.nKvHeads * 2 * kvRowBytes(kv, c.headDim);
+  const { k, v } = kvTypes(kv);
+  return positions * c.nLayers * c.nKvHeads * (kvRowBytes(k, c.headDim) + kvRowBytes(v, c.headDim));
 }
 
 /** Random prompt ids in [3, vocab): past <unk>, <s>, </s> of llama vocabs. */
@@ -106,7 +108,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
         const sparqRuns: SparqRun[] = [];
         const llamaRuns: LlamaCppRun[] = [];
         for (let rep = 0; rep < o.reps; rep++) {
-          const label = `${threads}t S=${S} KV ${kv} rep ${rep + 1}`;
+          const label = `${threads}t S=${S} KV ${kvLabel(kv)} rep ${rep + 1}`;
           const s = await withThreads(o.native, threads, () =>
             sparqEndToEnd(o.lm, tokens, S, o.steps, methods, kv, (p) => o.onProgress?.(`sparq ${label}`, p)),
           );
@@ -145,7 +147,7 @@ export async function endToEnd(o: EndToEndOptions): Promise<EndToEndRow[]> {
               l: m.l,
               threads,
               S,
-              kv,
+              kv: kvLabel(kv),
               prefillTokS: (1000 * S) / timing.prefillMs,
               decodeTokS: 1000 / timing.decodeMs[i],
               decodeBytes,

@@ -2,11 +2,12 @@
  * The flags of `sparq bench`, checked and resolved against --quick's and the
  * full run's defaults. Every bad value is a UsageError naming the flag.
  */
-import { KV_DTYPES, type KVDType, type KVLayout } from '@sparq/core';
+import { kvLabel, type KVLayout, type KVTypeChoice } from '@sparq/core';
+import { parseKvFlag } from '@sparq/llm/options';
 import { MODEL_SHAPES, SHAPE_NAMES, SHAPE_WEIGHTS, type ShapeName, type ShapeWeights } from '@sparq/llm';
 import { UsageError } from '../command.ts';
 import { DEFAULT_SHAPE_DIR } from './bench-model.ts';
-import { isInt, number } from '../flags.ts';
+import { asUsage, isInt, number } from '../flags.ts';
 
 export const BENCH_FLAGS = {
   model: { type: 'string' },
@@ -55,9 +56,9 @@ export interface BenchSettings {
   backends: ('native' | 'reference')[] | null;
   seqs: number[];
   e2eSeqs: number[];
-  kv: KVDType[];
+  kv: KVTypeChoice[];
   /** KV types of the end-to-end part: each runs in sparq and in llama.cpp. */
-  e2eKv: KVDType[];
+  e2eKv: KVTypeChoice[];
   /** GQA group sizes of the kernel sweep: query heads per KV head. */
   groups: number[];
   layouts: KVLayout[];
@@ -86,6 +87,14 @@ function list<T>(flag: string, raw: string | undefined, fallback: T[], parse: (i
 
 const intItem = (flag: string, min: number, max: number) => (s: string) =>
   number(flag, s, 0, isInt(min, max), `integers in [${min}, ${max}]`);
+/** A list of KV types, each entry TYPE or K/V (options.ts's parseKvFlag); repeated entries refused by their spelling. */
+function kvList(flag: string, raw: string | undefined, fallback: KVTypeChoice[]): KVTypeChoice[] {
+  const labels = list(flag, raw, fallback.map(kvLabel), (item) =>
+    kvLabel(asUsage(() => parseKvFlag(`--${flag}`, item))),
+  );
+  return labels.map((label) => parseKvFlag(`--${flag}`, label));
+}
+
 function oneOf<T extends string>(flag: string, allowed: readonly T[]) {
   return (s: string): T => {
     if (!(allowed as readonly string[]).includes(s))
@@ -157,8 +166,8 @@ export function benchSettings(values: Values): BenchSettings {
       quick ? [64, 128] : [512, 1024, 2048, 4096],
       intItem('e2e-seq', MIN_SEQ, MAX_SEQ),
     ),
-    kv: list('kv', values.kv, quick ? ['f32'] : ['f16', 'f32'], oneOf('kv', KV_DTYPES)),
-    e2eKv: list('e2e-kv', values['e2e-kv'], quick ? ['f32'] : ['f16'], oneOf('e2e-kv', KV_DTYPES)),
+    kv: kvList('kv', values.kv, quick ? ['f32'] : ['f16', 'f32']),
+    e2eKv: kvList('e2e-kv', values['e2e-kv'], quick ? ['f32'] : ['f16']),
     groups: list('groups', values.groups, quick ? [1] : [1, 4, 8], intItem('groups', 1, 64)),
     layouts: list('layout', values.layout, ['k-twice'], oneOf<KVLayout>('layout', ['k-twice', 'single-k'])),
     heads: number('heads', values.heads, quick ? 2 : 16, isInt(1, 1024), 'an integer in [1, 1024]'),

@@ -9,7 +9,7 @@
  * bandwidth the kernel achieved (its spec.md §3 bytes over its time) as a share of
  * the bandwidth probed just before its row.
  */
-import { kvRowBytes, type Engine, type KVDType, type KVLayout } from '@sparq/core';
+import { kvLabel, kvRowBytes, kvTypes, type Engine, type KVLayout, type KVTypeChoice } from '@sparq/core';
 import { attentionCost, type AttentionConfig } from '@sparq/llm';
 import type { NativeControls } from './native.ts';
 import { withThreads } from './native.ts';
@@ -27,7 +27,7 @@ export interface SweepOptions {
   headDim: number;
   /** GQA group sizes: query heads per KV head. */
   groups: readonly number[];
-  kv: readonly KVDType[];
+  kv: readonly KVTypeChoice[];
   layouts: readonly KVLayout[];
   /** Time per measurement (ms). */
   timeMs: number;
@@ -43,7 +43,8 @@ export interface SweepOptions {
 export interface KernelRow {
   backend: string;
   threads: number;
-  kv: KVDType;
+  /** The KV row types as --kv spells them ('q8_0', 'q8_0/q4_0'). */
+  kv: string;
   layout: KVLayout;
   /** Query heads per KV head. */
   group: number;
@@ -70,9 +71,13 @@ export interface KernelRow {
   pctOfDataRatio: number;
 }
 
-/** Bytes per element of a KV row of `kv` (ggml's blocks for q8_0 and q4_0: 34 or 18 bytes per 32). */
-export function kvElementBytes(kv: KVDType, headDim: number): number {
-  return kvRowBytes(kv, headDim) / headDim;
+/**
+ * Bytes per element of a K row and a V row of `kv`, averaged (ggml's blocks for q8_0 and q4_0: 34 or
+ * 18 bytes per 32): dense attention reads as many K elements as V elements.
+ */
+export function kvElementBytes(kv: KVTypeChoice, headDim: number): number {
+  const { k, v } = kvTypes(kv);
+  return (kvRowBytes(k, headDim) + kvRowBytes(v, headDim)) / (2 * headDim);
 }
 
 /** The methods timed at context S: dense, then SparQ at r = d/8 with k = S/8 and S/16. */
@@ -135,7 +140,7 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
                 rows.push({
                   backend: engine.name,
                   threads,
-                  kv,
+                  kv: kvLabel(kv),
                   layout,
                   group,
                   S,
@@ -155,7 +160,7 @@ export async function kernelSweep(o: SweepOptions): Promise<KernelRow[]> {
               }
               const [d, s8, s16] = rows.slice(-3);
               o.log(
-                `kernels ${engine.name} ${threads}t ${kv} ${layout} g${group} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`,
+                `kernels ${engine.name} ${threads}t ${kvLabel(kv)} ${layout} g${group} S=${S}: dense ${d.ms.toFixed(3)} ms, sparq k=S/8 ${s8.ms.toFixed(3)} ms (${s8.speedup.toFixed(2)}x), k=S/16 ${s16.ms.toFixed(3)} ms (${s16.speedup.toFixed(2)}x)`,
               );
             }
           }

@@ -12,13 +12,14 @@
  * fair comparison.
  */
 import type { PrefillProgress } from '@sparq/llm';
-import type { KVDType } from '@sparq/core';
+import { kvLabel, kvTypes, type KVTypeChoice } from '@sparq/core';
 import { rssWindow } from './memory.ts';
 import type { SystemTiming } from './sparq-e2e.ts';
 
 export interface LlamaCppRunOptions {
   /** KV cache type of K and of V (node-llama-cpp's experimentalKvCacheKeyType / ValueType); default f16. */
-  kv?: KVDType;
+  /** K and V cache types (-ctk / -ctv), default f16. */
+  kv?: KVTypeChoice;
   /** Flash attention settings to run, default both (on, then off); the faster counts, per metric. */
   flash?: readonly boolean[];
   /** Called as the prompt goes in (in pieces of PROGRESS_TOKENS). */
@@ -89,15 +90,15 @@ export async function openLlamaCpp(
     flashAttention: boolean,
     o: LlamaCppRunOptions,
   ) => {
-    const kv = GGML_KV[o.kv ?? 'f16'];
+    const { k, v } = kvTypes(o.kv ?? 'f16');
     const context = await model.createContext({
       contextSize: S + steps + 8,
       batchSize: Math.min(BATCH, S),
       threads: { ideal: threads, min: threads },
       sequences: 1,
       flashAttention,
-      experimentalKvCacheKeyType: kv,
-      experimentalKvCacheValueType: kv,
+      experimentalKvCacheKeyType: GGML_KV[k],
+      experimentalKvCacheValueType: GGML_KV[v],
     });
     try {
       const sequence = context.getSequence();
@@ -136,7 +137,9 @@ export async function openLlamaCpp(
         }
       }
       if (timings.length === 0)
-        throw new Error(`llama.cpp could not run S = ${S} with KV ${options.kv ?? 'f16'}: ${failed.join('; ')}`);
+        throw new Error(
+          `llama.cpp could not run S = ${S} with KV ${kvLabel(options.kv ?? 'f16')}: ${failed.join('; ')}`,
+        );
       return {
         prefillMs: Math.min(...timings.map((t) => t.prefillMs)),
         decodeMs: [Math.min(...timings.map((t) => t.decodeMs[0]))],

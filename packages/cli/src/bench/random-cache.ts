@@ -4,7 +4,7 @@
  * transposed included, exactly as a model would write them). Values are
  * uniform in [-1, 1): the kernels' speed does not depend on them.
  */
-import { KVCache, Tensor, type Engine, type KTDType, type KVDType, type KVLayout } from '@sparq/core';
+import { KVCache, Tensor, type Engine, type KTDType, type KVLayout, type KVTypeChoice } from '@sparq/core';
 import { mulberry32 } from '@sparq/llm';
 
 /** Positions appended per kvAppend call: bounds the temporary rows to a few MB. */
@@ -14,7 +14,7 @@ export interface CacheShape {
   S: number;
   heads: number;
   headDim: number;
-  dtype: KVDType;
+  dtype: KVTypeChoice;
   layout: KVLayout;
   /** K transposed's type ('k-twice'); core's default for the dtype when absent. */
   kTDType?: KTDType;

@@ -6,7 +6,7 @@
  * V as on the single-K layout. Each method's steps start where the previous
  * one's ended, so its context is S plus a few tokens (a few of S at most).
  */
-import type { KVDType } from '@sparq/core';
+import type { KVTypeChoice } from '@sparq/core';
 import { Session, type AttentionConfig, type LanguageModel, type PrefillProgress } from '@sparq/llm';
 import { rssWindow } from './memory.ts';
 
@@ -37,7 +37,7 @@ export async function sparqEndToEnd(
   S: number,
   steps: number,
   methods: readonly AttentionConfig[],
-  kv: KVDType,
+  kv: KVTypeChoice,
   onProgress?: (progress: PrefillProgress) => void,
 ): Promise<SparqRun> {
   const capacity = e2ePositions(S, steps, methods.length);

@@ -34,7 +34,7 @@ import {
 const USAGE = `sparq chat --model FILE [--system TEXT] [--template FILE] [--max-tokens N] [--ctx N]
            [--temperature T] [--top-p P] [--seed S]
            [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
-           [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
+           [--weights f32|q4_0|int4] [--product int8|dequant] [--kv TYPE|K/V] [--kv-layout k-twice|single-k]
 
 Chats with a GGUF model: each stdin line is a user turn, each reply is printed on
 stdout as it is sampled, then a newline. The conversation is rendered with the

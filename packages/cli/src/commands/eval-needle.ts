@@ -10,7 +10,8 @@
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { selectBackend, type AttentionMethod, type Engine, type KVDType } from '@sparq/core';
+import { KV_DTYPES, kvLabel, selectBackend, type AttentionMethod, type Engine } from '@sparq/core';
+import { parseKvFlag } from '@sparq/llm/options';
 import {
   ATTENTION_METHODS,
   NEEDLE_TARGETS,
@@ -33,13 +34,11 @@ import {
   MULTIKEY_NEEDLES,
 } from '@sparq/llm';
 import { UsageError } from '../command.ts';
-import { choice, isInt, number } from '../flags.ts';
+import { asUsage, choice, isInt, number } from '../flags.ts';
 import { progress } from '../progress.ts';
 import { writeNeedleReport, type NeedleReport } from '../report/needle-report.ts';
 import { sharedPath } from '../shared-path.ts';
 
-/** KV element types the needle sweep runs (q8_0: ggml's blocks, with the i4 K transposed of issue 24). */
-const KV_TYPES: readonly KVDType[] = ['f32', 'f16', 'q8_0'];
 const FULL = {
   lengths: [4096, 8192, 16384, 32768, 65536, 131072],
   depths: Array.from({ length: 11 }, (_, i) => i / 10),
@@ -65,7 +64,8 @@ read from the file unless --tokenizer is given).
   --depths LIST     needle depths in [0, 1], default 0,0.1,...,1
   --methods LIST    default sparq,h2o,lminf,oracle (dense always runs)
   --targets LIST    spec.md §3 ratios to dense, default 0.25,0.125,0.0625 (budget.ts's rule picks r, k)
-  --kv LIST         KV element types, default f16 (any of ${KV_TYPES.join(', ')})
+  --kv LIST         KV element types, default f16; each of ${KV_DTYPES.join(', ')}, or K/V of them
+                    (e.g. q8_0/q4_0: K rows q8_0, V rows q4_0)
   --quick           4096 tokens, depths 0, 0.5, 1 (about a minute)
   --attention M     one method (its parameters for --targets' first ratio, default 0.125) at one
                     --length (default 4096) and --depth (default 0.5): one line per task and KV
@@ -122,7 +122,8 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
   const tasks = (list(values['needle-tasks']) ?? NEEDLE_TASKS).map((t) =>
     choice<NeedleTask>('needle-tasks', t, NEEDLE_TASKS, 'passkey'),
   );
-  const kvs = (list(values.kv) ?? ['f16']).map((x) => choice<KVDType>('kv', x, KV_TYPES, 'f16'));
+  // Each entry as --kv spells it (the records' key), checked by the library's parser.
+  const kvs = (list(values.kv) ?? ['f16']).map((x) => kvLabel(asUsage(() => parseKvFlag('--kv', x))));
   const ngram = number(
     'ngram',
     values.ngram,
@@ -200,7 +201,7 @@ export async function needleEval(values: NeedleValues, argv: readonly string[]):
     // One length at a time, the files rewritten after each case: a long sweep stopped early keeps
     // the cases it finished (--resume runs the rest).
     for (const length of lengths) {
-      runNeedleSweep({ engine, model, kvDType: kv }, tokenizer, filler, {
+      runNeedleSweep({ engine, model, kvDType: parseKvFlag('--kv', kv) }, tokenizer, filler, {
         tasks,
         lengths: [length],
         depths,

@@ -10,11 +10,11 @@
  */
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
+import { kvLabel, selectBackend, type AttentionMethod, type ProductPath } from '@sparq/core';
 import {
   ATTENTION_METHODS,
   COMPRESSION_TARGETS,
-  DEFAULT_SESSION_KT,
+  sessionKT,
   EVAL_TASKS,
   GREEDY_PROTOCOL,
   PERPLEXITY_PROTOCOL,
@@ -85,7 +85,7 @@ const EVAL_PRODUCT_PATH: ProductPath = 'dequant';
 
 const USAGE = `sparq eval [--model FILE] [--tokenizer FILE] [--data FILE] [--backend reference|native]
            [--task ppl|greedy|stats|needle] [--attention METHOD [--r R] [--k K] [--l L] [--no-reallocate]]
-           [--weights f32|q4_0|int4] [--kv f32|f16|q8_0|q4_0] [--kt f32|f16|i8|i4|i2] [--json]
+           [--weights f32|q4_0|int4] [--kv TYPE|K/V] [--kt f32|f16|i8|i4|i2] [--json]
            [--methods LIST] [--targets LIST] [--variants LIST] [--sweep-r LIST] [--sweep-k LIST]
            [--windows N] [--prompts N] [--tokens N] [--stats-windows N] [--quick] [--out DIR]
 sparq eval --from results.json [--out DIR]
@@ -223,8 +223,8 @@ export const evalCommand: Command = {
         model: modelPath,
         backend: lm.engine.name,
         weights: lm.weightType,
-        kv: kvDType,
-        kt: kTDType ?? DEFAULT_SESSION_KT[kvDType],
+        kv: kvLabel(kvDType),
+        kt: kTDType ?? sessionKT(kvDType),
         method: a.method,
         r: a.r,
         k: a.k,

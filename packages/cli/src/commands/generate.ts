@@ -6,7 +6,7 @@
  * the library's TextSession with a context of -n positions; Ctrl-C aborts it
  * between two forward steps and still prints the summary (exit 130).
  */
-import { SparqRangeError, selectBackend } from '@sparq/core';
+import { SparqRangeError, kvLabel, selectBackend } from '@sparq/core';
 import {
   DEFAULT_PREFILL_CHUNK,
   clampSteps,
@@ -40,7 +40,7 @@ const EXIT_INTERRUPTED = 130;
 const USAGE = `sparq generate --model FILE [--tokenizer FILE] [--prompt TEXT | --prompt-file FILE] [-n N] [--ctx N]
                 [--temperature T] [--top-p P] [--seed S] [--stop TEXT ...]
                 [--attention dense|sparq|h2o|lminf|oracle] [--r R] [--k K] [--l L] [--no-reallocate]
-                [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
+                [--weights f32|q4_0|int4] [--product int8|dequant] [--kv TYPE|K/V] [--kv-layout k-twice|single-k]
                 [--save-state FILE] [--load-state FILE] [--json] [--json-file FILE]
 
 Generates text as llama2.c's run does: -n counts positions including BOS (default
@@ -193,7 +193,7 @@ export const generateCommand: Command = {
       const rate = (n: number) => (n > 0 ? n.toFixed(1) : '-');
       const lines = [
         `model ${values.model}: ${model.model.format}; ${describeConfig(c)}`,
-        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kv} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
+        `weights ${model.weightType}${model.model.notes.length ? `; ${model.model.notes.join('; ')}` : ''}; tokenizer ${model.tokenizerSource}; KV ${kvLabel(kv)} ${session.forward.caches[0].layout}${session.forward.caches[0].kTDType ? ` (K transposed ${session.forward.caches[0].kTDType})` : ''}, ${session.forward.kvBytes} bytes`,
         `sampling ${temperature === 0 ? 'greedy' : `temperature ${temperature}, top-p ${topP}, seed ${seed}`}`,
         `prefill ${result.promptTokens} tokens: ${rate(result.prefillTokensPerSecond)} tok/s; decode ${result.decodeSteps} tokens: ${rate(result.decodeTokensPerSecond)} tok/s`,
         `attention ${method}${params}: ${a.elementsPerToken.toFixed(0)} elements read per token (kernel count, all layers); compression ratio vs dense ${a.compressionRatio.toFixed(4)} (spec.md §3 formula), counted / dense formula ${a.countedRatio.toFixed(4)}`,

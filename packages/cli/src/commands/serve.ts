@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import { selectBackend } from '@sparq/core';
+import { kvLabel, selectBackend } from '@sparq/core';
 import {
   ChatTemplate,
   LanguageModel,
@@ -40,7 +40,7 @@ const USAGE = `sparq serve --model FILE [--host ADDR] [--port N] [--parallel N] 
             [--timeout S] [--body-timeout S] [--max-body BYTES] [--prefill-chunk N]
             [--name NAME] [--template FILE] [--tokenizer FILE]
             [--attention dense|sparq|oracle|lminf] [--r R] [--k K] [--l L] [--no-reallocate]
-            [--weights f32|q4_0|int4] [--product int8|dequant] [--kv f16|f32] [--kv-layout k-twice|single-k]
+            [--weights f32|q4_0|int4] [--product int8|dequant] [--kv TYPE|K/V] [--kv-layout k-twice|single-k]
 
 Serves the OpenAI API for one model: POST /v1/chat/completions and /v1/completions (whole,
 or streamed as server-sent events with "stream": true), GET /v1/models, /health and
@@ -164,7 +164,7 @@ export const serveCommand: Command = {
     const info = engine.info();
     process.stderr.write(
       `model ${values.model}: ${lm.model.format}; ${describeConfig(c)}; weights ${lm.weightType}\n` +
-        `${parallel} slot${parallel === 1 ? '' : 's'} x ${context} positions, KV ${kvDType} ${options.kvLayout} ${(running.scheduler.kvBytes / 2 ** 20).toFixed(1)} MiB; ` +
+        `${parallel} slot${parallel === 1 ? '' : 's'} x ${context} positions, KV ${kvLabel(kvDType)} ${options.kvLayout} ${(running.scheduler.kvBytes / 2 ** 20).toFixed(1)} MiB; ` +
         `attention ${attention.method}${describeAttention(attention)}; backend ${info.name} (${info.threads} thread${info.threads === 1 ? '' : 's'})\n`,
     );
     process.stdout.write(`sparq serve: listening on ${running.url}\n`);

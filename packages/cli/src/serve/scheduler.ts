@@ -29,7 +29,7 @@ import {
   type LanguageModel,
   type StopRule,
 } from '@sparq/llm';
-import { KVCache, type KVDType } from '@sparq/core';
+import { KVCache, type KVTypeChoice } from '@sparq/core';
 
 export type FinishReason = 'stop' | 'length';
 
@@ -69,7 +69,7 @@ export interface SchedulerOptions {
   queue: number;
   /** Prompt tokens one step forwards for one slot. */
   prefillChunk: number;
-  kvDType: KVDType;
+  kvDType: KVTypeChoice;
   kvLayout: 'k-twice' | 'single-k';
   stopRule: StopRule;
 }

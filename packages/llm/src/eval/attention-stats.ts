@@ -18,17 +18,7 @@
  * never touched; H2O keeps its own state per layer on that mirror, seeded by the
  * prefill's weights and evicting as it would along this (dense) trajectory.
  */
-import {
-  Engine,
-  H2OState,
-  KVCache,
-  SparqTrace,
-  Tensor,
-  f16ToF32,
-  isBlockKV,
-  type AttentionOptions,
-  type KVStorage,
-} from '@sparq/core';
+import { Engine, H2OState, KVCache, SparqTrace, Tensor, f16ToF32, isBlockKV, type AttentionOptions } from '@sparq/core';
 import { defaultAttention, type AttentionConfig } from '../attention-method.ts';
 import type { PerplexityProtocol, OnWindow } from './perplexity.ts';
 import { windowsOf } from './perplexity.ts';
@@ -152,7 +142,7 @@ export function attentionStatistics(
     const mirror = mirrors[layer];
     syncMirror(probe, cache, mirror, () => h2o.forEach((states) => states?.[layer].reset(0)));
     const S = cache.nValid(0);
-    const keys = Array.from({ length: nKvHeads }, (_, kvh) => readRows(probe, cache, cache.k, kvh, 0, S)); // (nKv) each (S, d)
+    const keys = Array.from({ length: nKvHeads }, (_, kvh) => readRows(probe, cache, 'k', kvh, 0, S)); // (nKv) each (S, d)
     const qd = q.data.subarray(q.offset, q.offset + nHeads * d); // (H, d)
     const yd = out.data.subarray(out.offset, out.offset + nHeads * d); // (H, d)
     // Dense probabilities and each head's ranking of positions (ties: lowest index first).
@@ -303,8 +293,8 @@ export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onRe
   const k = Tensor.zeros('f32', [n, nKvHeads, d]);
   const v = Tensor.zeros('f32', [n, nKvHeads, d]);
   for (let h = 0; h < nKvHeads; h++) {
-    const kRows = readRows(engine, cache, cache.k, h, from, n);
-    const vRows = readRows(engine, cache, cache.v, h, from, n);
+    const kRows = readRows(engine, cache, 'k', h, from, n);
+    const vRows = readRows(engine, cache, 'v', h, from, n);
     for (let t = 0; t < n; t++) {
       k.data.set(kRows.subarray(t * d, (t + 1) * d), (t * nKvHeads + h) * d);
       v.data.set(vRows.subarray(t * d, (t + 1) * d), (t * nKvHeads + h) * d);
@@ -314,20 +304,23 @@ export function syncMirror(engine: Engine, cache: KVCache, mirror: KVCache, onRe
 }
 
 /**
- * Rows [from, from + n) of KV head h of `store` (the cache's k or v, sequence 0) as f32, as
+ * Rows [from, from + n) of KV head h of the cache's k or v (`side`, sequence 0) as f32, as
  * attention reads them: (n, headDim). A head's rows are contiguous, so block rows are decoded by
  * one call of the engine's dequantize.
  */
-function readRows(engine: Engine, cache: KVCache, store: KVStorage, h: number, from: number, n: number): Float32Array {
+function readRows(engine: Engine, cache: KVCache, side: 'k' | 'v', h: number, from: number, n: number): Float32Array {
   const d = cache.headDim;
   const out = new Float32Array(n * d);
-  const at = cache.rowOffset(0, h, from);
-  if (isBlockKV(cache.dtype))
+  const store = cache[side];
+  const dtype = side === 'k' ? cache.kDType : cache.vDType;
+  const at = side === 'k' ? cache.kRowOffset(0, h, from) : cache.vRowOffset(0, h, from);
+  const stride = side === 'k' ? cache.kRowStride : cache.vRowStride;
+  if (isBlockKV(dtype))
     engine.dequantize(
       Tensor.wrap('f32', out, [n * d]),
-      Tensor.wrap(cache.dtype, (store as Uint8Array).subarray(at, at + n * cache.rowStride), [n * d]),
+      Tensor.wrap(dtype, (store as Uint8Array).subarray(at, at + n * stride), [n * d]),
     );
-  else for (let e = 0; e < n * d; e++) out[e] = cache.dtype === 'f16' ? f16ToF32(store[at + e]) : store[at + e];
+  else for (let e = 0; e < n * d; e++) out[e] = dtype === 'f16' ? f16ToF32(store[at + e]) : store[at + e];
   return out;
 }
 

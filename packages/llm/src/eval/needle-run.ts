@@ -19,7 +19,7 @@ import {
   type BudgetParams,
   type H2OState,
   type KVCache,
-  type KVDType,
+  type KVTypeChoice,
   type SparqOptions,
   type SparqParams,
 } from '@sparq/core';
@@ -180,7 +180,7 @@ function groupRank(engine: Engine, q: Tensor<'f32'>, cache: KVCache, kvh: number
   const g = q.shape[1] / cache.nKvHeads;
   const { keys, at, stride } = keyRows(engine, cache, kvh, S); // row j at at + j * stride, as attention reads it
   const f16 =
-    cache.dtype === 'f16' ? (f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits))) : null;
+    cache.kDType === 'f16' ? (f16Table ??= Float32Array.from({ length: 65536 }, (_, bits) => f16ToF32(bits))) : null;
   const score = new Float64Array(S);
   const logits = new Float64Array(S);
   const scale = Math.sqrt(d);
@@ -218,12 +218,12 @@ function keyRows(
   S: number,
 ): { keys: ArrayLike<number>; at: number; stride: number } {
   const d = cache.headDim;
-  const at = cache.rowOffset(0, kvh, 0); // a head's rows are contiguous
-  if (cache.dtype !== 'q8_0' && cache.dtype !== 'q4_0') return { keys: cache.k, at, stride: cache.rowStride };
+  const at = cache.kRowOffset(0, kvh, 0); // a head's rows are contiguous
+  if (cache.kDType !== 'q8_0' && cache.kDType !== 'q4_0') return { keys: cache.k, at, stride: cache.kRowStride };
   const out = new Float32Array(S * d);
   engine.dequantize(
     Tensor.wrap('f32', out, [S * d]),
-    Tensor.wrap(cache.dtype, (cache.k as Uint8Array).subarray(at, at + S * cache.rowStride), [S * d]),
+    Tensor.wrap(cache.kDType, (cache.k as Uint8Array).subarray(at, at + S * cache.kRowStride), [S * d]),
   );
   return { keys: out, at: 0, stride: d };
 }
@@ -231,7 +231,7 @@ function keyRows(
 export interface NeedleRunModel {
   engine: Engine;
   model: Model;
-  kvDType: KVDType;
+  kvDType: KVTypeChoice;
 }
 
 /** Every configuration on one case, from one shared dense prefill. */

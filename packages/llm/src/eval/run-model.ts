@@ -3,7 +3,7 @@
  * the storage choices (KV element type, INT4 product path) of the variant
  * under test.
  */
-import type { Engine, ProductPath, KVDType, KTDType } from '@sparq/core';
+import type { Engine, ProductPath, KVTypeChoice, KTDType } from '@sparq/core';
 import type { AttentionConfig } from '../attention-method.ts';
 import { Session } from '../forward.ts';
 import type { Model } from '../weights.ts';
@@ -11,8 +11,8 @@ import type { Model } from '../weights.ts';
 export interface EvalModel {
   engine: Engine;
   model: Model;
-  kvDType: KVDType;
-  /** SparQ's transposed K type, default DEFAULT_SESSION_KT[kvDType] (forward.ts). */
+  kvDType: KVTypeChoice;
+  /** SparQ's transposed K type, default DEFAULT_SESSION_KT of kvDType's K type (forward.ts). */
   kTDType?: KTDType;
   productPath: ProductPath;
 }

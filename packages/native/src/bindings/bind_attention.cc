@@ -44,16 +44,22 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
   c.nkv = int_arg(o.Get("nKvHeads"), op, "cache.nKvHeads");
   c.d = int_arg(o.Get("headDim"), op, "cache.headDim");
   c.cap = int_arg(o.Get("capacity"), op, "cache.capacity");
-  const std::string dtype = o.Get("dtype").ToString().Utf8Value();
-  const int kv = name_index(dtype, {"f32", "f16", "q8_0", "q4_0"});
-  if (kv < 0) range_error(env, std::string(op) + ": cache.dtype " + dtype + ", expected f32 | f16 | q8_0 | q4_0");
-  c.dtype = static_cast<KvType>(kv);
   if (c.batch < 1 || c.nkv < 1 || c.d < 1 || c.cap < 1) range_error(env, std::string(op) + ": cache dims must be >= 1");
-  if ((c.dtype == KvType::q8_0 || c.dtype == KvType::q4_0) && c.d % QK != 0)
-    range_error(env, std::string(op) + ": cache.headDim " + std::to_string(c.d) + " must be a multiple of 32 with dtype " + dtype);
+  // The K rows' type and the V rows' type (core's kDType / vDType).
+  auto row_type = [&](const char* field) {
+    const std::string name = o.Get(field).ToString().Utf8Value();
+    const int kv = name_index(name, {"f32", "f16", "q8_0", "q4_0"});
+    if (kv < 0) range_error(env, std::string(op) + ": cache." + field + " " + name + ", expected f32 | f16 | q8_0 | q4_0");
+    const KvType type = static_cast<KvType>(kv);
+    if ((type == KvType::q8_0 || type == KvType::q4_0) && c.d % QK != 0)
+      range_error(env, std::string(op) + ": cache.headDim " + std::to_string(c.d) + " must be a multiple of 32 with " + field + " " + name);
+    return type;
+  };
+  c.ktype = row_type("kDType");
+  c.vtype = row_type("vDType");
   // Gathers index a head's rows with 32-bit offsets.
   if (c.cap * c.d >= (int64_t{1} << 31)) range_error(env, std::string(op) + ": capacity * headDim must be < 2^31");
-  const size_t heads = static_cast<size_t>(c.batch * c.nkv), row_bytes = c.row_bytes(), cap = static_cast<size_t>(c.cap);
+  const size_t heads = static_cast<size_t>(c.batch * c.nkv), cap = static_cast<size_t>(c.cap);
   // A buffer of `bytes` bytes, as the typed array its element type implies (bytes for the block and integer types).
   auto buffer = [&](Napi::Value a, size_t bytes, int bits, const char* name) -> void* {
     const std::string what = std::string("cache.") + name;
@@ -63,9 +69,9 @@ CacheView cache_arg(const Napi::Value& value, const char* op) {
       return typed_data<int8_t>(a, bytes, op, what.c_str());
     return typed_data<uint8_t>(a, bytes, op, what.c_str());
   };
-  const int row_bits = c.dtype == KvType::f32 ? 32 : c.dtype == KvType::f16 ? 16 : 8;
-  c.k = buffer(o.Get("k"), heads * cap * row_bytes, row_bits, "k");
-  c.v = buffer(o.Get("v"), heads * cap * row_bytes, row_bits, "v");
+  auto row_bits = [](KvType t) { return t == KvType::f32 ? 32 : t == KvType::f16 ? 16 : 8; };
+  c.k = buffer(o.Get("k"), heads * cap * c.k_row_bytes(), row_bits(c.ktype), "k");
+  c.v = buffer(o.Get("v"), heads * cap * c.v_row_bytes(), row_bits(c.vtype), "v");
   Napi::Value kT = o.Get("kT");
   if (!kT.IsNull() && !kT.IsUndefined()) {
     const std::string kt_name = o.Get("kTDType").ToString().Utf8Value();

@@ -290,10 +290,24 @@ Napi::Value set_amx(Call call) {
   return Napi::Boolean::New(call.Env(), amx_int8_enabled());
 }
 
-// q8GemmMinN(dtype code) -> the activation rows from which matmul's 'int8' product of that block
-// type takes the blocked kernel on the current path (basic_dispatch.h).
+// q8GemmMinN(dtype code, packed?) -> the activation rows from which matmul's 'int8' product of that
+// block type takes the blocked kernel on the current path, over weights repacked by q8Repack if
+// packed (basic_dispatch.h).
 Napi::Value q8_gemm_min_n_binding(Call call) {
-  return Napi::Number::New(call.Env(), static_cast<double>(q8_gemm_min_n(weight_type(call, 0, "q8GemmMinN", true))));
+  const WeightType t = weight_type(call, 0, "q8GemmMinN", true);
+  return Napi::Number::New(call.Env(), static_cast<double>(q8_gemm_min_n(t, call[1].ToBoolean())));
+}
+
+// q8Routes() -> { rows, blocked, packed }: how many of matmul's 'int8' products of block weights ran
+// the per-row kernel, the blocked one over the file's layout, the blocked one over repacked weights.
+Napi::Value q8_routes_binding(Call call) {
+  uint64_t counts[3];
+  q8_routes(counts);
+  Napi::Object out = Napi::Object::New(call.Env());
+  out.Set("rows", static_cast<double>(counts[static_cast<int>(Q8Route::rows)]));
+  out.Set("blocked", static_cast<double>(counts[static_cast<int>(Q8Route::blocked)]));
+  out.Set("packed", static_cast<double>(counts[static_cast<int>(Q8Route::packed)]));
+  return out;
 }
 
 // forceQ8GemmMinN(n | null): every block type takes the blocked kernel from n rows on; null restores
@@ -320,6 +334,7 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"q8Repack", q8_repack_binding},
       {"q8GemmMinN", q8_gemm_min_n_binding},
       {"forceQ8GemmMinN", force_q8_gemm_min_n_binding},
+      {"q8Routes", q8_routes_binding},
       {"amxEnabled", amx_enabled},
       {"setAmx", set_amx},
       {"rmsnorm", rmsnorm},

@@ -78,15 +78,20 @@ struct BlockTraits {
   // Integer sums: the activation blocks the type's products quantize x into.
   ActBlocks act;
   // The blocked 'int8' product (gemm_q8.h): handles the type; the first activation-row count where it
-  // beats the per-row kernel with VNNI and with AVX2 (gemm_q8.cc gives the measurement).
+  // beats the per-row kernel with VNNI and with AVX2 over the file's layout (the panels decoded per
+  // call), then over the weights repacked at load (gemm_q8_packs types; NEVER for the others).
+  // gemm_q8.cc gives the measurements.
   bool gemm_q8;
   int64_t gemm_min_n_vnni, gemm_min_n_avx2;
+  int64_t packed_min_n_vnni, packed_min_n_avx2;
 };
 
-namespace block_traits_detail {
+// A crossover no product reaches: the type never takes that blocked product.
 constexpr int64_t NEVER = std::numeric_limits<int64_t>::max();
+
+namespace block_traits_detail {
 constexpr BlockTraits plain(WeightType t, int64_t bytes) {
-  return {t, 1, bytes, false, 32, false, false, 0, 0, 0, ActBlocks::q8_0, false, NEVER, NEVER};
+  return {t, 1, bytes, false, 32, false, false, 0, 0, 0, ActBlocks::q8_0, false, NEVER, NEVER, NEVER, NEVER};
 }
 }  // namespace block_traits_detail
 
@@ -96,19 +101,19 @@ static constexpr BlockTraits BLOCK_TRAITS[WEIGHT_TYPE_COUNT] = {
     block_traits_detail::plain(WeightType::f16, 2),
     block_traits_detail::plain(WeightType::bf16, 2),
     // {type, elements, bytes, quantizable, sub_block, has_min, signed_codes, code_bits, bias, offset8, act, gemm_q8, gemm_min_n_vnni,
-    //  gemm_min_n_avx2}
-    {WeightType::q4_0, QK, Q4_0_BYTES, true, 32, false, false, 4, 8, 0, ActBlocks::q8_0, true, 8, 8},
-    {WeightType::q4_1, QK, Q4_1_BYTES, true, 32, true, false, 4, 0, 0, ActBlocks::q8_1, true, 8, 8},
-    {WeightType::q8_0, QK, Q8_0_BYTES, true, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16},
-    {WeightType::q5_0, QK, 22, false, 32, false, false, 5, 16, 0, ActBlocks::q8_0, true, 8, 8},
-    {WeightType::q5_1, QK, 24, false, 32, true, false, 5, 0, 0, ActBlocks::q8_1, true, 16, 8},
-    {WeightType::q2_k, QK_K, 84, false, 16, true, false, 2, 0, 0, ActBlocks::q8_k, true, 32, 32},
-    {WeightType::q3_k, QK_K, 110, false, 16, true, false, 3, 0, 4, ActBlocks::q8_k, true, 24, 16},
-    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 4, 0, 0, ActBlocks::q8_k, true, 16, 16},
-    {WeightType::q5_k, QK_K, 176, false, 32, true, false, 5, 0, 0, ActBlocks::q8_k, true, 16, 16},
-    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 6, 0, 32, ActBlocks::q8_k, true, 24, 40},
-    {WeightType::iq4_nl, QK, 18, false, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16},
-    {WeightType::iq4_xs, QK_K, 136, false, 32, false, true, 8, 0, 0, ActBlocks::q8_k, true, 8, 16},
+    //  gemm_min_n_avx2, packed_min_n_vnni, packed_min_n_avx2}
+    {WeightType::q4_0, QK, Q4_0_BYTES, true, 32, false, false, 4, 8, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
+    {WeightType::q4_1, QK, Q4_1_BYTES, true, 32, true, false, 4, 0, 0, ActBlocks::q8_1, true, 8, 8, NEVER, NEVER},
+    {WeightType::q8_0, QK, Q8_0_BYTES, true, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
+    {WeightType::q5_0, QK, 22, false, 32, false, false, 5, 16, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
+    {WeightType::q5_1, QK, 24, false, 32, true, false, 5, 0, 0, ActBlocks::q8_1, true, 16, 8, NEVER, NEVER},
+    {WeightType::q2_k, QK_K, 84, false, 16, true, false, 2, 0, 0, ActBlocks::q8_k, true, 32, 32, NEVER, NEVER},
+    {WeightType::q3_k, QK_K, 110, false, 16, true, false, 3, 0, 4, ActBlocks::q8_k, true, 24, 16, NEVER, NEVER},
+    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 4, 0, 0, ActBlocks::q8_k, true, 24, 24, 8, 16},
+    {WeightType::q5_k, QK_K, 176, false, 32, true, false, 5, 0, 0, ActBlocks::q8_k, true, 16, 16, NEVER, NEVER},
+    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 6, 0, 32, ActBlocks::q8_k, true, 48, 40, 12, 12},
+    {WeightType::iq4_nl, QK, 18, false, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
+    {WeightType::iq4_xs, QK_K, 136, false, 32, false, true, 8, 0, 0, ActBlocks::q8_k, true, 8, 16, NEVER, NEVER},
 };
 
 constexpr bool block_traits_in_order() {

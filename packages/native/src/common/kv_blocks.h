@@ -5,7 +5,7 @@
 //           value = f16 scale * code, code in [-qmax, qmax], qmax = 2^(b-1) - 1, stored as code + qmax
 //           (i8 as the signed byte itself), position p in bits b (p mod 8 / b) of byte p * b / 8.
 // The pointer and column types below decode W lanes at a time on any vector traits V
-// (attention_simd.h: from_i8, from_nibbles, from_packed, set1_half); scalar helpers are `static`,
+// (kernels/simd.h: from_i8, from_nibbles, from_packed, set1_half); scalar helpers are `static`,
 // templates sit in an anonymous namespace, so each ISA's instantiation stays its own.
 #pragma once
 #include <cstddef>

@@ -24,7 +24,7 @@
 
 #include "common/cpu.h"
 #include "common/kv_blocks.h"
-#include "kernels/attention_simd.h"
+#include "kernels/simd.h"
 
 namespace sparq {
 namespace {
@@ -49,7 +49,7 @@ struct I8<Avx2> {
   template <class B, int G>
   static Key key(const uint8_t* blk, bool) {
     Key key;
-    key.dk = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(blk))));
+    key.dk = Avx2::set1_half(load_u16(blk));
     if constexpr (B::kBytes == Q8_0_BYTES) {
       key.k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       key.ak = _mm256_abs_epi8(key.k);
@@ -135,7 +135,7 @@ struct I8<Avx512> {
       }
     } else {
       key.u = _mm512_zextsi256_si512(unsigned_codes<B>(blk));
-      key.dk = _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(load_u16(blk))));
+      key.dk = Avx512::set1_half(load_u16(blk));
     }
     return key;
   }

@@ -1,6 +1,6 @@
-// The attention kernels, written once over a vector-traits class V (attention_simd.h:
-// Scalar, Avx2, Avx512) and instantiated by attention_ref.cc / _avx2.cc / _avx512.cc,
-// each compiled with its own ISA flags. Everything sits in an anonymous namespace
+// The attention kernels, written once over the wrapper layer's vector traits V (kernels/simd.h:
+// Scalar, Avx2, Avx512, Neon) and instantiated by attention_ref.cc / _avx2.cc / _avx512.cc /
+// _neon.cc, each compiled with its own ISA flags. Everything sits in an anonymous namespace
 // so the three instantiations never merge at link time (they differ in ISA).
 //
 // Memory-minded shapes: every K / V row is read once per KV head and used by all g
@@ -15,7 +15,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/kv_blocks.h"
 #include "kernels/attention_int8_simd.h"
+#include "kernels/simd.h"
 #include "ops/attention.h"
 
 namespace sparq {
@@ -54,7 +56,6 @@ inline typename V::F load_n(P p, size_t avail) {
 // reported as Zen 4 read slower with them (qk 29 -> 20 GB/s, pv 32 -> 26 at 4 KB); re-measure on
 // a new CPU with bench/attention-ab.ts --cpu.
 constexpr size_t kStreamAhead = 8192;
-inline bool stream_prefetch() { return true; }
 // SparQ step 1 reads r columns of K transposed at once: a shorter distance per column stream, into
 // L2 (r streams of lines into L1 keep fewer misses in flight). Measured on the Zen 4 VM, one thread,
 // 16 columns of f16 at S = 32k: about 7% faster than into L1 at 1 KB; 1-4 KB ahead alike.
@@ -236,13 +237,13 @@ __attribute__((always_inline)) inline void qk_block(float* scores, size_t ld, P 
 // Gathered rows (SparQ step 3, baselines): the prefetcher cannot guess them; into L2, gather_ahead_rows
 // ahead as pv's (kGatherAhead). Two blocks ahead (16 rows of 256 bytes on AVX2), SparQ's gathered q · K
 // ran at about half pv's rate over the same rows.
-// Contiguous rows, when `stream`: into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
+// Contiguous rows: into L2 when `heavy` (kHeavyAhead), else L1 (kStreamAhead).
 template <class V, class P, int R>
-inline void qk_prefetch(P k, size_t d, Positions pos, size_t j, size_t known, bool heavy, bool stream, size_t ahead) {
+inline void qk_prefetch(P k, size_t d, Positions pos, size_t j, size_t known, bool heavy, size_t ahead) {
   if (pos.pos) {
     for (int r = 0; r < R && j + ahead + r < known; r++)
       V::prefetch_row_l2(row_address(row_at(k, static_cast<size_t>(pos.pos[j + ahead + r]), d)), RowTraits<P>::bytes(d));
-  } else if (stream && j + ahead + R <= known) {
+  } else if (j + ahead + R <= known) {
     const void* next = row_address(row_at(k, static_cast<size_t>(pos[j + ahead]), d));
     if (heavy) V::prefetch_row_l2(next, R * RowTraits<P>::bytes(d));
     else V::prefetch_row(next, R * RowTraits<P>::bytes(d));
@@ -255,9 +256,8 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
                                         const float* q, float scale) {
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
   const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
-  const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
-    qk_prefetch<V, P, R>(k, d, pos, j, known, heavy, stream, ahead);
+    qk_prefetch<V, P, R>(k, d, pos, j, known, heavy, ahead);
     qk_block<V, P, R, G, Resident>(scores, ld, k, d, pos, j, q, scale);
   }
   return j;
@@ -271,7 +271,7 @@ __attribute__((noinline)) size_t qk_run(float* scores, size_t ld, P k, size_t d,
 template <class V, class P>
 __attribute__((noinline)) void qk_stream(float* scores, P k, size_t d, int64_t first, size_t n, size_t known, const float* q, float scale) {
   using F = typename V::F;
-  const size_t ahead = stream_prefetch() ? stream_ahead_rows<P>(d) : known;
+  const size_t ahead = stream_ahead_rows<P>(d);
   with_head_size(d, [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
     const size_t dd = DC ? DC : d, whole = dd - dd % V::W;
@@ -423,9 +423,8 @@ __attribute__((noinline)) size_t qk_q8_run(float* scores, size_t ld, BlockPtr<B>
   const bool heavy = !pos.pos && qk_prefetch_l2<V, G>();
   using P = BlockPtr<B>;
   const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
-  const bool stream = heavy || stream_prefetch();
   for (; j + R <= n; j += R) {
-    qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, stream, ahead);
+    qk_prefetch<V, BlockPtr<B>, R>(k, d, pos, j, known, heavy, ahead);
     qk_q8_block<V, B, R, G>(scores, ld, k, d, pos, j, q, scale);
   }
   return j;
@@ -504,7 +503,7 @@ __attribute__((noinline)) void pv_pass(float* out, P v, size_t d, Positions pos,
   // Gathered rows: the prefetcher cannot guess them (kGatherAhead); else see kHeavyAhead, kStreamAhead.
   const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
   const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
-  const size_t prefetch_end = i0 == 0 && (l2 || stream_prefetch()) ? known : 0;
+  const size_t prefetch_end = i0 == 0 ? known : 0;
   F acc[G][C];
 #pragma GCC unroll 16
   for (int t = 0; t < G; t++)
@@ -578,7 +577,6 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
   // Gathered rows: see kGatherAhead; else kHeavyAhead, kStreamAhead.
   const bool heavy = !pos.pos && pv_prefetch_l2<V, G>(d), l2 = pos.pos || heavy;
   const size_t ahead = pos.pos ? gather_ahead_rows<P>(d) : heavy ? heavy_ahead_rows<P>(d) : stream_ahead_rows<P>(d);
-  const size_t prefetch_end = l2 || stream_prefetch() ? known : 0;
   const size_t row_bytes = RowTraits<P>::bytes(d);
   auto rows = [&](auto dc) {
     constexpr size_t DC = decltype(dc)::value;
@@ -590,7 +588,7 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
       rows_at<M>(row, v, dd, pos, j);
 #pragma GCC unroll 16
       for (int u = 0; u < M; u++) {
-        if (j + u + ahead < prefetch_end) {
+        if (j + u + ahead < known) {
           const void* next = row_address(row_at(v, static_cast<size_t>(pos[j + u + ahead]), dd));
           if (l2) V::prefetch_row_l2(next, row_bytes);
           else V::prefetch_row(next, row_bytes);

@@ -3,7 +3,8 @@
 // buffer length. Core has validated shapes, ranges and capacity before that.
 //
 // Cache layout (packages/core/src/kv-cache.ts; kv_blocks.h for the quantized types):
-//   k, v (batch, nKv, capacity, row)  a row: d floats, d f16, or d / 32 q8_0 / q4_0 blocks
+//   k, v (batch, nKv, capacity, row)  a row: d floats, d f16, or d / 32 q8_0 / q4_0 blocks;
+//                                     K's rows in ktype, V's in vtype (llama.cpp's -ctk / -ctv)
 //   kT (batch, nKv, d, column) or null ('single-k')  a column: capacity f32 / f16 / integer codes
 //   kTScale (batch, nKv, d, ceil(capacity / 64)) f16, integer kT only
 //   vSum (batch, nKv, d) f64         nPast, nPad (batch) i32
@@ -26,7 +27,8 @@ struct KtHead {
 
 // One layer's KV cache as raw pointers (zero-copy views of the JS typed arrays).
 struct CacheView {
-  KvType dtype = KvType::f32;
+  KvType ktype = KvType::f32;  // K rows
+  KvType vtype = KvType::f32;  // V rows
   KtType kt_dtype = KtType::f32;
   int64_t batch = 0, nkv = 0, d = 0, cap = 0;
   void* k = nullptr;
@@ -37,7 +39,8 @@ struct CacheView {
   int32_t* npast = nullptr;
   int32_t* npad = nullptr;
 
-  size_t row_bytes() const { return kv_row_bytes(dtype, static_cast<size_t>(d)); }
+  size_t k_row_bytes() const { return kv_row_bytes(ktype, static_cast<size_t>(d)); }
+  size_t v_row_bytes() const { return kv_row_bytes(vtype, static_cast<size_t>(d)); }
   // Bytes of one kT column (core's columnStride: capacity positions, integer codes in whole
   // 64-position blocks) and scales per column.
   size_t kt_col_bytes() const {
@@ -45,10 +48,10 @@ struct CacheView {
                                    : static_cast<size_t>(cap) * kt_bits(kt_dtype) / 8;
   }
   size_t kt_scale_blocks() const { return static_cast<size_t>((cap + KT_BLOCK - 1) / KT_BLOCK); }
-  // Row 0 of head h of sequence b in k / v.
-  const void* rows(const void* base, int64_t b, int64_t h) const {
-    return static_cast<const char*>(base) + static_cast<size_t>((b * nkv + h) * cap) * row_bytes();
-  }
+  // The index of row 0 of head h of sequence b among all rows, and that row in k / v.
+  size_t head_rows(int64_t b, int64_t h) const { return static_cast<size_t>((b * nkv + h) * cap); }
+  const void* k_rows(int64_t b, int64_t h) const { return static_cast<const char*>(k) + head_rows(b, h) * k_row_bytes(); }
+  const void* v_rows(int64_t b, int64_t h) const { return static_cast<const char*>(v) + head_rows(b, h) * v_row_bytes(); }
   KtHead kt_head(int64_t b, int64_t h) const {
     const size_t head = static_cast<size_t>(b * nkv + h) * static_cast<size_t>(d);
     return KtHead{static_cast<const char*>(kT) + head * kt_col_bytes(), kt_scale ? kt_scale + head * kt_scale_blocks() : nullptr, kt_dtype,

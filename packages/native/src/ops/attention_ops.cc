@@ -82,9 +82,9 @@ void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const floa
 // into ggml's Q8_0 blocks by the 'int8' products' quantizer (the reference's int8-key-scores.ts).
 void key_scores(const AttnKernels& kt, float* scores, size_t ld, const CacheView& c, const void* k, size_t d, const int32_t* pos,
                 int64_t first, size_t n, const float* q, size_t g, float scale, Scratch& s) {
-  if (c.dtype != KvType::q8_0 && c.dtype != KvType::q4_0) return kt.qk(scores, ld, k, c.dtype, d, pos, first, n, q, g, scale);
+  if (c.ktype != KvType::q8_0 && c.ktype != KvType::q4_0) return kt.qk(scores, ld, k, c.ktype, d, pos, first, n, q, g, scale);
   const size_t blocks = d / QK, lanes = d / 4;
-  const int32_t off = c.dtype == KvType::q8_0 ? 128 : 8;  // the keys as unsigned bytes: c + off (attention_int8_simd.h)
+  const int32_t off = c.ktype == KvType::q8_0 ? 128 : 8;  // the keys as unsigned bytes: c + off (attention_int8_simd.h)
   s.qx.resize(g * d);
   s.qdq.assign(g * lanes, 0.f);
   s.qbias.assign(g * lanes, 0);
@@ -100,7 +100,7 @@ void key_scores(const AttnKernels& kt, float* scores, size_t ld, const CacheView
       s.qbias[t * lanes + b * 8] = -off * s.qsum[t * blocks + b];
     }
   }
-  kt.qk_q8(scores, ld, k, c.dtype, d, pos, first, n, QueryBlocks{s.qx.data(), s.qdq.data(), s.qbias.data()}, g, scale);
+  kt.qk_q8(scores, ld, k, c.ktype, d, pos, first, n, QueryBlocks{s.qx.data(), s.qdq.data(), s.qbias.data()}, g, scale);
 }
 
 // Exact attention of a group over n positions (pos, or the range first..): scores,
@@ -110,14 +110,14 @@ void attend(const AttnKernels& kt, const CacheView& c, const Group& grp, const i
             float* inv, Counts& cnt) {
   const size_t g = grp.g, d = grp.d;
   p.resize(g * n);
-  key_scores(kt, p.data(), n, c, c.rows(c.k, grp.b, grp.h), d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)), scratch());
+  key_scores(kt, p.data(), n, c, c.k_rows(grp.b, grp.h), d, pos, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)), scratch());
   std::vector<float> sums(g);
   for (size_t t = 0; t < g; t++) {
     float* row = p.data() + t * n;
     sums[t] = static_cast<float>(1.0 / kt.exp_sum(row, n, kt.max(row, n), true));
   }
   // sum_j e_j v_j, then one division per output element instead of one per score.
-  kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.dtype, d, pos, first, n, p.data(), n, g, false);
+  kt.pv(grp.out, c.v_rows(grp.b, grp.h), c.vtype, d, pos, first, n, p.data(), n, g, false);
   for (size_t t = 0; t < g; t++) {
     kt.scale(grp.out + t * d, grp.out + t * d, d, sums[t], false);
     if (inv) inv[t] = sums[t];
@@ -136,7 +136,7 @@ void sum_probs(const AttnKernels& kt, float* score, const float* e, size_t rows,
 const char* key_scores_rows(KvType type, const void* k, size_t d, size_t n, const float* q, size_t g, float* scores) {
   const AttnKernels& kt = attn_kernels();
   CacheView c;
-  c.dtype = type;
+  c.ktype = type;
   key_scores(kt, scores, n, c, k, d, nullptr, 0, n, q, g, 1.f, scratch());
   return kt.name;
 }
@@ -203,7 +203,7 @@ struct PrefillBlocks {
     s.block_q.resize(m * d);
     for (size_t u = 0; u < nt; u++) std::copy_n(q + ((i0 + u) * nheads + h * g) * d, g * d, s.block_q.data() + u * g * d);
     s.probs.resize(m * hi);
-    key_scores(kt, s.probs.data(), hi, c, c.rows(c.k, seq, h), d, nullptr, first, hi, s.block_q.data(), m, scale, s);
+    key_scores(kt, s.probs.data(), hi, c, c.k_rows(seq, h), d, nullptr, first, hi, s.block_q.data(), m, scale, s);
     return hi;
   }
 };
@@ -244,15 +244,15 @@ void seed_block(const PrefillBlocks& pb, size_t i0, size_t nt, size_t hi, Scratc
 void attend_block(const AttnKernels& kt, const CacheView& c, const PrefillBlocks& pb, int64_t seq, int64_t h, float* out, int64_t nheads,
                   size_t i0, size_t nt, size_t hi, Scratch& s, Counts& cnt) {
   const size_t g = pb.g, d = pb.d, m = nt * g, lo = pb.seen(i0);
-  const void* v = c.rows(c.v, seq, h);
+  const void* v = c.v_rows(seq, h);
   s.block_out.resize(m * d);
   // The positions every token of the block sees, all rows at once; then each token's own last
   // ones (never a zero weight on a position it does not see: an infinite V element would make NaN).
-  kt.pv(s.block_out.data(), v, c.dtype, d, nullptr, pb.first, lo, s.probs.data(), hi, m, false);
+  kt.pv(s.block_out.data(), v, c.vtype, d, nullptr, pb.first, lo, s.probs.data(), hi, m, false);
   for (size_t u = 0; u < nt; u++) {
     const size_t n = pb.seen(i0 + u);
     if (n > lo)
-      kt.pv(s.block_out.data() + u * g * d, v, c.dtype, d, nullptr, pb.first + static_cast<int64_t>(lo), n - lo,
+      kt.pv(s.block_out.data() + u * g * d, v, c.vtype, d, nullptr, pb.first + static_cast<int64_t>(lo), n - lo,
             s.probs.data() + u * g * hi + lo, hi, g, true);
     for (size_t t = 0; t < g; t++)
       kt.scale(out + ((i0 + u) * nheads + h * g + t) * d, s.block_out.data() + (u * g + t) * d, d,
@@ -340,8 +340,7 @@ void sparq_decode(const CacheView& c, const float* q, float* out, int64_t nheads
     std::vector<float> inv(g), mx(g);
     if (c.kT) kt.qk_cols(s.logits.data(), n, c.kt_head(grp.b, grp.h), i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     else
-      kt.qk_gather(s.logits.data(), n, c.rows(c.k, grp.b, grp.h), c.dtype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(),
-                   mx.data());
+      kt.qk_gather(s.logits.data(), n, c.k_rows(grp.b, grp.h), c.ktype, d, i1.data(), r, first, n, s.qs.data(), g, tau.data(), mx.data());
     cnt.k += static_cast<double>(n) * r;
     // s_hat_t = softmax(logits_t). With g = 1 the ranking key is the logit itself (exp and the
     // division by the sum are monotone: only near ties can order differently, see topk_select.cc),
@@ -416,7 +415,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
     const int64_t first = c.npad[grp.b];
     // Exact logits over every valid position: the full read of K.
     s.logits.resize(g * n);
-    key_scores(kt, s.logits.data(), n, c, c.rows(c.k, grp.b, grp.h), d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)),
+    key_scores(kt, s.logits.data(), n, c, c.k_rows(grp.b, grp.h), d, nullptr, first, n, grp.q, g, 1.f / std::sqrt(static_cast<float>(d)),
                s);
     cnt.k += static_cast<double>(n) * d;
     // Rank by the group's summed probabilities.
@@ -438,7 +437,7 @@ void topk_decode(const CacheView& c, const float* q, float* out, int64_t nheads,
       for (size_t j = 0; j < kk; j++) row[j] = s.logits[t * n + (s.idx2[j] - first)];
       inv[t] = static_cast<float>(1.0 / kt.exp_sum(row, kk, kt.max(row, kk), true));
     }
-    kt.pv(grp.out, c.rows(c.v, grp.b, grp.h), c.dtype, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g, false);
+    kt.pv(grp.out, c.v_rows(grp.b, grp.h), c.vtype, d, s.idx2.data(), 0, kk, s.sel.data(), kk, g, false);
     for (size_t t = 0; t < g; t++) kt.scale(grp.out + t * d, grp.out + t * d, d, inv[t], false);
     cnt.v += static_cast<double>(kk) * d;
   });

@@ -121,10 +121,21 @@ void dequantize_blocks(WeightType t, const uint8_t* x, float* y, int64_t nblocks
 namespace {
 
 std::atomic<int64_t> forced_q8_gemm_min_n{0};
+// matmul's 'int8' products of block weights so far, per Q8Route (q8_routes).
+std::atomic<uint64_t> q8_route_counts[3];
 
-// Whether the 'int8' product of block weights (matvec_q8.h) takes the table's blocked kernel
-// (gemm_q8.h): it has one, handles t, and n reaches t's crossover; else the per-row kernel runs.
-bool q8_blocked(const KernelTable& k, WeightType t, int64_t n) { return k.gemm_q8 && gemm_q8_supports(t) && n >= q8_gemm_min_n(t); }
+// Whether the table has the blocked product over repacked weights for t.
+bool q8_packs(const KernelTable& k, WeightType t) { return k.gemm_q8_packed && gemm_q8_packs(t); }
+
+// The kernel the 'int8' product of block weights (matvec_q8.h) runs for n activation rows: the
+// table's blocked kernel over the repacked weights when it has one for t, `packed` is given and n
+// reaches the repacked layout's crossover; else its blocked kernel over the file's layout when it
+// has one for t and n reaches that layout's crossover; else the per-row kernel.
+Q8Route q8_route(const KernelTable& k, WeightType t, int64_t n, bool packed) {
+  const bool repacked = packed && q8_packs(k, t);
+  if (!k.gemm_q8 || !gemm_q8_supports(t) || n < q8_gemm_min_n(t, repacked)) return Q8Route::rows;
+  return repacked ? Q8Route::packed : Q8Route::blocked;
+}
 
 // Activation rows quantized for the blocked products, the rows split across the pool: on the calling
 // thread alone they would take a noticeable share of the call (Amdahl) once the product is split.
@@ -138,12 +149,17 @@ void quantize_for_gemm(WeightType t, const float* x, int64_t n, int64_t cols, Q8
 
 }  // namespace
 
-int64_t q8_gemm_min_n(WeightType t) {
+int64_t q8_gemm_min_n(WeightType t, bool packed) {
   const int64_t forced = forced_q8_gemm_min_n.load();
-  return forced > 0 ? forced : gemm_q8_min_n(t, kernel_table().gemm_q8_vnni);
+  const KernelTable& k = kernel_table();
+  return forced > 0 ? forced : gemm_q8_min_n(t, k.gemm_q8_vnni, packed && q8_packs(k, t));
 }
 
 void force_q8_gemm_min_n(int64_t n) { forced_q8_gemm_min_n.store(n > 0 ? n : 0); }
+
+void q8_routes(uint64_t counts[3]) {
+  for (int i = 0; i < 3; ++i) counts[i] = q8_route_counts[i].load(std::memory_order_relaxed);
+}
 
 namespace {
 
@@ -151,7 +167,9 @@ namespace {
 void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, const uint8_t* packed) {
   const int64_t work = weight_bytes(t, cols) * rows * n;
   const KernelTable& k = kernel_table();
-  if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
+  const Q8Route route = q8_route(k, t, n, packed != nullptr);
+  q8_route_counts[static_cast<int>(route)].fetch_add(1, std::memory_order_relaxed);
+  if (route == Q8Route::packed) {
     // The weights repacked at load: no panels to decode (split_rows' ranges start on panels).
     thread_local Q8Acts kept;
     Q8Acts& acts = kept;
@@ -163,7 +181,7 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
       k.gemm_q8_packed(t, packed, acts, rows, out, begin, end, scratch.data(), nullptr);
     });
   }
-  if (q8_blocked(k, t, n)) {
+  if (route == Q8Route::blocked) {
     // The activations and each thread's panels in buffers kept from call to call (no page faults
     // per call): acts n x cols bytes and a few per 32 columns, the panels one chunk (about 2 MB).
     // (A lambda names a thread_local as the running thread's own, so the pool's tasks get a reference.)
@@ -213,7 +231,8 @@ void q8_repack(WeightType t, const uint8_t* w, int64_t rows, int64_t cols, uint8
 const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, int32_t* sums,
                           bool packed) {
   const KernelTable& k = kernel_table();
-  if (packed && q8_blocked(k, t, n) && k.gemm_q8_packed && gemm_q8_packs(t)) {
+  const Q8Route route = q8_route(k, t, n, packed);
+  if (route == Q8Route::packed) {
     std::vector<uint8_t> repacked(static_cast<size_t>(gemm_q8_packed_bytes(t, rows, cols)));
     q8_repack(t, w, rows, cols, repacked.data());
     Q8Acts acts;
@@ -222,7 +241,7 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
     k.gemm_q8_packed(t, repacked.data(), acts, rows, nullptr, 0, rows, scratch.data(), sums);
     return k.gemm_q8_vnni ? "vnni-packed" : "avx2-packed";
   }
-  if (q8_blocked(k, t, n)) {
+  if (route == Q8Route::blocked) {
     Q8Acts acts;
     quantize_for_gemm(t, x, n, cols, acts);
     k.gemm_q8_sums(t, w, acts, rows, sums);

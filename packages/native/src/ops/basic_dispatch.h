@@ -19,11 +19,19 @@ bool amx_int8_enabled();
 void force_amx(int on);
 
 // The activation rows n from which the 'int8' product of block type t takes the blocked kernel on the
-// current path: gemm_q8_min_n's measured crossover, or the n forced by force_q8_gemm_min_n.
-int64_t q8_gemm_min_n(WeightType t);
-// Tests and benchmarks: every block type takes the blocked kernel from n rows on (n > 0), or the
+// current path: gemm_q8_min_n's measured crossover, over the weights repacked at load if `packed`
+// and the path repacks t (q8_packed_bytes), else over the file's layout; or the n forced by
+// force_q8_gemm_min_n.
+int64_t q8_gemm_min_n(WeightType t, bool packed);
+// Tests and benchmarks: every block type takes the blocked kernels from n rows on (n > 0), or the
 // measured crossovers again (n = 0). Lets the tests reach the blocked kernels with small products.
 void force_q8_gemm_min_n(int64_t n);
+
+// The kernels matmul's 'int8' product of block weights can run (basic_dispatch.cc's q8_route).
+enum class Q8Route { rows, blocked, packed };
+// Tests: how many of matmul's 'int8' products of block weights took each Q8Route since the addon
+// loaded, indexed by the route (a relaxed counter per route; nothing else reads them).
+void q8_routes(uint64_t counts[3]);
 
 // Tests: the int32 sums sum_j c_j q_j of every sub-block of the 'int8' product for block weights
 // (matvec_q8.h) -> sums (n, rows, cols / sub_block_elements(t)), from the kernel matmul runs for t and

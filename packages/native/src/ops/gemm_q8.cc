@@ -16,7 +16,17 @@ namespace sparq {
 // over their per-row ones than VNNI's. The VNNI K-quants' were measured again on a Zen 5 (load ~17) after
 // tile_super, the folded offsets and the once-per-super-block scale decode (docs/int8-products.md):
 // q4_k, q5_k 24 -> 16, q3_k, q6_k 32 -> 24. The crossovers are BLOCK_TRAITS' gemm_min_n columns.
-int64_t gemm_q8_min_n(WeightType t, bool vnni) { return vnni ? block_traits(t).gemm_min_n_vnni : block_traits(t).gemm_min_n_avx2; }
+// q4_k and q6_k, both layouts, were measured again on the Zen 5 (load 14-15, three rounds, n = 1, 2, 4,
+// 6, 8, 12, 16, 24, 32, 40, 48, 64; docs/int8-products.md, "Crossovers per weight layout") after the
+// per-row kernels took several rows per pass: over the file's layout VNNI q4_k 24, q6_k 48, AVX2
+// q4_k 24, q6_k 40 (BLOCK_TRAITS' gemm_min_n); over the weights repacked at load (packed_min_n), which
+// no call decodes, VNNI q4_k 8 (as fast at 6-8 rows, 1.6x faster at 12), q6_k 12, AVX2 q4_k 16, q6_k 12.
+// Command: pnpm bench:gemm-crossover --types q4_k,q6_k --ns 1,2,4,6,8,12,16,24,32,40,48,64 [--kernel avx2]
+int64_t gemm_q8_min_n(WeightType t, bool vnni, bool packed) {
+  const BlockTraits& b = block_traits(t);
+  if (packed) return vnni ? b.packed_min_n_vnni : b.packed_min_n_avx2;
+  return vnni ? b.gemm_min_n_vnni : b.gemm_min_n_avx2;
+}
 
 void size_q8_acts(WeightType t, int64_t n, int64_t cols, Q8Acts& a) {
   a.n = n;

@@ -54,10 +54,12 @@ static inline bool gemm_q8_super(WeightType t) { return t == WeightType::q4_k ||
 // minimums' term disappears (|u - off16| <= 32: 16 half-blocks' sum stays within 2^27).
 static inline int gemm_q8_fold_offset(WeightType t) { return block_traits(t).offset8; }
 // Activation rows from which the blocked product beats the per-row kernel for type t, on the
-// VNNI or the AVX2 kernels (gemm_q8.cc). The blocked product decodes every weight into panels on
+// VNNI or the AVX2 kernels (gemm_q8.cc), over the file's layout or (packed) over the weights
+// repacked at load. Over the file's layout the blocked product decodes every weight into panels on
 // each call, a fixed cost the per-row kernel does not pay; the per-row kernel reads the weights
-// once per activation row.
-int64_t gemm_q8_min_n(WeightType t, bool vnni);
+// once per activation row. Over the repacked weights that cost is gone or smaller, so the
+// crossover is lower.
+int64_t gemm_q8_min_n(WeightType t, bool vnni, bool packed);
 // The weight types the blocked product handles: every block type (f16, bf16 and f32 stay on f32).
 static inline bool gemm_q8_supports(WeightType t) { return block_traits(t).gemm_q8; }
 

@@ -1,6 +1,6 @@
 // kvAppend (spec.md §4; the quantized layout: kv_blocks.h, docs/kv-cache.md): N tokens written in
 // place at nPast of one sequence: key rows, value rows and SparQ's key columns ('k-twice' only).
-// Rows are stored in the cache dtype: f16 rounded to nearest even (as core's f32ToF16), q8_0 /
+// Rows are stored in their side's type (K rows in ktype, V rows in vtype): f16 rounded to nearest even (as core's f32ToF16), q8_0 /
 // q4_0 by ggml's quantizers (quant.h, the `quantize` op's code, byte-exact with the reference).
 // vSum is the f64 running sum of V as attention reads it back (the decoded rows), in token order,
 // so it matches the reference bit for bit. Float columns copy the stored keys; integer columns
@@ -84,11 +84,11 @@ void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq,
   const size_t m = static_cast<size_t>(p1 - p0), kept = static_cast<size_t>(std::clamp<int64_t>(fresh - p0, 0, p1 - p0));
   rows.resize(m * d);
   amax.assign(d, 0.f);
-  const auto* k = static_cast<const uint8_t*>(c.rows(c.k, seq, h));
+  const auto* k = static_cast<const uint8_t*>(c.k_rows(seq, h));
   // amax per component over the block's rows (a loop over components per row: vectorized).
   for (size_t u = 0; u < m; u++) {
     float* x = rows.data() + u * d;
-    load_row(kt, c.dtype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.row_bytes(), d, x);
+    load_row(kt, c.ktype, k + static_cast<size_t>(p0 + static_cast<int64_t>(u)) * c.k_row_bytes(), d, x);
     for (size_t i = 0; i < d; i++) amax[i] = std::max(amax[i], std::fabs(x[i]));
   }
   const int bits = kt_bits(c.kt_dtype), qmax = (1 << (bits - 1)) - 1;
@@ -118,7 +118,7 @@ void requantize_kt_block(const AttnKernels& kt, const CacheView& c, int64_t seq,
 
 void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, int64_t n_tokens) {
   const AttnKernels& kt = attn_kernels();
-  const size_t d = static_cast<size_t>(c.d), row_bytes = c.row_bytes();
+  const size_t d = static_cast<size_t>(c.d);
   const bool float_cols = c.kT && !kt_is_integer(c.kt_dtype);
   const int64_t start = c.npast[seq];
   // One task per KV head: its rows, columns and V sum in token order (so the sums are the
@@ -134,9 +134,9 @@ void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, 
     for (int64_t t = 0; t < n_tokens; t++) {
       const int64_t pos = start + t;
       const size_t at = static_cast<size_t>((t * c.nkv + h) * c.d);
-      const size_t row = static_cast<size_t>((seq * c.nkv + h) * c.cap + pos) * row_bytes;
-      void* krow = static_cast<uint8_t*>(c.k) + row;
-      const float* kread = store_row(kt, c.dtype, krow, k + at, d, stored_k.data());
+      const size_t row = c.head_rows(seq, h) + static_cast<size_t>(pos);
+      void* krow = static_cast<uint8_t*>(c.k) + row * c.k_row_bytes();
+      const float* kread = store_row(kt, c.ktype, krow, k + at, d, stored_k.data());
       if (float_cols) {
         // Column i of (seq, h) holds component i of every position: the stored key, in the column's type.
         const size_t col = static_cast<size_t>((seq * c.nkv + h) * c.d * c.cap + pos);  // + i * cap
@@ -146,7 +146,7 @@ void kv_append(const CacheView& c, int64_t seq, const float* k, const float* v, 
           for (size_t i = 0; i < d; i++) static_cast<float*>(c.kT)[col + i * c.cap] = kread[i];
         }
       }
-      const float* vread = store_row(kt, c.dtype, static_cast<uint8_t*>(c.v) + row, v + at, d, stored_v.data());
+      const float* vread = store_row(kt, c.vtype, static_cast<uint8_t*>(c.v) + row * c.v_row_bytes(), v + at, d, stored_v.data());
       // Padding is stored but masked, so it never enters the mean.
       if (pos >= c.npad[seq]) {
         double* sum = c.vsum + (seq * c.nkv + h) * c.d;

@@ -30,11 +30,11 @@ export function keyScores(
   const { g, d, q, qAt } = group;
   const n = positions.length;
   if (stats) stats.kElements += n * d;
-  if (isBlockKV(cache.dtype)) return int8KeyScores(scores, group, cache, positions, scale);
+  if (isBlockKV(cache.kDType)) return int8KeyScores(scores, group, cache, positions, scale);
   const kRow = new Float32Array(d); // (d) one key row, widened to f32
   // One key row per position, shared by the group's heads.
   for (let j = 0; j < n; j++) {
-    readRow(kRow, cache, cache.k, cache.rowOffset(group.seq, group.kvh, positions[j]));
+    readRow(kRow, cache, 'k', cache.kRowOffset(group.seq, group.kvh, positions[j]));
     // Dot product per head, summed in f64, stored as an f32 logit.
     for (let t = 0; t < g; t++) {
       let dot = 0;
@@ -58,7 +58,7 @@ export function weightedValues(
   const acc = new Float64Array(g * d); // (g, d) accumulators, f64 so the order of summation hardly matters
   // One value row per position, added into every head's accumulator.
   for (let j = 0; j < n; j++) {
-    readRow(vRow, cache, cache.v, cache.rowOffset(group.seq, group.kvh, positions[j]));
+    readRow(vRow, cache, 'v', cache.vRowOffset(group.seq, group.kvh, positions[j]));
     for (let t = 0; t < g; t++) {
       const p = probs[t * n + j];
       for (let i = 0; i < d; i++) acc[t * d + i] += p * vRow[i];

@@ -1,8 +1,9 @@
 /**
  * Reading the KV cache as f32, whatever it stores (spec.md §4; layout in core's kv-cache.ts).
  *
- *   k, v  (batch, nKvHeads, capacity, rowStride)   rows at cache.rowOffset(b, h, pos):
- *         f32 values, f16 bits, or headDim / 32 ggml blocks (q8_0, q4_0) as bytes
+ *   k, v  (batch, nKvHeads, capacity, k/vRowStride) rows at cache.kRowOffset / vRowOffset(b, h, pos):
+ *         f32 values, f16 bits, or headDim / 32 ggml blocks (q8_0, q4_0) as bytes, K in
+ *         cache.kDType and V in cache.vDType (the two may differ, as llama.cpp's -ctk / -ctv)
  *   kT    (batch, nKvHeads, headDim, columnStride) columns at cache.columnOffset(b, h, i):
  *         f32, f16, or integer codes with a scale per 64 positions (kt-codes.ts)
  *
@@ -11,14 +12,16 @@
  * q · k over q8_0 / q4_0 K rows, an integer product of the codes with the query rounded to Q8_0
  * blocks, as llama.cpp computes it (int8-key-scores.ts); V rows are always decoded.
  */
-import { KT_BLOCK, f16ToF32, isBlockKV, isIntegerKT, type KVCache, type KVStorage } from '@sparq/core';
+import { KT_BLOCK, f16ToF32, isBlockKV, isIntegerKT, type KVCache } from '@sparq/core';
 import { dequantizeBytes } from '../ops/quantize.ts';
 import { readCode } from './kt-codes.ts';
 
-/** store[at ..] -> out (headDim) f32: one K or V row, `at` from cache.rowOffset. */
-export function readRow(out: Float32Array, cache: KVCache, store: KVStorage, at: number): void {
-  if (isBlockKV(cache.dtype)) dequantizeBytes(cache.dtype, out, 0, store as Uint8Array, at, cache.headDim);
-  else if (cache.dtype === 'f16') for (let i = 0; i < cache.headDim; i++) out[i] = f16ToF32(store[at + i]);
+/** cache.k or cache.v (`side`) [at ..] -> out (headDim) f32: one row in its side's type, `at` from kRowOffset / vRowOffset. */
+export function readRow(out: Float32Array, cache: KVCache, side: 'k' | 'v', at: number): void {
+  const store = cache[side];
+  const dtype = side === 'k' ? cache.kDType : cache.vDType;
+  if (isBlockKV(dtype)) dequantizeBytes(dtype, out, 0, store as Uint8Array, at, cache.headDim);
+  else if (dtype === 'f16') for (let i = 0; i < cache.headDim; i++) out[i] = f16ToF32(store[at + i]);
   else for (let i = 0; i < cache.headDim; i++) out[i] = store[at + i];
 }
 
@@ -40,7 +43,7 @@ export function readKeyComponent(cache: KVCache, seq: number, kvh: number, i: nu
   }
   let row = oneRow.get(cache.headDim);
   if (!row) oneRow.set(cache.headDim, (row = new Float32Array(cache.headDim)));
-  readRow(row, cache, cache.k, cache.rowOffset(seq, kvh, pos));
+  readRow(row, cache, 'k', cache.kRowOffset(seq, kvh, pos));
   return row[i];
 }
 

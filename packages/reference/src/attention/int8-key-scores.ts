@@ -53,8 +53,8 @@ export function int8KeyScores(
   const mins = new Float32Array(blocks); // q8_0 / q4_0 have none (-0); blockCodesBytes writes them
   // One key row per position, as integers, shared by the group's heads.
   for (let j = 0; j < n; j++) {
-    const at = cache.rowOffset(group.seq, group.kvh, positions[j]);
-    blockCodesBytes(cache.dtype as BlockDType, codes, dk, mins, cache.k as Uint8Array, at, d);
+    const at = cache.kRowOffset(group.seq, group.kvh, positions[j]);
+    blockCodesBytes(cache.kDType as BlockDType, codes, dk, mins, cache.k as Uint8Array, at, d);
     for (let t = 0; t < g; t++) {
       let dot = 0; // f64: every term below is exact
       for (let b = 0; b < blocks; b++) {

@@ -3,7 +3,7 @@
  *
  *   k, v (N, nKvHeads, headDim) f32  ->  positions nPast .. nPast + N - 1 of sequence `seq`
  *
- * 1. Rows: each key and value row is stored in the cache dtype: f32; f16 rounded to nearest
+ * 1. Rows: each key row is stored in the cache's kDType, each value row in its vDType: f32; f16 rounded to nearest
  *    even (f32ToF16); q8_0 / q4_0 as ggml blocks by the `quantize` op's code (byte-exact with
  *    llama.cpp's cache).
  * 2. vSum (f64) gains every valid value row (position >= nPad) as decoded from storage, so
@@ -14,17 +14,19 @@
  *    does not depend on how the tokens were split into appends.
  * Core has checked shapes and capacity, so nothing here can fail half-way.
  */
-import { KT_BLOCK, f32ToF16, isBlockKV, isIntegerKT, type KVCache, type KVStorage, type Tensor } from '@sparq/core';
+import { KT_BLOCK, f32ToF16, isBlockKV, isIntegerKT, type KVCache, type Tensor } from '@sparq/core';
 import { quantizeBytes } from '../ops/quantize.ts';
 import { readRow } from './cache-read.ts';
 import { quantizeKTBlock } from './kt-codes.ts';
 
-/** src[srcAt .. srcAt + headDim) f32 -> one row of `store` at `at`, in the cache dtype. */
-function writeRow(cache: KVCache, store: KVStorage, at: number, src: Float32Array, srcAt: number): void {
+/** src[srcAt .. srcAt + headDim) f32 -> one row of cache.k or cache.v (`side`) at `at`, in its side's type. */
+function writeRow(cache: KVCache, side: 'k' | 'v', at: number, src: Float32Array, srcAt: number): void {
   const d = cache.headDim;
-  if (isBlockKV(cache.dtype)) quantizeBytes(cache.dtype, store as Uint8Array, at, src, srcAt, d);
+  const store = cache[side];
+  const dtype = side === 'k' ? cache.kDType : cache.vDType;
+  if (isBlockKV(dtype)) quantizeBytes(dtype, store as Uint8Array, at, src, srcAt, d);
   // f16 keeps its bits; a Float32Array rounds to f32 on store.
-  else if (cache.dtype === 'f16') for (let i = 0; i < d; i++) store[at + i] = f32ToF16(src[srcAt + i]);
+  else if (dtype === 'f16') for (let i = 0; i < d; i++) store[at + i] = f32ToF16(src[srcAt + i]);
   else for (let i = 0; i < d; i++) store[at + i] = src[srcAt + i];
 }
 
@@ -38,17 +40,18 @@ export function kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tenso
     const pos = start + t;
     for (let h = 0; h < nKv; h++) {
       const src = (t * nKv + h) * d; // (N, nKvHeads, headDim) row-major
-      const at = cache.rowOffset(seq, h, pos);
-      writeRow(cache, cache.k, at, k.data, k.offset + src);
-      writeRow(cache, cache.v, at, v.data, v.offset + src);
+      const kAt = cache.kRowOffset(seq, h, pos);
+      const vAt = cache.vRowOffset(seq, h, pos);
+      writeRow(cache, 'k', kAt, k.data, k.offset + src);
+      writeRow(cache, 'v', vAt, v.data, v.offset + src);
       // Padding is stored but masked, so it never enters the mean.
       if (pos >= cache.nPad[seq]) {
-        readRow(row, cache, cache.v, at);
+        readRow(row, cache, 'v', vAt);
         const sum = (seq * nKv + h) * d; // vSum (batch, nKvHeads, headDim)
         for (let i = 0; i < d; i++) cache.vSum[sum + i] += row[i];
       }
       if (cache.kTDType === 'f32' || cache.kTDType === 'f16') {
-        readRow(row, cache, cache.k, at);
+        readRow(row, cache, 'k', kAt);
         for (let i = 0; i < d; i++)
           cache.kT![cache.columnOffset(seq, h, i) + pos] = cache.kTDType === 'f16' ? f32ToF16(row[i]) : row[i];
       }
@@ -62,7 +65,7 @@ export function kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, v: Tenso
       const count = Math.min(KT_BLOCK, end - first);
       for (let h = 0; h < nKv; h++) {
         for (let t = 0; t < count; t++)
-          readRow(rows.subarray(t * d, (t + 1) * d), cache, cache.k, cache.rowOffset(seq, h, first + t));
+          readRow(rows.subarray(t * d, (t + 1) * d), cache, 'k', cache.kRowOffset(seq, h, first + t));
         quantizeKTBlock(cache, seq, h, block, rows, count);
       }
     }

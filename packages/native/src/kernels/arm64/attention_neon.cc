@@ -1,6 +1,5 @@
-// arm64 NEON attention kernels: attention_kernels.h's template at 4 lanes (attention_simd_neon.h).
-#include "kernels/attention_simd.h"
-#include "kernels/arm64/attention_simd_neon.h"
+// arm64 NEON attention kernels: attention_kernels.h's template at 4 lanes (arm64/simd_neon.h).
+#include "kernels/simd.h"
 #include "kernels/attention_kernels.h"
 
 namespace sparq {

@@ -4,13 +4,12 @@
 // dequantize_blocks_ref (the values are the reference's; its loops are vectorized by the compiler)
 // and then meets each activation row from L1. Each dot product keeps 4 FMA chains of 4 lanes, then
 // a scalar tail; the sums differ from matmul_ref's left-to-right ones by f32 rounding only.
-#include <arm_neon.h>
-
 #include <cstring>
 #include <vector>
 
 #include "common/half.h"
 #include "kernels/arm64/kernels_arm64.h"
+#include "kernels/simd.h"
 #include "ops/matvec.h"
 
 namespace sparq {
@@ -19,29 +18,29 @@ namespace {
 // sum_j w_j x_j over cols, with w's 4 elements at j from row.vec(j) and one from row.at(j).
 template <class Row>
 float dot(const Row& row, const float* x, int64_t cols) {
-  float32x4_t acc[4] = {vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)};
+  Neon::F acc[4] = {Neon::zero(), Neon::zero(), Neon::zero(), Neon::zero()};
   int64_t j = 0;
   for (; j + 16 <= cols; j += 16)
-    for (int a = 0; a < 4; ++a) acc[a] = vfmaq_f32(acc[a], row.vec(j + 4 * a), vld1q_f32(x + j + 4 * a));
-  for (; j + 4 <= cols; j += 4) acc[0] = vfmaq_f32(acc[0], row.vec(j), vld1q_f32(x + j));
-  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+    for (int a = 0; a < 4; ++a) acc[a] = Neon::fma(row.vec(j + 4 * a), Neon::load(x + j + 4 * a), acc[a]);
+  for (; j + 4 <= cols; j += 4) acc[0] = Neon::fma(row.vec(j), Neon::load(x + j), acc[0]);
+  float sum = Neon::reduce_add(Neon::add(Neon::add(acc[0], acc[1]), Neon::add(acc[2], acc[3])));
   for (; j < cols; ++j) sum += row.at(j) * x[j];
   return sum;
 }
 
 struct F32Row {
   const float* p;
-  float32x4_t vec(int64_t j) const { return vld1q_f32(p + j); }
+  Neon::F vec(int64_t j) const { return Neon::load(p + j); }
   float at(int64_t j) const { return p[j]; }
 };
 struct F16Row {
   const uint16_t* p;
-  float32x4_t vec(int64_t j) const { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p + j))); }
+  Neon::F vec(int64_t j) const { return Neon::load(p + j); }
   float at(int64_t j) const { return fp16_to_fp32_ref(p[j]); }
 };
 struct Bf16Row {
   const uint16_t* p;
-  float32x4_t vec(int64_t j) const { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p + j), 16)); }
+  Neon::F vec(int64_t j) const { return Neon::load_bf16(p + j); }
   float at(int64_t j) const { return bf16_to_fp32(p[j]); }
 };
 

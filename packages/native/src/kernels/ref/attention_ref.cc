@@ -1,6 +1,6 @@
 // Scalar attention kernels: the always-compiled reference twin of the SIMD paths
 // (the same templates with a one-lane vector type).
-#include "kernels/attention_simd.h"
+#include "kernels/simd.h"
 #include "kernels/attention_kernels.h"
 
 namespace sparq {

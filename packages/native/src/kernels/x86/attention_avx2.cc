@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C attention kernels (compiled with -mavx2 -mfma -mf16c).
-#include "kernels/attention_simd.h"
+#include "kernels/simd.h"
 #include "kernels/attention_kernels.h"
 
 namespace sparq {

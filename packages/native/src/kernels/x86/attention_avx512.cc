@@ -1,6 +1,6 @@
 // AVX-512 (F, BW, VL, DQ) attention kernels: masked tails, vgather for the
 // single-k layout, vscalefps in exp.
-#include "kernels/attention_simd.h"
+#include "kernels/simd.h"
 #include "kernels/attention_kernels.h"
 
 namespace sparq {

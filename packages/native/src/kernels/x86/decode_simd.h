@@ -1,6 +1,6 @@
 // SIMD decoders of the block types native only reads (q5_0, q5_1, iq4_nl: 32
-// elements; q2_k .. q6_k, iq4_xs: 256), for the ISA files (over simd_vec.h's
-// vector types). The layouts are the ones block_codes.h and quant_ref.cc read
+// elements; q2_k .. q6_k, iq4_xs: 256), for the ISA files (stage 2 over the
+// wrapper layer's vector traits, kernels/simd.h). The layouts are the ones block_codes.h and quant_ref.cc read
 // element by element. Two stages per block:
 //   1. codes<T>: the block's codes as int8, 32 at a time with byte shuffles,
 //      shifts and masks (AVX2 integer ops, which every path here has), plus one
@@ -20,7 +20,7 @@
 
 #include "common/block_codes.h"
 #include "common/quant.h"
-#include "kernels/x86/simd_vec.h"
+#include "kernels/simd.h"
 
 namespace sparq {
 namespace {
@@ -36,9 +36,8 @@ struct BlockCodes {
 };
 
 // 32-byte helpers of stage 1, in their own namespace (matvec_q8_simd.h, which includes this file,
-// takes nibbles32, iq4_levels and f16_at from it).
+// takes nibbles32 and iq4_levels from it).
 namespace bytes32 {
-inline float f16_at(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline void store32(int8_t* p, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
 // Bits [n, n + width) of each of 32 bytes.
@@ -211,7 +210,7 @@ struct BlockDecoder {
 
   // Stage 2: weights e .. e + W of a decoded block, in sub-block s (W divides the sub-block size).
   SPARQ_DECODE_INLINE static F weights(const BlockCodes& k, int e, int s) {
-    return V::fma(V::load_i8(reinterpret_cast<const uint8_t*>(k.c + e)), V::set1(k.dl[s]), V::set1(k.ml[s]));
+    return V::fma(V::from_i8(reinterpret_cast<const uint8_t*>(k.c + e)), V::set1(k.dl[s]), V::set1(k.ml[s]));
   }
 
   // One block of any read-only type (not q4_0, q4_1, q8_0) -> y.

@@ -17,7 +17,7 @@
 // vpdpbusd issues on the two pipes that also run the FMAs, multiplies and vpmulld (Zen 5: 2 per cycle
 // alone, a third fewer with 6 FMAs per 12), so the kernels keep those few per vpdpbusd. Each weight is
 // decoded once per call and each activation code read once per 32 weight rows.
-#include "kernels/x86/avx512_headers.h"
+#include "kernels/x86/intrinsics.h"
 
 #include <cstring>
 #include <vector>

@@ -1,5 +1,5 @@
 // The prefill product out (n, rows) = x (n, cols) @ w^T for many activation
-// rows, cache-blocked, written once over the vector types of matvec_simd.h.
+// rows, cache-blocked, written once over the wrapper layer's vector traits (kernels/simd.h).
 //
 // Blocking. Weight rows go in panels of NR = 2 vectors' width of rows (16 on
 // AVX2, 32 on AVX-512) by KC columns. A panel is decoded to f32 once, stored
@@ -108,8 +108,8 @@ struct DecodeWeights {
     for (; k + W <= kc; k += W) {
       const int64_t j = k0 + k;
       V::store(dst + k, t == WeightType::f32   ? V::load(reinterpret_cast<const float*>(row) + j)
-                        : t == WeightType::f16 ? V::load_f16(row + 2 * j)
-                                               : V::load_bf16(row + 2 * j));
+                        : t == WeightType::f16 ? V::load(reinterpret_cast<const uint16_t*>(row) + j)
+                                               : V::load_bf16(reinterpret_cast<const uint16_t*>(row) + j));
     }
     for (; k < kc; ++k)
       dst[k] = t == WeightType::f32 ? scalar_f32(row, k0 + k) : t == WeightType::f16 ? scalar_f16(row, k0 + k) : scalar_bf16(row, k0 + k);
@@ -123,15 +123,15 @@ struct DecodeWeights {
     }
     const int64_t bytes = weight_bytes(t, QK);
     for (int64_t b = 0; b < count; ++b, blk += bytes, dst += QK) {
-      const typename V::F d = V::set1(V::half(blk));
+      const typename V::F d = V::set1(f16_at(blk));
       if (t == WeightType::q8_0) {
-        for (int h = 0; h < QK; h += W) V::store(dst + h, V::mul(V::load_i8(blk + 2 + h), d));
+        for (int h = 0; h < QK; h += W) V::store(dst + h, V::mul(V::from_i8(blk + 2 + h), d));
         continue;
       }
       // The reference's values, q4_0 (q - 8) d and q4_1 q d + m: q d is exact (an f16 times 4 bits),
       // so the FMA rounds once, as the reference does. Byte j holds elements j and j + 16.
       const bool q4_0 = t == WeightType::q4_0;
-      const typename V::F m = q4_0 ? V::mul(V::set1(-8.0f), d) : V::set1(V::half(blk + 2));
+      const typename V::F m = q4_0 ? V::mul(V::set1(-8.0f), d) : V::set1(f16_at(blk + 2));
       for (int h = 0; h < QK / 2; h += W) {
         typename V::F lo, hi;
         V::nibbles(blk + (q4_0 ? 2 : 4) + h, lo, hi);

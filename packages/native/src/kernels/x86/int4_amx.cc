@@ -21,7 +21,7 @@
 // (the nibbles sign-extended to int8; the zero point is NOT subtracted: as in
 // the reference, isum = S_wx - zero * S_x, with S_x = Int8Acts::qsum).
 // No overflow: |S_wx| <= 8 * 127 * group fits int32 for any group of < 2^21.
-#include "kernels/x86/avx512_headers.h"
+#include "kernels/x86/intrinsics.h"
 
 #include <vector>
 

@@ -13,8 +13,6 @@
 // element 2j (Int8Acts::even[j]) and its high nibble element 2j + 1 (odd[j]), so
 // int16 k of the sum covers elements 4k .. 4k + 3 and int32 lane i elements
 // 8i .. 8i + 7: Int8Acts lane 8 * step + i.
-#include <immintrin.h>
-
 #include "ops/int4.h"
 #include "kernels/x86/matvec_simd.h"
 
@@ -36,8 +34,8 @@ struct StepGroups {
   // The group of the step's first element.
   int64_t first(int64_t step) const { return group <= STEP ? step * per_step : step * STEP / group; }
   __m256 spread(const float* per_group) const {
-    if (per_step == 1) return _mm256_set1_ps(per_group[0]);
-    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(per_group), index);  // reads 8 floats; see the caller's bound
+    if (per_step == 1) return Avx2::set1(per_group[0]);
+    return _mm256_permutevar8x32_ps(Avx2::load(per_group), index);  // reads 8 floats; see the caller's bound
   }
   __m256i spread(const int8_t* per_group) const {
     if (per_step == 1) return _mm256_set1_epi32(per_group[0]);
@@ -59,7 +57,7 @@ void rows_avx2(const Int4View& w, const Int8Acts& a, float* out, int64_t row_beg
     constexpr int NX = decltype(nx)::value;
     {
       const uint8_t* row = w.packed + r * half;
-      two_chains<Vec256, NX>(
+      two_chains<Avx2, NX>(
           steps,
           [&](int64_t s, __m256* acc) {
             const int64_t g0 = r * groups + sg.first(s);
@@ -89,8 +87,8 @@ void rows_avx2(const Int4View& w, const Int8Acts& a, float* out, int64_t row_beg
               if (!Symmetric)
                 isum = _mm256_sub_epi32(
                     isum, _mm256_mullo_epi32(zero, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.lane_sum.data() + lane))));
-              const __m256 scale = _mm256_mul_ps(wscale, _mm256_loadu_ps(a.lane_scale.data() + lane));
-              acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[k]);
+              const __m256 scale = Avx2::mul(wscale, Avx2::load(a.lane_scale.data() + lane));
+              acc[k] = Avx2::fma(_mm256_cvtepi32_ps(isum), scale, acc[k]);
             }
           },
           res);

@@ -17,7 +17,7 @@
 // halves; lane i of a chunk covers elements 8i .. 8i + 7 (Int8Acts lane
 // 16 * chunk + i), which lie in one group for every group size (32, 64, 128, or
 // a whole row).
-#include "kernels/x86/avx512_headers.h"
+#include "kernels/x86/intrinsics.h"
 
 #include <cstring>
 
@@ -82,7 +82,7 @@ void matmul_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_b
   for_each_tile(a.n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
     constexpr int NX = decltype(nx)::value;
     const uint8_t* row = w.packed + r * w.cols / 2;
-    two_chains<Vec512, NX>(
+    two_chains<Avx512, NX>(
         chunks,
         [&](int64_t chunk, __m512* acc) {
           const int64_t g0 = r * groups + lg.first(chunk);
@@ -96,8 +96,8 @@ void matmul_vnni(const Int4View& w, const Int8Acts& a, float* out, int64_t row_b
           chunk_lanes<NX, Symmetric>(row + chunk * 64, w.zeros + g0, lg, a, t0, chunk, lanes);
           const __m512 wscale = lg.spread(w.scales + g0);
           for (int k = 0; k < NX; ++k) {
-            const __m512 scale = _mm512_mul_ps(wscale, _mm512_loadu_ps(a.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
-            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes[k]), scale, acc[k]);
+            const __m512 scale = Avx512::mul(wscale, Avx512::load(a.lane_scale.data() + (t0 + k) * lanes_per_row + chunk * 16));
+            acc[k] = Avx512::fma(_mm512_cvtepi32_ps(lanes[k]), scale, acc[k]);
           }
         },
         res);

@@ -4,4 +4,4 @@
 #include "ops/int4.h"
 #include "kernels/x86/matvec_simd.h"
 
-SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(avx2, Vec256)
+SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(avx2, Avx2)

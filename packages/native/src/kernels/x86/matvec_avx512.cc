@@ -4,4 +4,4 @@
 #include "ops/int4.h"
 #include "kernels/x86/matvec_simd.h"
 
-SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(avx512, Vec512)
+SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(avx512, Avx512)

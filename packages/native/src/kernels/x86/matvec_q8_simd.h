@@ -46,14 +46,11 @@ namespace {
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 #define SPARQ_LAMBDA __attribute__((always_inline))
 
-// 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16),
-// iq4 nibbles -> their signed levels, and an f16 field: decode_simd.h's (via matvec_simd.h).
-using bytes32::f16_at;
+// 16 bytes of nibbles -> 32 codes (byte j's low nibble is element j, its high nibble element j + 16)
+// and iq4 nibbles -> their signed levels: decode_simd.h's (via matvec_simd.h). An f16 field is the
+// wrapper layer's f16_at (one value) or Avx2::set1_half (all 8 lanes, kernels/simd.h).
 using bytes32::iq4_levels;
 using bytes32::nibbles32;
-
-// The f16 at p in all 8 f32 lanes: a broadcast load (vpbroadcastw) and one conversion.
-inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(load_u16(p)))); }
 
 // The bits of each byte moved from bit `from` to bit `to` and kept where `mask` is set (its bits at
 // `to` and up): one 16-bit shift, whose spill from the neighbouring byte lands outside the mask.
@@ -373,7 +370,7 @@ struct InPlace {
                     : _mm256_setr_epi16(f[0], f[0], f[1], f[1], f[2], f[2], f[3], f[3], f[0], f[0], f[1], f[1], f[2], f[2], f[3], f[3]);
   }
   // The super-block's f32 step d (the f16 at p) over 16.
-  SPARQ_INLINE static __m256 step(const uint8_t* p) { return _mm256_mul_ps(f16x8(p), _mm256_set1_ps(1.0f / 16)); }
+  SPARQ_INLINE static __m256 step(const uint8_t* p) { return _mm256_mul_ps(Avx2::set1_half(load_u16(p)), _mm256_set1_ps(1.0f / 16)); }
 };
 
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
@@ -386,7 +383,7 @@ struct Q2_K : InPlace {
   SPARQ_INLINE static void block(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
     // The minimums: the high nibbles, widened to int16 then shifted down.
-    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
+    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), Avx2::set1_half(load_u16(x + 82)));
     // The scales (the low nibbles) times InPlace's factors, in both 128-bit halves as bytes (at most
     // 15 * 16 = 240: vpmullw on byte pairs, which share their chunk, carries nothing into the high
     // byte), then chunk c's two zero-extended to int16 by the shuffle itself (index 0x80 gives a zero byte).
@@ -408,12 +405,12 @@ struct Q2_K : InPlace {
   template <class S>
   SPARQ_INLINE static void block512(const uint8_t* x, S& s) {
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), f16x8(x + 82));
+    s.mins16(_mm256_srli_epi16(_mm256_cvtepu8_epi16(sc), 4), Avx2::set1_half(load_u16(x + 82)));
     const __m512i scales = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc, _mm_set1_epi8(0x0f))));
     const __m512i b = load64(x + 16);
     for (int k = 0; k < 4; ++k)
       s.wide(k, _mm512_and_si512(k ? _mm512_srli_epi16(b, 2 * k) : b, _mm512_set1_epi8(3)), unit_scales<Q2_K, 16>(scales, k));
-    s.end_block(f16x8(x + 80));
+    s.end_block(Avx2::set1_half(load_u16(x + 80)));
   }
 #endif
 };
@@ -475,7 +472,7 @@ struct Q3_K : InPlace {
              unit_scales<Q3_K, 16>(_mm512_castsi256_si512(sc), k));
     }
     s.offsets(sc);
-    s.end_block(f16x8(x + 108));
+    s.end_block(Avx2::set1_half(load_u16(x + 108)));
   }
 #endif
 };
@@ -517,7 +514,7 @@ struct QX_K {
       s.scaled_chunk(2 * p, lo, chunk_scale(sc, 2 * p));
       s.scaled_chunk(2 * p + 1, hi, chunk_scale(sc, 2 * p + 1));
     }
-    s.end_block(f16x8(x));
+    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #if defined(__AVX512BW__)
   // Units 2P and 2P + 1: the low and high nibbles of qs[64 P .. 64 P + 64) (chunks 4P, 4P + 2 and
@@ -538,7 +535,7 @@ struct QX_K {
       s.wide(2 * P, lo, unit_scales<QX_K, 32>(sc, 2 * P));
       s.wide(2 * P + 1, hi, unit_scales<QX_K, 32>(sc, 2 * P + 1));
     }
-    s.end_block(f16x8(x));
+    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #endif
 #if defined(__AVX512VNNI__)
@@ -592,7 +589,7 @@ struct Q6_K {
       }
     }
     s.offsets(scales.all);
-    s.end_block(f16x8(x + 208));
+    s.end_block(Avx2::set1_half(load_u16(x + 208)));
   }
 #if defined(__AVX512BW__)
   // Units 2H and 2H + 1: the low and high nibbles of ql[64 H .. 64 H + 64) (chunks 4H, 4H + 1 and
@@ -618,7 +615,7 @@ struct Q6_K {
       s.wide(2 * H + 1, hi, unit_scales<Q6_K, 16>(_mm512_castsi256_si512(sc), 2 * H + 1));
     }
     s.offsets(sc);
-    s.end_block(f16x8(x + 208));
+    s.end_block(Avx2::set1_half(load_u16(x + 208)));
   }
 #endif
 #if defined(__AVX512VNNI__)
@@ -667,7 +664,7 @@ struct IQ4_XS {
       s.scaled_chunk(2 * p, iq4_levels(_mm256_and_si256(b, low)), scales);
       s.scaled_chunk(2 * p + 1, iq4_levels(_mm256_and_si256(_mm256_srli_epi16(b, 4), low)), scales);
     }
-    s.end_block(f16x8(x));
+    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #if defined(__AVX512BW__)
   // Units 2P and 2P + 1: the low and high nibbles of qs[64 P .. 64 P + 64), the first and second
@@ -688,7 +685,7 @@ struct IQ4_XS {
       s.wide_signed(P, _mm512_shuffle_epi8(levels, _mm512_and_si512(b, low)),
                     _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(b, 4), low)), scales);
     }
-    s.end_block(f16x8(x));
+    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #endif
 };
@@ -876,7 +873,7 @@ SPARQ_INLINE void row_tile32(const uint8_t* row, const GroupActs& p, int64_t t0,
   for (int k = 0; k < NX; ++k) {
     Group::F s = acc[k][0];
     for (int c = 1; c < CHAINS; ++c) s = Group::add(s, acc[k][c]);
-    res[k] = Vec256::sum(_mm256_add_ps(Group::fold(s), mins[k]));
+    res[k] = Avx2::reduce_add(_mm256_add_ps(Group::fold(s), mins[k]));
   }
 }
 
@@ -1062,7 +1059,7 @@ struct RowSums {
     }
   }
   void finish(float* res) const {
-    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(_mm256_add_ps(acc[k], mins[k]));
+    for (int k = 0; k < NX; ++k) res[k] = Avx2::reduce_add(_mm256_add_ps(acc[k], mins[k]));
   }
 };
 
@@ -1244,7 +1241,7 @@ struct RowsSums {
     g0 += 8;
   }
   SPARQ_INLINE void finish(float* res) const {  // inlined: the accumulators stay in registers, not stored every block
-    for (int k = 0; k < NX; ++k) res[k] = Vec256::sum(Group::fold(acc[k]));
+    for (int k = 0; k < NX; ++k) res[k] = Avx2::reduce_add(Group::fold(acc[k]));
   }
 };
 

@@ -1,5 +1,5 @@
-// The SIMD dense kernels written once as templates over a vector type V
-// (Vec256: AVX2 + FMA + F16C, 8 lanes; Vec512: AVX-512, 16 lanes), included by
+// The SIMD dense kernels written once as templates over the wrapper layer's vector traits V
+// (kernels/simd.h: Avx2, 8 lanes; Avx512, 16 lanes), included by
 // matvec_avx2.cc and matvec_avx512.cc, each compiled with its ISA flags.
 // Everything here has internal linkage, so the two instantiations never meet.
 //
@@ -10,10 +10,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/simd.h"
 #include "kernels/x86/decode_simd.h"
 #include "ops/int4.h"
 #include "ops/matvec.h"
-#include "kernels/x86/simd_vec.h"
 
 namespace sparq {
 namespace {
@@ -30,7 +30,7 @@ inline void two_chains(int64_t count, Step step, float* res) {
     step(i + 1, b);
   }
   if (i < count) step(i, a);
-  for (int k = 0; k < NX; ++k) res[k] = V::sum(V::add(a[k], b[k]));
+  for (int k = 0; k < NX; ++k) res[k] = V::reduce_add(V::add(a[k], b[k]));
 }
 
 // One row of w (f32 | f16 | bf16) against NX activation rows x + k * cols.
@@ -59,12 +59,12 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
       [&](int64_t b, F* acc) {
         const uint8_t* blk = w + b * bytes;
         const float* xb = x + b * QK;
-        const F d = V::set1(V::half(blk));
+        const F d = V::set1(f16_at(blk));
         F part[NX], xsum[NX];
         for (int k = 0; k < NX; ++k) part[k] = xsum[k] = V::zero();
         if (t == WeightType::q8_0) {
           for (int h = 0; h < QK; h += W) {
-            const F q = V::load_i8(blk + 2 + h);
+            const F q = V::from_i8(blk + 2 + h);
             for (int k = 0; k < NX; ++k) part[k] = V::fma(q, V::load(xb + k * cols + h), part[k]);
           }
         } else {
@@ -83,7 +83,7 @@ inline void dot_blocks(WeightType t, const uint8_t* w, const float* x, int64_t c
             }
           }
           if (!q4_0) {
-            const F m = V::set1(V::half(blk + 2));
+            const F m = V::set1(f16_at(blk + 2));
             for (int k = 0; k < NX; ++k) acc[k] = V::fma(xsum[k], m, acc[k]);
           }
         }
@@ -135,7 +135,7 @@ inline void dot_decoded(const uint8_t* w, const float* x, int64_t cols, float* r
   for (int j = 0; j < NX; ++j) {
     F sum = acc[0][j];
     for (int a = 1; a < A; ++a) sum = V::add(sum, acc[a][j]);
-    res[j] = V::sum(sum);
+    res[j] = V::reduce_add(sum);
   }
 }
 
@@ -155,9 +155,9 @@ void dot_row(const uint8_t* w, const float* x, int64_t cols, float* res) {
     dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols,
                      res);
   } else if constexpr (T == WeightType::f16) {
-    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_f16(p + 2 * j); }, scalar_f16, w, x, cols, res);
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_f16, w, x, cols, res);
   } else if constexpr (T == WeightType::bf16) {
-    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(p + 2 * j); }, scalar_bf16, w, x, cols, res);
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_bf16, w, x, cols, res);
   } else if constexpr (block_traits(T).quantizable) {
     dot_blocks<V, NX>(T, w, x, cols, res);
   } else {
@@ -216,7 +216,7 @@ inline void int4_dequant_512_row(const Int4View& w, const float* xp, int64_t r, 
   const int8_t* zr = w.zeros + r * groups;
   const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
   __m512 acc0[NX], acc1[NX];
-  for (int k = 0; k < NX; ++k) acc0[k] = acc1[k] = _mm512_setzero_ps();
+  for (int k = 0; k < NX; ++k) acc0[k] = acc1[k] = Avx512::zero();
   auto chunk = [&](int64_t c, __m512* acc) {
     // Software prefetch PF bytes ahead (into the next rows too), never past the matrix: the
     // hardware prefetcher alone leaves the DRAM stream short of bandwidth.
@@ -224,25 +224,25 @@ inline void int4_dequant_512_row(const Int4View& w, const float* xp, int64_t r, 
     const __m512i b = _mm512_loadu_si512(row + c * 64);
     const int64_t g0 = c * 128 / w.group;
     const __m512 s = _mm512_permutexvar_ps(gidx, _mm512_maskz_loadu_ps(gmask, sc + g0));
-    __m512 z = _mm512_setzero_ps();
+    __m512 z = Avx512::zero();
     if (ASYM) z = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(gidx, _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(gmask, zr + g0))));
     const float* xc = xp + c * 128;
     __m512 p0[NX], p1[NX];
-    for (int k = 0; k < NX; ++k) p0[k] = p1[k] = _mm512_setzero_ps();
+    for (int k = 0; k < NX; ++k) p0[k] = p1[k] = Avx512::zero();
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; kk += 2) {
       __m512 v0 = _mm512_permutexvar_ps(kk == 0 ? b : _mm512_srli_epi32(b, 4 * kk), table);
       __m512 v1 = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4 * kk + 4), table);
       if (ASYM) {
-        v0 = _mm512_sub_ps(v0, z);
-        v1 = _mm512_sub_ps(v1, z);
+        v0 = Avx512::sub(v0, z);
+        v1 = Avx512::sub(v1, z);
       }
       for (int k = 0; k < NX; ++k) {
-        p0[k] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(xc + k * w.cols + 16 * kk), p0[k]);
-        p1[k] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(xc + k * w.cols + 16 * kk + 16), p1[k]);
+        p0[k] = Avx512::fma(v0, Avx512::load(xc + k * w.cols + 16 * kk), p0[k]);
+        p1[k] = Avx512::fma(v1, Avx512::load(xc + k * w.cols + 16 * kk + 16), p1[k]);
       }
     }
-    for (int k = 0; k < NX; ++k) acc[k] = _mm512_fmadd_ps(_mm512_add_ps(p0[k], p1[k]), s, acc[k]);
+    for (int k = 0; k < NX; ++k) acc[k] = Avx512::fma(Avx512::add(p0[k], p1[k]), s, acc[k]);
   };
   int64_t c = 0;
   for (; c + 2 <= chunks; c += 2) {
@@ -250,7 +250,7 @@ inline void int4_dequant_512_row(const Int4View& w, const float* xp, int64_t r, 
     chunk(c + 1, acc1);
   }
   if (c < chunks) chunk(c, acc0);
-  for (int k = 0; k < NX; ++k) res[k] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[k], acc1[k]));
+  for (int k = 0; k < NX; ++k) res[k] = Avx512::reduce_add(Avx512::add(acc0[k], acc1[k]));
   // Columns past the last whole chunk, scalar (xp holds them unpermuted).
   for (int64_t j = chunks * 128; j < w.cols; ++j) {
     const uint8_t byte = row[j / 2];
@@ -294,12 +294,12 @@ inline void int4_dequant_256_row(const Int4View& w, const float* xs, int64_t r, 
   const uint8_t* row = w.packed + r * half;
   const __m128i low = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
   alignas(32) int8_t codes[32];  // [even elements' codes | odd elements' codes] of one step
-  two_chains<Vec256, NX>(
+  two_chains<Avx2, NX>(
       groups,
       [&](int64_t g, __m256* acc) {
         const __m256i zero = _mm256_set1_epi32(w.zeros[r * groups + g]);
         __m256 part[NX];
-        for (int k = 0; k < NX; ++k) part[k] = _mm256_setzero_ps();
+        for (int k = 0; k < NX; ++k) part[k] = Avx2::zero();
         for (int64_t j = g * hg; j < (g + 1) * hg; j += 16) {
           const __m128i b =
               _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)), _mm_set1_epi8(static_cast<char>(0x88)));
@@ -310,11 +310,11 @@ inline void int4_dequant_256_row(const Int4View& w, const float* xs, int64_t r, 
             if (ASYM) q = _mm256_sub_epi32(q, zero);
             const __m256 v = _mm256_cvtepi32_ps(q);
             const int64_t at = (s < 16 ? 0 : half) + j + s % 16;  // even[j + s] or odd[j + s - 16]
-            for (int k = 0; k < NX; ++k) part[k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xs + k * w.cols + at), part[k]);
+            for (int k = 0; k < NX; ++k) part[k] = Avx2::fma(v, Avx2::load(xs + k * w.cols + at), part[k]);
           }
         }
-        const __m256 scale = _mm256_set1_ps(w.scales[r * groups + g]);
-        for (int k = 0; k < NX; ++k) acc[k] = _mm256_fmadd_ps(part[k], scale, acc[k]);
+        const __m256 scale = Avx2::set1(w.scales[r * groups + g]);
+        for (int k = 0; k < NX; ++k) acc[k] = Avx2::fma(part[k], scale, acc[k]);
       },
       res);
 }
@@ -325,7 +325,7 @@ inline void int4_dequant_256_row(const Int4View& w, const float* xs, int64_t r, 
 template <class V>
 void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same<V, Vec512>::value) {
+  if constexpr (std::is_same<V, Avx512>::value) {
     if (int4_dequant_512_supports(w.group)) {
       if (w.symmetric) matmul_int4_dequant_512<false>(w, x, n, out, row_begin, row_end);
       else matmul_int4_dequant_512<true>(w, x, n, out, row_begin, row_end);
@@ -345,7 +345,7 @@ void matmul_int4_dequant_simd(const Int4View& w, const float* x, int64_t n, floa
   for_each_tile(n, w.rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
     constexpr int NX = decltype(nx)::value;
     const float* xs = split.data() + t0 * w.cols;
-    if constexpr (std::is_same<V, Vec256>::value) {
+    if constexpr (std::is_same<V, Avx2>::value) {
       if (w.group % 32 == 0)
         return w.symmetric ? int4_dequant_256_row<NX, false>(w, xs, r, res) : int4_dequant_256_row<NX, true>(w, xs, r, res);
     }

@@ -2,7 +2,7 @@
 // the same order (multiply, then add: never a fused multiply-add), exact
 // division for 1/d, and ties in max/min resolved to the first element as the
 // scalar loops do (that decides the sign of a zero scale).
-#include "kernels/x86/avx512_headers.h"
+#include "kernels/simd.h"
 
 #include "common/half.h"
 #include "common/quant.h"
@@ -88,7 +88,7 @@ void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t 
     float* yb = y + b * QK;
     if (t == WeightType::q8_0) {
       const uint8_t* xb = x + b * Q8_0_BYTES;
-      const __m512 d = _mm512_set1_ps(_cvtsh_ss(load_u16(xb)));
+      const __m512 d = _mm512_set1_ps(f16_at(xb));
       for (int h = 0; h < 2; ++h) {
         const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + 2 + 16 * h)));
         _mm512_storeu_ps(yb + 16 * h, _mm512_mul_ps(float_of(q), d));
@@ -97,12 +97,12 @@ void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t 
     }
     const bool has_min = t == WeightType::q4_1;
     const uint8_t* xb = x + b * (has_min ? Q4_1_BYTES : Q4_0_BYTES);
-    const __m512 d = _mm512_set1_ps(_cvtsh_ss(load_u16(xb)));
+    const __m512 d = _mm512_set1_ps(f16_at(xb));
     const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb + (has_min ? 4 : 2))));
     __m512i lo = _mm512_and_si512(bytes, low4), hi = _mm512_srli_epi32(bytes, 4);
     if (has_min) {
       // x = q * d + m: multiply, then add (q4_1 dequantization is not fused in the reference).
-      const __m512 m = _mm512_set1_ps(_cvtsh_ss(load_u16(xb + 2)));
+      const __m512 m = _mm512_set1_ps(f16_at(xb + 2));
       _mm512_storeu_ps(yb, _mm512_add_ps(_mm512_mul_ps(float_of(lo), d), m));
       _mm512_storeu_ps(yb + 16, _mm512_add_ps(_mm512_mul_ps(float_of(hi), d), m));
     } else {

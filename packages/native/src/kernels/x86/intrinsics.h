@@ -1,4 +1,4 @@
-// <immintrin.h> for the AVX-512 files. GCC 12's AVX-512 headers build their
+// <immintrin.h> for the x86 SIMD files. GCC 12's AVX-512 headers build their
 // "undefined" vectors by self-initialisation (`__m512 __Y = __Y;`), and
 // -Wuninitialized then fires at every inlined intrinsic (GCC bug 105593, fixed
 // in GCC 13). Only those two warnings are silenced, only in SIMD files.

@@ -1,6 +1,5 @@
-// Vector traits Neon for attention_kernels.h: arm64 Advanced SIMD, 4 f32 lanes in a 128-bit
-// register (NEON is part of the base AArch64 architecture: no CPU check). Included after
-// attention_simd.h (exp_ps, Scalar) by attention_neon.cc only.
+// The wrapper layer's NEON traits (kernels/simd.h; included from there only): arm64 Advanced SIMD,
+// 4 f32 lanes in a 128-bit register (NEON is part of the base AArch64 architecture: no CPU check).
 //
 // Comparisons keep x86's semantics where the kernels rely on them: max(a, b) is a > b ? a : b
 // and min(a, b) is a < b ? a : b, so a NaN operand yields the second one as MAXPS / MINPS do
@@ -31,6 +30,8 @@ struct Neon {
   static F set1(float x) { return vdupq_n_f32(x); }
   static F load(const float* p) { return vld1q_f32(p); }
   static F load(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  // bf16 bits to f32: the 16 bits become the high half of the word (exact).
+  static F load_bf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
   // Partial loads go through a zeroed copy: no lane past avail is read.
   template <class T>
   static F load_part(const T* p, size_t avail) {
