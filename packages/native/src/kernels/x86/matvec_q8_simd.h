@@ -1284,8 +1284,11 @@ constexpr int Q8_TILE = 4;
 // tile(nx, r, t0, res): activation rows t0 .. t0 + nx - 1 against weight row r into res, for every
 // weight row of [row_begin, row_end) and the activation rows in tiles of Q8_TILE, then of 4, 2, 1
 // (nx a std::integral_constant); each weight row is decoded once per tile, read from DRAM once.
+// Out of line: inlined into each type's table entry (q8_rows_of), GCC 12's one-row loops of the
+// 32-element types ran 3-6% slower on AVX2 (`pnpm -s bench:matvec --quick --threads 1 --paths avx2
+// --products int8`, the two builds alternating).
 template <class Tile>
-void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+__attribute__((noinline)) void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
   float res[Q8_TILE];
   for (int64_t r = row_begin; r < row_end; ++r) {
     for (int64_t t0 = 0; t0 < n;) {
