@@ -8,10 +8,15 @@
 //              kernels subtract in their integer sums instead;
 //   int8 sums  the activation blocks ggml pairs with the type (matvec_q8.h) and where the blocked
 //              'int8' product (gemm_q8.h) takes over from the per-row one.
-// constexpr data only (no function is shared with the ISA files), so every file may include it.
+//   dispatch   per_weight_type builds a table with one kernel per type and with_weight_type calls a
+//              template with the type as a constant: the only places the list of types is expanded.
+// constexpr data and templates only (no function is shared with the ISA files), so every file may include it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace sparq {
 
@@ -63,6 +68,8 @@ struct BlockTraits {
   bool has_min;
   // Codes stored signed (q8_0, iq4_*).
   bool signed_codes;
+  // Bits of the codes the integer sums multiply: 2 to 6 for unsigned codes, 8 for signed ones (0: plain types).
+  int code_bits;
   // The code offset off of u - off that the x86 per-row kernels subtract in their integer sums (q4_0 8, q5_0 16).
   int bias;
   // The constant code offset of q3_k (4) and q6_k (32), subtracted once per super-block by the SIMD
@@ -84,7 +91,7 @@ constexpr int64_t NEVER = std::numeric_limits<int64_t>::max();
 
 namespace block_traits_detail {
 constexpr BlockTraits plain(WeightType t, int64_t bytes) {
-  return {t, 1, bytes, false, 32, false, false, 0, 0, ActBlocks::q8_0, false, NEVER, NEVER, NEVER, NEVER};
+  return {t, 1, bytes, false, 32, false, false, 0, 0, 0, ActBlocks::q8_0, false, NEVER, NEVER, NEVER, NEVER};
 }
 }  // namespace block_traits_detail
 
@@ -93,20 +100,20 @@ static constexpr BlockTraits BLOCK_TRAITS[WEIGHT_TYPE_COUNT] = {
     block_traits_detail::plain(WeightType::f32, 4),
     block_traits_detail::plain(WeightType::f16, 2),
     block_traits_detail::plain(WeightType::bf16, 2),
-    // {type, elements, bytes, quantizable, sub_block, has_min, signed_codes, bias, offset8, act, gemm_q8, gemm_min_n_vnni, gemm_min_n_avx2,
-    //  packed_min_n_vnni, packed_min_n_avx2}
-    {WeightType::q4_0, QK, Q4_0_BYTES, true, 32, false, false, 8, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
-    {WeightType::q4_1, QK, Q4_1_BYTES, true, 32, true, false, 0, 0, ActBlocks::q8_1, true, 8, 8, NEVER, NEVER},
-    {WeightType::q8_0, QK, Q8_0_BYTES, true, 32, false, true, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
-    {WeightType::q5_0, QK, 22, false, 32, false, false, 16, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
-    {WeightType::q5_1, QK, 24, false, 32, true, false, 0, 0, ActBlocks::q8_1, true, 16, 8, NEVER, NEVER},
-    {WeightType::q2_k, QK_K, 84, false, 16, true, false, 0, 0, ActBlocks::q8_k, true, 32, 32, NEVER, NEVER},
-    {WeightType::q3_k, QK_K, 110, false, 16, true, false, 0, 4, ActBlocks::q8_k, true, 24, 16, NEVER, NEVER},
-    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 0, 0, ActBlocks::q8_k, true, 24, 24, 8, 16},
-    {WeightType::q5_k, QK_K, 176, false, 32, true, false, 0, 0, ActBlocks::q8_k, true, 16, 16, NEVER, NEVER},
-    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 0, 32, ActBlocks::q8_k, true, 48, 40, 12, 12},
-    {WeightType::iq4_nl, QK, 18, false, 32, false, true, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
-    {WeightType::iq4_xs, QK_K, 136, false, 32, false, true, 0, 0, ActBlocks::q8_k, true, 8, 16, NEVER, NEVER},
+    // {type, elements, bytes, quantizable, sub_block, has_min, signed_codes, code_bits, bias, offset8, act, gemm_q8, gemm_min_n_vnni,
+    //  gemm_min_n_avx2, packed_min_n_vnni, packed_min_n_avx2}
+    {WeightType::q4_0, QK, Q4_0_BYTES, true, 32, false, false, 4, 8, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
+    {WeightType::q4_1, QK, Q4_1_BYTES, true, 32, true, false, 4, 0, 0, ActBlocks::q8_1, true, 8, 8, NEVER, NEVER},
+    {WeightType::q8_0, QK, Q8_0_BYTES, true, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
+    {WeightType::q5_0, QK, 22, false, 32, false, false, 5, 16, 0, ActBlocks::q8_0, true, 8, 8, NEVER, NEVER},
+    {WeightType::q5_1, QK, 24, false, 32, true, false, 5, 0, 0, ActBlocks::q8_1, true, 16, 8, NEVER, NEVER},
+    {WeightType::q2_k, QK_K, 84, false, 16, true, false, 2, 0, 0, ActBlocks::q8_k, true, 32, 32, NEVER, NEVER},
+    {WeightType::q3_k, QK_K, 110, false, 16, true, false, 3, 0, 4, ActBlocks::q8_k, true, 24, 16, NEVER, NEVER},
+    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 4, 0, 0, ActBlocks::q8_k, true, 24, 24, 8, 16},
+    {WeightType::q5_k, QK_K, 176, false, 32, true, false, 5, 0, 0, ActBlocks::q8_k, true, 16, 16, NEVER, NEVER},
+    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 6, 0, 32, ActBlocks::q8_k, true, 48, 40, 12, 12},
+    {WeightType::iq4_nl, QK, 18, false, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
+    {WeightType::iq4_xs, QK_K, 136, false, 32, false, true, 8, 0, 0, ActBlocks::q8_k, true, 8, 16, NEVER, NEVER},
 };
 
 constexpr bool block_traits_in_order() {
@@ -117,5 +124,42 @@ constexpr bool block_traits_in_order() {
 static_assert(block_traits_in_order(), "BLOCK_TRAITS is indexed by WeightType");
 
 constexpr const BlockTraits& block_traits(WeightType t) { return BLOCK_TRAITS[static_cast<int>(t)]; }
+
+// The block types this backend only reads (decodes, never quantizes): q5_*, the K-quants, iq4_*.
+constexpr bool is_read_only_block(WeightType t) { return block_traits(t).elements > 1 && !block_traits(t).quantizable; }
+
+// ---- Dispatch over the types: the list above expanded once, here ----
+// A weight type as a compile-time constant: T::value, and block_traits(T::value) in constant expressions.
+template <WeightType T>
+using WeightTypeTag = std::integral_constant<WeightType, T>;
+
+// A table of one Fn per weight type: entry t is make(WeightTypeTag<t>()), the family's kernel for t or
+// null where it has none (make decides with `if constexpr` on the traits). Used in constexpr
+// initializers, so an ISA file's table holds only addresses and no code of it runs to fill one.
+template <class Fn>
+using PerWeightType = std::array<Fn, WEIGHT_TYPE_COUNT>;
+namespace block_traits_detail {
+template <class Fn, class Make, int... I>
+constexpr PerWeightType<Fn> per_weight_type(Make make, std::integer_sequence<int, I...>) {
+  return {{make(WeightTypeTag<static_cast<WeightType>(I)>())...}};
+}
+template <class F, int... I>
+inline void with_weight_type(WeightType t, F& f, std::integer_sequence<int, I...>) {
+  // An equality chain on t, which GCC compiles to the jump table a switch would be (-O2 and up).
+  static_cast<void>(((t == static_cast<WeightType>(I) ? (f(WeightTypeTag<static_cast<WeightType>(I)>()), true) : false) || ...));
+}
+}  // namespace block_traits_detail
+template <class Fn, class Make>
+constexpr PerWeightType<Fn> per_weight_type(Make make) {
+  return block_traits_detail::per_weight_type<Fn>(make, std::make_integer_sequence<int, WEIGHT_TYPE_COUNT>());
+}
+
+// Calls f(WeightTypeTag<t>()) for the run-time t, inside a template whose other parameters are fixed
+// (f is instantiated for every type: it skips the ones it has no code for with `if constexpr`). f is a
+// lambda of the calling file's anonymous namespace, so each ISA file's instantiation stays its own.
+template <class F>
+inline void with_weight_type(WeightType t, F&& f) {
+  block_traits_detail::with_weight_type(t, f, std::make_integer_sequence<int, WEIGHT_TYPE_COUNT>());
+}
 
 }  // namespace sparq

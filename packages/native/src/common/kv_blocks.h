@@ -10,6 +10,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 
 #include "common/half.h"
 #include "common/quant.h"
@@ -23,28 +25,21 @@ enum class KtType : int { f32 = 0, f16 = 1, i8 = 2, i4 = 3, i2 = 4 };
 // Positions per kT scale.
 constexpr int64_t KT_BLOCK = 64;
 
+// The weight type of each KvType (indexed by it): its layout (block_traits.h) and, for the block
+// types, the quantizer kvAppend stores rows with (quant.h). A new row type adds its entry here, its
+// row pointer to KvRowTypes below, and an entry to KtType's table if it adds a column type.
+static constexpr WeightType KV_WEIGHT_TYPE[] = {WeightType::f32, WeightType::f16, WeightType::q8_0, WeightType::q4_0};
+constexpr WeightType kv_weight_type(KvType t) { return KV_WEIGHT_TYPE[static_cast<int>(t)]; }
+
 // Bytes of one stored row of d elements (d a multiple of 32 for the block types).
 static inline size_t kv_row_bytes(KvType t, size_t d) {
-  switch (t) {
-    case KvType::f32: return d * 4;
-    case KvType::f16: return d * 2;
-    case KvType::q8_0: return d / QK * Q8_0_BYTES;
-    case KvType::q4_0: return d / QK * Q4_0_BYTES;
-  }
-  return d * 4;
+  const BlockTraits& b = block_traits(kv_weight_type(t));
+  return d / static_cast<size_t>(b.elements) * static_cast<size_t>(b.bytes);
 }
 
-// Bits per kT element (32 and 16 for the float types).
-static inline int kt_bits(KtType t) {
-  switch (t) {
-    case KtType::f32: return 32;
-    case KtType::f16: return 16;
-    case KtType::i8: return 8;
-    case KtType::i4: return 4;
-    case KtType::i2: return 2;
-  }
-  return 32;
-}
+// Bits per kT element (32 and 16 for the float types), indexed by KtType.
+static constexpr int KT_BITS[] = {32, 16, 8, 4, 2};
+static inline int kt_bits(KtType t) { return KT_BITS[static_cast<int>(t)]; }
 static inline bool kt_is_integer(KtType t) { return t == KtType::i8 || t == KtType::i4 || t == KtType::i2; }
 
 // The code of position p in a column of `bits`-bit codes, as the signed integer it stands for.
@@ -193,16 +188,32 @@ inline typename V::F row_gather(BlockPtr<B> p, size_t stride, size_t avail) {
   return row_gather_blocks<V>(p, stride, avail);
 }
 
-// Calls body(rows) with rows typed by t: const float*, const uint16_t* (f16 bits) or a BlockPtr.
+// The row pointer of each KvType (indexed by it): const float*, const uint16_t* (f16 bits) or a BlockPtr.
+using KvRowTypes = std::tuple<const float*, const uint16_t*, BlockPtr<Q8_0Rows>, BlockPtr<Q4_0Rows>>;
+static_assert(std::tuple_size<KvRowTypes>::value == sizeof(KV_WEIGHT_TYPE) / sizeof(KV_WEIGHT_TYPE[0]), "one row pointer per KvType");
+
+template <class P>
+inline P rows_from(const void* base) {
+  return static_cast<P>(base);
+}
+template <>
+inline BlockPtr<Q8_0Rows> rows_from(const void* base) {
+  return BlockPtr<Q8_0Rows>{static_cast<const uint8_t*>(base), 0};
+}
+template <>
+inline BlockPtr<Q4_0Rows> rows_from(const void* base) {
+  return BlockPtr<Q4_0Rows>{static_cast<const uint8_t*>(base), 0};
+}
+
+template <class Body, size_t... I>
+inline void with_rows(KvType t, const void* base, Body& body, std::index_sequence<I...>) {
+  // An equality chain on t, as block_traits.h's with_weight_type.
+  static_cast<void>(((t == static_cast<KvType>(I) ? (body(rows_from<std::tuple_element_t<I, KvRowTypes>>(base)), true) : false) || ...));
+}
+// Calls body(rows) with rows of type t typed by KvRowTypes.
 template <class Body>
 inline void with_rows(KvType t, const void* base, Body body) {
-  const auto* bytes = static_cast<const uint8_t*>(base);
-  switch (t) {
-    case KvType::f32: return body(static_cast<const float*>(base));
-    case KvType::f16: return body(static_cast<const uint16_t*>(base));
-    case KvType::q8_0: return body(BlockPtr<Q8_0Rows>{bytes, 0});
-    case KvType::q4_0: return body(BlockPtr<Q4_0Rows>{bytes, 0});
-  }
+  with_rows(t, base, body, std::make_index_sequence<std::tuple_size<KvRowTypes>::value>());
 }
 
 }  // namespace

@@ -831,13 +831,12 @@ void code_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, si
 template <class V>
 void qk_cols(float* logits, size_t ld, const KtHead& kt, const int32_t* i1, size_t r, int64_t first, size_t n, const float* qs, size_t g,
              const double* tau, float* mx) {
-  switch (kt.type) {
-    case KtType::f32: return float_cols<V, float>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
-    case KtType::f16: return float_cols<V, uint16_t>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
-    case KtType::i8: return code_cols<V, 8>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
-    case KtType::i4: return code_cols<V, 4>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
-    case KtType::i2: return code_cols<V, 2>(logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
-  }
+  // The column kernel of each KtType, indexed by it (kv_blocks.h's KT_BITS order).
+  using Cols =
+      void (*)(float*, size_t, const KtHead&, const int32_t*, size_t, int64_t, size_t, const float*, size_t, const double*, float*);
+  static constexpr Cols COLS[] = {float_cols<V, float>, float_cols<V, uint16_t>, code_cols<V, 8>, code_cols<V, 4>, code_cols<V, 2>};
+  static_assert(sizeof(COLS) / sizeof(COLS[0]) == sizeof(KT_BITS) / sizeof(KT_BITS[0]), "one column kernel per KtType");
+  COLS[static_cast<int>(kt.type)](logits, ld, kt, i1, r, first, n, qs, g, tau, mx);
 }
 
 // The same components read from K's rows (the single-k layout): a gather per vector, no prefetch.

@@ -195,7 +195,7 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
       k.gemm_q8(t, w, acts, rows, out, begin, end, scratch.data());
     });
   }
-  const auto rows_fn = kernel_entry(k, &KernelTable::q8_rows);
+  const auto rows_fn = kernel_entry(k, &KernelTable::q8_rows, t);
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
   split_rows(rows, work, [&](int64_t begin, int64_t end) { rows_fn(t, w, acts, rows, out, begin, end); });
@@ -215,7 +215,7 @@ void matmul(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t r
     x = rounded.data();
   }
   const KernelTable& k = kernel_table();
-  const auto kernel = k.gemm && n >= GEMM_MIN_N ? k.gemm : kernel_entry(k, &KernelTable::matmul);
+  const auto kernel = k.gemm && n >= GEMM_MIN_N ? k.gemm : kernel_entry(k, &KernelTable::matmul, t);
   split_rows(rows, weight_bytes(t, cols) * rows * n, [&](int64_t begin, int64_t end) { kernel(t, w, x, n, rows, cols, out, begin, end); });
 }
 
@@ -249,7 +249,7 @@ const char* q8_block_sums(WeightType t, const uint8_t* w, const float* x, int64_
   }
   RowActs acts;
   quantize_row_acts(t, x, n, cols, acts);
-  kernel_entry(k, &KernelTable::q8_sums)(t, w, acts, rows, sums);
+  kernel_entry(k, &KernelTable::q8_sums, t)(t, w, acts, rows, sums);
   return kernel_entry(k, &KernelTable::q8_name);
 }
 

@@ -12,15 +12,29 @@
 namespace sparq {
 namespace {
 
+// A per-type entry filled with one kernel that takes every type (all types, or the block types).
+template <class Fn>
+PerWeightType<Fn> every_type(Fn fn) {
+  PerWeightType<Fn> entries{};
+  for (Fn& e : entries) e = fn;
+  return entries;
+}
+template <class Fn>
+PerWeightType<Fn> every_block_type(Fn fn) {
+  PerWeightType<Fn> entries{};
+  for (int t = 0; t < WEIGHT_TYPE_COUNT; ++t) entries[t] = is_block_type(static_cast<WeightType>(t)) ? fn : nullptr;
+  return entries;
+}
+
 // Every entry: the scalar kernels (kernels/ref).
 KernelTable scalar_table() {
   KernelTable k{};
   k.name = "scalar";
   k.attention = attn_kernels_ref;
-  k.matmul = matmul_ref;
+  k.matmul = every_type(matmul_ref);
   k.q8_name = "ref";
-  k.q8_rows = matmul_q8_ref;
-  k.q8_sums = q8_sums_ref;
+  k.q8_rows = every_block_type(matmul_q8_ref);
+  k.q8_sums = every_block_type(q8_sums_ref);
   k.int4_rows = matmul_int4_dequant_ref;
   k.int4_int8_rows = matmul_int4_int8_ref;
   k.int4_group_sums = int4_group_sums_ref;
@@ -102,8 +116,8 @@ KernelTable neon_table(const KernelTable* scalar) {
   k.attention = attn_kernels_neon;
   k.matmul = matmul_neon;
   k.q8_name = "neon";
-  k.q8_rows = matmul_q8_neon;
-  k.q8_sums = q8_sums_neon;
+  k.q8_rows = every_block_type(matmul_q8_neon);
+  k.q8_sums = every_block_type(q8_sums_neon);
   return k;
 }
 
@@ -112,8 +126,8 @@ KernelTable dotprod_table(const KernelTable* neon) {
   k.name = "neon-dotprod";
   k.narrower = neon;
   k.q8_name = "neon-dotprod";
-  k.q8_rows = matmul_q8_dotprod;
-  k.q8_sums = q8_sums_dotprod;
+  k.q8_rows = every_block_type(matmul_q8_dotprod);
+  k.q8_sums = every_block_type(q8_sums_dotprod);
   return k;
 }
 #endif

@@ -11,6 +11,7 @@
 #include "ops/attention.h"
 #include "ops/gemm_q8.h"
 #include "ops/int4.h"
+#include "ops/matvec.h"
 #include "ops/matvec_q8.h"
 
 namespace sparq {
@@ -26,18 +27,20 @@ struct KernelTable {
   const AttnKernels& (*attention)();
 
   // Dense products with f32 activations (matvec.h): weight rows [row_begin, row_end) of
-  // x (n, cols) @ w^T; `gemm` is the cache-blocked one for n >= GEMM_MIN_N activation rows.
-  using Matmul = void (*)(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,
-                          int64_t row_begin, int64_t row_end);
-  Matmul matmul, gemm;
+  // x (n, cols) @ w^T. `matmul[t]` is the per-row kernel of weight type t (kernel_entry(k,
+  // &KernelTable::matmul, t)); `gemm` the cache-blocked one for n >= GEMM_MIN_N activation rows, every type.
+  using Matmul = MatmulFn;
+  PerWeightType<Matmul> matmul;
+  Matmul gemm;
 
   // The 'int8' product of block weights (matvec_q8.h): per row, and the test hook giving its int32
-  // sub-block sums; `q8_name` is what q8_block_sums reports.
-  using Q8Rows = void (*)(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
-  using Q8Sums = void (*)(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+  // sub-block sums, one entry per block type (null for f32, f16, bf16, which never take it);
+  // `q8_name` is what q8_block_sums reports.
+  using Q8Rows = Q8RowsFn;
+  using Q8Sums = Q8SumsFn;
   const char* q8_name;
-  Q8Rows q8_rows;
-  Q8Sums q8_sums;
+  PerWeightType<Q8Rows> q8_rows;
+  PerWeightType<Q8Sums> q8_sums;
   // The blocked 'int8' product (gemm_q8.h) and its sums, for gemm_q8_supports(t) types from
   // q8_gemm_min_n(t) activation rows; null: this table has none (no narrower table is asked:
   // the per-row kernel above runs).
@@ -86,6 +89,13 @@ Fn kernel_entry(const KernelTable& k, Fn KernelTable::*field) {
   const KernelTable* t = &k;
   while (!(t->*field)) t = t->narrower;
   return t->*field;
+}
+// The same for a per-type entry: the first table from `k` down with a kernel for type `type`.
+template <class Fn>
+Fn kernel_entry(const KernelTable& k, PerWeightType<Fn> KernelTable::*field, WeightType type) {
+  const KernelTable* t = &k;
+  while (!(t->*field)[static_cast<int>(type)]) t = t->narrower;
+  return (t->*field)[static_cast<int>(type)];
 }
 
 }  // namespace sparq

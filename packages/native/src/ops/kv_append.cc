@@ -18,34 +18,32 @@
 namespace sparq {
 namespace {
 
-WeightType block_weight_type(KvType t) { return t == KvType::q8_0 ? WeightType::q8_0 : WeightType::q4_0; }
-
 // Writes the d values x as one row of type t at dst; returns the values as attention reads them
-// back (x itself for f32, else decoded into `stored`).
+// back (x itself for f32, else decoded into `stored`): f16 by the attention kernels' conversions, the
+// block types by their weight type's quantizer (kv_weight_type).
 const float* store_row(const AttnKernels& kt, KvType t, void* dst, const float* x, size_t d, float* stored) {
-  switch (t) {
-    case KvType::f32: std::memcpy(dst, x, d * 4); return x;
-    case KvType::f16:
-      kt.to_f16(static_cast<uint16_t*>(dst), x, d);
-      kt.from_f16(stored, static_cast<const uint16_t*>(dst), d);
-      return stored;
-    case KvType::q8_0:
-    case KvType::q4_0:
-      quantize_blocks(block_weight_type(t), x, static_cast<uint8_t*>(dst), static_cast<int64_t>(d) / QK);
-      dequantize_blocks(block_weight_type(t), static_cast<const uint8_t*>(dst), stored, static_cast<int64_t>(d) / QK);
-      return stored;
+  const WeightType w = kv_weight_type(t);
+  if (w == WeightType::f32) {
+    std::memcpy(dst, x, d * 4);
+    return x;
   }
-  return x;
+  if (w == WeightType::f16) {
+    kt.to_f16(static_cast<uint16_t*>(dst), x, d);
+    kt.from_f16(stored, static_cast<const uint16_t*>(dst), d);
+    return stored;
+  }
+  const int64_t blocks = static_cast<int64_t>(d) / block_traits(w).elements;
+  quantize_blocks(w, x, static_cast<uint8_t*>(dst), blocks);
+  dequantize_blocks(w, static_cast<const uint8_t*>(dst), stored, blocks);
+  return stored;
 }
 
 // A stored row of type t decoded to d floats.
 void load_row(const AttnKernels& kt, KvType t, const void* src, size_t d, float* out) {
-  switch (t) {
-    case KvType::f32: std::memcpy(out, src, d * 4); break;
-    case KvType::f16: kt.from_f16(out, static_cast<const uint16_t*>(src), d); break;
-    case KvType::q8_0:
-    case KvType::q4_0: dequantize_blocks(block_weight_type(t), static_cast<const uint8_t*>(src), out, static_cast<int64_t>(d) / QK); break;
-  }
+  const WeightType w = kv_weight_type(t);
+  if (w == WeightType::f32) return static_cast<void>(std::memcpy(out, src, d * 4));
+  if (w == WeightType::f16) return kt.from_f16(out, static_cast<const uint16_t*>(src), d);
+  dequantize_blocks(w, static_cast<const uint8_t*>(src), out, static_cast<int64_t>(d) / block_traits(w).elements);
 }
 
 // Writes `code` (in [-qmax, qmax]) at position p of a column of `bits`-bit codes (kv_blocks.h).

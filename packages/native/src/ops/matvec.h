@@ -9,12 +9,15 @@
 
 namespace sparq {
 
+// A per-row kernel: out rows [row_begin, row_end) of x (n, cols) @ w^T, w of type t.
+using MatmulFn = void (*)(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out,
+                          int64_t row_begin, int64_t row_end);
+// The scalar one (every type), and the SIMD ones per weight type (matvec_simd.h; the kernel of type t
+// at [t], called with that t).
 void matmul_ref(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                 int64_t row_end);
-void matmul_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
-                 int64_t row_end);
-void matmul_avx512(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
-                   int64_t row_end);
+extern const PerWeightType<MatmulFn> matmul_avx2;
+extern const PerWeightType<MatmulFn> matmul_avx512;
 // The cache-blocked product for many activation rows (gemm_simd.h), same contract.
 void gemm_avx2(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                int64_t row_end);

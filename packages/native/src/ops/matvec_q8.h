@@ -56,15 +56,16 @@ void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, Ro
 
 // out rows [row_begin, row_end) of x @ w^T (out (n, rows)) from the quantized activations, t a block type:
 // the portable scalar twin, AVX2, and AVX-512 VNNI (needs avx512vnni and avx512vl).
-void matmul_q8_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
-void matmul_q8_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
-void matmul_q8_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
-
 // Tests: the int32 sums sum_j c_j q_j of every sub-block -> sums (n, rows, cols / sub_block_elements(t)),
 // as each kernel computes them (gemm_q8_vnni_sums, gemm_q8_avx2_sums: the blocked products', gemm_q8_supports(t) only).
+using Q8RowsFn = void (*)(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
+using Q8SumsFn = void (*)(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+// The scalar twin takes every block type; the SIMD kernels (matvec_q8_simd.h) are one per block type,
+// the kernel of type t at [t] (called with that t), null for f32, f16 and bf16.
+void matmul_q8_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 void q8_sums_ref(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
-void q8_sums_avx2(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
-void q8_sums_avx512(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);
+extern const PerWeightType<Q8RowsFn> matmul_q8_avx2, matmul_q8_avx512;
+extern const PerWeightType<Q8SumsFn> q8_sums_avx2, q8_sums_avx512;
 struct Q8Acts;
 void gemm_q8_vnni_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);
 void gemm_q8_avx2_sums(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, int32_t* sums);

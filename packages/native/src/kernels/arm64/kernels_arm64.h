@@ -5,13 +5,13 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/matvec_q8.h"
 #include "common/quant.h"
+#include "ops/matvec.h"
+#include "ops/matvec_q8.h"
 
 namespace sparq {
 
-void matmul_neon(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
-                 int64_t row_end);
+extern const PerWeightType<MatmulFn> matmul_neon;
 void matmul_q8_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 void matmul_q8_dotprod(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end);
 void q8_sums_neon(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums);

@@ -49,24 +49,30 @@ void rows_against_x(const Row& row, const float* x, int64_t n, int64_t rows, int
   for (int64_t k = 0; k < n; ++k) out[k * rows + r] = dot(row, x + k * cols, cols);
 }
 
-}  // namespace
-
-void matmul_neon(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+// The kernel of weight type T: plain rows read in place, block rows dequantized first.
+template <WeightType T>
+void matmul_type(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                  int64_t row_end) {
-  const int64_t row_bytes = weight_bytes(t, cols);
+  const int64_t row_bytes = weight_bytes(T, cols);
   thread_local std::vector<float> decoded;
-  if (is_block_type(t) && decoded.size() < static_cast<size_t>(cols)) decoded.resize(static_cast<size_t>(cols));
+  if (is_block_type(T) && decoded.size() < static_cast<size_t>(cols)) decoded.resize(static_cast<size_t>(cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* src = w + r * row_bytes;
-    switch (t) {
-      case WeightType::f32: rows_against_x(F32Row{reinterpret_cast<const float*>(src)}, x, n, rows, cols, out, r); break;
-      case WeightType::f16: rows_against_x(F16Row{reinterpret_cast<const uint16_t*>(src)}, x, n, rows, cols, out, r); break;
-      case WeightType::bf16: rows_against_x(Bf16Row{reinterpret_cast<const uint16_t*>(src)}, x, n, rows, cols, out, r); break;
-      default:
-        dequantize_blocks_ref(t, src, decoded.data(), cols / block_shape(t).elements);
-        rows_against_x(F32Row{decoded.data()}, x, n, rows, cols, out, r);
+    if constexpr (T == WeightType::f32) {
+      rows_against_x(F32Row{reinterpret_cast<const float*>(src)}, x, n, rows, cols, out, r);
+    } else if constexpr (T == WeightType::f16) {
+      rows_against_x(F16Row{reinterpret_cast<const uint16_t*>(src)}, x, n, rows, cols, out, r);
+    } else if constexpr (T == WeightType::bf16) {
+      rows_against_x(Bf16Row{reinterpret_cast<const uint16_t*>(src)}, x, n, rows, cols, out, r);
+    } else {
+      dequantize_blocks_ref(t, src, decoded.data(), cols / block_shape(T).elements);
+      rows_against_x(F32Row{decoded.data()}, x, n, rows, cols, out, r);
     }
   }
 }
+
+}  // namespace
+
+constexpr PerWeightType<MatmulFn> matmul_neon = per_weight_type<MatmulFn>([](auto type) { return &matmul_type<decltype(type)::value>; });
 
 }  // namespace sparq

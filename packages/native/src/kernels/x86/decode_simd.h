@@ -203,23 +203,6 @@ SPARQ_DECODE_INLINE void codes(const uint8_t* x, BlockCodes& k, int at = 0) {
   }
 }
 
-// Calls f(std::integral_constant<WeightType, T>()) for t, a read-only block type (not q4_0, q4_1, q8_0).
-template <class F>
-inline void with_read_only_type(WeightType t, F f) {
-  switch (t) {
-    case WeightType::q5_0: return f(std::integral_constant<WeightType, WeightType::q5_0>());
-    case WeightType::q5_1: return f(std::integral_constant<WeightType, WeightType::q5_1>());
-    case WeightType::iq4_nl: return f(std::integral_constant<WeightType, WeightType::iq4_nl>());
-    case WeightType::q2_k: return f(std::integral_constant<WeightType, WeightType::q2_k>());
-    case WeightType::q3_k: return f(std::integral_constant<WeightType, WeightType::q3_k>());
-    case WeightType::q4_k: return f(std::integral_constant<WeightType, WeightType::q4_k>());
-    case WeightType::q5_k: return f(std::integral_constant<WeightType, WeightType::q5_k>());
-    case WeightType::q6_k: return f(std::integral_constant<WeightType, WeightType::q6_k>());
-    case WeightType::iq4_xs: return f(std::integral_constant<WeightType, WeightType::iq4_xs>());
-    default: return;
-  }
-}
-
 template <class V>
 struct BlockDecoder {
   using F = typename V::F;
@@ -232,12 +215,14 @@ struct BlockDecoder {
 
   // One block of any read-only type (not q4_0, q4_1, q8_0) -> y.
   static void block(WeightType t, const uint8_t* x, float* y) {
-    with_read_only_type(t, [&](auto type) {
+    with_weight_type(t, [&](auto type) {
       constexpr WeightType T = decltype(type)::value;
-      BlockCodes k;
-      codes<T>(x, k);
-      const int n = static_cast<int>(block_shape(T).elements), sub = sub_block_elements(T);
-      for (int e = 0; e < n; e += W) V::store(y + e, weights(k, e, e / sub));
+      if constexpr (is_read_only_block(T)) {
+        BlockCodes k;
+        codes<T>(x, k);
+        const int n = static_cast<int>(block_shape(T).elements), sub = sub_block_elements(T);
+        for (int e = 0; e < n; e += W) V::store(y + e, weights(k, e, e / sub));
+      }
     });
   }
 };

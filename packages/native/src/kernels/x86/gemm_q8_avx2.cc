@@ -392,25 +392,38 @@ void panel_avx2(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
   }
 }
 
-// gemm_q8_avx2, or with `sums` its integer sums (tile).
+// The panel kernel of block type T, from its traits: its codes' width, a minimum, and whether its
+// sub-blocks of 32 share a super-block's scale (q4_k, q5_k, iq4_xs; q2_k, q3_k, q6_k go by half-blocks).
+template <WeightType T>
+constexpr Codes codes_of() {
+  constexpr BlockTraits b = block_traits(T);
+  return b.signed_codes     ? Codes::s8
+         : b.code_bits == 4 ? Codes::u4
+         : b.code_bits == 5 ? Codes::u5
+         : b.code_bits == 2 ? Codes::u2
+         : b.code_bits == 3 ? Codes::u3
+                            : Codes::u6;
+}
+struct PanelEntry {
+  int mr;
+  Q8PanelKernel kernel;
+};
+constexpr PerWeightType<PanelEntry> PANELS = per_weight_type<PanelEntry>([](auto type) {
+  constexpr WeightType T = decltype(type)::value;
+  if constexpr (block_traits(T).gemm_q8) {
+    constexpr Codes C = codes_of<T>();
+    constexpr bool super = block_traits(T).elements == QK_K && block_traits(T).sub_block == QK;
+    return PanelEntry{MR<C>, panel_avx2<C, block_traits(T).has_min, super>};
+  } else {
+    return PanelEntry{0, nullptr};
+  }
+});
+
+// gemm_q8_avx2, or with `sums` its integer sums (tile); t one of gemm_q8_supports.
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
          int32_t* sums, const uint8_t* packed = nullptr) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) {
-    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
-  };
-  switch (t) {
-    case WeightType::q4_0: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, false>);
-    case WeightType::q4_1: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true>);
-    case WeightType::q4_k: return panels(MR<Codes::u4>, panel_avx2<Codes::u4, true, true>);
-    case WeightType::q5_0: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, false>);
-    case WeightType::q5_1: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true>);
-    case WeightType::q5_k: return panels(MR<Codes::u5>, panel_avx2<Codes::u5, true, true>);
-    case WeightType::q2_k: return panels(MR<Codes::u2>, panel_avx2<Codes::u2, true>);
-    case WeightType::q3_k: return panels(MR<Codes::u3>, panel_avx2<Codes::u3, true>);
-    case WeightType::q6_k: return panels(MR<Codes::u6>, panel_avx2<Codes::u6, true>);
-    case WeightType::iq4_xs: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false, true>);
-    default: return panels(MR<Codes::s8>, panel_avx2<Codes::s8, false>);  // q8_0, iq4_nl (gemm_q8_supports)
-  }
+  const PanelEntry& p = PANELS[static_cast<int>(t)];
+  gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, p.mr, p.kernel, sums, packed);
 }
 
 }  // namespace

@@ -55,45 +55,81 @@ inline __m256i iq4_levels(__m256i v) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), v);
 }
 
-// block_codes.h's sub_block_codes of sub-block s (32 elements, t neither q2_k, q3_k nor q6_k) as a vector.
-inline __m256i codes32(WeightType t, const uint8_t* row, int64_t s) {
-  const int64_t per_block = block_shape(t).elements / QK;  // sub-blocks per block: 1, or 8 for the K-quants and iq4_xs
-  const uint8_t* x = row + s / per_block * block_shape(t).bytes;
-  const int sub = static_cast<int>(s % per_block);  // the K-quants' sub-block of x
-  switch (t) {
-    case WeightType::q4_0: return _mm256_sub_epi8(nibbles16(x + 2), _mm256_set1_epi8(8));
-    case WeightType::q4_1: return nibbles16(x + 4);
-    case WeightType::q8_0: return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
-    case WeightType::iq4_nl: return iq4_levels(nibbles16(x + 2));
-    case WeightType::q5_0: return _mm256_sub_epi8(_mm256_or_si256(nibbles16(x + 6), fifth_bits(x + 2)), _mm256_set1_epi8(16));
-    case WeightType::q5_1: return _mm256_or_si256(nibbles16(x + 8), fifth_bits(x + 4));
-    case WeightType::iq4_xs: return iq4_levels(nibbles16(x + 8 + 16 * sub));
-    case WeightType::q4_k: return bits32(x + 16 + 32 * (sub / 2), 4 * (sub % 2), 4);
-    default:  // q5_k
-      return _mm256_or_si256(bits32(x + 48 + 32 * (sub / 2), 4 * (sub % 2), 4), _mm256_slli_epi16(bits32(x + 16, sub, 1), 4));
-  }
+// block_codes.h's codes32 and chunk_codes16 as vectors, one specialization per block type: the 32 codes
+// of sub-block `sub` of block x (types of 32-element sub-blocks), or elements 32 k4 .. 32 k4 + 31 of a
+// q2_k, q3_k or q6_k super-block x (k4 < 8; H = k4 / 4, k = k4 % 4).
+template <WeightType T>
+__m256i panel_codes32(const uint8_t* x, int sub);
+template <WeightType T>
+__m256i panel_codes16(const uint8_t* x, int k4);
+template <>
+inline __m256i panel_codes32<WeightType::q4_0>(const uint8_t* x, int) {
+  return _mm256_sub_epi8(nibbles16(x + 2), _mm256_set1_epi8(8));
 }
-
-// block_codes.h's chunk_codes16 (elements 32 k4 .. 32 k4 + 31 of a q2_k, q3_k or q6_k super-block x) as a vector.
-inline __m256i codes16(WeightType t, const uint8_t* x, int k4) {
+template <>
+inline __m256i panel_codes32<WeightType::q4_1>(const uint8_t* x, int) {
+  return nibbles16(x + 4);
+}
+template <>
+inline __m256i panel_codes32<WeightType::q8_0>(const uint8_t* x, int) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 2));
+}
+template <>
+inline __m256i panel_codes32<WeightType::iq4_nl>(const uint8_t* x, int) {
+  return iq4_levels(nibbles16(x + 2));
+}
+template <>
+inline __m256i panel_codes32<WeightType::q5_0>(const uint8_t* x, int) {
+  return _mm256_sub_epi8(_mm256_or_si256(nibbles16(x + 6), fifth_bits(x + 2)), _mm256_set1_epi8(16));
+}
+template <>
+inline __m256i panel_codes32<WeightType::q5_1>(const uint8_t* x, int) {
+  return _mm256_or_si256(nibbles16(x + 8), fifth_bits(x + 4));
+}
+template <>
+inline __m256i panel_codes32<WeightType::iq4_xs>(const uint8_t* x, int sub) {
+  return iq4_levels(nibbles16(x + 8 + 16 * sub));
+}
+template <>
+inline __m256i panel_codes32<WeightType::q4_k>(const uint8_t* x, int sub) {
+  return bits32(x + 16 + 32 * (sub / 2), 4 * (sub % 2), 4);
+}
+template <>
+inline __m256i panel_codes32<WeightType::q5_k>(const uint8_t* x, int sub) {
+  return _mm256_or_si256(bits32(x + 48 + 32 * (sub / 2), 4 * (sub % 2), 4), _mm256_slli_epi16(bits32(x + 16, sub, 1), 4));
+}
+template <>
+inline __m256i panel_codes16<WeightType::q2_k>(const uint8_t* x, int k4) {
+  return bits32(x + 16 + 32 * (k4 >> 2), 2 * (k4 & 3), 2);
+}
+template <>
+inline __m256i panel_codes16<WeightType::q3_k>(const uint8_t* x, int k4) {
+  return _mm256_or_si256(bits32(x + 32 + 32 * (k4 >> 2), 2 * (k4 & 3), 2), _mm256_slli_epi16(bits32(x, k4, 1), 2));
+}
+template <>
+inline __m256i panel_codes16<WeightType::q6_k>(const uint8_t* x, int k4) {
   const int H = k4 >> 2, k = k4 & 3;
-  switch (t) {
-    case WeightType::q2_k: return bits32(x + 16 + 32 * H, 2 * k, 2);
-    case WeightType::q3_k: return _mm256_or_si256(bits32(x + 32 + 32 * H, 2 * k, 2), _mm256_slli_epi16(bits32(x, k4, 1), 2));
-    default:
-      return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4),
-                             _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));  // q6_k
-  }
+  return _mm256_or_si256(bits32(x + 64 * H + 32 * (k & 1), 4 * (k >> 1), 4), _mm256_slli_epi16(bits32(x + 128 + 32 * H, 2 * k, 2), 4));
 }
 
 // The integer minimum c_h of half-block `sub` of a q2_k, q3_k or q6_k super-block x (scale sc_h and d
 // from scale_min16) and the super-block's multiplier mm of it: w_j = d sc_h u_j + mm c_h (gemm_q8.h).
-inline int half_block_min(WeightType t, const uint8_t* x, int sub, int sc, float d, float& mm) {
-  switch (t) {
-    case WeightType::q2_k: mm = -fp16_to_fp32_ref(load_u16(x + 82)); return x[sub] >> 4;  // its minimum mn_h, times -dmin
-    case WeightType::q3_k: mm = -4.0f * d; return sc;                                     // the offset 4: -4 d sc_h
-    default: mm = -32.0f * d; return sc;                                                  // q6_k, the offset 32: -32 d sc_h
-  }
+template <WeightType T>
+int half_block_min(const uint8_t* x, int sub, int sc, float d, float& mm);
+template <>
+inline int half_block_min<WeightType::q2_k>(const uint8_t* x, int sub, int, float, float& mm) {
+  mm = -fp16_to_fp32_ref(load_u16(x + 82));  // its minimum mn_h, times -dmin
+  return x[sub] >> 4;
+}
+template <>
+inline int half_block_min<WeightType::q3_k>(const uint8_t*, int, int sc, float d, float& mm) {
+  mm = -4.0f * d;  // the offset 4: -4 d sc_h
+  return sc;
+}
+template <>
+inline int half_block_min<WeightType::q6_k>(const uint8_t*, int, int sc, float d, float& mm) {
+  mm = -32.0f * d;  // the offset 32: -32 d sc_h
+  return sc;
 }
 
 // 8 rows of 32 codes (row i at c + 32 i, zero rows where i >= rows_in) to dst: dword k of the 8 rows at
@@ -164,17 +200,19 @@ inline float finite_or_zero(float mul) { return std::fabs(mul) <= 3.0e38f ? mul 
 // its header read and its f16 steps converted once (the same f32 products): the K-quants' and iq4_xs's
 // 8 sub-blocks, or q2_k's, q3_k's and q6_k's 16 half-blocks' integer scales sc_h and minimums c_h and the
 // super-block's d and mm, w_j = d sc_h u_j + mm c_h (gemm_q8.h).
-inline void block_scales(WeightType t, const uint8_t* row, int64_t b, int i, const Q8Panel& p) {
+template <WeightType T>
+void block_scales(const uint8_t* row, int64_t b, int i, const Q8Panel& p) {
+  constexpr BlockTraits bt = block_traits(T);
   const int64_t S = b / 8;
-  const uint8_t* x = row ? row + (block_shape(t).elements == QK ? b : S) * block_shape(t).bytes : nullptr;
-  if (gemm_q8_halves(t)) {
+  const uint8_t* x = row ? row + (bt.elements == QK ? b : S) * bt.bytes : nullptr;
+  if constexpr (bt.sub_block == 16) {  // gemm_q8_halves
     float d = 0, mm = 0;
     for (int hb = 0; hb < 16; ++hb) {  // half-block hb of the super-block
       float mw;
       int sc = 0, c_h = 0;
       if (x) {
-        sc = scale_min16(t, x, hb, d, mw);
-        c_h = half_block_min(t, x, hb, sc, d, mm);
+        sc = scale_min16<T>(x, hb, d, mw);
+        c_h = half_block_min<T>(x, hb, sc, d, mm);
       }
       const int64_t h = 16 * S + hb;  // of the row
       p.sc[h * NR + i] = static_cast<int32_t>((static_cast<uint32_t>(sc) << 16) | (static_cast<uint32_t>(sc) & 0xffff));
@@ -183,33 +221,43 @@ inline void block_scales(WeightType t, const uint8_t* row, int64_t b, int i, con
     }
     p.dw[S * NR + i] = d;
     p.mw[S * NR + i] = mm;
-    return;
-  }
-  if (!x || block_shape(t).elements == QK) {
-    for (int64_t s = b; s < (x ? b + 1 : b + block_shape(t).elements / QK); ++s) {
+  } else {
+    for (int64_t s = b; s < b + bt.elements / QK; ++s) {
       float dw = 0, mw = 0;
-      if (x) sub_block_scale(t, row, s, x, dw, mw);
+      if (x) {
+        mw = -0.0f;  // no minimum: -0, as block_codes.h's sub_block_scale
+        block_scale<T>(x, static_cast<int>(s - b), dw, mw);
+      }
       p.dw[s * NR + i] = dw;
       p.mw[s * NR + i] = mw;
     }
-    return;
   }
-  const float d = fp16_to_fp32_ref(load_u16(x));
-  if (t == WeightType::iq4_xs) {
-    const int high = load_u16(x + 2);
-    for (int sub = 0; sub < 8; ++sub) {
-      const int low = (x[4 + (sub >> 1)] >> (4 * (sub & 1))) & 0x0f;
-      p.dw[(b + sub) * NR + i] = d * static_cast<float>((low | (((high >> (2 * sub)) & 3) << 4)) - 32);
-      p.mw[(b + sub) * NR + i] = -0.0f;
+}
+
+template <WeightType T>
+void decode_panel(const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p) {
+  constexpr BlockTraits bt = block_traits(T);
+  constexpr bool halves = bt.sub_block == 16, per_block = bt.elements == QK;
+  const int64_t row_bytes = weight_bytes(T, cols), blocks = cols / QK;
+  const int off = gemm_q8_offset(T);
+  // The scales a row at a time, then the codes: 1.2-1.4x faster for the 256-element types than both
+  // in one pass over 8 rows (docs/int8-products.md).
+  for (int i = 0; i < NR; ++i)
+    for (int64_t b = 0; b < blocks; b += per_block ? 1 : 8) block_scales<T>(i < nr ? w + (r0 + i) * row_bytes : nullptr, b, i, p);
+  alignas(32) int8_t c[8 * 32];  // 8 rows' codes of one 32-element block
+  // The codes 8 rows at a time along their length: 8 streams of weight bytes for the prefetchers.
+  for (int i0 = 0; i0 < NR; i0 += 8) {
+    const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int ii = 0; ii < rows_in; ++ii) {
+        const uint8_t* row = w + (r0 + i0 + ii) * row_bytes;
+        __m256i v;
+        if constexpr (halves) v = panel_codes16<T>(row + b / 8 * bt.bytes, static_cast<int>(b % 8));
+        else v = panel_codes32<T>(row + b / (bt.elements / QK) * bt.bytes, static_cast<int>(b % (bt.elements / QK)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), v);
+      }
+      store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
     }
-    return;
-  }
-  const float dmin = fp16_to_fp32_ref(load_u16(x + 2));  // q4_k, q5_k
-  for (int sub = 0; sub < 8; ++sub) {
-    int sc, mn;
-    scale_min_k(x + 4, sub, sc, mn);
-    p.dw[(b + sub) * NR + i] = d * static_cast<float>(sc);
-    p.mw[(b + sub) * NR + i] = -(dmin * static_cast<float>(mn));
   }
 }
 
@@ -265,26 +313,9 @@ void quantize_q8_acts(WeightType t, const float* x, int64_t t_begin, int64_t t_e
 }
 
 void gemm_q8_decode_panel(WeightType t, const uint8_t* w, int64_t cols, int64_t r0, int nr, const Q8Panel& p) {
-  const int64_t row_bytes = weight_bytes(t, cols), blocks = cols / QK;
-  const bool halves = gemm_q8_halves(t), per_block = block_shape(t).elements == QK;
-  const int off = gemm_q8_offset(t);
-  // The scales a row at a time, then the codes: 1.2-1.4x faster for the 256-element types than both
-  // in one pass over 8 rows (docs/int8-products.md).
-  for (int i = 0; i < NR; ++i)
-    for (int64_t b = 0; b < blocks; b += per_block ? 1 : 8) block_scales(t, i < nr ? w + (r0 + i) * row_bytes : nullptr, b, i, p);
-  alignas(32) int8_t c[8 * 32];  // 8 rows' codes of one 32-element block
-  // The codes 8 rows at a time along their length: 8 streams of weight bytes for the prefetchers.
-  for (int i0 = 0; i0 < NR; i0 += 8) {
-    const int rows_in = nr - i0 < 0 ? 0 : nr - i0 < 8 ? nr - i0 : 8;
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int ii = 0; ii < rows_in; ++ii) {
-        const uint8_t* row = w + (r0 + i0 + ii) * row_bytes;
-        const __m256i v = halves ? codes16(t, row + b / 8 * block_shape(t).bytes, static_cast<int>(b % 8)) : codes32(t, row, b);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(c + 32 * ii), v);
-      }
-      store_rows8(c, rows_in, off, p.u + b * 8 * NR * 4 + i0 * 4);
-    }
-  }
+  with_weight_type(t, [&](auto type) {
+    if constexpr (block_traits(decltype(type)::value).gemm_q8) decode_panel<decltype(type)::value>(w, cols, r0, nr, p);
+  });
 }
 
 void gemm_q8_repack(WeightType t, const uint8_t* w, int64_t, int64_t cols, uint8_t* packed, int64_t row_begin, int64_t row_end) {

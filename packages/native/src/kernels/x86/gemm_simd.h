@@ -162,20 +162,17 @@ struct DecodeInt4 {
 
 // The entry points of one ISA file: the per-row kernels matmul_<isa> and matmul_int4_dequant_<isa>
 // (matvec_simd.h), the blocked ones gemm_<isa> and gemm_int4_<isa>.
-#define SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(isa, V)                                                                                         \
-  namespace sparq {                                                                                                                       \
-  void matmul_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin, \
-                    int64_t row_end) {                                                                                                    \
-    matmul_simd<V>(t, w, x, n, rows, cols, out, row_begin, row_end);                                                                      \
-  }                                                                                                                                       \
-  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {          \
-    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                                        \
-  }                                                                                                                                       \
-  void gemm_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,   \
-                  int64_t row_end) {                                                                                                      \
-    gemm_rows<V>(DecodeWeights<V>{t, w, weight_bytes(t, cols)}, x, n, rows, cols, out, row_begin, row_end);                               \
-  }                                                                                                                                       \
-  void gemm_int4_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {                    \
-    gemm_rows<V>(DecodeInt4{&w}, x, n, w.rows, w.cols, out, row_begin, row_end);                                                          \
-  }                                                                                                                                       \
+#define SPARQ_WEIGHT_PRODUCT_ENTRY_POINTS(isa, V)                                                                                       \
+  namespace sparq {                                                                                                                     \
+  constexpr PerWeightType<MatmulFn> matmul_##isa = matmul_simd_kernels<V>();                                                            \
+  void matmul_int4_dequant_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {        \
+    matmul_int4_dequant_simd<V>(w, x, n, out, row_begin, row_end);                                                                      \
+  }                                                                                                                                     \
+  void gemm_##isa(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin, \
+                  int64_t row_end) {                                                                                                    \
+    gemm_rows<V>(DecodeWeights<V>{t, w, weight_bytes(t, cols)}, x, n, rows, cols, out, row_begin, row_end);                             \
+  }                                                                                                                                     \
+  void gemm_int4_##isa(const Int4View& w, const float* x, int64_t n, float* out, int64_t row_begin, int64_t row_end) {                  \
+    gemm_rows<V>(DecodeInt4{&w}, x, n, w.rows, w.cols, out, row_begin, row_end);                                                        \
+  }                                                                                                                                     \
   }

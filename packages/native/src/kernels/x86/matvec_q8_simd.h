@@ -234,26 +234,31 @@ SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, Group
   Group::add16(lo, hi, qh);
 }
 struct Q4_0 {  // d | qs[16]
+  static constexpr WeightType TYPE = WeightType::q4_0;
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 2, lo, hi); }
 };
 struct Q4_1 {  // d | m | qs[16]
+  static constexpr WeightType TYPE = WeightType::q4_1;
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 4, lo, hi); }
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
+  static constexpr WeightType TYPE = WeightType::q5_0;
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 2, lo, hi); }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
+  static constexpr WeightType TYPE = WeightType::q5_1;
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
   static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 4, lo, hi); }
 };
 struct Q8_0 {  // d | qs[32] signed
+  static constexpr WeightType TYPE = WeightType::q8_0;
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
@@ -262,6 +267,7 @@ struct Q8_0 {  // d | qs[32] signed
   }
 };
 struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
+  static constexpr WeightType TYPE = WeightType::iq4_nl;
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
@@ -370,6 +376,7 @@ struct InPlace {
 // scales[16] (low nibble scale, high nibble minimum per 16) | qs[64] | d | dmin. Chunk 4H + k is bits
 // 2k of qs[32 H .. 32 H + 32).
 struct Q2_K : InPlace {
+  static constexpr WeightType TYPE = WeightType::q2_k;
   static constexpr int ELEMENTS = 256, BYTES = 84, BIAS = q8_bias(WeightType::q2_k), OFFSET8 = q8_offset8(WeightType::q2_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q2_k), MIN = q8_has_min(WeightType::q2_k);
   template <class S>
@@ -412,6 +419,7 @@ struct Q2_K : InPlace {
 // nibbles of scales[0..8) then their high nibbles, the top two bits of scale s at bit 2 (s / 4) of
 // scales[8 + s % 4].
 struct Q3_K : InPlace {
+  static constexpr WeightType TYPE = WeightType::q3_k;
   static constexpr int ELEMENTS = 256, BYTES = 110, BIAS = q8_bias(WeightType::q3_k), OFFSET8 = q8_offset8(WeightType::q3_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q3_k), MIN = q8_has_min(WeightType::q3_k);
   // The 16 scales as int8, in both 128-bit halves (from broadcast loads, which take no vector pipe).
@@ -473,6 +481,7 @@ struct Q3_K : InPlace {
 // bits are bits 2p and 2p + 1 of qh[l].
 template <bool FIVE>
 struct QX_K {
+  static constexpr WeightType TYPE = FIVE ? WeightType::q5_k : WeightType::q4_k;
   static constexpr int ELEMENTS = 256, BYTES = FIVE ? 176 : 144, BIAS = q8_bias(WeightType::q4_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q4_k), MIN = q8_has_min(WeightType::q4_k);
   // Hands the sink the minimums (mins32) and returns the 8 scales as int16, in both 128-bit halves.
@@ -563,6 +572,7 @@ struct QX_K {
 // ql[128] | qh[64] | scales[16] int8 | d. Chunk 4H + k: nibble (k >= 2: high) of ql[64 H + 32 (k % 2) + l]
 // with bits 2k of qh[32 H + l] as bits 4-5; minus 32 (OFFSET8, as q3_k).
 struct Q6_K {
+  static constexpr WeightType TYPE = WeightType::q6_k;
   static constexpr int ELEMENTS = 256, BYTES = 210, BIAS = q8_bias(WeightType::q6_k), OFFSET8 = q8_offset8(WeightType::q6_k);
   static constexpr bool SIGNED = q8_signed(WeightType::q6_k), MIN = q8_has_min(WeightType::q6_k);
   template <class S>
@@ -629,6 +639,7 @@ struct Q6_K {
 };
 // d | scales_h (u16) | scales_l[4] | qs[128]: 8 iq4_nl-style sub-blocks, 6-bit scales minus 32.
 struct IQ4_XS {
+  static constexpr WeightType TYPE = WeightType::iq4_xs;
   static constexpr int ELEMENTS = 256, BYTES = 136, BIAS = q8_bias(WeightType::iq4_xs);
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_xs), MIN = q8_has_min(WeightType::iq4_xs);
   // Scale c in int32 lane c: nibble c % 2 of scales_l[c / 2] | bits 2c of scales_h as bits 4-5, minus 32.
@@ -679,24 +690,18 @@ struct IQ4_XS {
 #endif
 };
 
-// Calls fn(T{}) with the block type's trait struct.
-template <class Fn>
-void with_type(WeightType t, Fn fn) {
-  switch (t) {
-    case WeightType::q4_0: return fn(Q4_0{});
-    case WeightType::q4_1: return fn(Q4_1{});
-    case WeightType::q5_0: return fn(Q5_0{});
-    case WeightType::q5_1: return fn(Q5_1{});
-    case WeightType::q8_0: return fn(Q8_0{});
-    case WeightType::iq4_nl: return fn(IQ4_NL{});
-    case WeightType::q2_k: return fn(Q2_K{});
-    case WeightType::q3_k: return fn(Q3_K{});
-    case WeightType::q4_k: return fn(QX_K<false>{});
-    case WeightType::q5_k: return fn(QX_K<true>{});
-    case WeightType::q6_k: return fn(Q6_K{});
-    case WeightType::iq4_xs: return fn(IQ4_XS{});
-    default: return;
-  }
+// The decoders above, one per block type (TYPE): the per-type kernel tables below are built from this
+// list, so a new block type adds its decoder here.
+template <class... T>
+struct DecoderList {};
+using Q8Decoders = DecoderList<Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, QX_K<false>, QX_K<true>, Q6_K, IQ4_XS>;
+
+// A table with entry T::TYPE = make(T{}) for each decoder T of the list (null for the plain types).
+template <class Fn, class Make, class... T>
+constexpr PerWeightType<Fn> per_decoder(Make make, DecoderList<T...>) {
+  PerWeightType<Fn> table{};
+  static_cast<void>(((table[static_cast<int>(T::TYPE)] = make(T{})), ...));
+  return table;
 }
 
 // The 16 int16 pair sums of a super-block chunk's codes against activation codes x: lane i holds
@@ -1279,8 +1284,11 @@ constexpr int Q8_TILE = 4;
 // tile(nx, r, t0, res): activation rows t0 .. t0 + nx - 1 against weight row r into res, for every
 // weight row of [row_begin, row_end) and the activation rows in tiles of Q8_TILE, then of 4, 2, 1
 // (nx a std::integral_constant); each weight row is decoded once per tile, read from DRAM once.
+// Out of line: inlined into each type's table entry (q8_rows_of), GCC 12's one-row loops of the
+// 32-element types ran 3-6% slower on AVX2 (`pnpm -s bench:matvec --quick --threads 1 --paths avx2
+// --products int8`, the two builds alternating).
 template <class Tile>
-void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+__attribute__((noinline)) void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
   float res[Q8_TILE];
   for (int64_t r = row_begin; r < row_end; ++r) {
     for (int64_t t0 = 0; t0 < n;) {
@@ -1462,27 +1470,30 @@ void super_block_sums(const uint8_t* w, const RowActs& a, int64_t rows, int32_t*
   row_sums<T>(w, a, rows, sums);
 }
 
+// matvec_q8.h's kernels of block type T: per row, and their sub-block sums.
+template <class T>
+void q8_rows_of(WeightType, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
+  if constexpr (T::ELEMENTS == 32) {
+    rows_q8_32<T>(w, a, rows, out, row_begin, row_end);
+  } else {
+    if (a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);
+    rows_q8_many<T>(w, a, rows, out, row_begin, row_end);
+  }
+}
+template <class T>
+void q8_sums_of(WeightType, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {
+  if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);
+  else super_block_sums<T>(w, a, rows, sums);
+}
+
 }  // namespace
 }  // namespace sparq
 
-// The entry points of matvec_q8.h for one ISA file: matmul_q8_<isa>, q8_sums_<isa>.
-#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                                                       \
-  namespace sparq {                                                                                                                      \
-  void matmul_q8_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) { \
-    with_type(t, [&](auto type) {                                                                                                        \
-      using T = decltype(type);                                                                                                          \
-      if constexpr (T::ELEMENTS == 32) return rows_q8_32<T>(w, a, rows, out, row_begin, row_end);                                        \
-      else {                                                                                                                             \
-        if (a.n == 1) return rows_q8_pairs<T>(w, a, rows, out, row_begin, row_end);                                                      \
-        rows_q8_many<T>(w, a, rows, out, row_begin, row_end);                                                                            \
-      }                                                                                                                                  \
-    });                                                                                                                                  \
-  }                                                                                                                                      \
-  void q8_sums_##isa(WeightType t, const uint8_t* w, const RowActs& a, int64_t rows, int32_t* sums) {                                    \
-    with_type(t, [&](auto type) {                                                                                                        \
-      using T = decltype(type);                                                                                                          \
-      if constexpr (T::ELEMENTS == 32) sums_q8_32<T>(w, a, rows, sums);                                                                  \
-      else super_block_sums<T>(w, a, rows, sums);                                                                                        \
-    });                                                                                                                                  \
-  }                                                                                                                                      \
+// The entry points of matvec_q8.h for one ISA file: the tables matmul_q8_<isa>, q8_sums_<isa>.
+#define SPARQ_Q8_ENTRY_POINTS(isa)                                                                \
+  namespace sparq {                                                                               \
+  constexpr PerWeightType<Q8RowsFn> matmul_q8_##isa =                                             \
+      per_decoder<Q8RowsFn>([](auto type) { return &q8_rows_of<decltype(type)>; }, Q8Decoders()); \
+  constexpr PerWeightType<Q8SumsFn> q8_sums_##isa =                                               \
+      per_decoder<Q8SumsFn>([](auto type) { return &q8_sums_of<decltype(type)>; }, Q8Decoders()); \
   }

@@ -13,6 +13,7 @@
 #include "kernels/simd.h"
 #include "kernels/x86/decode_simd.h"
 #include "ops/int4.h"
+#include "ops/matvec.h"
 
 namespace sparq {
 namespace {
@@ -146,22 +147,21 @@ inline float scalar_f32(const uint8_t* w, int64_t j) {
 inline float scalar_f16(const uint8_t* w, int64_t j) { return fp16_to_fp32_ref(load_u16(w + 2 * j)); }
 inline float scalar_bf16(const uint8_t* w, int64_t j) { return bf16_to_fp32(load_u16(w + 2 * j)); }
 
-template <class V, int NX>
-void dot_row(WeightType t, const uint8_t* w, const float* x, int64_t cols, float* res) {
-  switch (t) {
-    case WeightType::f32:
-      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x,
-                              cols, res);
-    case WeightType::f16:
-      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_f16, w,
-                              x, cols, res);
-    case WeightType::bf16:
-      return dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(reinterpret_cast<const uint16_t*>(p) + j); },
-                              scalar_bf16, w, x, cols, res);
-    case WeightType::q4_0:
-    case WeightType::q4_1:
-    case WeightType::q8_0: return dot_blocks<V, NX>(t, w, x, cols, res);
-    default: return with_read_only_type(t, [&](auto type) { dot_decoded<V, NX, decltype(type)::value>(w, x, cols, res); });
+// One row of w, of type T, against NX activation rows: the plain types' loads, or dot_blocks for the
+// quantizable block types, or dot_decoded for the read-only ones.
+template <class V, int NX, WeightType T>
+void dot_row(const uint8_t* w, const float* x, int64_t cols, float* res) {
+  if constexpr (T == WeightType::f32) {
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols,
+                     res);
+  } else if constexpr (T == WeightType::f16) {
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_f16, w, x, cols, res);
+  } else if constexpr (T == WeightType::bf16) {
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_bf16, w, x, cols, res);
+  } else if constexpr (block_traits(T).quantizable) {
+    dot_blocks<V, NX>(T, w, x, cols, res);
+  } else {
+    dot_decoded<V, NX, T>(w, x, cols, res);
   }
 }
 
@@ -182,13 +182,19 @@ inline void for_each_tile(int64_t n, int64_t rows, float* out, int64_t row_begin
   }
 }
 
-template <class V>
-void matmul_simd(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
+// The per-row kernel of weight type T (matvec.h's MatmulFn; t is T).
+template <class V, WeightType T>
+void matmul_simd(WeightType, const uint8_t* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* out, int64_t row_begin,
                  int64_t row_end) {
-  const int64_t row_bytes = weight_bytes(t, cols);
+  const int64_t row_bytes = weight_bytes(T, cols);
   for_each_tile(n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
-    dot_row<V, decltype(nx)::value>(t, w + r * row_bytes, x + t0 * cols, cols, res);
+    dot_row<V, decltype(nx)::value, T>(w + r * row_bytes, x + t0 * cols, cols, res);
   });
+}
+// One per weight type (matvec.h's matmul_avx2, matmul_avx512).
+template <class V>
+constexpr PerWeightType<MatmulFn> matmul_simd_kernels() {
+  return per_weight_type<MatmulFn>([](auto type) { return &matmul_simd<V, decltype(type)::value>; });
 }
 
 #if defined(__AVX512F__)
