@@ -167,10 +167,23 @@ describe('older names still work, and agree with the newer', () => {
       'Session: contextSize 24 and capacity 32 disagree',
     );
     const split = { k: 'f32', v: 'f16' } as const;
-    expect(new Session(referenceEngine, model, { contextSize: 24, kv: { ...split }, kvDType: { ...split }, attention: DENSE }).caches[0].options.dtype).toEqual(split);
-    expect(() => new Session(referenceEngine, model, { contextSize: 24, kv: split, kvDType: { k: 'f16', v: 'f16' }, attention: DENSE })).toThrow(
-      'Session: kv {"k":"f32","v":"f16"} and kvDType {"k":"f16","v":"f16"} disagree',
-    );
+    expect(
+      new Session(referenceEngine, model, {
+        contextSize: 24,
+        kv: { ...split },
+        kvDType: { ...split },
+        attention: DENSE,
+      }).caches[0].options.dtype,
+    ).toEqual(split);
+    expect(
+      () =>
+        new Session(referenceEngine, model, {
+          contextSize: 24,
+          kv: split,
+          kvDType: { k: 'f16', v: 'f16' },
+          attention: DENSE,
+        }),
+    ).toThrow('Session: kv {"k":"f32","v":"f16"} and kvDType {"k":"f16","v":"f16"} disagree');
     expect(() => new Session(referenceEngine, model, { attention: DENSE })).toThrow(
       'Session: contextSize undefined, expected an integer in [1, 64]',
     );

@@ -155,9 +155,11 @@ void dot_row(const uint8_t* w, const float* x, int64_t cols, float* res) {
     dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const float*>(p) + j); }, scalar_f32, w, x, cols,
                      res);
   } else if constexpr (T == WeightType::f16) {
-    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_f16, w, x, cols, res);
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_f16, w, x, cols,
+                     res);
   } else if constexpr (T == WeightType::bf16) {
-    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_bf16, w, x, cols, res);
+    dot_plain<V, NX>([](const uint8_t* p, int64_t j) { return V::load_bf16(reinterpret_cast<const uint16_t*>(p) + j); }, scalar_bf16, w, x,
+                     cols, res);
   } else if constexpr (block_traits(T).quantizable) {
     dot_blocks<V, NX>(T, w, x, cols, res);
   } else {
