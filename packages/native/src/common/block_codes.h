@@ -89,9 +89,15 @@ inline void chunk_codes16<WeightType::q6_k>(const uint8_t* x, int k4, int8_t* c)
 // ---- The other block types: 32-element sub-blocks ----
 
 // Sub-block `sub` of the block x (0 for the 32-element blocks, 0 .. 7 of a K-quant or iq4_xs super-block):
-// its scale dl and minimum m (m is left as it is, -0, for the types without one).
+// its scale dl and minimum m (m is left as it is, -0, for the types without one). The 32-element
+// blocks start with the f16 d, then (q4_1, q5_1: has_min) the f16 minimum; the super-block types
+// specialize it.
 template <WeightType T>
-void block_scale(const uint8_t* x, int sub, float& dl, float& m);
+void block_scale(const uint8_t* x, int, float& dl, float& m) {
+  static_assert(block_traits(T).elements == 32, "a super-block type has its own block_scale");
+  dl = fp16_to_fp32_ref(load_u16(x));
+  if constexpr (block_traits(T).has_min) m = fp16_to_fp32_ref(load_u16(x + 2));
+}
 // Its 32 codes.
 template <WeightType T>
 void codes32(const uint8_t* x, int sub, int8_t* c);
@@ -101,12 +107,6 @@ void codes32(const uint8_t* x, int sub, int8_t* c);
 inline void nibbles32(const uint8_t* qs, int8_t* c) {
   for (int j = 0; j < 16; ++j) c[j] = static_cast<int8_t>(qs[j] & 0x0f);
   for (int j = 0; j < 16; ++j) c[j + 16] = static_cast<int8_t>(qs[j] >> 4);
-}
-// The 32-element blocks: f16 d first, then (q4_1, q5_1) the f16 minimum.
-template <bool MIN>
-inline void scale32(const uint8_t* x, float& dl, float& m) {
-  dl = fp16_to_fp32_ref(load_u16(x));
-  if (MIN) m = fp16_to_fp32_ref(load_u16(x + 2));
 }
 // q5_0 / q5_1: the nibbles after a little-endian 32-bit qh of fifth bits, minus `off`.
 inline void codes_q5(const uint8_t* qh, int off, int8_t* c) {
@@ -121,55 +121,31 @@ inline void codes_iq4(const uint8_t* qs, int8_t* c) {
 
 // q4_0: d | qs[16], codes u - 8.
 template <>
-inline void block_scale<WeightType::q4_0>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<false>(x, dl, m);
-}
-template <>
 inline void codes32<WeightType::q4_0>(const uint8_t* x, int, int8_t* c) {
   nibbles32(x + 2, c);
   for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(c[j] - 8);
 }
 // q4_1: d | m | qs[16].
 template <>
-inline void block_scale<WeightType::q4_1>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<true>(x, dl, m);
-}
-template <>
 inline void codes32<WeightType::q4_1>(const uint8_t* x, int, int8_t* c) {
   nibbles32(x + 4, c);
 }
 // q8_0: d | qs[32] signed.
-template <>
-inline void block_scale<WeightType::q8_0>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<false>(x, dl, m);
-}
 template <>
 inline void codes32<WeightType::q8_0>(const uint8_t* x, int, int8_t* c) {
   for (int j = 0; j < 32; ++j) c[j] = static_cast<int8_t>(x[2 + j]);
 }
 // q5_0: d | qh[4] | qs[16], codes u - 16.
 template <>
-inline void block_scale<WeightType::q5_0>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<false>(x, dl, m);
-}
-template <>
 inline void codes32<WeightType::q5_0>(const uint8_t* x, int, int8_t* c) {
   codes_q5(x + 2, 16, c);
 }
 // q5_1: d | m | qh[4] | qs[16].
 template <>
-inline void block_scale<WeightType::q5_1>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<true>(x, dl, m);
-}
-template <>
 inline void codes32<WeightType::q5_1>(const uint8_t* x, int, int8_t* c) {
   codes_q5(x + 4, 0, c);
 }
 // iq4_nl: d | qs[16] through the levels.
-template <>
-inline void block_scale<WeightType::iq4_nl>(const uint8_t* x, int, float& dl, float& m) {
-  scale32<false>(x, dl, m);
-}
 template <>
 inline void codes32<WeightType::iq4_nl>(const uint8_t* x, int, int8_t* c) {
   codes_iq4(x + 2, c);
