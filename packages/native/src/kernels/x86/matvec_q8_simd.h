@@ -215,8 +215,6 @@ SPARQ_INLINE void nibble_group(const uint8_t* const* x, int at, GroupI& lo, Grou
 }
 // q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
 // x[h] + at, element e) is set.
-// q5_0 / q5_1: the nibbles at x[h] + at + 4, plus 16 where the fifth bit (bit e of the 32-bit qh at
-// x[h] + at, element e) is set.
 SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, GroupI& hi) {
   nibble_group(x, at + 4, lo, hi);
   // The G words qh in the dwords of one 128-bit vector, then Group::add16.
