@@ -63,6 +63,9 @@ step "npx sparq backends"
 report="$(in_app npx sparq backends)"
 echo "$report"
 grep -q '^native: active' <<<"$report" || fail "native is not active with the prebuilt addon"
+step "npx sparq backends under NODE_OPTIONS=--conditions=sparq-source (what a pnpm-run parent in the repository passes on)"
+report="$(NODE_OPTIONS=--conditions=sparq-source in_app npx sparq backends 2>&1)" || fail "sparq backends exits $? under the source condition: $report"
+grep -q '^native: active' <<<"$report" || fail "sparq backends under the source condition: $report"
 
 run_examples() {
   in_app npx sparq --version

@@ -1,14 +1,11 @@
 #!/usr/bin/env node
 // The `sparq` command (see `sparq --help`).
 //
-// Inside the repository, pnpm runs every command with `--conditions=sparq-source` (.npmrc), which
-// resolves the workspace packages to their TypeScript sources; plain Node cannot load those, so
-// under that condition the repository's tsx loader is registered first (an installed package never
-// has the condition set and loads dist/).
-const sourceCondition = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) =>
-  arg.includes('sparq-source'),
-);
-if (sourceCondition) {
+// Inside the repository, pnpm runs every command with `--conditions=sparq-source` (.npmrc), under
+// which the workspace packages resolve to their TypeScript sources; plain Node cannot load those, so
+// when the CLI resolves to a .ts file the repository's tsx loader is registered first. An installed
+// package has no such export (release-pack.mjs drops it): it loads dist/, whatever NODE_OPTIONS says.
+if (import.meta.resolve('@sparq/cli').endsWith('.ts')) {
   const { register } = await import('tsx/esm/api');
   register();
 }
