@@ -9,8 +9,8 @@
 //   g++ -std=c++17 -O2 -mf16c -Ipackages/native/src bench/q8-kernels.cc
 //     $o/kernels/x86/{matvec_q8_avx2,matvec_q8_avx512,int4_avx2,int4_avx512}.o $o/kernels/ref/{matvec_q8_ref,int4_ref}.o $o/common/cpu.o
 //     -o /tmp/q8-kernels
-//   /tmp/q8-kernels [--hot] [--weight-rows 4096] [--rounds 15] [--types
-//   q4_0,q4_k,int4] [--rows 1,2,4,8]
+//   /tmp/q8-kernels [--hot] [--weight-rows 4096] [--cols 4096] [--rounds 15]
+//   [--types q4_0,q4_k,int4] [--rows 1,2,4,8]
 // With a baseline (main at f49c48f, whose RowActs still held bias lanes:
 // OldRowActs below): copy its matvec_q8_avx2.o, matvec_q8_avx512.o and
 // matvec_q8_ref.o, rename their entry points with objcopy
@@ -23,7 +23,9 @@
 // DRAM;
 // --hot: one copy (9-18 MB, inside the 32 MB L3; with --weight-rows 256, or 64
 // for the larger super-block types, inside the 1 MB L2, which shows the
-// instruction cost alone: the L3 is shared with the other core). Figures: the
+// instruction cost alone: the L3 is shared with the other core). --cols: the
+// weights' columns (14336: a Llama 3 8B ffn_down, whose 8 rows of activation
+// codes pass the L1 cache). Figures: the
 // median over rounds of thread CPU time (descheduled time left out) as ms per
 // 4096 x 4096 weights, weights per ns, and ns per weight row. Random block
 // bytes with finite f16 scales.
@@ -98,11 +100,11 @@ static const BlockType TYPES[] = {
 // A kernel with its activations quantized by the build it belongs to.
 using Kernel = void (*)(WeightType, const uint8_t *, const void *, int64_t,
                         float *, int64_t, int64_t);
-template <void (*K)(WeightType, const uint8_t *, const RowActs &, int64_t,
-                    float *, int64_t, int64_t)>
+template <const PerWeightType<Q8RowsFn> *K>
 void ours(WeightType t, const uint8_t *w, const void *a, int64_t rows,
           float *out, int64_t b, int64_t e) {
-  K(t, w, *static_cast<const RowActs *>(a), rows, out, b, e);
+  (*K)[static_cast<int>(t)](t, w, *static_cast<const RowActs *>(a), rows, out,
+                            b, e);
 }
 #ifdef Q8_BASELINE
 template <void (*K)(WeightType, const uint8_t *, const OldRowActs &, int64_t,
@@ -119,27 +121,28 @@ static double median(std::vector<double> v) {
 }
 
 // calls[i](copy) over rounds, alternating: per call, thread CPU ms scaled to
-// 4096 x 4096 weights (R weight rows of N columns), the copy of the weights
+// 4096 x 4096 weights (R weight rows of C columns), the copy of the weights
 // rotating through `copies`; one line of figures for calls[0], and with a
 // second call its figures and the median ratio of the two.
 template <class Call>
 static void time_and_print(const char *name, const char *path, int n, int64_t N,
-                           int64_t R, size_t copies, int rounds,
+                           int64_t R, int64_t C, size_t copies, int rounds,
                            const std::vector<Call> &calls) {
   std::vector<std::vector<double>> times(calls.size());
   size_t copy = 0;
+  const double per = static_cast<double>(N) * N / (R * C); // calls per N x N
   for (int r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < calls.size(); ++i) {
       const double t0 = cpu_ms();
-      const int count = static_cast<int>(4 * N / R);
+      const int count = std::max(1, static_cast<int>(4 * per));
       for (int c = 0; c < count; ++c, copy = (copy + 1) % copies)
         calls[i](copy);
-      times[i].push_back((cpu_ms() - t0) / count * N / R);
+      times[i].push_back((cpu_ms() - t0) / count * per);
     }
   }
   const double ms = median(times[0]);
   printf("%-7s %-7s %4d  %10.3f %8.1f %9.1f", name, path, n, ms,
-         N * N / (ms * 1e6), ms * 1e6 / N);
+         N * N / (ms * 1e6), ms * 1e6 / N); // ns per 4096 weights of a row
   if (calls.size() == 2) {
     const double base = median(times[1]);
     std::vector<double> ratio(times[0].size());
@@ -154,6 +157,7 @@ int main(int argc, char **argv) {
   const int64_t N = 4096;
   int64_t R = N; // weight rows (--weight-rows: 256 keeps one q8_0 matrix within
                  // the 1 MB L2)
+  int64_t C = N; // columns (--cols)
   bool hot = false;
   int rounds = 15;
   std::string type_list = "q4_0,q4_1,q5_0,q5_1,q8_0,iq4_nl,q2_k,q3_k,q4_k,q5_k,"
@@ -171,6 +175,8 @@ int main(int argc, char **argv) {
       row_list = argv[++i];
     else if (a == "--weight-rows")
       R = atoi(argv[++i]);
+    else if (a == "--cols")
+      C = atoi(argv[++i]);
   }
   auto wanted = [&](const char *name) {
     return ("," + type_list + ",").find("," + std::string(name) + ",") !=
@@ -187,7 +193,7 @@ int main(int argc, char **argv) {
   };
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> x(8 * N), out(8 * N), expect(8 * N);
+  std::vector<float> x(8 * C), out(8 * R), expect(8 * R);
   for (auto &v : x)
     v = u(rng);
   const bool vnni = cpu_features().avx512vnni;
@@ -195,9 +201,9 @@ int main(int argc, char **argv) {
     const char *name;
     Kernel k;
   };
-  std::vector<Named> kernels = {{"avx2", ours<matmul_q8_avx2>}};
+  std::vector<Named> kernels = {{"avx2", ours<&matmul_q8_avx2>}};
   if (vnni)
-    kernels.push_back({"avx512", ours<matmul_q8_avx512>});
+    kernels.push_back({"avx512", ours<&matmul_q8_avx512>});
   const size_t own = kernels.size();
 #ifdef Q8_BASELINE
   kernels.push_back({"avx2", theirs<base_matmul_q8_avx2>});
@@ -224,7 +230,7 @@ int main(int argc, char **argv) {
   for (const BlockType &ty : TYPES) {
     if (!wanted(ty.name))
       continue;
-    const size_t bytes = static_cast<size_t>(R) * N / ty.elements * ty.bytes,
+    const size_t bytes = static_cast<size_t>(R) * C / ty.elements * ty.bytes,
                  copies = copies_of(bytes);
     std::vector<uint8_t> w(bytes * copies);
     for (auto &b : w)
@@ -237,10 +243,10 @@ int main(int argc, char **argv) {
     }
     for (int n : row_counts) {
       RowActs acts;
-      quantize_row_acts(ty.t, x.data(), n, N, acts);
+      quantize_row_acts(ty.t, x.data(), n, C, acts);
 #ifdef Q8_BASELINE
       OldRowActs old;
-      base_quantize_row_acts(ty.t, x.data(), n, N, old);
+      base_quantize_row_acts(ty.t, x.data(), n, C, old);
 #else
       const RowActs &old = acts;
 #endif
@@ -262,28 +268,28 @@ int main(int argc, char **argv) {
                          out.data(), 0, R);
           });
         }
-        time_and_print(ty.name, kernels[path].name, n, N, R, copies, rounds,
+        time_and_print(ty.name, kernels[path].name, n, N, R, C, copies, rounds,
                        calls);
       }
     }
   }
   if (wanted("int4")) { // symmetric groups of 32
     const int64_t group = 32;
-    const size_t bytes = static_cast<size_t>(R) * N / 2,
-                 copies = copies_of(bytes + R * N / group * 5);
+    const size_t bytes = static_cast<size_t>(R) * C / 2,
+                 copies = copies_of(bytes + R * C / group * 5);
     std::vector<uint8_t> packed(bytes * copies);
     for (auto &b : packed)
       b = static_cast<uint8_t>(rng());
-    std::vector<float> scales(copies * R * N / group);
+    std::vector<float> scales(copies * R * C / group);
     for (auto &s : scales)
       s = 0.01f * (1 + u(rng));
-    const std::vector<int8_t> zeros(copies * R * N / group, 0);
+    const std::vector<int8_t> zeros(copies * R * C / group, 0);
     auto view = [&](size_t copy) {
       return Int4View{packed.data() + copy * bytes,
-                      scales.data() + copy * R * N / group,
-                      zeros.data() + copy * R * N / group,
+                      scales.data() + copy * R * C / group,
+                      zeros.data() + copy * R * C / group,
                       R,
-                      N,
+                      C,
                       group,
                       true};
     };
@@ -295,14 +301,14 @@ int main(int argc, char **argv) {
       paths.push_back({"avx512", matmul_int4_int8_vnni});
     for (int n : row_counts) {
       Int8Acts acts;
-      quantize_acts(x.data(), n, N, group, acts);
+      quantize_acts(x.data(), n, C, group, acts);
       matmul_int4_int8_ref(view(0), acts, expect.data(), 0, R);
       for (const auto &[name, k] : paths) {
         k(view(0), acts, out.data(), 0, R);
         check("int4", name, n);
         const std::vector<std::function<void(size_t)>> calls = {
             [&, k = k](size_t copy) { k(view(copy), acts, out.data(), 0, R); }};
-        time_and_print("int4", name, n, N, R, copies, rounds, calls);
+        time_and_print("int4", name, n, N, R, C, copies, rounds, calls);
       }
     }
   }

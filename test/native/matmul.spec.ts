@@ -532,6 +532,36 @@ for (const path of paths) {
       }
     });
 
+    it("'int8' by the per-row kernels with 8 to 12 rows of 17 to 24 super-blocks (n rows of codes past 32 KiB: column chunks)", () => {
+      // The AVX-512 per-row kernel of the K-quants takes the columns in chunks from 8 rows on once
+      // the rows' activation codes pass 32 KiB (matvec_q8_simd.h, Q8_CHUNK_BYTES): 8 rows of 17
+      // super-blocks are 34 KiB. Every type runs here; the others must not change with the width.
+      const PER_ROW_BELOW = 64;
+      addon!.forceQ8GemmMinN(PER_ROW_BELOW);
+      try {
+        fc.assert(
+          fc.property(
+            fc.constantFrom(...BLOCK_DTYPES),
+            fc.record({
+              rows: fc.integer({ min: 1, max: 6 }),
+              superBlocks: fc.integer({ min: 17, max: 24 }),
+              n: fc.integer({ min: 8, max: 12 }),
+              seed: fc.integer(),
+            }),
+            (dtype, { rows, superBlocks, n, seed }) => {
+              const cols = 256 * superBlocks;
+              const random = seeded(seed);
+              const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
+              check(dtype, w, decoded, uniform(random, n * cols), n, rows, cols, PER_ROW_BELOW);
+            },
+          ),
+          { numRuns: 16 },
+        );
+      } finally {
+        addon!.forceQ8GemmMinN(GEMM_MIN_N);
+      }
+    });
+
     it("matmul 'dequant' and 'int8' on 1, 2 and 3 threads: every dtype, rows not a multiple of the split", () => {
       fc.assert(
         fc.property(

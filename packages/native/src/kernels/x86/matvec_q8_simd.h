@@ -1225,7 +1225,7 @@ struct RowsSums {
     for (int k = 0; k < NX; ++k) {
       __m512i e, o;
       rows_lanes<T::SIGNED_ROWS>(c, q + 256 * k, start, e, o);
-      const __m512i sum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(e, o), scales);
+      const __m512i sum = _mm512_madd_epi16(_mm512_packs_epi32(e, o), scales);
       acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(ddx[k]), acc[k]);
     }
   }
@@ -1237,6 +1237,11 @@ struct RowsSums {
     q += 256 * n;
     dx += n;
     g0 += 8;
+  }
+  SPARQ_INLINE void seek(int64_t b) {  // from block 0 to block b
+    q += 256 * n * b;
+    dx += n * b;
+    g0 += 8 * b;
   }
   SPARQ_INLINE void finish(float* res) const {  // inlined: the accumulators stay in registers, not stored every block
     for (int k = 0; k < NX; ++k) res[k] = Avx2::reduce_add(Group::fold(acc[k]));
@@ -1279,25 +1284,54 @@ constexpr int Q8_TILE = 8;
 constexpr int Q8_TILE = 4;
 #endif
 
-// tile(nx, r, t0, res): activation rows t0 .. t0 + nx - 1 against weight row r into res, for every
-// weight row of [row_begin, row_end) and the activation rows in tiles of Q8_TILE, then of 4, 2, 1
-// (nx a std::integral_constant); each weight row is decoded once per tile, read from DRAM once.
+// Column chunks. Every weight row is multiplied with all n activation rows, so n rows of activation
+// codes are read once per weight row: past the L1 cache (8 rows of 14336 columns are 112 KiB), the
+// tile's loads wait on L2, and 8 rows of q6_k cost twice as many cycles per super-block at 8192
+// columns as at 4096 (Zen 5, 48 KiB L1). From Q8_CHUNK_MIN_N rows on, the columns are taken in
+// chunks whose n activation rows fit Q8_CHUNK_BYTES, each chunk over all the weight rows, its sums
+// added to out. Below that, a row's sum is one chain over its blocks, as the one-row kernel adds
+// it, so that up to 7 rows of a batch get the bits of decoding each row alone (docs/serve.md).
+constexpr int64_t Q8_CHUNK_MIN_N = 8;
+constexpr int64_t Q8_CHUNK_BYTES = 32 * 1024;
+// The blocks per chunk for n activation rows of blocks `elements` long: equal chunks of at most
+// Q8_CHUNK_BYTES of codes, or all the blocks.
+inline int64_t q8_chunk_blocks(int64_t n, int64_t blocks, int elements) {
+  if (n < Q8_CHUNK_MIN_N) return blocks;
+  const int64_t most = std::max<int64_t>(1, Q8_CHUNK_BYTES / (n * elements)), chunks = (blocks + most - 1) / most;
+  return (blocks + chunks - 1) / chunks;
+}
+// How many weight rows ahead the multi-row kernels prefetch a block: the next row's, or in column
+// chunks (a chunk's blocks of one row are a short run, a row apart from the next) the one after:
+// 8 rows of q6_k at 14336 columns, time per super-block -14% (Zen 5, one thread).
+inline int64_t q8_prefetch_rows(int64_t chunk, int64_t blocks) { return chunk < blocks ? 2 : 1; }
+
+// tile(nx, r, t0, b0, b1, res): activation rows t0 .. t0 + nx - 1 against blocks [b0, b1) of weight
+// row r into res, for every weight row of [row_begin, row_end) and the activation rows in tiles of
+// Q8_TILE, then of 4, 2, 1 (nx a std::integral_constant), in column chunks of `chunk` blocks; each
+// weight block is decoded once per tile, read from DRAM once.
 // Out of line: inlined into each type's table entry (q8_rows_of), GCC 12's one-row loops of the
 // 32-element types ran 3-6% slower on AVX2 (`pnpm -s bench:matvec --quick --threads 1 --paths avx2
 // --products int8`, the two builds alternating).
 template <class Tile>
-__attribute__((noinline)) void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, Tile tile) {
+__attribute__((noinline)) void for_each_q8_tile(int64_t n, int64_t rows, float* out, int64_t row_begin, int64_t row_end, int64_t blocks,
+                                                int64_t chunk, Tile tile) {
   float res[Q8_TILE];
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    for (int64_t t0 = 0; t0 < n;) {
-      const int64_t left = n - t0;
-      const int nx = left >= Q8_TILE ? Q8_TILE : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-      if (nx == Q8_TILE) tile(std::integral_constant<int, Q8_TILE>(), r, t0, res);
-      else if (Q8_TILE > 4 && nx == 4) tile(std::integral_constant<int, 4>(), r, t0, res);
-      else if (nx == 2) tile(std::integral_constant<int, 2>(), r, t0, res);
-      else tile(std::integral_constant<int, 1>(), r, t0, res);
-      for (int k = 0; k < nx; ++k) out[(t0 + k) * rows + r] = res[k];
-      t0 += nx;
+  for (int64_t b0 = 0; b0 < blocks; b0 += chunk) {
+    const int64_t b1 = std::min(blocks, b0 + chunk);
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      for (int64_t t0 = 0; t0 < n;) {
+        const int64_t left = n - t0;
+        const int nx = left >= Q8_TILE ? Q8_TILE : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        if (nx == Q8_TILE) tile(std::integral_constant<int, Q8_TILE>(), r, t0, b0, b1, res);
+        else if (Q8_TILE > 4 && nx == 4) tile(std::integral_constant<int, 4>(), r, t0, b0, b1, res);
+        else if (nx == 2) tile(std::integral_constant<int, 2>(), r, t0, b0, b1, res);
+        else tile(std::integral_constant<int, 1>(), r, t0, b0, b1, res);
+        for (int k = 0; k < nx; ++k) {
+          float& o = out[(t0 + k) * rows + r];
+          o = b0 == 0 ? res[k] : o + res[k];
+        }
+        t0 += nx;
+      }
     }
   }
 }
@@ -1318,11 +1352,14 @@ template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
   const ActCodes codes = act_codes<T>(a);
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+  // Not in column chunks: AVX2's 8 rows are two tiles that decode each block twice, bound by
+  // instructions, not by L2 (8 rows of q6_k at 14336 columns were 8% slower in chunks, Zen 5).
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks, [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
     constexpr int NX = decltype(nx)::value;
     RowSums<T, NX> sums(a, codes, t0);
+    sums.g0 = b0 * (T::ELEMENTS / 32);
     const uint8_t* row = w + r * row_bytes;
-    for (int64_t b = 0; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) {
+    for (int64_t b = b0; b < b1; ++b, sums.g0 += T::ELEMENTS / 32) {
       // Several activation rows: the next weight row's block into L1 now. The tile's work per weight
       // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
@@ -1363,11 +1400,13 @@ template <class T>
 void rows_q8_vnni(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const RowsActs& p = kept_acts<RowsActs, T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+  const int64_t chunk = q8_chunk_blocks(a.n, p.blocks, T::ELEMENTS), ahead = q8_prefetch_rows(chunk, p.blocks) * row_bytes;
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, chunk, [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
     RowsSums<T, decltype(nx)::value> sums(a, p, t0);
+    sums.seek(b0);
     const uint8_t* row = w + r * row_bytes;
-    for (int64_t b = 0; b < p.blocks; ++b, sums.advance()) {
-      prefetch_block<T>(row + row_bytes + b * T::BYTES);
+    for (int64_t b = b0; b < b1; ++b, sums.advance()) {
+      prefetch_block<T>(row + ahead + b * T::BYTES);
       T::block_rows(row + b * T::BYTES, sums);
     }
     sums.finish(res);
@@ -1394,7 +1433,8 @@ template <class T>
 void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const GroupActs& p = kept_acts<GroupActs, T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, [&](auto nx, int64_t r, int64_t t0, float* res) {
+  // Not in column chunks (row_tile32 walks a weight row's blocks itself).
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, p.blocks, [&](auto nx, int64_t r, int64_t t0, int64_t, int64_t, float* res) {
     if constexpr (GroupActs::can_share<T>())
       if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
     row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
