@@ -176,10 +176,10 @@ forEachBackend('Session.decodeBatch', (engine) => {
       );
       s.forEach((x) => x.prefill([1]));
       expect(() => Session.decodeBatch(s, [3, 4, 5], new BatchState(state))).toThrow(
-        '3 sessions, the batch state holds at most 2',
+        '3 rows in all (3 parts), the batch state holds at most 2',
       );
       expect(() => Session.decodeBatch(s.slice(0, 2), [3], new BatchState(state))).toThrow('2 sessions and 1 tokens');
-      expect(() => Session.decodeBatch([s[0], s[0]], [3, 3], new BatchState(state))).toThrow('a session appears twice');
+      expect(() => Session.decodeBatch([s[0], s[0]], [3, 3], new BatchState(state))).toThrow('parts[0] and parts[1] are the same session');
     });
 
     it('truncate keeps a prefix: the V sums and the next logits are those of the prefix alone', () => {
