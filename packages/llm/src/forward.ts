@@ -488,7 +488,8 @@ export class Session {
           `${who}: parts[${i}].tokens has ${n} tokens, expected exactly 1 for a decode part (prefill: false)`,
         );
       const first = seen.get(s);
-      if (first !== undefined) throw new SparqRangeError(`${who}: parts[${first}] and parts[${i}] are the same session`);
+      if (first !== undefined)
+        throw new SparqRangeError(`${who}: parts[${first}] and parts[${i}] are the same session`);
       seen.set(s, i);
       if (s.model !== model || s.engine !== engine || s.productPath !== productPath)
         throw new SparqRangeError(
