@@ -24,10 +24,10 @@
  * pass: each session's tokens (one decode token, or a chunk of its prompt) are
  * consecutive rows of every weight product, so the weights are read once for all
  * of them, while each session appends to and attends over its own caches with its
- * own attention (decode: its method; prompt: dense causal). There every layer
- * forwards all rows (the parts' last rows are scattered); the classifier takes
- * each part's last row. Session.decodeBatch is forwardBatch with one decode token
- * per session.
+ * own attention (decode: its method; prompt: dense causal). Its last layer, past
+ * k and v, forwards each part's last row alone (moved to the front rows), and the
+ * classifier takes those rows. Session.decodeBatch is forwardBatch with one
+ * decode token per session.
  */
 import {
   AttentionStats,
@@ -424,41 +424,47 @@ export class Session {
           r.positions.data[offsets[i] + j] = p.session.pos + j;
         }),
       );
+      // The last layer's output feeds only the classifier, which reads each part's last row: past
+      // its keys and values, that layer forwards those rows alone, moved to rows 0.. (as forward's
+      // lastOnly; not with H2O, whose scores need every row's query).
+      const last = c.nLayers - 1;
+      const lastRows = batch.state.rows(parts.length);
+      const lastOnly = sessions.every((s) => s.h2o[last] === null);
+      const state = batch.state;
+      const select = () => {
+        lastRowsToFront(state.x, c.dim, offsets);
+        lastRowsToFront(state.xb, c.dim, offsets);
+        lastRowsToFront(state.positions, 1, offsets);
+      };
       for (let l = 0; l < c.nLayers; l++) {
-        // Every layer forwards all rows (the last layer too: see the file comment).
+        const fewer = l === last && lastOnly;
         const attend = () =>
           parts.forEach((p, i) => {
             const s = p.session;
             const cache = s.caches[l];
-            const v = batch.part(offsets[i], p.tokens.length);
-            engine.kvAppend(cache, 0, v.kHeads, v.vHeads);
-            if (!p.prefill) s.attendDecode(l, v.att, v.qHeads);
-            else {
-              // The part's query rows are the last rows of its cache.
-              const h2o = s.h2o[l];
-              engine.attentionPrefill(v.att, v.qHeads, cache, 0, h2o ? { h2o } : undefined);
-            }
+            const all = batch.part(offsets[i], p.tokens.length);
+            engine.kvAppend(cache, 0, all.kHeads, all.vHeads);
+            // Queries: the part's rows, the last rows of its cache; or its last row alone, at row i.
+            const q = fewer ? batch.part(i, 1) : all;
+            const h2o = s.h2o[l];
+            if (!p.prefill) s.attendDecode(l, q.att, q.qHeads);
+            else engine.attentionPrefill(q.att, q.qHeads, cache, 0, h2o ? { h2o } : undefined);
           });
+        const out = fewer ? lastRows : r;
         try {
-          layer(engine, model, productPath, l, r, r, attend);
+          layer(engine, model, productPath, l, r, out, attend, fewer ? select : undefined);
         } catch (error) {
           // An op refusing a NaN or infinity (a bad weight upstream): say which layer.
           if (error instanceof NonFiniteError) throw new NonFiniteError(`${who}: layer ${l}: ${error.message}`);
           throw error;
         }
-        checkFinite(r.x, `${who}: layer ${l} output`);
+        checkFinite(out.x, `${who}: layer ${l} output`);
       }
-      // Classifier on each part's last row: moved to row i (part i's last row is at or after row i,
-      // and parts are in row order, so no row is overwritten before it is moved).
-      const dim = c.dim;
-      parts.forEach((p, i) => {
-        const last = offsets[i + 1] - 1;
-        if (last !== i) r.x.data.copyWithin(i * dim, last * dim, (last + 1) * dim);
-      });
-      const out = batch.state.rows(parts.length);
+      // Classifier on each part's last row (already at rows 0.. unless the last layer forwarded all rows).
+      if (!lastOnly) lastRowsToFront(state.x, c.dim, offsets);
       const logits = batch.logits(parts.length);
-      engine.rmsnorm(out.xb, out.x, w.finalNorm, c.normEps);
-      linear(engine, logits, w.classifier, out.xbIn, productPath);
+      engine.rmsnorm(lastRows.xb, lastRows.x, w.finalNorm, c.normEps);
+      linear(engine, logits, w.classifier, lastRows.xbIn, productPath);
       checkFinite(logits, `${who}: logits (final norm and classifier)`);
       for (const p of parts) p.session.pos += p.tokens.length;
       return parts.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
@@ -598,8 +604,10 @@ interface PartViews {
 
 /**
  * One transformer layer over the rows r of the run state (see the file comment): their keys and
- * values, then the rest for the rows `out` (r itself, or its last row alone: forward). `attend`
- * appends r's keys and values to the cache(s) and writes out's attention output from out's queries.
+ * values, then the rest for the rows `out` (r itself, or fewer: the last row alone, forward; each
+ * part's last row, forwardBatch, which `select` first moves to the rows out views, once r's keys
+ * are done with r's normed input and positions). `attend` appends r's keys and values to the
+ * cache(s) and writes out's attention output from out's queries.
  */
 function layer(
   engine: Engine,
@@ -609,26 +617,26 @@ function layer(
   r: Rows,
   out: Rows,
   attend: () => void,
+  select?: () => void,
 ): void {
   const c = model.config;
   const layer = model.weights.layers[l];
-  // Attention block: rmsnorm, projections, rotary positions, cache append and attention.
+  // Attention block: rmsnorm, projections, rotary positions, cache append and attention. The
+  // per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
   engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
-  linear(engine, out.q, layer.wq, out.xbIn, productPath);
   linear(engine, r.k, layer.wk, r.xbIn, productPath);
   linear(engine, r.v, layer.wv, r.xbIn, productPath);
-  // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
   if (layer.bias) {
-    addRows(out.q.data, layer.bias.q, out.n);
     addRows(r.k.data, layer.bias.k, r.n);
     addRows(r.v.data, layer.bias.v, r.n);
   }
-  if (layer.qkNorm) {
-    engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
-    engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
-  }
-  engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
+  if (layer.qkNorm) engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
   engine.rope(r.kHeads, r.positions, c.ropeTheta, model.weights.rope);
+  select?.();
+  linear(engine, out.q, layer.wq, out.xbIn, productPath);
+  if (layer.bias) addRows(out.q.data, layer.bias.q, out.n);
+  if (layer.qkNorm) engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
+  engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
   attend();
   linear(engine, out.xb2, layer.wo, out.attIn, productPath);
   addInto(out.x, out.xb2);
@@ -656,6 +664,18 @@ function attendLastRow(engine: Engine, r: Rows, cache: KVCache): void {
     cache,
     0,
   );
+}
+
+/**
+ * Moves each part's last row to row i of `data` (rows of `width`; part i's rows start at offsets[i],
+ * the last part's end at offsets[parts]). Part i's last row is at or after row i and the parts are
+ * in row order, so no row is overwritten before it is moved.
+ */
+function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets: readonly number[]): void {
+  for (let i = 0; i + 1 < offsets.length; i++) {
+    const last = offsets[i + 1] - 1;
+    if (last !== i) data.copyWithin(i * width, last * width, (last + 1) * width);
+  }
 }
 
 /**
