@@ -397,36 +397,23 @@ class Metrics {
       ['', c.cachedTokens],
     ]);
     metric('generated_tokens_total', 'counter', 'Tokens sampled.', [['', c.generatedTokens]]);
-    metric(
-      'steps_total',
-      'counter',
-      'Forward steps completed (one pass each over its decode and prompt rows; failed ones apart).',
-      [['', c.steps]],
-    );
+    metric('steps_total', 'counter', 'Forward steps done (one pass over decode and prompt rows).', [['', c.steps]]);
     metric('decode_steps_total', 'counter', 'Forward steps with decode rows.', [['', c.decodeSteps]]);
-    metric(
-      'decode_rows_total',
-      'counter',
-      'Decode rows forwarded, one a sequence a step (rows / steps = mean batch).',
-      [['', c.decodeRows]],
-    );
+    metric('decode_rows_total', 'counter', 'Decode rows forwarded (rows / steps = mean decode batch).', [
+      ['', c.decodeRows],
+    ]);
     metric('failed_steps_total', 'counter', 'Forward steps that threw (their requests failed).', [['', c.failedSteps]]);
     metric('queue_length', 'gauge', 'Requests waiting for a slot.', [['', s.queueLength]]);
     metric('queue_capacity', 'gauge', 'Requests the queue holds at most.', [['', options.queue]]);
     metric('slots_busy', 'gauge', 'Slots running a request.', [['', s.busySlots]]);
     metric('slots_total', 'gauge', 'Slots (--parallel).', [['', options.parallel]]);
-    metric(
-      'prefill_tokens_per_second',
-      'gauge',
-      "Prompt tokens per second of prefill, since start (a step's time is shared by its prompt and decode rows in proportion).",
-      [['', rate(c.promptTokens, c.prefillMs)]],
-    );
-    metric(
-      'decode_tokens_per_second',
-      'gauge',
-      "Decode rows per second (all sequences), since start (a step's time is shared by its prompt and decode rows in proportion).",
-      [['', rate(c.decodeRows, c.decodeMs)]],
-    );
+    // A step's time is shared between its prompt and decode rows in proportion (SchedulerCounters).
+    metric('prefill_tokens_per_second', 'gauge', 'Prompt tokens per second (their share of step time), since start.', [
+      ['', rate(c.promptTokens, c.prefillMs)],
+    ]);
+    metric('decode_tokens_per_second', 'gauge', 'Decode rows per second (their share of step time), since start.', [
+      ['', rate(c.decodeRows, c.decodeMs)],
+    ]);
     metric('time_to_first_token_seconds_mean', 'gauge', 'Mean time from request to first text, since start.', [
       ['', this.firstTokens ? this.firstTokenMs / this.firstTokens / 1000 : 0],
     ]);
