@@ -10,11 +10,11 @@ import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import { openModel, type LanguageModel } from '@sparq/llm';
+import { openModel, type AttentionConfig, type LanguageModel } from '@sparq/llm';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLAIN_TEMPLATE } from '../../packages/cli/src/commands/serve.ts';
-import { Scheduler } from '../../packages/cli/src/serve/scheduler.ts';
+import { Scheduler, type SchedulerCounters } from '../../packages/cli/src/serve/scheduler.ts';
 import {
   KEEP_ALIVE_MS,
   startServer,
@@ -94,6 +94,23 @@ async function alone(lm: LanguageModel, prompt: string, maxTokens: number): Prom
       .generate(lm.tokenize(prompt), { temperature: 0, maxTokens })
       .collect()
   ).text;
+}
+
+/**
+ * Submits a greedy job of at most `maxTokens` tokens to `scheduler` (onText called per text piece);
+ * resolves with the scheduler's counters as they were when the job ended (in the step that ended it).
+ */
+function greedyJob(
+  scheduler: Scheduler,
+  prompt: number[],
+  maxTokens: number,
+  onText: (text: string) => void = () => {},
+  attention: AttentionConfig = scheduler.lm.resolveAttention(CONTEXT),
+): Promise<SchedulerCounters> {
+  const spec = { prompt, maxTokens, temperature: 0, topP: 1, seed: 1, stop: [], ignoreEos: false, attention };
+  return new Promise((resolve, reject) => {
+    scheduler.submit(spec, { onText, onDone: () => resolve({ ...scheduler.counters }), onError: reject });
+  });
 }
 
 /** /health's body and status, then a served completion: the server is well after a fault. */
@@ -372,21 +389,9 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const chunk = 4;
     const scheduler = new Scheduler(lm, { ...options(lm), parallel: 2, prefillChunk: chunk });
     const order: string[] = [];
-    // Submits a greedy job; resolves when it ends. Its text pieces go into `order` under `name`.
+    // A greedy job whose text pieces go into `order` under `name`.
     const run = (name: string, prompt: number[], maxTokens: number) =>
-      new Promise<void>((resolve, reject) => {
-        const spec = {
-          prompt,
-          maxTokens,
-          temperature: 0,
-          topP: 1,
-          seed: 1,
-          stop: [],
-          ignoreEos: false,
-          attention: lm.resolveAttention(CONTEXT),
-        };
-        scheduler.submit(spec, { onText: () => order.push(name), onDone: () => resolve(), onError: reject });
-      });
+      greedyJob(scheduler, prompt, maxTokens, () => order.push(name));
     const first = lm.tokenize('Once upon a time');
     const short = run('short', first, 120);
     // Once the short stream decodes, a prompt of 60 tokens arrives: 15 chunks.
@@ -401,6 +406,51 @@ describe(`sparq serve on stories260K${storiesMissing ? ` skipped: ${storiesMissi
     const shortBefore = order.slice(0, order.indexOf('long')).filter((name) => name === 'short').length;
     expect(shortBefore).toBeGreaterThanOrEqual(1 + prompt.length / chunk - 1 - 3);
     expect(scheduler.counters.promptTokens).toBe(first.length + prompt.length);
+  });
+
+  it('requests that arrive together are prefilled in the same step: 4 prompts of 8 tokens within a budget of 64', async () => {
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    const scheduler = new Scheduler(lm, { ...options(lm), parallel: 4, prefillChunk: 64 });
+    const prompts = PROMPTS.slice(0, 4).map((p) => lm.tokenize(`${p} and then some more`).slice(0, 8));
+    expect(prompts.map((p) => p.length)).toEqual([8, 8, 8, 8]);
+    // One token each: a job ends in the step that forwarded the last of its prompt.
+    const ended = await Promise.all(prompts.map((p) => greedyJob(scheduler, p, 1)));
+    expect(ended.map((c) => [c.steps, c.promptTokens])).toEqual(ended.map(() => [1, 32]));
+    expect(scheduler.counters).toMatchObject({ steps: 1, decodeSteps: 0, decodeRows: 0, generatedTokens: 4 });
+  });
+
+  it('the prompt budget is per step, for all slots, from a start that moves: a long prompt cannot hold back a short one', async () => {
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    const scheduler = new Scheduler(lm, { ...options(lm), parallel: 2, prefillChunk: 4 });
+    const text = 'the cat sat on the mat and the dog ran in the park with the ball. '.repeat(4);
+    const long = lm.tokenize(text).slice(0, 40);
+    const short = lm.tokenize(text).slice(0, 4);
+    // Queued together, the long prompt first (slot 0): step 1 forwards 4 of its tokens, step 2 starts
+    // at slot 1 and forwards the short prompt, whose job then ends; the long one needs 10 steps.
+    const [longEnd, shortEnd] = await Promise.all([greedyJob(scheduler, long, 1), greedyJob(scheduler, short, 1)]);
+    expect([shortEnd.steps, shortEnd.promptTokens]).toEqual([2, 8]);
+    expect([longEnd.steps, longEnd.promptTokens]).toEqual([11, 44]);
+  });
+
+  it('a step that throws fails the jobs of every slot in it; the next job runs as alone', async () => {
+    const lm = openModel(reference(), files.model.path, { tokenizer: files.tok512.path });
+    const scheduler = new Scheduler(lm, { ...options(lm), parallel: 3, prefillChunk: 16 });
+    const tokens = lm.tokenize('the cat sat on the mat and the dog ran in the park with the ball. '.repeat(4));
+    // Step 1 forwards the three prompts' first 16 tokens (5, 5, 6); step 2 the first decode rows of
+    // the first two jobs and 16 more of the third's prompt. The second job's SparQ r is past head_dim,
+    // so sparqDecode refuses its decode row in step 2, which fails all three jobs.
+    const r = lm.config.headDim + 1;
+    const bad = { ...lm.resolveAttention(CONTEXT), method: 'sparq' as const, r, k: 8, l: 2 };
+    const jobs = [
+      greedyJob(scheduler, tokens.slice(0, 5), 8),
+      greedyJob(scheduler, tokens.slice(5, 10), 8, () => {}, bad),
+      greedyJob(scheduler, tokens.slice(0, 40), 8),
+    ];
+    for (const job of jobs) await expect(job).rejects.toThrow(`sparqDecode: r ${r}, expected`);
+    expect(scheduler.counters).toMatchObject({ steps: 1, failedSteps: 1, promptTokens: 16 });
+    let text = '';
+    await greedyJob(scheduler, lm.tokenize(PROMPTS[0]), 12, (piece) => (text += piece));
+    expect(text).toBe(await alone(lm, PROMPTS[0], 12));
   });
 
   describe('what a demanding OpenAI client expects', () => {

@@ -20,8 +20,14 @@
  * product are plain loops here, in f32 as run.c computes them. A Session owns
  * the caches (allocated once, capacity positions) and the RunState, or is given
  * them (a server's slots share one RunState and view one batched cache).
- * Session.decodeBatch forwards one decode token of each of several sessions as
- * the n rows of one pass: the weights are read once for all of them.
+ * Session.forwardBatch forwards the tokens of several sessions as the rows of one
+ * pass: each session's tokens (one decode token, or a chunk of its prompt) are
+ * consecutive rows of every weight product, so the weights are read once for all
+ * of them, while each session appends to and attends over its own caches with its
+ * own attention (decode: its method; prompt: dense causal). Its last layer, past
+ * k and v, forwards each part's last row alone (moved to the front rows), and the
+ * classifier takes those rows. Session.decodeBatch is forwardBatch with one
+ * decode token per session.
  */
 import {
   AttentionStats,
@@ -371,66 +377,141 @@ export class Session {
   }
 
   /**
-   * One decode step of several sessions as one forward pass: session i forwards tokens[i] (at its
-   * own position, with its own cache and decode attention) as row i of the weight products, so each
-   * weight matrix is read once for all of them. The sessions share the model and product path, and
-   * `batch` holds the rows. Per row this computes what `sessions[i].decode(tokens[i])` computes,
-   * with the same ops; only the products see n rows, so a backend whose product kernels for many
-   * rows add in another order (native's blocked kernels, from 8 rows) moves the logits in their last
-   * bits. All or nothing: if a row fails, every session is put back. Returns each row's logits,
-   * views of batch.logits valid until its next step.
+   * One forward pass over the rows of several sessions: part i's tokens are consecutive rows of every
+   * weight product (each weight matrix is read once for all rows of all parts), appended at its
+   * session's next positions to that session's caches. A decode part (prefill false, one token)
+   * attends with its session's decode attention, as `decode` does; a prefill part (one or more
+   * tokens) with dense causal attention over its session's cache, its rows being the last of it, as
+   * one chunk of `prefill` does (with H2O, whose prefill weights seed its scores). The parts share
+   * the model, engine and product path, and `batch` holds all their rows. Per row this computes
+   * what the part alone computes, with the same ops; only the products see all rows, so a backend
+   * whose product kernels for many rows add in another order (native's blocked kernels, from 8
+   * rows) moves the logits in their last bits. All or nothing: if a row fails, every session is put
+   * back. Returns the logits of each part's last row, views of batch.logits valid until its next call.
+   */
+  static forwardBatch(parts: readonly BatchPart[], batch: BatchState): Float32Array[] {
+    return Session.forwardParts(parts, batch, 'Session.forwardBatch');
+  }
+
+  /**
+   * One decode step of several sessions as one forward pass: forwardBatch with session i's one
+   * decode token tokens[i] as part i. Returns each session's logits (views of batch.logits).
    */
   static decodeBatch(sessions: readonly Session[], tokens: readonly number[], batch: BatchState): Float32Array[] {
-    const n = sessions.length;
-    if (n < 1 || n !== tokens.length)
+    if (sessions.length !== tokens.length)
       throw new SparqRangeError(
-        `Session.decodeBatch: ${n} sessions and ${tokens.length} tokens, expected as many of each (at least one)`,
+        `Session.decodeBatch: ${sessions.length} sessions and ${tokens.length} tokens, expected as many of each`,
       );
-    if (n > batch.state.maxRows)
-      throw new SparqRangeError(
-        `Session.decodeBatch: ${n} sessions, the batch state holds at most ${batch.state.maxRows}`,
-      );
-    const lead = sessions[0];
-    const { engine, model, productPath } = lead;
-    for (const s of sessions) {
-      if (s.model !== model || s.engine !== engine || s.productPath !== productPath)
-        throw new SparqRangeError('Session.decodeBatch: the sessions must share the model, engine and product path');
-      s.caches[0].checkRoom('Session.decodeBatch', 0, 1);
-    }
-    if (new Set(sessions).size !== n) throw new SparqRangeError('Session.decodeBatch: a session appears twice');
+    const parts = sessions.map((session, i) => ({ session, tokens: [tokens[i]], prefill: false }));
+    return Session.forwardParts(parts, batch, 'Session.decodeBatch');
+  }
+
+  /** forwardBatch, its messages naming `who` (the public call). */
+  private static forwardParts(parts: readonly BatchPart[], batch: BatchState, who: string): Float32Array[] {
+    const offsets = Session.checkParts(parts, batch, who);
+    const rows = offsets[parts.length];
+    const sessions = parts.map((p) => p.session);
+    const { engine, model, productPath } = sessions[0];
     const checkpoints = sessions.map((s) => s.checkpoint());
     try {
       const c = model.config;
       const w = model.weights;
-      const r = batch.state.rows(n);
-      // Embedding and position of each session's token.
-      for (let i = 0; i < n; i++) {
-        embed(engine, model, r.x.data, tokens[i], i);
-        r.positions.data[i] = sessions[i].pos;
-      }
+      const r = batch.state.rows(rows);
+      // Embedding and position of every row: part i's tokens at rows offsets[i].., positions from its session's.
+      parts.forEach((p, i) =>
+        p.tokens.forEach((token, j) => {
+          embed(engine, model, r.x.data, token, offsets[i] + j);
+          r.positions.data[offsets[i] + j] = p.session.pos + j;
+        }),
+      );
+      // The last layer's output feeds only the classifier, which reads each part's last row: past
+      // its keys and values, that layer forwards those rows alone, moved to rows 0.. (as forward's
+      // lastOnly; not with H2O, whose scores need every row's query).
+      const last = c.nLayers - 1;
+      const lastRows = batch.state.rows(parts.length);
+      const lastOnly = sessions.every((s) => s.h2o[last] === null);
+      const state = batch.state;
+      const select = () => {
+        lastRowsToFront(state.x, c.dim, offsets);
+        lastRowsToFront(state.xb, c.dim, offsets);
+        lastRowsToFront(state.positions, 1, offsets);
+      };
       for (let l = 0; l < c.nLayers; l++) {
-        // Every row is the last of its sequence, so every layer forwards all rows.
-        const attend = () => {
-          for (let i = 0; i < n; i++) {
-            const row = batch.row(i);
-            engine.kvAppend(sessions[i].caches[l], 0, row.kHeads, row.vHeads);
-            sessions[i].attendDecode(l, row.att, row.qHeads);
-          }
-        };
-        layer(engine, model, productPath, l, r, r, attend);
-        checkFinite(r.x, `Session.decodeBatch: layer ${l} output`);
+        const fewer = l === last && lastOnly;
+        const attend = () =>
+          parts.forEach((p, i) => {
+            const s = p.session;
+            const cache = s.caches[l];
+            const all = batch.part(offsets[i], p.tokens.length);
+            engine.kvAppend(cache, 0, all.kHeads, all.vHeads);
+            // Queries: the part's rows, the last rows of its cache; or its last row alone, at row i.
+            const q = fewer ? batch.part(i, 1) : all;
+            const h2o = s.h2o[l];
+            if (!p.prefill) s.attendDecode(l, q.att, q.qHeads);
+            else engine.attentionPrefill(q.att, q.qHeads, cache, 0, h2o ? { h2o } : undefined);
+          });
+        const out = fewer ? lastRows : r;
+        try {
+          layer(engine, model, productPath, l, r, out, attend, fewer ? select : undefined);
+        } catch (error) {
+          // An op refusing a NaN or infinity (a bad weight upstream): say which layer.
+          if (error instanceof NonFiniteError) throw new NonFiniteError(`${who}: layer ${l}: ${error.message}`);
+          throw error;
+        }
+        checkFinite(out.x, `${who}: layer ${l} output`);
       }
-      // Classifier on every row.
-      const logits = batch.logits(n);
-      engine.rmsnorm(r.xb, r.x, w.finalNorm, c.normEps);
-      linear(engine, logits, w.classifier, r.xbIn, productPath);
-      checkFinite(logits, 'Session.decodeBatch: logits (final norm and classifier)');
-      for (const s of sessions) s.pos++;
-      return sessions.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
+      // Classifier on each part's last row (already at rows 0.. unless the last layer forwarded all rows).
+      if (!lastOnly) lastRowsToFront(state.x, c.dim, offsets);
+      const logits = batch.logits(parts.length);
+      engine.rmsnorm(lastRows.xb, lastRows.x, w.finalNorm, c.normEps);
+      linear(engine, logits, w.classifier, lastRows.xbIn, productPath);
+      checkFinite(logits, `${who}: logits (final norm and classifier)`);
+      for (const p of parts) p.session.pos += p.tokens.length;
+      return parts.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
     } catch (error) {
       sessions.forEach((s, i) => s.restore(checkpoints[i]));
       throw error;
     }
+  }
+
+  /**
+   * Checks forwardBatch's arguments before anything runs; returns each part's first row in the
+   * batch, then the number of rows in all.
+   */
+  private static checkParts(parts: readonly BatchPart[], batch: BatchState, who: string): number[] {
+    if (parts.length < 1) throw new SparqRangeError(`${who}: no parts, expected at least one`);
+    const { engine, model, productPath } = parts[0].session;
+    if (batch.state.config !== model.config)
+      throw new SparqRangeError(`${who}: the batch state was made for another model than the sessions'`);
+    const offsets = [0];
+    const seen = new Map<Session, number>();
+    parts.forEach((p, i) => {
+      const s = p.session;
+      const n = p.tokens.length;
+      if (n < 1) throw new SparqRangeError(`${who}: parts[${i}].tokens is empty, expected at least one token`);
+      if (!p.prefill && n !== 1)
+        throw new SparqRangeError(
+          `${who}: parts[${i}].tokens has ${n} tokens, expected exactly 1 for a decode part (prefill: false)`,
+        );
+      const first = seen.get(s);
+      if (first !== undefined)
+        throw new SparqRangeError(`${who}: parts[${first}] and parts[${i}] are the same session`);
+      seen.set(s, i);
+      if (s.model !== model || s.engine !== engine || s.productPath !== productPath)
+        throw new SparqRangeError(
+          `${who}: parts[${i}].session has another model, engine or product path than parts[0].session; the parts must share them`,
+        );
+      s.caches[0].checkRoom(`${who}: parts[${i}]`, 0, n);
+      offsets.push(offsets[i] + n);
+    });
+    const rows = offsets[parts.length];
+    if (rows > batch.state.maxRows)
+      throw new SparqRangeError(
+        `${who}: ${rows} rows in all (${parts.length} parts), the batch state holds at most ${batch.state.maxRows}`,
+      );
+    if (parts.length > batch.maxParts)
+      throw new SparqRangeError(`${who}: ${parts.length} parts, the batch state takes at most ${batch.maxParts}`);
+    return offsets;
   }
 
   /** 'position p' or 'positions p..q' of the n tokens being forwarded, for messages. */
@@ -451,35 +532,54 @@ export class Session {
   }
 }
 
+/** One session's rows in a Session.forwardBatch call. */
+export interface BatchPart {
+  session: Session;
+  /** Tokens forwarded at the session's next positions: exactly one for a decode part, at least one for a prefill part. */
+  tokens: readonly number[];
+  /** true: dense causal attention over the session's cache (a prompt chunk); false: the session's decode attention. */
+  prefill: boolean;
+}
+
 /**
- * The rows of a batched decode step (Session.decodeBatch): a run state of at least `maxBatch` rows
- * (a server's slots share it with their prefill), each row's views as a batch-1 operand of the
- * attention ops, and the classifier's output (maxBatch, vocab_size).
+ * The rows of a batched step (Session.forwardBatch): a run state whose maxRows bounds the rows of
+ * a call (a server's slots share it), each part's views as a batch-1 operand of the attention ops,
+ * and the classifier's output, one row per part for at most `maxParts` parts (default maxRows; a
+ * server whose slots are each at most one part gives its slot count: with a vocabulary of 128k,
+ * each row is 0.5 MB).
  */
 export class BatchState {
   readonly state: RunState;
-  private readonly logitsData: Float32Array; // (maxRows, vocab_size)
-  private readonly rowViews: BatchRow[] = [];
+  /** Parts a call takes at most (rows of the logits). */
+  readonly maxParts: number;
+  private readonly logitsData: Float32Array; // (maxParts, vocab_size)
+  private readonly partViews = new Map<number, PartViews>();
   private readonly logitViews = new Map<number, Tensor<'f32'>>();
 
-  constructor(state: RunState) {
+  constructor(state: RunState, maxParts = state.maxRows) {
+    if (!Number.isInteger(maxParts) || maxParts < 1 || maxParts > state.maxRows)
+      throw new SparqRangeError(
+        `BatchState: maxParts ${maxParts}, expected an integer in [1, ${state.maxRows}] (the run state's rows)`,
+      );
     this.state = state;
-    this.logitsData = new Float32Array(state.maxRows * state.config.vocabSize);
+    this.maxParts = maxParts;
+    this.logitsData = new Float32Array(maxParts * state.config.vocabSize);
   }
 
-  /** Row i's q, k, v and attention output as (1, heads, head_dim), made once per row. */
-  row(i: number): BatchRow {
-    let v = this.rowViews[i];
+  /** Rows offset..offset + n - 1's q, k, v and attention output as (n, heads, head_dim), made once per (offset, n). */
+  part(offset: number, n: number): PartViews {
+    const key = offset * (this.state.maxRows + 1) + n;
+    let v = this.partViews.get(key);
     if (v) return v;
     const { nHeads, nKvHeads, headDim, qDim, kvDim } = this.state.config;
     const { q, k, v: vv, att } = this.state;
     v = {
-      qHeads: new Tensor('f32', q, [1, nHeads, headDim], undefined, i * qDim),
-      kHeads: new Tensor('f32', k, [1, nKvHeads, headDim], undefined, i * kvDim),
-      vHeads: new Tensor('f32', vv, [1, nKvHeads, headDim], undefined, i * kvDim),
-      att: new Tensor('f32', att, [1, nHeads, headDim], undefined, i * qDim),
+      qHeads: new Tensor('f32', q, [n, nHeads, headDim], undefined, offset * qDim),
+      kHeads: new Tensor('f32', k, [n, nKvHeads, headDim], undefined, offset * kvDim),
+      vHeads: new Tensor('f32', vv, [n, nKvHeads, headDim], undefined, offset * kvDim),
+      att: new Tensor('f32', att, [n, nHeads, headDim], undefined, offset * qDim),
     };
-    this.rowViews[i] = v;
+    this.partViews.set(key, v);
     return v;
   }
 
@@ -494,7 +594,8 @@ export class BatchState {
   }
 }
 
-interface BatchRow {
+/** One part's rows of the run state, as the attention ops take them. */
+interface PartViews {
   qHeads: Tensor<'f32'>;
   kHeads: Tensor<'f32'>;
   vHeads: Tensor<'f32'>;
@@ -503,8 +604,10 @@ interface BatchRow {
 
 /**
  * One transformer layer over the rows r of the run state (see the file comment): their keys and
- * values, then the rest for the rows `out` (r itself, or its last row alone: forward). `attend`
- * appends r's keys and values to the cache(s) and writes out's attention output from out's queries.
+ * values, then the rest for the rows `out` (r itself, or fewer: the last row alone, forward; each
+ * part's last row, forwardBatch, which `select` first moves to the rows out views, once r's keys
+ * are done with r's normed input and positions). `attend` appends r's keys and values to the
+ * cache(s) and writes out's attention output from out's queries.
  */
 function layer(
   engine: Engine,
@@ -514,26 +617,26 @@ function layer(
   r: Rows,
   out: Rows,
   attend: () => void,
+  select?: () => void,
 ): void {
   const c = model.config;
   const layer = model.weights.layers[l];
-  // Attention block: rmsnorm, projections, rotary positions, cache append and attention.
+  // Attention block: rmsnorm, projections, rotary positions, cache append and attention. The
+  // per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
   engine.rmsnorm(r.xb, r.x, layer.attnNorm, c.normEps);
-  linear(engine, out.q, layer.wq, out.xbIn, productPath);
   linear(engine, r.k, layer.wk, r.xbIn, productPath);
   linear(engine, r.v, layer.wv, r.xbIn, productPath);
-  // The per-family differences (family.ts): biases, per-head norms; the rope options carry the rest.
   if (layer.bias) {
-    addRows(out.q.data, layer.bias.q, out.n);
     addRows(r.k.data, layer.bias.k, r.n);
     addRows(r.v.data, layer.bias.v, r.n);
   }
-  if (layer.qkNorm) {
-    engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
-    engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
-  }
-  engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
+  if (layer.qkNorm) engine.rmsnorm(r.kRows, r.kRows, layer.qkNorm.k, c.normEps);
   engine.rope(r.kHeads, r.positions, c.ropeTheta, model.weights.rope);
+  select?.();
+  linear(engine, out.q, layer.wq, out.xbIn, productPath);
+  if (layer.bias) addRows(out.q.data, layer.bias.q, out.n);
+  if (layer.qkNorm) engine.rmsnorm(out.qRows, out.qRows, layer.qkNorm.q, c.normEps);
+  engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
   attend();
   linear(engine, out.xb2, layer.wo, out.attIn, productPath);
   addInto(out.x, out.xb2);
@@ -561,6 +664,18 @@ function attendLastRow(engine: Engine, r: Rows, cache: KVCache): void {
     cache,
     0,
   );
+}
+
+/**
+ * Moves each part's last row to row i of `data` (rows of `width`; part i's rows start at offsets[i],
+ * the last part's end at offsets[parts]). Part i's last row is at or after row i and the parts are
+ * in row order, so no row is overwritten before it is moved.
+ */
+function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets: readonly number[]): void {
+  for (let i = 0; i + 1 < offsets.length; i++) {
+    const last = offsets[i + 1] - 1;
+    if (last !== i) data.copyWithin(i * width, last * width, (last + 1) * width);
+  }
 }
 
 /**

@@ -56,8 +56,10 @@ the extra fields attention, r, k, l. See docs/serve.md.
   --timeout S         a request's whole time, queue included, in seconds (default 600); past it 504
   --body-timeout S    time to receive a request body, seconds (default 10); past it 408
   --max-body BYTES    largest request body (default 1048576); larger gets 413
-  --prefill-chunk N   prompt tokens one step forwards for one slot (default 64): a long prompt
-                      advances a chunk per step while the other slots keep decoding
+  --prefill-chunk N   prompt tokens one step forwards, all slots together (default 64), besides
+                      one decode token per decoding slot: prompts that arrive together are
+                      prefilled in the same steps, and a long one advances at most N tokens per
+                      step while the other slots keep decoding
   --name NAME         the model's name in responses and /v1/models (default: the file's name)
   --template FILE     a Jinja chat template instead of the model's; a model without one gets the
                       messages' text one per line

@@ -4,11 +4,14 @@
  *
  *   slot s: a Session over sequence s of per-layer KV caches of batch `parallel` (all allocated
  *           at start: memory is fixed), and the tokens its cache holds
- *   step:   one prefill chunk of one slot that is still reading its prompt (slots take turns),
- *           then ONE batched decode step (Session.decodeBatch) for every slot that has a sampled
- *           token to forward: the weights are read once per step for all of them
+ *   step:   ONE forward pass (Session.forwardBatch) whose rows are every decoding slot's sampled
+ *           token (one row each), then prompt chunks of the slots still reading their prompts, in
+ *           turn from a start that moves one slot each step, within the step's budget of
+ *           `prefillChunk` prompt tokens in all: the weights are read once per step for all of them
  *
- * A long prompt thus advances one chunk per step while the other streams keep decoding.
+ * Requests that arrive together are prefilled in the same steps (8 prompts of 8 tokens within a
+ * budget of 64: one step), and a long prompt advances at most a budget per step while the other
+ * streams keep decoding; as the start moves, it cannot take every step's budget from the others.
  * A new job takes the free slot whose cached tokens share the longest prefix with its prompt
  * (prompt cache: chat turns, shared system prompts) and forwards only the rest; the last prompt
  * token is always forwarded again, for its logits.
@@ -67,7 +70,7 @@ export interface SchedulerOptions {
   context: number;
   /** Jobs waiting for a slot, at most. */
   queue: number;
-  /** Prompt tokens one step forwards for one slot. */
+  /** Prompt tokens one step forwards, all slots together (the decode rows come on top). */
   prefillChunk: number;
   kvDType: KVTypeChoice;
   kvLayout: 'k-twice' | 'single-k';
@@ -113,17 +116,31 @@ class Slot {
   }
 }
 
-/** Counters the metrics endpoint reports. */
+/**
+ * Counters the metrics endpoint reports. A step's time is shared between its prompt rows
+ * (prefillMs) and its decode rows (decodeMs) in proportion to their numbers, so prompt tokens over
+ * prefillMs and decode rows over decodeMs are each the rate of their rows within the steps.
+ */
 export interface SchedulerCounters {
   promptTokens: number;
   cachedTokens: number;
   generatedTokens: number;
   prefillMs: number;
   decodeMs: number;
-  /** Decode steps and the rows they forwarded (rows / steps = mean batch). */
+  /** Forward steps completed (one pass each, prompt and decode rows together); failed ones are failedSteps. */
+  steps: number;
+  /** Steps with decode rows, and those rows (rows / steps = mean decode batch). */
   decodeSteps: number;
   decodeRows: number;
   failedSteps: number;
+}
+
+/** One slot's rows in a step: its pending token (decode), or a chunk of its prompt. */
+interface StepPart {
+  slot: Slot;
+  job: Job;
+  tokens: number[];
+  prefill: boolean;
 }
 
 export class Scheduler {
@@ -135,6 +152,7 @@ export class Scheduler {
     generatedTokens: 0,
     prefillMs: 0,
     decodeMs: 0,
+    steps: 0,
     decodeSteps: 0,
     decodeRows: 0,
     failedSteps: 0,
@@ -144,6 +162,7 @@ export class Scheduler {
   private readonly slots: Slot[];
   private readonly queue: Job[] = [];
   private readonly batch: BatchState;
+  /** The prefilling slot of this id or the next one up (wrapping) starts the next step's prompt rows. */
   private nextPrefill = 0;
   private running = false;
   private wake: (() => void) | null = null;
@@ -166,14 +185,14 @@ export class Scheduler {
         }),
     );
     this.kvBytes = caches.reduce((sum, cache) => sum + cache.byteLength, 0);
-    // One run state for every slot's prefill and the batched decode: forward passes run one at a time.
-    const state = new RunState(c, Math.max(options.prefillChunk, options.parallel));
-    this.batch = new BatchState(state);
+    // One run state for the steps: a decode row per slot and the step's prompt budget. Each slot is
+    // at most one part of a step, so the logits take `parallel` rows.
+    const state = new RunState(c, options.prefillChunk + options.parallel);
+    this.batch = new BatchState(state, options.parallel);
     const attention = lm.resolveAttention(options.context);
     this.slots = Array.from({ length: options.parallel }, (_, s) => {
       const session = new Session(lm.engine, lm.model, {
         capacity: options.context,
-        maxPrefill: options.prefillChunk,
         attention,
         productPath: lm.productPath,
         state,
@@ -279,25 +298,43 @@ export class Scheduler {
     }
   }
 
-  /** One prefill chunk (one slot) and one batched decode step (every decoding slot). */
+  /**
+   * One forward pass: every decoding slot's pending token, then chunks of the prefilling slots'
+   * prompts, in turn from the slot after the last step's first, until the step's prompt budget
+   * (prefillChunk tokens) is spent.
+   */
   private step(): void {
-    const prefilling = this.slots.filter((s) => s.job !== null && s.job.pending === null);
-    if (prefilling.length > 0) {
-      const slot = prefilling[this.nextPrefill++ % prefilling.length];
-      this.guard([slot], () => this.prefillChunk(slot));
+    const parts: StepPart[] = [];
+    const prefilling: Slot[] = [];
+    for (const slot of this.slots) {
+      const job = slot.job;
+      if (job === null) continue;
+      if (job.pending !== null) parts.push({ slot, job, tokens: [job.pending], prefill: false });
+      else prefilling.push(slot);
     }
-    const decoding = this.slots.filter((s) => s.job !== null && s.job.pending !== null);
-    if (decoding.length > 0) this.guard(decoding, () => this.decodeStep(decoding));
+    if (prefilling.length > 0) {
+      const next = prefilling.findIndex((s) => s.id >= this.nextPrefill);
+      const first = next < 0 ? 0 : next;
+      this.nextPrefill = prefilling[first].id + 1;
+      let budget = this.options.prefillChunk;
+      for (let i = 0; i < prefilling.length && budget > 0; i++) {
+        const slot = prefilling[(first + i) % prefilling.length];
+        const done = slot.tokens.length;
+        const tokens = slot.job!.spec.prompt.slice(done, done + budget);
+        budget -= tokens.length;
+        parts.push({ slot, job: slot.job!, tokens, prefill: true });
+      }
+    }
+    this.guard(parts, () => this.forward(parts));
   }
 
   /** Runs a step; if it throws, its jobs fail and their slots are emptied (the sessions rolled back). */
-  private guard(slots: Slot[], run: () => void): void {
+  private guard(parts: StepPart[], run: () => void): void {
     try {
       run();
     } catch (error) {
       this.counters.failedSteps++;
-      for (const slot of slots) {
-        const job = slot.job!;
+      for (const { slot, job } of parts) {
         slot.session.reset();
         slot.tokens.length = 0;
         this.end(job);
@@ -306,32 +343,28 @@ export class Scheduler {
     }
   }
 
-  private prefillChunk(slot: Slot): void {
-    const job = slot.job!;
-    const prompt = job.spec.prompt;
-    const chunk = prompt.slice(slot.tokens.length, slot.tokens.length + this.options.prefillChunk);
+  /** Forwards the step's parts as one pass; samples for the decode parts and for prompts now complete. */
+  private forward(parts: StepPart[]): void {
     const t0 = performance.now();
-    const logits = slot.session.prefill(chunk);
-    this.counters.prefillMs += performance.now() - t0;
-    this.counters.promptTokens += chunk.length;
-    slot.tokens.push(...chunk);
-    if (slot.tokens.length === prompt.length) this.sample(slot, job, logits);
-  }
-
-  private decodeStep(slots: Slot[]): void {
-    const tokens = slots.map((s) => s.job!.pending!);
-    const t0 = performance.now();
-    const rows = Session.decodeBatch(
-      slots.map((s) => s.session),
-      tokens,
+    const logits = Session.forwardBatch(
+      parts.map(({ slot, tokens, prefill }) => ({ session: slot.session, tokens, prefill })),
       this.batch,
     );
-    this.counters.decodeMs += performance.now() - t0;
-    this.counters.decodeSteps++;
-    this.counters.decodeRows += slots.length;
-    slots.forEach((slot, i) => {
-      slot.tokens.push(tokens[i]);
-      this.sample(slot, slot.job!, rows[i]);
+    const ms = performance.now() - t0;
+    const decodeRows = parts.filter((p) => !p.prefill).length;
+    const promptRows = parts.reduce((sum, p) => sum + (p.prefill ? p.tokens.length : 0), 0);
+    const c = this.counters;
+    c.steps++;
+    c.prefillMs += (ms * promptRows) / (promptRows + decodeRows);
+    c.decodeMs += (ms * decodeRows) / (promptRows + decodeRows);
+    c.promptTokens += promptRows;
+    c.decodeRows += decodeRows;
+    if (decodeRows > 0) c.decodeSteps++;
+    parts.forEach(({ slot, job, tokens, prefill }, i) => {
+      slot.tokens.push(...tokens);
+      // A job another job's callback cancelled meanwhile samples nothing (its slot is free).
+      if (job.ended) return;
+      if (!prefill || slot.tokens.length === job.spec.prompt.length) this.sample(slot, job, logits[i]);
     });
   }
 

@@ -397,8 +397,9 @@ class Metrics {
       ['', c.cachedTokens],
     ]);
     metric('generated_tokens_total', 'counter', 'Tokens sampled.', [['', c.generatedTokens]]);
-    metric('decode_steps_total', 'counter', 'Batched decode steps (one forward pass each).', [['', c.decodeSteps]]);
-    metric('decode_rows_total', 'counter', 'Sequences forwarded by decode steps (rows / steps = mean batch).', [
+    metric('steps_total', 'counter', 'Forward steps done (one pass over decode and prompt rows).', [['', c.steps]]);
+    metric('decode_steps_total', 'counter', 'Forward steps with decode rows.', [['', c.decodeSteps]]);
+    metric('decode_rows_total', 'counter', 'Decode rows forwarded (rows / steps = mean decode batch).', [
       ['', c.decodeRows],
     ]);
     metric('failed_steps_total', 'counter', 'Forward steps that threw (their requests failed).', [['', c.failedSteps]]);
@@ -406,10 +407,11 @@ class Metrics {
     metric('queue_capacity', 'gauge', 'Requests the queue holds at most.', [['', options.queue]]);
     metric('slots_busy', 'gauge', 'Slots running a request.', [['', s.busySlots]]);
     metric('slots_total', 'gauge', 'Slots (--parallel).', [['', options.parallel]]);
-    metric('prefill_tokens_per_second', 'gauge', 'Prompt tokens per second of prefill, since start.', [
+    // A step's time is shared between its prompt and decode rows in proportion (SchedulerCounters).
+    metric('prefill_tokens_per_second', 'gauge', 'Prompt tokens per second (their share of step time), since start.', [
       ['', rate(c.promptTokens, c.prefillMs)],
     ]);
-    metric('decode_tokens_per_second', 'gauge', 'Tokens per second of batched decode (all rows), since start.', [
+    metric('decode_tokens_per_second', 'gauge', 'Decode rows per second (their share of step time), since start.', [
       ['', rate(c.decodeRows, c.decodeMs)],
     ]);
     metric('time_to_first_token_seconds_mean', 'gauge', 'Mean time from request to first text, since start.', [
