@@ -505,7 +505,7 @@ for (const path of paths) {
       },
     );
 
-    it("'int8' by the per-row kernels with 8 to 12 activation rows (whole tiles of 8 rows and the rest; blocked kernel held off)", () => {
+    it("'int8' by the per-row kernels with 8 to 12 activation rows (whole tiles of 8 rows and the rest; blocked kernel held off; column chunks)", () => {
       const PER_ROW_BELOW = 64;
       addon!.forceQ8GemmMinN(PER_ROW_BELOW);
       try {
@@ -514,7 +514,10 @@ for (const path of paths) {
             fc.constantFrom(...BLOCK_DTYPES),
             fc.record({
               rows: fc.integer({ min: 1, max: 40 }),
-              blocks: fc.integer({ min: 1, max: 24 }), // up to three 256-element super-blocks
+              // Up to three 256-element super-blocks, or 17 to 24: from 8 rows, the AVX-512 per-row
+              // kernel of the K-quants takes the columns in chunks once the rows' codes pass 32 KiB
+              // (matvec_q8_simd.h, Q8_CHUNK_BYTES; 8 rows of 17 super-blocks are 34 KiB).
+              blocks: fc.oneof(fc.integer({ min: 1, max: 24 }), fc.integer({ min: 8 * 17, max: 8 * 24 })),
               n: fc.integer({ min: 8, max: 12 }),
               seed: fc.integer(),
             }),
@@ -525,37 +528,7 @@ for (const path of paths) {
               check(dtype, w, decoded, uniform(random, n * cols), n, rows, cols, PER_ROW_BELOW);
             },
           ),
-          { numRuns: 24 },
-        );
-      } finally {
-        addon!.forceQ8GemmMinN(GEMM_MIN_N);
-      }
-    });
-
-    it("'int8' by the per-row kernels with 8 to 12 rows of 17 to 24 super-blocks (n rows of codes past 32 KiB: column chunks)", () => {
-      // The AVX-512 per-row kernel of the K-quants takes the columns in chunks from 8 rows on once
-      // the rows' activation codes pass 32 KiB (matvec_q8_simd.h, Q8_CHUNK_BYTES): 8 rows of 17
-      // super-blocks are 34 KiB. Every type runs here; the others must not change with the width.
-      const PER_ROW_BELOW = 64;
-      addon!.forceQ8GemmMinN(PER_ROW_BELOW);
-      try {
-        fc.assert(
-          fc.property(
-            fc.constantFrom(...BLOCK_DTYPES),
-            fc.record({
-              rows: fc.integer({ min: 1, max: 6 }),
-              superBlocks: fc.integer({ min: 17, max: 24 }),
-              n: fc.integer({ min: 8, max: 12 }),
-              seed: fc.integer(),
-            }),
-            (dtype, { rows, superBlocks, n, seed }) => {
-              const cols = 256 * superBlocks;
-              const random = seeded(seed);
-              const { w, decoded } = weight(dtype, uniform(random, rows * cols), rows, cols);
-              check(dtype, w, decoded, uniform(random, n * cols), n, rows, cols, PER_ROW_BELOW);
-            },
-          ),
-          { numRuns: 16 },
+          { numRuns: 48 },
         );
       } finally {
         addon!.forceQ8GemmMinN(GEMM_MIN_N);

@@ -1354,21 +1354,22 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
   const ActCodes codes = act_codes<T>(a);
   // Not in column chunks: AVX2's 8 rows are two tiles that decode each block twice, bound by
   // instructions, not by L2 (8 rows of q6_k at 14336 columns were 8% slower in chunks, Zen 5).
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks, [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
-    constexpr int NX = decltype(nx)::value;
-    RowSums<T, NX> sums(a, codes, t0);
-    sums.g0 = b0 * (T::ELEMENTS / 32);
-    const uint8_t* row = w + r * row_bytes;
-    for (int64_t b = b0; b < b1; ++b, sums.g0 += T::ELEMENTS / 32) {
-      // Several activation rows: the next weight row's block into L1 now. The tile's work per weight
-      // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
-      // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
-      // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
-      if constexpr (NX > 1) prefetch_block<T>(row + row_bytes + b * T::BYTES);
-      decode<T>(row + b * T::BYTES, sums);
-    }
-    sums.finish(res);
-  });
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks,
+                   [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
+                     constexpr int NX = decltype(nx)::value;
+                     RowSums<T, NX> sums(a, codes, t0);
+                     sums.g0 = b0 * (T::ELEMENTS / 32);
+                     const uint8_t* row = w + r * row_bytes;
+                     for (int64_t b = b0; b < b1; ++b, sums.g0 += T::ELEMENTS / 32) {
+                       // Several activation rows: the next weight row's block into L1 now. The tile's work per weight
+                       // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
+                       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
+                       // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
+                       if constexpr (NX > 1) prefetch_block<T>(row + row_bytes + b * T::BYTES);
+                       decode<T>(row + b * T::BYTES, sums);
+                     }
+                     sums.finish(res);
+                   });
 }
 // One activation row (decode) against super-block weights: rows r and r + half (half the range
 // apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
@@ -1401,16 +1402,17 @@ void rows_q8_vnni(const uint8_t* w, const RowActs& a, int64_t rows, float* out, 
   const RowsActs& p = kept_acts<RowsActs, T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
   const int64_t chunk = q8_chunk_blocks(a.n, p.blocks, T::ELEMENTS), ahead = q8_prefetch_rows(chunk, p.blocks) * row_bytes;
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, chunk, [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
-    RowsSums<T, decltype(nx)::value> sums(a, p, t0);
-    sums.seek(b0);
-    const uint8_t* row = w + r * row_bytes;
-    for (int64_t b = b0; b < b1; ++b, sums.advance()) {
-      prefetch_block<T>(row + ahead + b * T::BYTES);
-      T::block_rows(row + b * T::BYTES, sums);
-    }
-    sums.finish(res);
-  });
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, chunk,
+                   [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
+                     RowsSums<T, decltype(nx)::value> sums(a, p, t0);
+                     sums.seek(b0);
+                     const uint8_t* row = w + r * row_bytes;
+                     for (int64_t b = b0; b < b1; ++b, sums.advance()) {
+                       prefetch_block<T>(row + ahead + b * T::BYTES);
+                       T::block_rows(row + b * T::BYTES, sums);
+                     }
+                     sums.finish(res);
+                   });
 }
 // rows_q8_vnni's sub-block sums (RowsSubSums) -> sums (n, rows, subs).
 template <class T>
@@ -1434,11 +1436,12 @@ void rows_q8_32(const uint8_t* w, const RowActs& a, int64_t rows, float* out, in
   const GroupActs& p = kept_acts<GroupActs, T>(a);
   const int64_t row_bytes = p.blocks * T::BYTES;
   // Not in column chunks (row_tile32 walks a weight row's blocks itself).
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, p.blocks, [&](auto nx, int64_t r, int64_t t0, int64_t, int64_t, float* res) {
-    if constexpr (GroupActs::can_share<T>())
-      if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
-    row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
-  });
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, p.blocks, p.blocks,
+                   [&](auto nx, int64_t r, int64_t t0, int64_t, int64_t, float* res) {
+                     if constexpr (GroupActs::can_share<T>())
+                       if (p.shared) return row_tile32<T, decltype(nx)::value, true>(w + r * row_bytes, p, t0, res);
+                     row_tile32<T, decltype(nx)::value, false>(w + r * row_bytes, p, t0, res);
+                   });
 }
 
 // The int32 sums sum_j c_j q_j of every block of every weight row and activation row, by
