@@ -38,6 +38,7 @@ import {
   Tensor,
   bf16ToF32,
   f16ToF32,
+  firstAbove,
   kvBytesPerPosition,
   kvRowBytes,
   kvTypes,
@@ -684,16 +685,11 @@ function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets
  * Costs one pass over the activations per layer, nothing next to the matrix products.
  */
 function checkFinite(t: Tensor<'f32'>, where: string): void {
-  const x = t.data;
-  for (let i = 0; i < t.size; i++) {
-    const v = x[t.offset + i];
-    // v - v is 0 for finite v, NaN for NaN and infinities.
-    if (v - v !== 0) {
-      throw new NonFiniteError(
-        `${where} holds ${v} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`,
-      );
-    }
-  }
+  const i = firstAbove(t.data, t.offset, t.size);
+  if (i >= 0)
+    throw new NonFiniteError(
+      `${where} holds ${t.data[t.offset + i]} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`,
+    );
 }
 
 /** Copies embedding row `token` into row i of x (f16 converted, ggml blocks dequantized by the engine). */
