@@ -1,7 +1,7 @@
 /**
  * Dense decode of two builds of the native addon in one process (before / after a kernel change):
  *   pnpm exec tsx bench/attention-ab.ts --base /path/to/old/sparq_native.node
- *     [--op decode|sparq|append] [--kv f16,q8_0,q4_0] [--g 1,4,8] [--S 16384,32768] [--paths avx2,avx512] [--time 600]
+ *     [--op decode|sparq|append] [--kv f16,q8_0,q4_0] [--g 1,4,8] [--S 16384,32768] [--paths avx2,avx512] [--time 600] [--cpu | --interleave]
  *
  * --op sparq times SparQ decode instead (r = d/8, k = S/8, l = k/4, sparq bench's row) on the
  * 'k-twice' layout with a session's K transposed (DEFAULT_SESSION_KT: i4 for f16 and q8_0, i2 for
@@ -17,6 +17,12 @@
  * --cpu: the process's CPU time per call instead (run with SPARQ_THREADS=1), the best of 5 rounds
  * of alternating batches, and the K and V rows' GB/s over it in place of %BW: figures that a
  * loaded machine does not inflate the way it inflates wall times.
+ *
+ * --interleave: the builds' calls alternate one by one (medians of each, 3 rounds, the best kept)
+ * instead of in tinybench batches. The VM's read bandwidth changes within a row (50 <-> 80 GB/s on
+ * 2 threads); batches then time the builds in different states, calls side by side do not. It sets
+ * SPARQ_SPIN_US=0 unless set: each build has its own thread pool, whose workers would otherwise spin
+ * 500 us into the other build's call (an unchanged kernel read 0.87-0.89x of itself with them).
  */
 import { loadBackends } from '@sparq/core';
 import '@sparq/reference';
@@ -53,6 +59,8 @@ if (!['decode', 'sparq', 'append'].includes(op))
   throw new Error(`bench/attention-ab.ts: --op ${op}, expected decode | sparq | append`);
 const sessionKT = { f16: 'i4', q8_0: 'i4', q4_0: 'i2' } as const;
 const cpu = process.argv.includes('--cpu');
+const interleave = process.argv.includes('--interleave');
+if (interleave) process.env.SPARQ_SPIN_US ??= '0'; // read by the pools at their first call (common/threads.cc)
 
 // CPU ms per call of fn over about timeMs of calls (the first call untimed).
 function cpuMs(fn: () => void, timeMs: number): number {
@@ -66,6 +74,21 @@ function cpuMs(fn: () => void, timeMs: number): number {
   } while (performance.now() - start < timeMs);
   const used = process.cpuUsage(before);
   return (used.user + used.system) / 1000 / calls;
+}
+
+// Median wall ms per call of each fn, the fns called in turn one call at a time over about timeMs (the first calls untimed).
+function interleavedMs(fns: (() => void)[], timeMs: number): number[] {
+  for (const fn of fns) fn();
+  const times: number[][] = fns.map(() => []);
+  const start = performance.now();
+  do {
+    fns.forEach((fn, i) => {
+      const t0 = performance.now();
+      fn();
+      times[i].push(performance.now() - t0);
+    });
+  } while (performance.now() - start < timeMs);
+  return times.map((t) => t.sort((a, b) => a - b)[t.length >> 1]);
 }
 
 console.log(`# ${op}, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);
@@ -104,6 +127,10 @@ for (const dtype of dtypes) {
           if (cpu) {
             best[0] = Math.min(best[0], cpuMs(decode(base), timeMs / 2));
             best[1] = Math.min(best[1], cpuMs(decode(current), timeMs / 2));
+          } else if (interleave) {
+            const [a, b] = interleavedMs([decode(base), decode(current)], 2 * timeMs);
+            best[0] = Math.min(best[0], a);
+            best[1] = Math.min(best[1], b);
           } else {
             best[0] = Math.min(best[0], await medianMs('base', decode(base), timeMs));
             best[1] = Math.min(best[1], await medianMs('this', decode(current), timeMs));

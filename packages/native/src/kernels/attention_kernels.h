@@ -571,7 +571,15 @@ __attribute__((noinline)) void pv_rows(float* out, P v, size_t d, Positions pos,
   // no prefetch, 16 -> 24 with 4); f32 groups of 4+ heads 2 rows from memory, 4 from a tile in L1
   // (groups of 4 with 2 rows against 4: AVX-512 27 against 22 GB/s, AVX2 26 against 23; groups of
   // 8, tiles: 15 against 22, 13 against 18). Zen 4 VM, one thread, S = 32k, d 128, 30-34 GB/s probe.
-  constexpr int U = !RowTraits<P>::kConverted ? (G >= 4 ? (Resident ? 4 : 2) : 1) : 4;
+  // f16 rows of one head (AVX2 at d 128: the dense decode without GQA): 2 rows. Zen 5 VM, the 2-thread
+  // decode with the builds' calls interleaved one by one (as bench/attention-ab.ts --interleave), S =
+  // 16k / 32k, 8 runs each, geometric mean time against 4 rows: 2 rows 0.96 / 0.95 (faster in every
+  // run; AVX-512 0.89 / 0.91); 1 row 1.02 / 0.98, slower in the runs whose probe read 70+ GB/s (4.2 ->
+  // 4.9 ms) though on one thread over 4 KB pages it took pv from 0.85x to 1.0x the rate of q·K; 3 rows
+  // between; two passes of 8 register vectors over 16 KB tiles of rows 0.96 / 0.98. Block rows keep 4
+  // (q8_0 with 1 row alike). The loads and conversions bind what is left: AVX2 converts and multiplies
+  // 8 lanes an instruction where AVX-512 takes 16 (from L2, one thread: q·K 53 against 75 GB/s).
+  constexpr int U = !RowTraits<P>::kConverted ? (G >= 4 ? (Resident ? 4 : 2) : 1) : G == 1 && std::is_same_v<P, const uint16_t*> ? 2 : 4;
   if (!add)
     for (int t = 0; t < G; t++) std::memset(out + t * d, 0, d * sizeof(float));
   // Gathered rows: see kGatherAhead; else kHeavyAhead, kStreamAhead.
