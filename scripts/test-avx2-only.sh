@@ -15,12 +15,16 @@ fi
 node_bin="$(command -v node)"
 emulate() { qemu-x86_64 -cpu Haswell "$node_bin" "$@" 2> >(grep -v "TCG doesn't support" >&2); }
 
-out=$(emulate --conditions=sparq-source --import tsx packages/cli/src/main.ts backends)
-echo "$out"
-if ! grep -q "native: active (kernel avx2" <<<"$out"; then
-  echo "test-avx2-only: expected the native backend on its avx2 kernels, got the lines above" >&2
-  exit 1
-fi
+# The command as users and `pnpm sparq` run it (the bin, on dist/ here), and on the sources.
+for run in "packages/sparq/bin/sparq.js" "--conditions=sparq-source packages/sparq/bin/sparq.js"; do
+  # shellcheck disable=SC2086 # $run is the node arguments, split on purpose
+  out=$(emulate $run backends)
+  echo "$out"
+  if ! grep -q "native: active (kernel avx2" <<<"$out"; then
+    echo "test-avx2-only: expected 'node $run backends' on the native backend's avx2 kernels, got the lines above" >&2
+    exit 1
+  fi
+done
 # One test file at a time: the files share one process here (worker threads), and the
 # kernel path a test forces (forceKernelPath) is process-wide. Emulation runs code
 # 10-30x slower than the CPU would, so a test gets 5 minutes instead of 1.
