@@ -30,6 +30,7 @@ import '@sparq/native';
 import { createRequire } from 'node:module';
 import { type NativeAddon } from '../packages/native/lib/addon.ts';
 import { randomCache, randomQuery } from '../packages/cli/src/bench/random-cache.ts';
+import { median } from '../packages/cli/src/bench/timing.ts';
 import { measureReadBandwidth, medianMs } from './bandwidth.ts';
 
 const option = (name: string, fallback: string): string => {
@@ -88,7 +89,7 @@ function interleavedMs(fns: (() => void)[], timeMs: number): number[] {
       times[i].push(performance.now() - t0);
     });
   } while (performance.now() - start < timeMs);
-  return times.map((t) => t.sort((a, b) => a - b)[t.length >> 1]);
+  return times.map(median);
 }
 
 console.log(`# ${op}, ${H} query heads x d ${D}: base ${basePath} against this build, alternating`);

@@ -1233,16 +1233,12 @@ struct RowsSums {
     const __m512 m16 = _mm512_zextps256_ps512(m);  // lanes 8-15 zero
     for (int k = 0; k < NX; ++k) acc[k] = _mm512_fmadd_ps(m16, _mm512_zextps256_ps512(_mm256_loadu_ps(sum32[k] + g0)), acc[k]);
   }
-  SPARQ_INLINE void advance() {
-    q += 256 * n;
-    dx += n;
-    g0 += 8;
-  }
-  SPARQ_INLINE void seek(int64_t b) {  // from block 0 to block b
+  SPARQ_INLINE void seek(int64_t b) {  // b blocks on
     q += 256 * n * b;
     dx += n * b;
     g0 += 8 * b;
   }
+  SPARQ_INLINE void advance() { seek(1); }
   SPARQ_INLINE void finish(float* res) const {  // inlined: the accumulators stay in registers, not stored every block
     for (int k = 0; k < NX; ++k) res[k] = Avx2::reduce_add(Group::fold(acc[k]));
   }
@@ -1354,22 +1350,20 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
   const ActCodes codes = act_codes<T>(a);
   // Not in column chunks: AVX2's 8 rows are two tiles that decode each block twice, bound by
   // instructions, not by L2 (8 rows of q6_k at 14336 columns were 8% slower in chunks, Zen 5).
-  for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks,
-                   [&](auto nx, int64_t r, int64_t t0, int64_t b0, int64_t b1, float* res) {
-                     constexpr int NX = decltype(nx)::value;
-                     RowSums<T, NX> sums(a, codes, t0);
-                     sums.g0 = b0 * (T::ELEMENTS / 32);
-                     const uint8_t* row = w + r * row_bytes;
-                     for (int64_t b = b0; b < b1; ++b, sums.g0 += T::ELEMENTS / 32) {
-                       // Several activation rows: the next weight row's block into L1 now. The tile's work per weight
-                       // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
-                       // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
-                       // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
-                       if constexpr (NX > 1) prefetch_block<T>(row + row_bytes + b * T::BYTES);
-                       decode<T>(row + b * T::BYTES, sums);
-                     }
-                     sums.finish(res);
-                   });
+  for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks, [&](auto nx, int64_t r, int64_t t0, int64_t, int64_t, float* res) {
+    constexpr int NX = decltype(nx)::value;
+    RowSums<T, NX> sums(a, codes, t0);
+    const uint8_t* row = w + r * row_bytes;
+    for (int64_t b = 0; b < blocks; ++b, sums.g0 += T::ELEMENTS / 32) {
+      // Several activation rows: the next weight row's block into L1 now. The tile's work per weight
+      // byte leaves the hardware prefetchers behind, and the loads wait on DRAM: one thread, 8 rows,
+      // weights streamed, CPU ns per weight row: AVX-512 q4_k 508 -> 332, q6_k 577 -> 341, iq4_xs
+      // 618 -> 497; AVX2 q4_k 631 -> 508, q6_k 811 -> 476 (loaded VM, same process alternating).
+      if constexpr (NX > 1) prefetch_block<T>(row + row_bytes + b * T::BYTES);
+      decode<T>(row + b * T::BYTES, sums);
+    }
+    sums.finish(res);
+  });
 }
 // One activation row (decode) against super-block weights: rows r and r + half (half the range
 // apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
