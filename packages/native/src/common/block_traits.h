@@ -109,9 +109,9 @@ static constexpr BlockTraits BLOCK_TRAITS[WEIGHT_TYPE_COUNT] = {
     {WeightType::q5_1, QK, 24, false, 32, true, false, 5, 0, 0, ActBlocks::q8_1, true, 16, 8, NEVER, NEVER},
     {WeightType::q2_k, QK_K, 84, false, 16, true, false, 2, 0, 0, ActBlocks::q8_k, true, 32, 32, NEVER, NEVER},
     {WeightType::q3_k, QK_K, 110, false, 16, true, false, 3, 0, 4, ActBlocks::q8_k, true, 24, 16, NEVER, NEVER},
-    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 4, 0, 0, ActBlocks::q8_k, true, 24, 24, 8, 16},
+    {WeightType::q4_k, QK_K, 144, false, 32, true, false, 4, 0, 0, ActBlocks::q8_k, true, 24, 24, 2, 2},
     {WeightType::q5_k, QK_K, 176, false, 32, true, false, 5, 0, 0, ActBlocks::q8_k, true, 16, 16, NEVER, NEVER},
-    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 6, 0, 32, ActBlocks::q8_k, true, 48, 40, 12, 12},
+    {WeightType::q6_k, QK_K, 210, false, 16, true, false, 6, 0, 32, ActBlocks::q8_k, true, 48, 40, 2, 12},
     {WeightType::iq4_nl, QK, 18, false, 32, false, true, 8, 0, 0, ActBlocks::q8_0, true, 8, 16, NEVER, NEVER},
     {WeightType::iq4_xs, QK_K, 136, false, 32, false, true, 8, 0, 0, ActBlocks::q8_k, true, 8, 16, NEVER, NEVER},
 };

@@ -22,6 +22,11 @@ namespace sparq {
 // q4_k 24, q6_k 40 (BLOCK_TRAITS' gemm_min_n); over the weights repacked at load (packed_min_n), which
 // no call decodes, VNNI q4_k 8 (as fast at 6-8 rows, 1.6x faster at 12), q6_k 12, AVX2 q4_k 16, q6_k 12.
 // Command: pnpm bench:gemm-crossover --types q4_k,q6_k --ns 1,2,4,6,8,12,16,24,32,40,48,64 [--kernel avx2]
+// Once the packed kernels prefetched their panels (gemm_q8_prefetch_packed) and VNNI q6_k put its codes
+// together per tile, a few rows streaming a model-sized weight from memory (14336 x 4096 q4_k, 4096 x
+// 14336 and 32768 x 4096 q6_k; `pnpm exec tsx bench/packed-rows.ts`, docs/int8-products.md, "Packed
+// from 2 rows") ran on the packed weights as fast as per row or faster from 2 rows on (2 threads), except
+// AVX2 q6_k (its per-call unpack) below 8-12: VNNI q4_k and q6_k 2, AVX2 q4_k 2, q6_k 12.
 int64_t gemm_q8_min_n(WeightType t, bool vnni, bool packed) {
   const BlockTraits& b = block_traits(t);
   if (packed) return vnni ? b.packed_min_n_vnni : b.packed_min_n_avx2;

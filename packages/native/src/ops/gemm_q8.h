@@ -126,10 +126,11 @@ void gemm_q8_panels(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t row
 //   C = sum_s mn_s sum_{j in s} q_j       (|C| <= 8 * 63 * 32 * 127),
 // and take two f32 steps per super-block, f += f32(I) (d dx), then f += f32(C) (mm dx): the same int32
 // sub-block sums, fewer roundings than the panels' per-sub-block steps (within the same bound). q6_k's
-// products unpack each panel from the planes once per call (gemm_q8_unpack_panel: bit operations, no block
-// headers) and run the panels' kernels, so their output is the panels' bit for bit (a kernel unpacking
-// the 6-bit codes per tile was no faster at 512 rows). Rows past the weight's end are zero. Bytes per weight: q4_k 0.59 (the file's
-// 0.5625, the panels' 1.25), q6_k 0.83 (the file's 0.82, the panels' 1.625).
+// VNNI kernel puts the 6-bit codes together per tile from the two planes (tile_packed_q6), its AVX2
+// products unpack each panel once per call (gemm_q8_unpack_panel: bit operations, no block headers) and
+// run the panels' kernels; both give the panels' output bit for bit. Rows past the weight's end are
+// zero. Bytes per weight: q4_k 0.59 (the file's 0.5625, the panels' 1.25), q6_k 0.83 (the file's 0.82,
+// the panels' 1.625).
 static inline bool gemm_q8_packs(WeightType t) { return t == WeightType::q4_k || t == WeightType::q6_k; }
 static inline int64_t gemm_q8_packed_super(WeightType t) {
   return t == WeightType::q6_k ? 4096 + 2048 + 512 + 4 * GEMM_Q8_NR : 4096 + 256 + 256 + 2 * 4 * GEMM_Q8_NR;
@@ -160,7 +161,16 @@ void gemm_q8_packed_blocks(WeightType t, const uint8_t* packed, const Q8Acts& a,
     }
   }
 }
-// The panel of packed weights pp (a gemm_q8_packs type with panels: q6_k) into p, its nr rows the weight's.
+// At a few activation rows a packed panel is read from memory once per call, and the kernels' work per
+// byte is too small for the hardware prefetchers to keep ahead: each of a super-block's `steps` steps
+// prefetches its share of the bytes GEMM_Q8_PACKED_AHEAD past super-block pp (into the next panel at
+// the end of one: the panels of a call are contiguous).
+constexpr int64_t GEMM_Q8_PACKED_AHEAD = 16384;
+inline void gemm_q8_prefetch_packed(const uint8_t* pp, WeightType t, int step, int steps) {
+  const int64_t share = (gemm_q8_packed_super(t) / steps + 63) / 64 * 64;
+  for (int64_t line = 0; line < share; line += 64) __builtin_prefetch(pp + GEMM_Q8_PACKED_AHEAD + share * step + line, 0, 3);
+}
+// The panel of packed weights pp (q6_k, for the AVX2 kernels) into p, its nr rows the weight's.
 void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int nr, const Q8Panel& p);
 // out rows [row_begin, row_end) (row_begin a multiple of 32) of x @ w^T from the packed weights, scratch of
 // gemm_q8_scratch_bytes (q6_k's panels; q4_k needs none); with `sums` (tests) the int32 sums of u q go

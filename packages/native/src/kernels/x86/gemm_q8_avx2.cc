@@ -300,6 +300,7 @@ void tile_packed(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows, i
     for (int sb = 0; sb < 8; ++sb) {
       const uint8_t* up = pp + 512 * sb + 64 * h;
       const int8_t* xq = a.q.data() + t0 * cols + QK_K * S + QK * sb;
+      if (h == 0) gemm_q8_prefetch_packed(pp, WeightType::q4_k, sb, 8);  // both halves' lines
       __m256i s16[M][2];
       for (int j = 0; j < 4; ++j) {  // step pair j: columns 8j .. 8j + 3 in the low nibbles, 8j + 4 .. 8j + 7 in the high
         const __m256i p0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(up + 128 * j));

@@ -381,6 +381,7 @@ void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int, co
   for (int64_t S = 0; S < cols / QK_K; ++S, pp += gemm_q8_packed_super(t)) {
     uint8_t* u = p.u + 64 * S * NR * 4;  // the super-block's 64 dword steps
     for (int hb = 0; hb < 16; ++hb) {
+      gemm_q8_prefetch_packed(pp, t, hb, 16);
       // Steps 4 hb .. 4 hb + 3: the nibble plane's pairs 2 hb, 2 hb + 1 and the quad plane's bits 0-1 .. 6-7.
       for (int v = 0; v < 4; ++v) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pp + 256 * hb + 32 * v));
