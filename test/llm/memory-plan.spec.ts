@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Engine, SparqRangeError } from '@sparq/core';
+import { Engine, SparqRangeError, Tensor } from '@sparq/core';
 import {
   MAX_DIM,
   Session,
@@ -19,6 +19,7 @@ import {
   openModel,
   readModelFile,
   readModelPlan,
+  repackModel,
   tensorByteSize,
   writeShapeGGUF,
   type ModelShape,
@@ -91,6 +92,21 @@ describe('memory before loading', () => {
     expect(() => checkModelMemory(repacking, tiny, { contextSize: 64 }, limit(plain.total - 1))).toThrow(
       `needs ${plain.total} bytes`,
     );
+  });
+
+  it('repackModel makes at once the copies the plan counts: one call per matrix a product reads, their bytes', () => {
+    const made: Tensor[] = [];
+    const repacking = new Engine({
+      ...referenceEngine.backend,
+      repackedBytes: (dtype, rows, cols) => (dtype === 'q8_0' ? rows * cols : 0),
+      repackNow: (w) => (made.push(w), w.dtype === 'q8_0'),
+    });
+    const lm = openModel(repacking, tiny);
+    const { layers, classifier } = lm.model.weights;
+    expect(repackModel(repacking, lm.model)).toBe(readModelPlan(tiny, undefined, repacking).repackedBytes);
+    expect(made).toEqual([...layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3]), classifier]);
+    // A backend without copies: nothing to make.
+    expect(repackModel(referenceEngine, openModel(referenceEngine, tiny).model)).toBe(0);
   });
 
   it('refuses a context one byte over what there is, naming both numbers, and accepts it at exactly that', () => {

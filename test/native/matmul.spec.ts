@@ -452,6 +452,40 @@ for (const path of paths) {
     );
 
     it.runIf(path === 'avx2' || path === 'avx512')(
+      'repackNow makes a marked weight’s copy at once (what its products then read), and none for an unmarked or f32 one',
+      () => {
+        const [rows, cols, n] = [40, 512, 8];
+        const random = seeded(17);
+        const x = Tensor.f32([n, cols], uniform(random, n * cols));
+        const product = (w: Tensor) => {
+          const out = Tensor.zeros('f32', [n, rows]);
+          nat.matmul(out, w, x, 'int8');
+          return out.data;
+        };
+        for (const dtype of REPACKED) {
+          const repacks = (nat.backend.repackedBytes?.(dtype, rows, cols) ?? 0) > 0;
+          const [w, before] = [Tensor.zeros(dtype, [rows, cols]), Tensor.zeros(dtype, [rows, cols])];
+          referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+          (before.data as Uint8Array).set(w.data as Uint8Array);
+          expect(nat.repackNow(w), `${dtype} not marked`).toBe(false);
+          nat.markConstant(w);
+          expect(nat.repackNow(w), `${dtype} marked`).toBe(repacks);
+          // Written after the copy was made (breaking the promise on purpose): a product that reads the
+          // copy gives the weight as it was at repackNow (before's, marked too, so the same kernel),
+          // so the copy was made then, not at the product.
+          referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+          nat.markConstant(before);
+          const after = Tensor.zeros(dtype, [rows, cols]);
+          (after.data as Uint8Array).set(w.data as Uint8Array);
+          expect(product(w), dtype).toEqual(repacks ? product(before) : product(after));
+        }
+        const f32 = Tensor.f32([rows, cols], uniform(random, rows * cols));
+        nat.markConstant(f32);
+        expect(nat.repackNow(f32)).toBe(false);
+      },
+    );
+
+    it.runIf(path === 'avx2' || path === 'avx512')(
       "'int8' over repacked weights with 1 to 8 activation rows: the scalar twin's integer sums bit for bit",
       () => {
         // The repacked layout's crossovers start the blocked kernel below GEMM_MIN_N rows.

@@ -202,6 +202,12 @@ export interface Backend extends Partial<BackendOps> {
    * a tensor written again after a product is never read through a stale copy.
    */
   markConstant?(w: Tensor): void;
+  /**
+   * Makes at once, for a tensor marked constant, the copy (repackedBytes) that its first blocked
+   * product would make; true when w has one now. A server calls it at start, so that its memory is
+   * fixed there and no request waits for the copies.
+   */
+  repackNow?(w: Tensor): boolean;
   /** Releases threads or native resources (optional). */
   dispose?(): void | Promise<void>;
 }

@@ -49,6 +49,11 @@ export class Engine {
     this.backend.markConstant?.(w);
   }
 
+  /** Makes now the copy of a constant tensor that its first blocked product would make (Backend.repackNow); true when w has one. */
+  repackNow(w: Tensor): boolean {
+    return this.backend.repackNow?.(w) ?? false;
+  }
+
   /** True when the backend implements `op` (for a block `dtype`: and handles that dtype, see Backend.blockDTypes). */
   has(op: OpName, dtype?: DType): boolean {
     if (typeof this.backend[op] !== 'function') return false;

@@ -11,7 +11,15 @@
  * stored for row lookups; with a shared classifier the classifier is its own
  * quantized copy of it. Vectors (norms, biases, rope_freqs) are f32.
  */
-import { Int4Matrix, Tensor, isBlockDType, type DType, type Engine, type RopeOptions } from '@sparq/core';
+import {
+  Int4Matrix,
+  Tensor,
+  isBlockDType,
+  type DType,
+  type Engine,
+  type MatrixDType,
+  type RopeOptions,
+} from '@sparq/core';
 import type { ModelConfig } from './config.ts';
 import { toF32 } from './gguf-llama.ts';
 import type { LoadedModel } from './llama2c.ts';
@@ -142,6 +150,21 @@ export function buildModel(
   const rope = ropeOptions(config, config.ropeFreqs ? norm(ROPE_FREQS) : undefined);
   const weights: ModelWeights = { tokenEmbedding, layers, finalNorm: norm(OUTPUT_NORM), classifier, rope };
   return { config, weights, format: loaded.format, weightType: describeTypes(weights), notes: collapse(notes) };
+}
+
+/**
+ * Makes now the copies of the model's matrices that the backend lays out for its blocked products
+ * (Engine.repackNow; buildModel's `constant` matrices only), which it would otherwise make at each
+ * one's first such product: `sparq serve` with several slots calls it at start, so that its memory is
+ * fixed there and the first batched step does not wait for them. Returns the bytes of the copies.
+ */
+export function repackModel(engine: Engine, model: Model): number {
+  const { layers, classifier } = model.weights;
+  let bytes = 0;
+  for (const w of [...layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3]), classifier])
+    if (w instanceof Tensor && engine.repackNow(w))
+      bytes += engine.backend.repackedBytes?.(w.dtype as MatrixDType, w.shape[0], w.shape[1]) ?? 0;
+  return bytes;
 }
 
 /** 'q4_0 (ffn_down f32)': the main matrix type and the exceptions by kind. */

@@ -225,7 +225,7 @@ export function int4Args(w: Int4Matrix): Int4Args {
 export function basicOps(
   addon: NativeAddon,
   env: Record<string, string | undefined> = process.env,
-): Partial<BackendOps> & Pick<Backend, 'repackedBytes' | 'markConstant'> {
+): Partial<BackendOps> & Pick<Backend, 'repackedBytes' | 'markConstant' | 'repackNow'> {
   const a = basicAddon(addon);
   // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
   // product and kept as long as its tensor: from then on no product decodes it. Only tensors marked
@@ -270,6 +270,8 @@ export function basicOps(
   };
   return {
     markConstant: (w) => void constants.add(w),
+    // As the first product of as many rows as any would be, on the path that reads the copies.
+    repackNow: (w) => isBlockDType(w.dtype) && packedFor(w, Number.MAX_SAFE_INTEGER, 'int8') !== undefined,
     repackedBytes: (dtype, rows, cols) =>
       repack && isBlockDType(dtype) ? a.q8PackedBytes(DTYPE_CODE[dtype], rows, cols) : 0,
     quantize: (out: Tensor<BlockDType>, x: Tensor<'f32'>) => {

@@ -9,11 +9,13 @@ import { basename } from 'node:path';
 import { kvLabel, selectBackend } from '@sparq/core';
 import {
   ChatTemplate,
+  DEFAULT_PRODUCT_PATH,
   LanguageModel,
   chatTemplateSource,
   describeConfig,
   openModel,
   readModelHeader,
+  repackModel,
   stopRuleOf,
 } from '@sparq/llm';
 import '../backends.ts';
@@ -162,10 +164,19 @@ export const serveCommand: Command = {
       kvLayout: kvLayout ?? (attention.method === 'sparq' ? 'k-twice' : 'single-k'),
       stopRule: stopRuleOf(lm.model.format),
     };
+    // Several slots decode as rows of one product, which reads the weights' repacked copies: made
+    // here, so that memory is fixed from the start and no request waits for them.
+    const t0 = performance.now();
+    const repacked =
+      parallel > 1 && (productPath ?? DEFAULT_PRODUCT_PATH) === 'int8' ? repackModel(lm.engine, lm.model) : 0;
     const running = await startServer(served, options);
     const info = engine.info();
     process.stderr.write(
-      `model ${values.model}: ${lm.model.format}; ${describeConfig(c)}; weights ${lm.weightType}\n` +
+      `model ${values.model}: ${lm.model.format}; ${describeConfig(c)}; weights ${lm.weightType}` +
+        (repacked > 0
+          ? `; ${(repacked / 2 ** 20).toFixed(1)} MiB repacked for batched products in ${((performance.now() - t0) / 1000).toFixed(1)} s`
+          : '') +
+        `\n` +
         `${parallel} slot${parallel === 1 ? '' : 's'} x ${context} positions, KV ${kvLabel(kvDType)} ${options.kvLayout} ${(running.scheduler.kvBytes / 2 ** 20).toFixed(1)} MiB; ` +
         `attention ${attention.method}${describeAttention(attention)}; backend ${info.name} (${info.threads} thread${info.threads === 1 ? '' : 's'})\n`,
     );
