@@ -175,8 +175,8 @@ void matmul_q8(WeightType t, const uint8_t* w, const float* x, int64_t n, int64_
     Q8Acts& acts = kept;
     quantize_for_gemm(t, x, n, cols, acts);
     return split_rows(rows, work, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<uint8_t> scratch;  // q6_k's unpacked panels
-      const size_t bytes = static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
+      thread_local std::vector<uint8_t> scratch;  // AVX2 q6_k's unpacked panels (VNNI reads the planes in place)
+      const size_t bytes = k.gemm_q8_vnni ? 0 : static_cast<size_t>(gemm_q8_scratch_bytes(t, end - begin, cols));
       if (scratch.size() < bytes) scratch.resize(bytes);
       k.gemm_q8_packed(t, packed, acts, rows, out, begin, end, scratch.data(), nullptr);
     });

@@ -173,7 +173,7 @@ inline void gemm_q8_prefetch_packed(const uint8_t* pp, WeightType t, int step, i
 // The panel of packed weights pp (q6_k, for the AVX2 kernels) into p, its nr rows the weight's.
 void gemm_q8_unpack_panel(WeightType t, const uint8_t* pp, int64_t cols, int nr, const Q8Panel& p);
 // out rows [row_begin, row_end) (row_begin a multiple of 32) of x @ w^T from the packed weights, scratch of
-// gemm_q8_scratch_bytes (q6_k's panels; q4_k needs none); with `sums` (tests) the int32 sums of u q go
+// gemm_q8_scratch_bytes (AVX2 q6_k's panels; VNNI and q4_k need none); with `sums` (tests) the int32 sums of u q go
 // there instead, as the panels' kernels give them (n, rows, cols / 32; cols / 16 for q6_k).
 void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
                          uint8_t* scratch, int32_t* sums);

@@ -399,10 +399,8 @@ void panel_vnni(WeightType, const Q8Panel& p, const Q8Acts& a, int64_t t_begin, 
 // gemm_q8_vnni, or with SUMS its integer sums into `sums` (tile).
 template <bool SUMS>
 void run(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end, uint8_t* scratch,
-         int32_t* sums, const uint8_t* packed = nullptr) {
-  auto panels = [&](int mr, Q8PanelKernel kernel) {
-    gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums, packed);
-  };
+         int32_t* sums) {
+  auto panels = [&](int mr, Q8PanelKernel kernel) { gemm_q8_panels(t, w, a, rows, out, row_begin, row_end, scratch, mr, kernel, sums); };
   if (gemm_q8_halves(t))  // q2_k keeps its minimums apart, q3_k and q6_k fold their offsets into the integer sums
     return t == WeightType::q2_k ? panels(MR, panel_vnni<true, Kind::halves, SUMS>) : panels(MR, panel_vnni<false, Kind::halves, SUMS>);
   if (gemm_q8_super(t))
@@ -419,7 +417,7 @@ void gemm_q8_vnni(WeightType t, const uint8_t* w, const Q8Acts& a, int64_t rows,
 }
 
 void gemm_q8_vnni_packed(WeightType t, const uint8_t* packed, const Q8Acts& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end,
-                         uint8_t* scratch, int32_t* sums) {
+                         uint8_t*, int32_t* sums) {
   auto blocks = [&](auto type) {
     constexpr WeightType T = decltype(type)::value;
     gemm_q8_packed_blocks(t, packed, a, row_begin, row_end, MR, [&](const uint8_t* pp, int64_t t0, int m, int64_t r0, int nr) {
