@@ -11,26 +11,23 @@
  * Prints, per layout, the first n from which the blocked kernel was as fast at every measured n:
  * gemm_q8_min_n's crossovers (BLOCK_TRAITS' gemm_min_n and packed_min_n columns, src/common/block_traits.h).
  */
-import { BLOCK_DTYPES, Tensor, loadBackends, type BlockDType } from '@sparq/core';
+import { BLOCK_DTYPES, loadBackends, type BlockDType } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
 import { DTYPE_CODE, basicAddon } from '../packages/native/lib/basic-ops.ts';
+import { flag, tiledWeight } from './block-weight.ts';
 
-const arg = (name: string) => {
-  const at = process.argv.indexOf(name);
-  return at > 0 ? process.argv[at + 1] : undefined;
-};
-const types = (arg('--types')?.split(',') ?? BLOCK_DTYPES) as BlockDType[];
-const NS = arg('--ns')?.split(',').map(Number) ?? [1, 2, 4, 8, 16, 24, 32, 48, 64, 96];
+const types = (flag('--types')?.split(',') ?? BLOCK_DTYPES) as BlockDType[];
+const NS = flag('--ns')?.split(',').map(Number) ?? [1, 2, 4, 8, 16, 24, 32, 48, 64, 96];
 const { available } = await loadBackends();
 const reference = available.find((e) => e.name === 'reference')!;
 if (!available.some((e) => e.name === 'native'))
   throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const basic = basicAddon(raw);
-const kernel = arg('--kernel');
+const kernel = flag('--kernel');
 if (kernel) raw.forceKernelPath(kernel);
 attentionAddon(raw).attnSetThreads(1);
 
@@ -38,9 +35,6 @@ const ROWS = 2048;
 const COLS = 4096;
 const REPS = 7;
 const ALL_ROWS = 1 << 30; // forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel
-
-const values = Tensor.zeros('f32', [64, COLS]);
-for (let i = 0; i < values.size; i++) values.data[i] = Math.sin(i * 0.7);
 
 /** CPU ms of one call of fn. */
 function cpuMs(fn: () => void): number {
@@ -66,11 +60,7 @@ console.log(
 );
 for (const dtype of types) {
   const code = DTYPE_CODE[dtype];
-  // The reference quantizes 64 rows (its K-quant scale search is slow), tiled to the full height.
-  const band = Tensor.zeros(dtype, [64, COLS]);
-  reference.quantize(band, values);
-  const w = new Uint8Array(band.data.length * (ROWS / 64));
-  for (let r = 0; r < ROWS; r += 64) w.set(band.data as Uint8Array, (r / 64) * band.data.length);
+  const w = tiledWeight(reference, dtype, ROWS, COLS).data as Uint8Array;
   const packedBytes = basic.q8PackedBytes(code, ROWS, COLS);
   const packed = packedBytes > 0 ? new Uint8Array(packedBytes) : undefined;
   if (packed) basic.q8Repack(code, packed, w, 0, ROWS, COLS);

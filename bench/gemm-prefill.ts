@@ -11,35 +11,27 @@ import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { flag, tiledWeight } from './block-weight.ts';
 
-const arg = (name: string) => {
-  const at = process.argv.indexOf(name);
-  return at > 0 ? process.argv[at + 1] : undefined;
-};
-const types = (arg('--types')?.split(',') ?? ['q4_k', 'q6_k', 'q8_0']) as BlockDType[];
+const types = (flag('--types')?.split(',') ?? ['q4_k', 'q6_k', 'q8_0']) as BlockDType[];
 for (const t of types)
   if (!BLOCK_DTYPES.includes(t)) throw new Error(`--types: ${t} is not a block dtype (${BLOCK_DTYPES.join(', ')})`);
-const shapes = (arg('--shapes') ?? '4096x4096,14336x4096')
+const shapes = (flag('--shapes') ?? '4096x4096,14336x4096')
   .split(',')
   .map((s) => s.split('x').map(Number) as [number, number]);
-const ns = (arg('--ns') ?? '1,8,64,512').split(',').map(Number);
-const reps = Number(arg('--reps') ?? 5);
+const ns = (flag('--ns') ?? '1,8,64,512').split(',').map(Number);
+const reps = Number(flag('--reps') ?? 5);
 const { available } = await loadBackends();
 const native = available.find((e) => e.name === 'native');
 const reference = available.find((e) => e.name === 'reference')!;
 if (!native) throw new Error('bench/gemm-prefill.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
-if (arg('--kernel')) raw.forceKernelPath(arg('--kernel')!);
-attentionAddon(raw).attnSetThreads(Number(arg('--threads') ?? 2));
+if (flag('--kernel')) raw.forceKernelPath(flag('--kernel')!);
+attentionAddon(raw).attnSetThreads(Number(flag('--threads') ?? 2));
 
-/** A (rows, cols) weight of type t: 64 rows quantized by the reference (its K-quant search is slow), tiled. */
+/** A (rows, cols) weight of type t (tiledWeight), marked constant as a model's weights. */
 function weight(t: BlockDType, rows: number, cols: number): Tensor {
-  const values = Tensor.zeros('f32', [64, cols]);
-  for (let i = 0; i < values.size; i++) values.data[i] = Math.sin(i * 0.7) * (1 + (i % 13) / 7);
-  const band = Tensor.zeros(t, [64, cols]);
-  reference.quantize(band, values);
-  const w = Tensor.zeros(t, [rows, cols]);
-  for (let r = 0; r < rows; r += 64) (w.data as Uint8Array).set(band.data as Uint8Array, (r / 64) * band.data.length);
+  const w = tiledWeight(reference, t, rows, cols, (i) => Math.sin(i * 0.7) * (1 + (i % 13) / 7));
   native?.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
   return w;
 }
@@ -67,7 +59,7 @@ const clock = process.argv.includes('--cpu')
     }
   : () => performance.now();
 
-const loop = arg('--loop');
+const loop = flag('--loop');
 if (loop) {
   const [count, n, shape, t] = loop.split(':');
   const [rows, cols] = shape.split('x').map(Number);
@@ -75,7 +67,7 @@ if (loop) {
   for (let i = 0; i < Number(count); i++) run();
 } else {
   console.log(
-    `kernel path ${raw.kernelPaths().current}, ${arg('--threads') ?? 2} threads, ${process.argv.includes('--cpu') ? 'CPU' : 'wall'} ms (best of ${reps})`,
+    `kernel path ${raw.kernelPaths().current}, ${flag('--threads') ?? 2} threads, ${process.argv.includes('--cpu') ? 'CPU' : 'wall'} ms (best of ${reps})`,
   );
   console.log(['type', 'shape', ...ns.map((n) => `n ${n}`)].join(' | '));
   for (const t of types)

@@ -11,27 +11,24 @@
  * alternate within each rep), with the weight bytes per ms it implies (the file's bytes: the packed copy
  * is 0.6-5% larger). Sets the product's crossover with forceQ8GemmMinN, so it runs apart from a model.
  */
-import { Tensor, loadBackends, type BlockDType } from '@sparq/core';
+import { loadBackends, type BlockDType } from '@sparq/core';
 import '@sparq/native';
 import '@sparq/reference';
 import { loadAddon } from '../packages/native/lib/addon.ts';
 import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
 import { DTYPE_CODE, basicAddon } from '../packages/native/lib/basic-ops.ts';
+import { flag, tiledWeight } from './block-weight.ts';
 
-const arg = (name: string) => {
-  const at = process.argv.indexOf(name);
-  return at > 0 ? process.argv[at + 1] : undefined;
-};
-const threads = Number(arg('--threads') ?? 2);
-const NS = (arg('--ns') ?? '1,2,4,8').split(',').map(Number);
-const REPS = Number(arg('--reps') ?? 9);
+const threads = Number(flag('--threads') ?? 2);
+const NS = (flag('--ns') ?? '1,2,4,8').split(',').map(Number);
+const REPS = Number(flag('--reps') ?? 9);
 const { available } = await loadBackends();
 const reference = available.find((e) => e.name === 'reference')!;
 if (!available.some((e) => e.name === 'native'))
   throw new Error('bench/packed-rows.ts needs the native backend (pnpm build:native)');
 const raw = loadAddon();
 const basic = basicAddon(raw);
-const kernel = arg('--kernel');
+const kernel = flag('--kernel');
 if (kernel) raw.forceKernelPath(kernel);
 attentionAddon(raw).attnSetThreads(threads);
 const ALL_ROWS = 1 << 30; // forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel
@@ -48,13 +45,7 @@ console.log(
 console.log(['weight', ...NS.map((n) => `n ${n}`)].join(' | '));
 for (const [dtype, rows, cols, name] of SHAPES) {
   const code = DTYPE_CODE[dtype];
-  // The reference quantizes 64 rows (its K-quant scale search is slow), tiled to the full height.
-  const values = Tensor.zeros('f32', [64, cols]);
-  for (let i = 0; i < values.size; i++) values.data[i] = Math.sin(i * 0.7);
-  const band = Tensor.zeros(dtype, [64, cols]);
-  reference.quantize(band, values);
-  const w = new Uint8Array(band.data.length * (rows / 64));
-  for (let r = 0; r < rows; r += 64) w.set(band.data as Uint8Array, (r / 64) * band.data.length);
+  const w = tiledWeight(reference, dtype, rows, cols).data as Uint8Array;
   const packed = new Uint8Array(basic.q8PackedBytes(code, rows, cols));
   if (packed.length === 0) throw new Error(`this build does not repack ${dtype}`);
   basic.q8Repack(code, packed, w, 0, rows, cols);

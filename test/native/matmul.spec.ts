@@ -274,6 +274,22 @@ for (const path of paths) {
       threads.attnSetThreads(before);
     });
 
+    /** matmul's 'int8' outputs on native of x (n, cols) by a weight w (rows, cols). */
+    const int8Product = (x: Tensor<'f32'>, rows: number) => (w: Tensor) => {
+      const out = Tensor.zeros('f32', [x.shape[0], rows]);
+      nat.matmul(out, w, x, 'int8');
+      return out.data;
+    };
+    /** Writes uniform random values of `random`, quantized by the reference, into the block weight w. */
+    const requantize = (w: Tensor<BlockDType>, random: () => number) =>
+      referenceEngine.quantize(w, Tensor.f32([w.shape[0], w.shape[1]], uniform(random, w.size)));
+    /** A new tensor with w's bytes (not marked constant, whatever w is). */
+    const copyOf = (w: Tensor) => {
+      const copy = Tensor.zeros(w.dtype, [w.shape[0], w.shape[1]]);
+      (copy.data as Uint8Array).set(w.data as Uint8Array);
+      return copy;
+    };
+
     /** The 'int8' kernel matmul runs here for dtype and n (basic_dispatch.cc), blocked from n on. */
     const int8Kernel = (dtype: BlockDType, n: number, blockedFrom = GEMM_MIN_N) => {
       if (path === 'scalar') return 'ref';
@@ -394,20 +410,13 @@ for (const path of paths) {
     it('a block weight not marked constant is read as it is at every product (written again after a blocked one)', () => {
       const [rows, cols, n] = [40, 512, 64];
       const random = seeded(11);
-      const x = Tensor.f32([n, cols], uniform(random, n * cols));
-      const product = (w: Tensor) => {
-        const out = Tensor.zeros('f32', [n, rows]);
-        nat.matmul(out, w, x, 'int8');
-        return out.data;
-      };
+      const product = int8Product(Tensor.f32([n, cols], uniform(random, n * cols)), rows);
       for (const dtype of REPACKED) {
         const w = Tensor.zeros(dtype, [rows, cols]);
-        referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+        requantize(w, random);
         product(w);
-        referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols))); // written again
-        const fresh = Tensor.zeros(dtype, [rows, cols]);
-        (fresh.data as Uint8Array).set(w.data as Uint8Array);
-        expect(product(w), dtype).toEqual(product(fresh));
+        requantize(w, random); // written again
+        expect(product(w), dtype).toEqual(product(copyOf(w)));
       }
     });
 
@@ -424,9 +433,8 @@ for (const path of paths) {
             // The repacked layout costs no panel decode per call, so the table must start it earlier.
             expect(packedFrom, dtype).toBeLessThan(fileFrom);
             const marked = Tensor.zeros(dtype, [rows, cols]);
-            referenceEngine.quantize(marked, Tensor.f32([rows, cols], uniform(random, rows * cols)));
-            const unmarked = Tensor.zeros(dtype, [rows, cols]);
-            (unmarked.data as Uint8Array).set(marked.data as Uint8Array);
+            requantize(marked, random);
+            const unmarked = copyOf(marked);
             nat.markConstant(marked);
             // SPARQ_NATIVE_REPACK=0: the backend keeps no copies, so a marked weight is read as the file lays it out.
             const repacks = (nat.backend.repackedBytes?.(dtype, rows, cols) ?? 0) > 0;
@@ -456,28 +464,21 @@ for (const path of paths) {
       () => {
         const [rows, cols, n] = [40, 512, 8];
         const random = seeded(17);
-        const x = Tensor.f32([n, cols], uniform(random, n * cols));
-        const product = (w: Tensor) => {
-          const out = Tensor.zeros('f32', [n, rows]);
-          nat.matmul(out, w, x, 'int8');
-          return out.data;
-        };
+        const product = int8Product(Tensor.f32([n, cols], uniform(random, n * cols)), rows);
         for (const dtype of REPACKED) {
           const repacks = (nat.backend.repackedBytes?.(dtype, rows, cols) ?? 0) > 0;
-          const [w, before] = [Tensor.zeros(dtype, [rows, cols]), Tensor.zeros(dtype, [rows, cols])];
-          referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
-          (before.data as Uint8Array).set(w.data as Uint8Array);
+          const w = Tensor.zeros(dtype, [rows, cols]);
+          requantize(w, random);
+          const before = copyOf(w);
           expect(nat.repackNow(w), `${dtype} not marked`).toBe(false);
           nat.markConstant(w);
           expect(nat.repackNow(w), `${dtype} marked`).toBe(repacks);
           // Written after the copy was made (breaking the promise on purpose): a product that reads the
           // copy gives the weight as it was at repackNow (before's, marked too, so the same kernel),
           // so the copy was made then, not at the product.
-          referenceEngine.quantize(w, Tensor.f32([rows, cols], uniform(random, rows * cols)));
+          requantize(w, random);
           nat.markConstant(before);
-          const after = Tensor.zeros(dtype, [rows, cols]);
-          (after.data as Uint8Array).set(w.data as Uint8Array);
-          expect(product(w), dtype).toEqual(repacks ? product(before) : product(after));
+          expect(product(w), dtype).toEqual(repacks ? product(before) : product(copyOf(w)));
         }
         const f32 = Tensor.f32([rows, cols], uniform(random, rows * cols));
         nat.markConstant(f32);

@@ -152,6 +152,9 @@ export function buildModel(
   return { config, weights, format: loaded.format, weightType: describeTypes(weights), notes: collapse(notes) };
 }
 
+/** The matrices of a layer (LayerWeights' products), in the order of the file's layer tensors. */
+const LAYER_MATRICES = ['wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3'] as const;
+
 /**
  * Makes now the copies of the model's matrices that the backend lays out for its blocked products
  * (Engine.repackNow; buildModel's `constant` matrices only), which it would otherwise make at each
@@ -161,7 +164,7 @@ export function buildModel(
 export function repackModel(engine: Engine, model: Model): number {
   const { layers, classifier } = model.weights;
   let bytes = 0;
-  for (const w of [...layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.w1, l.w2, l.w3]), classifier])
+  for (const w of [...layers.flatMap((l) => LAYER_MATRICES.map((t) => l[t])), classifier])
     if (w instanceof Tensor && engine.repackNow(w))
       bytes += engine.backend.repackedBytes?.(w.dtype as MatrixDType, w.shape[0], w.shape[1]) ?? 0;
   return bytes;
@@ -171,7 +174,7 @@ export function repackModel(engine: Engine, model: Model): number {
 function describeTypes(w: ModelWeights): string {
   const counts = new Map<string, Set<string>>();
   for (const layer of w.layers) {
-    for (const t of ['wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3'] as const) {
+    for (const t of LAYER_MATRICES) {
       const type = matrixType(layer[t]);
       if (!counts.has(type)) counts.set(type, new Set());
       counts.get(type)!.add(LAYER_TENSORS[t]);

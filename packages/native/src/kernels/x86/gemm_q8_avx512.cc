@@ -35,21 +35,26 @@ constexpr int MR = 6;
 
 #define SPARQ_INLINE __attribute__((always_inline)) inline
 
+// One step of 4 columns: the two vectors of rows' codes w0, w1 by the 4 activation codes of row m at
+// xk + m * cols, added into the int32 lanes i0, i1.
+template <int M>
+SPARQ_INLINE void dot_step(__m512i w0, __m512i w1, const int8_t* xk, int64_t cols, __m512i (&i0)[M], __m512i (&i1)[M]) {
+  for (int m = 0; m < M; ++m) {
+    int32_t x4;
+    std::memcpy(&x4, xk + m * cols, 4);
+    const __m512i xb = _mm512_set1_epi32(x4);
+    i0[m] = _mm512_dpbusd_epi32(i0[m], w0, xb);
+    i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xb);
+  }
+}
+
 // K steps of 4 columns (their dwords at up, the activation codes of row m at xq + m * cols) added
 // into the int32 lanes i0, i1 (the panel's two vectors of rows).
 template <int M, int K>
 SPARQ_INLINE void dot_steps(const uint8_t* up, const int8_t* xq, int64_t cols, __m512i (&i0)[M], __m512i (&i1)[M]) {
 #pragma GCC unroll 8
-  for (int k = 0; k < K; ++k) {
-    const __m512i w0 = _mm512_loadu_si512(up + k * NR * 4), w1 = _mm512_loadu_si512(up + k * NR * 4 + 64);
-    for (int m = 0; m < M; ++m) {
-      int32_t xq4;
-      std::memcpy(&xq4, xq + m * cols + 4 * k, 4);
-      const __m512i xb = _mm512_set1_epi32(xq4);
-      i0[m] = _mm512_dpbusd_epi32(i0[m], w0, xb);
-      i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xb);
-    }
-  }
+  for (int k = 0; k < K; ++k)
+    dot_step<M>(_mm512_loadu_si512(up + k * NR * 4), _mm512_loadu_si512(up + k * NR * 4 + 64), xq + 4 * k, cols, i0, i1);
 }
 
 // Tests: the int32 sums i0, i1 of activation rows t0 .. t0 + M by the panel's nr rows, as sub-block s
@@ -316,24 +321,16 @@ void tile_packed_q6(const uint8_t* pp, const Q8Acts& a, int64_t t0, int64_t rows
       gemm_q8_prefetch_packed(pp, WeightType::q6_k, h, 16);
       const uint8_t* nib = pp + 256 * h;          // steps 4h, 4h + 1 in its first 128 bytes, 4h + 2, 4h + 3 in the next
       const uint8_t* quad = pp + 4096 + 128 * h;  // bits 2k, 2k + 1: step 4h + k's top two
+      // Step k's codes of the panel's rows from byte v on (0: rows 0-15, 64: rows 16-31): the low (k
+      // even) or high nibble of its step pair, and the quad plane's bits 2k, 2k + 1 moved to 4-5.
+      auto step_codes = [&](int k, int v) {
+        __m512i n = _mm512_loadu_si512(nib + 128 * (k / 2) + v), q = _mm512_loadu_si512(quad + v);
+        if (k % 2) n = _mm512_srli_epi16(n, 4);
+        q = k == 0 ? _mm512_slli_epi16(q, 4) : k == 1 ? _mm512_slli_epi16(q, 2) : k == 3 ? _mm512_srli_epi16(q, 2) : q;
+        return code(n, q);
+      };
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m512i n0 = _mm512_loadu_si512(nib + 128 * (k / 2)), n1 = _mm512_loadu_si512(nib + 128 * (k / 2) + 64);
-        const __m512i q0 = _mm512_loadu_si512(quad), q1 = _mm512_loadu_si512(quad + 64);
-        __m512i w0, w1;
-        if (k == 0) w0 = code(n0, _mm512_slli_epi16(q0, 4)), w1 = code(n1, _mm512_slli_epi16(q1, 4));
-        else if (k == 1)
-          w0 = code(_mm512_srli_epi16(n0, 4), _mm512_slli_epi16(q0, 2)), w1 = code(_mm512_srli_epi16(n1, 4), _mm512_slli_epi16(q1, 2));
-        else if (k == 2) w0 = code(n0, q0), w1 = code(n1, q1);
-        else w0 = code(_mm512_srli_epi16(n0, 4), _mm512_srli_epi16(q0, 2)), w1 = code(_mm512_srli_epi16(n1, 4), _mm512_srli_epi16(q1, 2));
-        for (int m = 0; m < M; ++m) {
-          int32_t x4;
-          std::memcpy(&x4, xq + m * cols + 4 * k, 4);
-          const __m512i xb = _mm512_set1_epi32(x4);
-          i0[m] = _mm512_dpbusd_epi32(i0[m], w0, xb);
-          i1[m] = _mm512_dpbusd_epi32(i1[m], w1, xb);
-        }
-      }
+      for (int k = 0; k < 4; ++k) dot_step<M>(step_codes(k, 0), step_codes(k, 64), xq + 4 * k, cols, i0, i1);
       if constexpr (SUMS) {
         store_sums<M>(i0, i1, sums, t0, rows, r0, nr, 2 * subs, hb);
         continue;
