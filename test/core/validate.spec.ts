@@ -149,6 +149,35 @@ describe('validation before dispatch', () => {
     expect(calls).toEqual([]);
   });
 
+  it("scans with the backend's firstAbove when it has one: every finite check, with its limit", () => {
+    const scans: [number, number, number][] = [];
+    const scanning = new Engine({
+      name: 'spy-scan',
+      info: () => ({ name: 'spy-scan', kernel: 'none', threads: 1 }),
+      ...spy,
+      firstAbove: (_data: Float32Array, offset: number, size: number, maxAbs: number) => {
+        scans.push([offset, size, maxAbs]);
+        return size > 4 ? 3 : -1; // the backend's answer, whatever the data
+      },
+    } as Backend);
+    const storage = new Float32Array(20);
+    scanning.swiglu(Tensor.zeros('f32', [4]), Tensor.zeros('f32', [4]), new Tensor('f32', storage, [4], undefined, 9));
+    expect(scans).toEqual([
+      [0, 4, Number.MAX_VALUE],
+      [9, 4, Number.MAX_VALUE],
+    ]);
+    // NaN at 1 and 3: the error names the scan's answer, 3 (validate.ts's own scan would name 1).
+    const x = Tensor.f32([6], [0, NaN, 0, NaN, 0, 0]);
+    expect(() => scanning.matvec(Tensor.zeros('f32', [2]), Tensor.zeros('f32', [2, 6]), x)).toThrow(
+      'matvec: x element 3 is NaN, expected a finite number',
+    );
+    scans.length = 0;
+    scanning.kvAppend(cacheWith(0), 0, Tensor.zeros('f32', [1, 2, 8]), Tensor.zeros('f32', [1, 2, 8]));
+    expect(scans.map((s) => s[2])).toEqual([2 ** 56, 2 ** 56]);
+    expect(scanning.firstAbove(Tensor.zeros('f32', [8]))).toBe(3);
+    expect(calls).toEqual(['swiglu', 'kvAppend']);
+  });
+
   it('names the first non-finite or out-of-range element wherever it falls (checkFinite tests eight at a time)', () => {
     // 19 elements: two groups of eight and a tail of three; a second bad element later must not be the one named.
     const cols = 19;

@@ -403,6 +403,41 @@ for (const path of paths) {
       );
     });
 
+    it('rmsnorm and rope over hundreds of rows (split over the thread pool): bit-identical with the reference', () => {
+      fc.assert(
+        fc.property(
+          fc.integer({ min: 257, max: 600 }),
+          fc.integer({ min: 4, max: 8 }),
+          fc.constantFrom(64, 128),
+          fc.integer(),
+          (n, heads, headDim, seed) => {
+            const width = heads * headDim;
+            const xv = Array.from({ length: n * width }, (_, i) => Math.sin(seed + i * 1.7) * 3);
+            const weight = Tensor.f32(
+              [width],
+              Array.from({ length: width }, (_, i) => 1 + Math.cos(i)),
+            );
+            const a = Tensor.f32([n, width], xv);
+            const b = Tensor.f32([n, width], xv);
+            ref.rmsnorm(a, a, weight, 1e-5);
+            nat.rmsnorm(b, b, weight, 1e-5);
+            expectSameBits(a.data, b.data, 'rmsnorm');
+            const positions = new Tensor(
+              'i32',
+              Int32Array.from({ length: n }, (_, t) => ((seed >>> 5) % 3000) + 3 * t),
+              [n],
+            );
+            const ra = Tensor.f32([n, heads, headDim], xv);
+            const rb = Tensor.f32([n, heads, headDim], xv);
+            ref.rope(ra, positions, 500000, { pairs: 'halves' });
+            nat.rope(rb, positions, 500000, { pairs: 'halves' });
+            expectSameBits(ra.data, rb.data, 'rope');
+          },
+        ),
+        { numRuns: 6 },
+      );
+    });
+
     it('topk: identical indices, ties to the lowest index, NaN first, 0 == -0', () => {
       const scoreArb = fc.oneof(
         fc.constantFrom(0, -0, 1, -1, 2, NaN, Infinity, -Infinity),

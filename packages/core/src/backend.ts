@@ -97,6 +97,8 @@ export interface BackendOps {
   softmax(x: Tensor<'f32'>): void;
   /** SwiGLU's product, out[i] = silu(gate[i]) * up[i] with silu(v) = v / (1 + e^-v). Equal shapes; out may be gate or up. */
   swiglu(out: Tensor<'f32'>, gate: Tensor<'f32'>, up: Tensor<'f32'>): void;
+  /** out[i] = a[i] + b[i] in f32 (the residual connection). Equal shapes; out may be a or b. */
+  add(out: Tensor<'f32'>, a: Tensor<'f32'>, b: Tensor<'f32'>): void;
   /** Indices of the k largest of each row, largest first, ties to the lowest index. x (n, len) f32 -> out (n, k) i32; 1 <= k <= len. */
   topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void;
 
@@ -168,6 +170,7 @@ export const OP_NAMES: readonly OpName[] = [
   'rope',
   'softmax',
   'swiglu',
+  'add',
   'topk',
   'kvAppend',
   'attentionDecode',
@@ -208,6 +211,13 @@ export interface Backend extends Partial<BackendOps> {
    * fixed there and no request waits for the copies.
    */
   repackNow?(w: Tensor): boolean;
+  /**
+   * validate.ts's firstAbove, faster (SIMD, several threads): the index from `offset` of the first
+   * of `size` elements that is NaN, infinite or above maxAbs in magnitude, or -1. The same answer
+   * on every input; the Engine's validation scans with it, so a prefill's checks of millions of
+   * activations do not run at JavaScript's speed on one thread.
+   */
+  firstAbove?(data: Float32Array, offset: number, size: number, maxAbs: number): number;
   /** Releases threads or native resources (optional). */
   dispose?(): void | Promise<void>;
 }

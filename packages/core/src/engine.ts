@@ -27,9 +27,20 @@ import * as v from './validate.ts';
  */
 export class Engine {
   readonly backend: Backend;
+  /** The scan every finite-value check runs: the backend's (Backend.firstAbove) or validate.ts's. */
+  private readonly scan: v.FiniteScan;
 
   constructor(backend: Backend) {
     this.backend = backend;
+    this.scan = backend.firstAbove ? backend.firstAbove.bind(backend) : v.firstAbove;
+  }
+
+  /**
+   * The index of the first element of x that is NaN, infinite or above maxAbs in magnitude, or -1
+   * (validate.ts's firstAbove, on the backend's scan): for callers checking their own results.
+   */
+  firstAbove(x: Tensor<'f32'>, maxAbs = Number.MAX_VALUE): number {
+    return this.scan(x.data, x.offset, x.size, maxAbs);
   }
 
   get name(): string {
@@ -75,7 +86,7 @@ export class Engine {
   }
 
   quantize(out: Tensor<BlockDType>, x: Tensor<'f32'>): void {
-    v.validateQuantize('quantize', out, x);
+    v.validateQuantize('quantize', out, x, this.scan);
     this.op('quantize', out.dtype)(out, x);
   }
 
@@ -85,7 +96,7 @@ export class Engine {
   }
 
   quantizeInt4(out: Int4Matrix, x: Tensor<'f32'>): void {
-    v.validateQuantizeInt4('quantizeInt4', out, x);
+    v.validateQuantizeInt4('quantizeInt4', out, x, this.scan);
     this.op('quantizeInt4')(out, x);
   }
 
@@ -95,36 +106,36 @@ export class Engine {
   }
 
   matvec(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
-    v.validateMatrixProduct('matvec', out, w, x, false);
+    v.validateMatrixProduct('matvec', out, w, x, false, this.scan);
     v.validateProductPath('matvec', path);
     this.op('matvec', w.dtype)(out, w, x, path);
   }
 
   matmul(out: Tensor<'f32'>, w: Tensor, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
-    v.validateMatrixProduct('matmul', out, w, x, true);
+    v.validateMatrixProduct('matmul', out, w, x, true, this.scan);
     v.validateProductPath('matmul', path);
     this.op('matmul', w.dtype)(out, w, x, path);
   }
 
   matvecInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
-    v.validateMatrixProduct('matvecInt4', out, w, x, false);
+    v.validateMatrixProduct('matvecInt4', out, w, x, false, this.scan);
     v.validateProductPath('matvecInt4', path);
     this.op('matvecInt4')(out, w, x, path);
   }
 
   matmulInt4(out: Tensor<'f32'>, w: Int4Matrix, x: Tensor<'f32'>, path: ProductPath = 'dequant'): void {
-    v.validateMatrixProduct('matmulInt4', out, w, x, true);
+    v.validateMatrixProduct('matmulInt4', out, w, x, true, this.scan);
     v.validateProductPath('matmulInt4', path);
     this.op('matmulInt4')(out, w, x, path);
   }
 
   rmsnorm(out: Tensor<'f32'>, x: Tensor<'f32'>, weight: Tensor<'f32'>, eps = 1e-5): void {
-    v.validateRmsnorm('rmsnorm', out, x, weight, eps);
+    v.validateRmsnorm('rmsnorm', out, x, weight, eps, this.scan);
     this.op('rmsnorm')(out, x, weight, eps);
   }
 
   rope(x: Tensor<'f32'>, positions: Tensor<'i32'>, theta = 10000, options?: RopeOptions): void {
-    v.validateRope('rope', x, positions, theta, options);
+    v.validateRope('rope', x, positions, theta, options, this.scan);
     this.op('rope')(x, positions, theta, options);
   }
 
@@ -134,8 +145,13 @@ export class Engine {
   }
 
   swiglu(out: Tensor<'f32'>, gate: Tensor<'f32'>, up: Tensor<'f32'>): void {
-    v.validateSwiglu('swiglu', out, gate, up);
+    v.validateSwiglu('swiglu', out, gate, up, this.scan);
     this.op('swiglu')(out, gate, up);
+  }
+
+  add(out: Tensor<'f32'>, a: Tensor<'f32'>, b: Tensor<'f32'>): void {
+    v.validateAdd('add', out, a, b);
+    this.op('add')(out, a, b);
   }
 
   topk(out: Tensor<'i32'>, x: Tensor<'f32'>): void {
@@ -144,23 +160,23 @@ export class Engine {
   }
 
   kvAppend(cache: KVCache, seq: number, k: Tensor<'f32'>, vt: Tensor<'f32'>): void {
-    v.validateKvAppend('kvAppend', cache, seq, k, vt);
+    v.validateKvAppend('kvAppend', cache, seq, k, vt, this.scan);
     this.op('kvAppend')(cache, seq, k, vt);
   }
 
   attentionDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, options?: AttentionOptions): void {
-    v.validateDecode('attentionDecode', out, q, cache);
+    v.validateDecode('attentionDecode', out, q, cache, this.scan);
     this.counted(cache, options, 'rows', () => this.op('attentionDecode')(out, q, cache, options));
   }
 
   attentionPrefill(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, seq: number, options?: PrefillOptions): void {
-    v.validatePrefill('attentionPrefill', out, q, cache, seq);
+    v.validatePrefill('attentionPrefill', out, q, cache, seq, this.scan);
     if (options?.h2o) v.validateH2OState('attentionPrefill', cache, options.h2o);
     this.counted(cache, options, 'rows', () => this.op('attentionPrefill')(out, q, cache, seq, options));
   }
 
   sparqDecode(out: Tensor<'f32'>, q: Tensor<'f32'>, cache: KVCache, params: SparqParams, options?: SparqOptions): void {
-    v.validateDecode('sparqDecode', out, q, cache);
+    v.validateDecode('sparqDecode', out, q, cache, this.scan);
     v.validateSparq('sparqDecode', cache, params, options?.trace, q.shape[1]);
     this.counted(cache, options, 'sparq', () => this.op('sparqDecode')(out, q, cache, params, options));
   }
@@ -172,7 +188,7 @@ export class Engine {
     params: BudgetParams,
     options?: AttentionOptions,
   ): void {
-    v.validateDecode('topkDecode', out, q, cache);
+    v.validateDecode('topkDecode', out, q, cache, this.scan);
     v.validateBudget('topkDecode', params);
     this.counted(cache, options, 'rows', () => this.op('topkDecode')(out, q, cache, params, options));
   }
@@ -185,14 +201,14 @@ export class Engine {
     params: BudgetParams,
     options?: AttentionOptions,
   ): void {
-    v.validateDecode('h2oDecode', out, q, cache);
+    v.validateDecode('h2oDecode', out, q, cache, this.scan);
     v.validateBudget('h2oDecode', params);
     v.validateH2OState('h2oDecode', cache, state);
     this.counted(cache, options, 'h2o', () => this.op('h2oDecode')(out, q, cache, state, params, options));
   }
 
   h2oSeed(state: H2OState, q: Tensor<'f32'>, cache: KVCache, seq: number): void {
-    v.validatePrefill('h2oSeed', q, q, cache, seq);
+    v.validatePrefill('h2oSeed', q, q, cache, seq, this.scan);
     v.validateH2OState('h2oSeed', cache, state);
     this.op('h2oSeed')(state, q, cache, seq);
   }
@@ -204,7 +220,7 @@ export class Engine {
     params: BudgetParams,
     options?: AttentionOptions,
   ): void {
-    v.validateDecode('lmInfiniteDecode', out, q, cache);
+    v.validateDecode('lmInfiniteDecode', out, q, cache, this.scan);
     v.validateBudget('lmInfiniteDecode', params);
     this.counted(cache, options, 'rows', () => this.op('lmInfiniteDecode')(out, q, cache, params, options));
   }

@@ -86,10 +86,19 @@ function checkRank(op: string, name: string, t: Tensor, rank: number, meaning: s
  * Throws NonFiniteError naming the first NaN or infinite element (one NaN ruins a whole group's
  * scale, a row's sum, a softmax), and SparqRangeError for the first element above `maxAbs`.
  */
-export function checkFinite(op: string, name: string, x: Tensor<'f32'>, maxAbs = Number.MAX_VALUE): void {
-  const at = firstAbove(x.data, x.offset, x.size, maxAbs);
+export function checkFinite(
+  op: string,
+  name: string,
+  x: Tensor<'f32'>,
+  maxAbs = Number.MAX_VALUE,
+  scan: FiniteScan = firstAbove,
+): void {
+  const at = scan(x.data, x.offset, x.size, maxAbs);
   if (at >= 0) checkElement(op, name, x.data[x.offset + at], at, maxAbs);
 }
+
+/** firstAbove's signature: a backend may give a faster scan with the same answers (Backend.firstAbove). */
+export type FiniteScan = (data: Float32Array, offset: number, size: number, maxAbs: number) => number;
 
 /**
  * The index (from `offset`) of the first of `size` elements that is NaN, infinite or above maxAbs in
@@ -162,13 +171,13 @@ const QUANTIZE_LIMIT: Readonly<Record<BlockDType, { max: number; why: string }>>
   iq4_xs: { max: F16_MAX, why: 'its f16 scales are fitted to values up to the largest f16' },
 };
 
-export function validateQuantize(op: string, out: Tensor, x: Tensor): void {
+export function validateQuantize(op: string, out: Tensor, x: Tensor, scan: FiniteScan = firstAbove): void {
   checkTensor(op, 'x', x, ['f32']);
   if (!isBlockDType(out.dtype))
     throw new DTypeError(`${op}: out has dtype ${out.dtype}, expected ${BLOCK_DTYPES.join(' | ')}`);
   checkTensor(op, 'out', out, [out.dtype]);
   checkShape(op, 'out', out, x.shape);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'x', x as Tensor<'f32'>, Number.MAX_VALUE, scan);
   // Without this, a scale rounding to f16 infinity turns the whole block into NaN.
   const { max, why } = QUANTIZE_LIMIT[out.dtype];
   const data = (x as Tensor<'f32'>).data;
@@ -190,11 +199,11 @@ export function validateDequantize(op: string, out: Tensor, x: Tensor): void {
   checkShape(op, 'out', out, x.shape);
 }
 
-export function validateQuantizeInt4(op: string, out: Int4Matrix, x: Tensor): void {
+export function validateQuantizeInt4(op: string, out: Int4Matrix, x: Tensor, scan: FiniteScan = firstAbove): void {
   checkTensor(op, 'x', x, ['f32']);
   checkInt4Storage(op, 'out', out);
   checkShape(op, 'x', x, out.shape);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'x', x as Tensor<'f32'>, Number.MAX_VALUE, scan);
 }
 
 export function validateDequantizeInt4(op: string, out: Tensor, w: Int4Matrix): void {
@@ -210,6 +219,7 @@ export function validateMatrixProduct(
   w: Tensor | Int4Matrix,
   x: Tensor,
   batched: boolean,
+  scan: FiniteScan = firstAbove,
 ): void {
   const [rows, cols] = w.shape;
   if ('dtype' in w) {
@@ -220,7 +230,7 @@ export function validateMatrixProduct(
   }
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'x', x as Tensor<'f32'>, Number.MAX_VALUE, scan);
   if (batched) {
     checkRank(op, 'x', x, 2, '(n, cols)');
     if (x.shape[1] !== cols)
@@ -239,7 +249,14 @@ export function validateProductPath(op: string, path: ProductPath): void {
     throw new SparqRangeError(`${op}: path ${String(path)}, expected 'dequant' | 'int8'`);
 }
 
-export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tensor, eps: number): void {
+export function validateRmsnorm(
+  op: string,
+  out: Tensor,
+  x: Tensor,
+  weight: Tensor,
+  eps: number,
+  scan: FiniteScan = firstAbove,
+): void {
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
   checkTensor(op, 'weight', weight, ['f32']);
@@ -247,18 +264,25 @@ export function validateRmsnorm(op: string, out: Tensor, x: Tensor, weight: Tens
   checkShape(op, 'out', out, x.shape);
   checkShape(op, 'weight', weight, [x.shape[x.rank - 1]]);
   checkPositive(op, 'eps', eps);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
-  checkFinite(op, 'weight', weight as Tensor<'f32'>);
+  checkFinite(op, 'x', x as Tensor<'f32'>, Number.MAX_VALUE, scan);
+  checkFinite(op, 'weight', weight as Tensor<'f32'>, Number.MAX_VALUE, scan);
 }
 
-export function validateRope(op: string, x: Tensor, positions: Tensor, theta: number, options?: RopeOptions): void {
+export function validateRope(
+  op: string,
+  x: Tensor,
+  positions: Tensor,
+  theta: number,
+  options?: RopeOptions,
+  scan: FiniteScan = firstAbove,
+): void {
   checkTensor(op, 'x', x, ['f32']);
   checkTensor(op, 'positions', positions, ['i32']);
   checkRank(op, 'x', x, 3, '(n, nHeads, headDim)');
   if (x.shape[2] % 2 !== 0)
     throw new ShapeError(`${op}: headDim ${x.shape[2]} of x ${formatShape(x.shape)} must be even (rotated in pairs)`);
   checkShape(op, 'positions', positions, [x.shape[0]]);
-  checkFinite(op, 'x', x as Tensor<'f32'>);
+  checkFinite(op, 'x', x as Tensor<'f32'>, Number.MAX_VALUE, scan);
   for (let i = 0; i < positions.size; i++) checkInt(op, `positions[${i}]`, positions.data[positions.offset + i], 0);
   checkPositive(op, 'theta', theta);
   if (options?.freqs !== undefined) {
@@ -293,7 +317,7 @@ function checkNoPartialOverlap(op: string, name: string, out: Tensor<'f32'>, x: 
 }
 
 /** out, gate, up: f32 of one shape; gate and up finite (silu(-inf) is -inf * 0: NaN by one formula, -inf by another). */
-export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor): void {
+export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor, scan: FiniteScan = firstAbove): void {
   checkTensor(op, 'gate', gate, ['f32']);
   checkTensor(op, 'up', up, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
@@ -301,8 +325,23 @@ export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor
   checkShape(op, 'out', out, gate.shape);
   checkNoPartialOverlap(op, 'gate', out as Tensor<'f32'>, gate as Tensor<'f32'>);
   checkNoPartialOverlap(op, 'up', out as Tensor<'f32'>, up as Tensor<'f32'>);
-  checkFinite(op, 'gate', gate as Tensor<'f32'>);
-  checkFinite(op, 'up', up as Tensor<'f32'>);
+  checkFinite(op, 'gate', gate as Tensor<'f32'>, Number.MAX_VALUE, scan);
+  checkFinite(op, 'up', up as Tensor<'f32'>, Number.MAX_VALUE, scan);
+}
+
+/**
+ * out, a, b: f32 of one shape; out may be a or b. Not checked for finite values: a NaN or infinity
+ * in a or b reaches out unchanged, where the next op that reads it names it (and two finite
+ * values may overflow to infinity however the inputs are checked).
+ */
+export function validateAdd(op: string, out: Tensor, a: Tensor, b: Tensor): void {
+  checkTensor(op, 'a', a, ['f32']);
+  checkTensor(op, 'b', b, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkShape(op, 'b', b, a.shape);
+  checkShape(op, 'out', out, a.shape);
+  checkNoPartialOverlap(op, 'a', out as Tensor<'f32'>, a as Tensor<'f32'>);
+  checkNoPartialOverlap(op, 'b', out as Tensor<'f32'>, b as Tensor<'f32'>);
 }
 
 export function validateSoftmax(op: string, x: Tensor): void {
@@ -342,7 +381,14 @@ export function validateSequence(op: string, cache: KVCache, seq: number): void 
   checkCacheStorage(op, cache);
 }
 
-export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Tensor, v: Tensor): void {
+export function validateKvAppend(
+  op: string,
+  cache: KVCache,
+  seq: number,
+  k: Tensor,
+  v: Tensor,
+  scan: FiniteScan = firstAbove,
+): void {
   validateSequence(op, cache, seq);
   checkTensor(op, 'k', k, ['f32']);
   checkTensor(op, 'v', v, ['f32']);
@@ -351,12 +397,18 @@ export function validateKvAppend(op: string, cache: KVCache, seq: number, k: Ten
   checkShape(op, 'k', k, [k.shape[0], cache.nKvHeads, cache.headDim]);
   checkShape(op, 'v', v, k.shape);
   cache.checkRoom(op, seq, k.shape[0]);
-  checkFinite(op, 'k', k as Tensor<'f32'>, ATTENTION_MAX_ABS);
-  checkFinite(op, 'v', v as Tensor<'f32'>, ATTENTION_MAX_ABS);
+  checkFinite(op, 'k', k as Tensor<'f32'>, ATTENTION_MAX_ABS, scan);
+  checkFinite(op, 'v', v as Tensor<'f32'>, ATTENTION_MAX_ABS, scan);
 }
 
 /** q and out (batch, nHeads, headDim) against the cache; every sequence needs a valid position. */
-export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCache): void {
+export function validateDecode(
+  op: string,
+  out: Tensor,
+  q: Tensor,
+  cache: KVCache,
+  scan: FiniteScan = firstAbove,
+): void {
   checkTensor(op, 'q', q, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
   checkRank(op, 'q', q, 3, '(batch, nHeads, headDim)');
@@ -373,7 +425,7 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
   }
   checkShape(op, 'out', out, q.shape);
   checkCacheStorage(op, cache);
-  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS, scan);
   for (let b = 0; b < cache.batch; b++) {
     if (cache.nValid(b) < 1)
       throw new SparqRangeError(
@@ -382,7 +434,14 @@ export function validateDecode(op: string, out: Tensor, q: Tensor, cache: KVCach
   }
 }
 
-export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCache, seq: number): void {
+export function validatePrefill(
+  op: string,
+  out: Tensor,
+  q: Tensor,
+  cache: KVCache,
+  seq: number,
+  scan: FiniteScan = firstAbove,
+): void {
   validateSequence(op, cache, seq);
   checkTensor(op, 'q', q, ['f32']);
   checkTensor(op, 'out', out, ['f32']);
@@ -395,7 +454,7 @@ export function validatePrefill(op: string, out: Tensor, q: Tensor, cache: KVCac
   }
   checkShape(op, 'out', out, q.shape);
   checkInt(op, 'N (new tokens)', n, 1, cache.nValid(seq));
-  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS);
+  checkFinite(op, 'q', q as Tensor<'f32'>, ATTENTION_MAX_ABS, scan);
 }
 
 export function validateBudget(op: string, params: BudgetParams): void {

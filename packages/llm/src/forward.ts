@@ -16,8 +16,9 @@
  *   logits = rmsnorm(x[last]) @ classifier^T                       (vocab_size)
  * (the last layer, past k and v, forwards the last row alone: nothing else reads its output)
  *
- * Every op runs on the engine; the residual adds and SwiGLU's elementwise
- * product are plain loops here, in f32 as run.c computes them. A Session owns
+ * Every op runs on the engine, the residual adds and the checks of each layer's
+ * output for NaN and infinities included (a prefill's are millions of elements).
+ * A Session owns
  * the caches (allocated once, capacity positions) and the RunState, or is given
  * them (a server's slots share one RunState and view one batched cache).
  * Session.forwardBatch forwards the tokens of several sessions as the rows of one
@@ -38,7 +39,6 @@ import {
   Tensor,
   bf16ToF32,
   f16ToF32,
-  firstAbove,
   kvBytesPerPosition,
   kvRowBytes,
   kvTypes,
@@ -360,12 +360,12 @@ export class Session {
           throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
         throw error;
       }
-      checkFinite(out.x, `forward: step at ${this.positions(n)}: layer ${l} output`);
+      checkFinite(engine, out.x, `forward: step at ${this.positions(n)}: layer ${l} output`);
     }
     // Classifier on the last row only: its logits predict the next token.
     engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
     linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.productPath);
-    checkFinite(this.state.logits, `forward: step at ${this.positions(n)}: logits (final norm and classifier)`);
+    checkFinite(engine, this.state.logits, `forward: step at ${this.positions(n)}: logits (final norm and classifier)`);
     this.pos += n;
     return this.state.logits.data;
   }
@@ -459,14 +459,14 @@ export class Session {
           if (error instanceof NonFiniteError) throw new NonFiniteError(`${who}: layer ${l}: ${error.message}`);
           throw error;
         }
-        checkFinite(out.x, `${who}: layer ${l} output`);
+        checkFinite(engine, out.x, `${who}: layer ${l} output`);
       }
       // Classifier on each part's last row (already at rows 0.. unless the last layer forwarded all rows).
       if (!lastOnly) lastRowsToFront(state.x, c.dim, offsets);
       const logits = batch.logits(parts.length);
       engine.rmsnorm(lastRows.xb, lastRows.x, w.finalNorm, c.normEps);
       linear(engine, logits, w.classifier, lastRows.xbIn, productPath);
-      checkFinite(logits, `${who}: logits (final norm and classifier)`);
+      checkFinite(engine, logits, `${who}: logits (final norm and classifier)`);
       for (const p of parts) p.session.pos += p.tokens.length;
       return parts.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
     } catch (error) {
@@ -640,14 +640,14 @@ function layer(
   engine.rope(out.qHeads, out.positions, c.ropeTheta, model.weights.rope);
   attend();
   linear(engine, out.xb2, layer.wo, out.attIn, productPath);
-  addInto(out.x, out.xb2);
+  engine.add(out.x, out.x, out.xb2Rows);
   // FFN block: rmsnorm, SwiGLU, down projection.
   engine.rmsnorm(out.xb, out.x, layer.ffnNorm, c.normEps);
   linear(engine, out.hb, layer.w1, out.xbIn, productPath);
   linear(engine, out.hb2, layer.w3, out.xbIn, productPath);
   engine.swiglu(out.hb, out.hb, out.hb2);
   linear(engine, out.xb2, layer.w2, out.hb, productPath);
-  addInto(out.x, out.xb2);
+  engine.add(out.x, out.x, out.xb2Rows);
 }
 
 /**
@@ -684,8 +684,8 @@ function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets
  * (every later layer mixes all of it), so the first layer that shows one is where it came from.
  * Costs one pass over the activations per layer, nothing next to the matrix products.
  */
-function checkFinite(t: Tensor<'f32'>, where: string): void {
-  const i = firstAbove(t.data, t.offset, t.size);
+function checkFinite(engine: Engine, t: Tensor<'f32'>, where: string): void {
+  const i = engine.firstAbove(t);
   if (i >= 0)
     throw new NonFiniteError(
       `${where} holds ${t.data[t.offset + i]} (element ${i}); the first non-finite value appears here (check the weights with checkTensors / --check-tensors)`,
@@ -730,13 +730,6 @@ function checkCaches(caches: readonly KVCache[], c: Model['config'], capacity: n
     }
   }
   return [...caches];
-}
-
-/** x[i] += y[i] for i < n (the residual connection). */
-function addInto(x: Tensor<'f32'>, y: Tensor<'f32'>): void {
-  const xd = x.data,
-    yd = y.data;
-  for (let i = 0; i < x.size; i++) xd[x.offset + i] += yd[y.offset + i];
 }
 
 /** Adds `bias` (width) to each of the first n rows of x (n, width), in f32 as ggml's add. */

@@ -25,6 +25,7 @@ export interface Rows {
   att: Tensor<'f32'>; // (n, n_heads, head_dim) attention output
   attIn: Tensor<'f32'>; // att as a matrix operand: (n, q_dim) or (q_dim)
   xb2: Tensor<'f32'>; // (n, dim) or (dim): output of wo and w2
+  xb2Rows: Tensor<'f32'>; // xb2 as (n, dim), x's shape, for the residual add
   hb: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w1 output, then the SwiGLU product
   hb2: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w3 output
   positions: Tensor<'i32'>; // (n) positions of the rows
@@ -94,6 +95,7 @@ export class RunState {
       att: new Tensor('f32', this.att, [n, nHeads, headDim]),
       attIn: mat(this.att, qDim),
       xb2: mat(this.xb2, dim),
+      xb2Rows: new Tensor('f32', this.xb2, [n, dim]),
       hb: mat(this.hb, hiddenDim),
       hb2: mat(this.hb2, hiddenDim),
       positions: new Tensor('i32', this.positions, [n]),

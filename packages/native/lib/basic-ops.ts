@@ -7,6 +7,7 @@
  * has validated shapes, dtypes and contiguity before any of these runs.
  */
 import {
+  firstAbove,
   isBlockDType,
   type BackendOps,
   type Backend,
@@ -207,6 +208,18 @@ export interface BasicAddon {
     upOffset: number,
     count: number,
   ): void;
+  /** out (count) = a + b in f32; out may be a or b. */
+  add(
+    out: Float32Array,
+    outOffset: number,
+    a: Float32Array,
+    aOffset: number,
+    b: Float32Array,
+    bOffset: number,
+    count: number,
+  ): void;
+  /** The index from xOffset of the first of count elements that is NaN, infinite or above maxAbs in magnitude, or -1. */
+  firstAbove(x: Float32Array, xOffset: number, count: number, maxAbs: number): number;
   /** out (n, k): the indices of the k largest of each row of x (n, len), NaN first, ties to the lowest index. */
   topk(out: Int32Array, outOffset: number, x: Float32Array, xOffset: number, n: number, len: number, k: number): void;
 }
@@ -221,11 +234,17 @@ export function int4Args(w: Int4Matrix): Int4Args {
   return [w.packed, w.scales, w.zeros, w.rows, w.cols, w.groupSize, w.symmetric];
 }
 
-/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k, bound to the addon. */
+/**
+ * Below this many elements validation scans in JavaScript (core's firstAbove): a call into the
+ * addon costs about as much as scanning a few thousand elements there.
+ */
+const NATIVE_SCAN_MIN = 1 << 14;
+
+/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, add, top-k and validation's scan, bound to the addon. */
 export function basicOps(
   addon: NativeAddon,
   env: Record<string, string | undefined> = process.env,
-): Partial<BackendOps> & Pick<Backend, 'repackedBytes' | 'markConstant' | 'repackNow'> {
+): Partial<BackendOps> & Pick<Backend, 'repackedBytes' | 'markConstant' | 'repackNow' | 'firstAbove'> {
   const a = basicAddon(addon);
   // Block weights repacked for the blocked 'int8' product (q8Repack), made at a weight's first such
   // product and kept as long as its tensor: from then on no product decodes it. Only tensors marked
@@ -315,6 +334,11 @@ export function basicOps(
     swiglu: (out, gate, up) => {
       a.swiglu(out.data, out.offset, gate.data, gate.offset, up.data, up.offset, gate.size);
     },
+    add: (out, x, y) => {
+      a.add(out.data, out.offset, x.data, x.offset, y.data, y.offset, x.size);
+    },
+    firstAbove: (data, offset, size, maxAbs) =>
+      size < NATIVE_SCAN_MIN ? firstAbove(data, offset, size, maxAbs) : a.firstAbove(data, offset, size, maxAbs),
     softmax: (x) => {
       const len = x.shape[x.rank - 1];
       a.softmax(x.data, x.offset, x.size / len, len);

@@ -1,9 +1,10 @@
 /**
  * The reference backend's basic ops, one per file in ops/: ggml block quantization, the engine's
  * group-wise INT4, matrix products (dense, ggml-quantized, INT4 by either path), rmsnorm, rope,
- * softmax, SwiGLU's product and top-k. Each file opens with what it computes and why it computes it that way.
+ * softmax, SwiGLU's product, the residual add and top-k. Each file opens with what it computes and why it computes it that way.
  */
 import type { BackendOps } from '@sparq/core';
+import { add } from './ops/add.ts';
 import { dequantizeInt4, quantizeInt4 } from './ops/int4-groupwise.ts';
 import { matmulInt4, matvecInt4 } from './ops/int4-matvec.ts';
 import { matmul, matvec } from './ops/matvec.ts';
@@ -14,7 +15,7 @@ import { softmax } from './ops/softmax.ts';
 import { swiglu } from './ops/swiglu.ts';
 import { topk } from './ops/topk.ts';
 
-/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, top-k. */
+/** Quantization, matvec/matmul, rmsnorm, rope, softmax, swiglu, add, top-k. */
 export const basicOps: Partial<BackendOps> = {
   quantize,
   dequantize,
@@ -28,5 +29,6 @@ export const basicOps: Partial<BackendOps> = {
   rope,
   softmax,
   swiglu,
+  add,
   topk,
 };

@@ -225,7 +225,7 @@ Napi::Value rmsnorm(Call call) {
   const float* x = span<float>(call, 2, arg(call, 3, op, "xOffset"), size, op, "x");
   const float* weight = span<float>(call, 4, arg(call, 5, op, "weightOffset"), dim, op, "weight");
   if (!call[8].IsNumber()) throw Napi::TypeError::New(call.Env(), "rmsnorm: eps must be a number");
-  rmsnorm_ref(out, x, weight, n, dim, call[8].As<Napi::Number>().FloatValue());
+  rmsnorm_rows(out, x, weight, n, dim, call[8].As<Napi::Number>().FloatValue());
   return call.Env().Undefined();
 }
 
@@ -240,8 +240,8 @@ Napi::Value rope(Call call) {
   const float* freqs = call[8].IsNull() ? nullptr : span<float>(call, 8, arg(call, 9, op, "freqsOffset"), head_dim / 2, op, "freqs");
   if (!call[10].IsNumber() || !call[11].IsBoolean())
     throw Napi::TypeError::New(call.Env(), "rope: scale must be a number and halves a boolean");
-  rope_ref(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue(), freqs, call[10].As<Napi::Number>().FloatValue(),
-           call[11].As<Napi::Boolean>().Value());
+  rope_rows(x, positions, n, heads, head_dim, call[7].As<Napi::Number>().FloatValue(), freqs, call[10].As<Napi::Number>().FloatValue(),
+            call[11].As<Napi::Boolean>().Value());
   return call.Env().Undefined();
 }
 
@@ -254,6 +254,28 @@ Napi::Value swiglu_binding(Call call) {
   const float* up = span<float>(call, 4, arg(call, 5, op, "upOffset"), n, op, "up");
   swiglu(out, gate, up, static_cast<size_t>(n));
   return call.Env().Undefined();
+}
+
+// add(out, outOffset, a, aOffset, b, bOffset, n); out may be a or b (core checks overlap).
+Napi::Value add_binding(Call call) {
+  const char* op = "add";
+  const int64_t n = arg(call, 6, op, "n");
+  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), n, op, "out");
+  const float* a = span<float>(call, 2, arg(call, 3, op, "aOffset"), n, op, "a");
+  const float* b = span<float>(call, 4, arg(call, 5, op, "bOffset"), n, op, "b");
+  add(out, a, b, static_cast<size_t>(n));
+  return call.Env().Undefined();
+}
+
+// firstAbove(x, xOffset, n, maxAbs) -> the index of the first element NaN, infinite or above maxAbs in magnitude, or -1.
+Napi::Value first_above_binding(Call call) {
+  const char* op = "firstAbove";
+  const int64_t n = arg(call, 2, op, "n");
+  const float* x = span<float>(call, 0, arg(call, 1, op, "xOffset"), n, op, "x");
+  if (!call[3].IsNumber() || !(call[3].As<Napi::Number>().DoubleValue() >= 0))
+    throw Napi::TypeError::New(call.Env(), "firstAbove: maxAbs must be a number >= 0");
+  return Napi::Number::New(call.Env(),
+                           static_cast<double>(first_above(x, static_cast<size_t>(n), call[3].As<Napi::Number>().DoubleValue())));
 }
 
 // softmax(x, xOffset, n, len)
@@ -341,6 +363,8 @@ void register_basic_ops(Napi::Env env, Napi::Object exports) {
       {"rope", rope},
       {"softmax", softmax},
       {"swiglu", swiglu_binding},
+      {"add", add_binding},
+      {"firstAbove", first_above_binding},
       {"topk", topk},
   };
   for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));

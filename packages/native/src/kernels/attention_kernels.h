@@ -973,6 +973,33 @@ void swiglu(float* out, const float* gate, const float* up, size_t n) {
 }
 
 template <class V>
+void add(float* out, const float* a, const float* b, size_t n) {
+  for (size_t j = 0; j < n; j += V::W) V::store_n(out + j, V::add(load_n<V>(a + j, n - j), load_n<V>(b + j, n - j)), n - j);
+}
+
+// Both comparisons are ordered: a NaN fails them, so it counts as outside. Four vectors a step,
+// their masks or-ed (one branch per step: the scan is a read at the memory's speed); the lane is
+// found again only in the step that has one.
+template <class V>
+size_t first_outside(const float* x, size_t n, float limit) {
+  using F = typename V::F;
+  const F hi = V::set1(limit), lo = V::set1(-limit);
+  const auto outside = [&](size_t j) {
+    const F v = V::load(x + j);
+    return ~(V::ge_mask(hi, v) & V::ge_mask(v, lo)) & ((1u << V::W) - 1);  // W <= 16 lanes
+  };
+  size_t j = 0;
+  for (; j + 4 * V::W <= n; j += 4 * V::W) {
+    if ((outside(j) | outside(j + V::W) | outside(j + 2 * V::W) | outside(j + 3 * V::W)) == 0) continue;
+    for (size_t k = j;; k += V::W)
+      if (const uint32_t m = outside(k)) return k + static_cast<size_t>(__builtin_ctz(m));
+  }
+  for (; j < n; j++)
+    if (!(x[j] <= limit && x[j] >= -limit)) return j;
+  return n;
+}
+
+template <class V>
 void to_f16(uint16_t* out, const float* x, size_t n) {
   for (size_t j = 0; j < n; j += V::W) V::store_f16(out + j, load_n<V>(x + j, n - j), n - j);
 }
@@ -984,8 +1011,8 @@ void from_f16(float* out, const uint16_t* x, size_t n) {
 
 template <class V>
 AttnKernels make_kernels(const char* name) {
-  return AttnKernels{name,       qk<V>,    qk_q8<V>,     pv<V>,  qk_cols<V>, qk_gather<V>, vmax<V>,
-                     exp_sum<V>, scale<V>, filter_ge<V>, sum<V>, to_f16<V>,  from_f16<V>,  swiglu<V>};
+  return AttnKernels{name,     qk<V>,        qk_q8<V>, pv<V>,     qk_cols<V>,  qk_gather<V>, vmax<V>, exp_sum<V>,
+                     scale<V>, filter_ge<V>, sum<V>,   to_f16<V>, from_f16<V>, swiglu<V>,    add<V>,  first_outside<V>};
 }
 
 }  // namespace

@@ -131,6 +131,10 @@ struct AttnKernels {
   void (*from_f16)(float* out, const uint16_t* x, size_t n);
   // out = silu(gate) * up elementwise (SwiGLU's product; not attention, but the same vector traits).
   void (*swiglu)(float* out, const float* gate, const float* up, size_t n);
+  // out = a + b elementwise in f32 (the residual connection); out may be a or b.
+  void (*add)(float* out, const float* a, const float* b, size_t n);
+  // The index of the first x[j] outside [-limit, limit] or NaN, or n (validation's finite check).
+  size_t (*first_outside)(const float* x, size_t n, float limit);
 };
 
 const AttnKernels& attn_kernels_ref();
@@ -171,6 +175,10 @@ void lminf_decode(const CacheView& c, const float* q, float* out, int64_t nheads
 double read_sum(const float* x, size_t n);
 // out = silu(gate) * up over n elements, in chunks over the pool's threads.
 void swiglu(float* out, const float* gate, const float* up, size_t n);
+void add(float* out, const float* a, const float* b, size_t n);
+// The index of the first of x[0..n) that is NaN, infinite or above max_abs in magnitude, or -1
+// (core's firstAbove; max_abs >= 0, a double as JavaScript passes it).
+int64_t first_above(const float* x, size_t n, double max_abs);
 
 // Positions LM-Infinite keeps: the first min(16, k - 1) sinks plus the most recent rest.
 constexpr int64_t kLmInfiniteSinks = 16;

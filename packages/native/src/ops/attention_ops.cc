@@ -43,20 +43,6 @@ struct Group {
   float* out;      // (g, d)
 };
 
-// Runs run(task) for tasks 0 .. tasks - 1 on the thread pool. Waking the pool costs
-// microseconds; a small call (tiny heads, short contexts) is faster on the calling thread
-// alone. The bound is the K and V elements the call could read: 2^16 (256 KiB of f32) is
-// about 20 us of reading at this machine's bandwidth, the same order as a thread hand-off.
-template <class Run>
-void run_tasks(size_t tasks, double elements, Run run) {
-  constexpr double kMinParallelElements = 1 << 16;
-  if (elements < kMinParallelElements) {
-    for (size_t task = 0; task < tasks; task++) run(task);
-  } else {
-    parallel_for(tasks, run);
-  }
-}
-
 // Runs body(group, counts) for every (row, KV head) task of a call and sums the counts.
 template <class Body>
 void for_each_group(const CacheView& c, int64_t rows, int64_t nheads, const float* q, float* out, Counts* counts, Body body,
@@ -161,6 +147,41 @@ void swiglu(float* out, const float* gate, const float* up, size_t n) {
     const size_t at = i * kChunk;
     kt.swiglu(out + at, gate + at, up + at, std::min(kChunk, n - at));
   });
+}
+
+void add(float* out, const float* a, const float* b, size_t n) {
+  const AttnKernels& kt = attn_kernels();
+  constexpr size_t kChunk = size_t{1} << 16;
+  run_tasks((n + kChunk - 1) / kChunk, static_cast<double>(n), [&](size_t i) {
+    const size_t at = i * kChunk;
+    kt.add(out + at, a + at, b + at, std::min(kChunk, n - at));
+  });
+}
+
+int64_t first_above(const float* x, size_t n, double max_abs) {
+  // The largest float <= max_abs: for a float v, |v| <= max_abs exactly when |v| <= limit (and
+  // Number.MAX_VALUE, past every float, gives FLT_MAX, so infinities are outside).
+  float limit = static_cast<float>(max_abs);
+  if (static_cast<double>(limit) > max_abs) limit = std::nextafter(limit, 0.f);
+  const AttnKernels& kt = attn_kernels();
+  constexpr size_t kChunk = size_t{1} << 16;
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+  // Each chunk's first (n if none); chunks past one already found are skipped.
+  std::vector<size_t> first(chunks, n);
+  std::atomic<size_t> found{chunks};
+  run_tasks(chunks, static_cast<double>(n), [&](size_t i) {
+    if (i > found.load(std::memory_order_relaxed)) return;
+    const size_t at = i * kChunk, len = std::min(kChunk, n - at);
+    const size_t j = kt.first_outside(x + at, len, limit);
+    if (j == len) return;
+    first[i] = at + j;
+    size_t seen = found.load(std::memory_order_relaxed);
+    while (i < seen && !found.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
+    }
+  });
+  for (size_t i = 0; i < chunks; i++)
+    if (first[i] != n) return static_cast<int64_t>(first[i]);
+  return -1;
 }
 
 // ---- dense decode and prefill (spec.md §1) ----
