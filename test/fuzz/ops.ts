@@ -216,6 +216,19 @@ const CASES = {
     engine.rope(x, positions, d.pick([10000, 1e6, 0, -5]), { pairs: d.pick(['adjacent', 'halves'] as const) });
     return [x.data];
   },
+  // add and swiglu: elementwise, sometimes past the native scan's 16,384 elements (its SIMD
+  // scan of gate and up), sometimes with mismatched shapes, out aliasing an input.
+  elementwise(engine: Engine, d: Draw) {
+    d.random();
+    const op = d.pick(['add', 'swiglu'] as const);
+    const n = d.chance(0.2) ? d.int(16_000, 70_000) : d.int(1, 70);
+    const a = d.f32([n]);
+    const b = d.f32(d.chance(0.05) ? [n + 1] : [n]);
+    const out = d.chance(0.3) ? a : Tensor.zeros('f32', [n]);
+    if (op === 'add') engine.add(out, a, b);
+    else engine.swiglu(out, a, b);
+    return [out.data];
+  },
   softmax(engine: Engine, d: Draw) {
     d.random();
     const x = d.f32([d.int(1, 3), d.int(1, 40)]);
