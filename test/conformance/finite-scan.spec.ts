@@ -41,6 +41,7 @@ const LIMITS = [Number.MAX_VALUE, 2 ** 56, 2 ** 56 + 2 ** 10, 1.1, 1.5, 0] as co
 const cases = fc.record({
   n: fc.oneof(
     fc.integer({ min: 1, max: 200 }),
+    fc.integer({ min: 400, max: 5000 }),
     fc.integer({ min: 65_530, max: 65_545 }),
     fc.constantFrom(140_001, 300_000),
   ),

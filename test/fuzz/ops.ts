@@ -216,8 +216,8 @@ const CASES = {
     engine.rope(x, positions, d.pick([10000, 1e6, 0, -5]), { pairs: d.pick(['adjacent', 'halves'] as const) });
     return [x.data];
   },
-  // add and swiglu: elementwise, sometimes past the native scan's 16,384 elements (its SIMD
-  // scan of gate and up), sometimes with mismatched shapes, out aliasing an input.
+  // add and swiglu: elementwise, sometimes past the native scan's 64K-element chunks (the scan of
+  // gate and up on the pool), sometimes with mismatched shapes, out aliasing an input.
   elementwise(engine: Engine, d: Draw) {
     d.random();
     const op = d.pick(['add', 'swiglu'] as const);
