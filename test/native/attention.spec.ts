@@ -34,7 +34,10 @@ import { loadAddon } from '../../packages/native/lib/addon.ts';
 import { attentionAddon, type AttentionAddon } from '../../packages/native/lib/attention-ops.ts';
 import { seeded } from '../conformance/numeric.ts';
 import { kTFor } from '../conformance/oracle.ts';
-import { readKeyComponent } from '../../packages/reference/src/attention/cache-read.ts';
+import { keyScores } from '../../packages/reference/src/attention/attend.ts';
+import { readKeyComponent, validPositions } from '../../packages/reference/src/attention/cache-read.ts';
+import { forEachDecodeGroup } from '../../packages/reference/src/attention/group.ts';
+import { softmaxRows } from '../../packages/reference/src/attention/softmax.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
 
 const TOL_Y = 1e-5;
@@ -180,6 +183,31 @@ export function checkNearTies(
       throw new Error(`position ${j} differs but scores ${score(j)}, k'-th score ${kth}: gap ${gap} beyond EPS_SCORE`);
   }
   return swapped.length;
+}
+
+/**
+ * Whether the reference's top-k ranking (topkDecode: each position's probabilities summed over the
+ * group, computed as the reference computes them) has, for some KV head, its k'-th and (k'+1)-th
+ * scores within EPS_SCORE of each other: native ranks by its own f32 probabilities (a SIMD exp),
+ * so there it may keep the other position, and the outputs then differ by a whole term.
+ */
+function topkNearTie(cache: KVCache, q: Tensor<'f32'>, k: number): boolean {
+  let near = false;
+  forEachDecodeGroup(Tensor.zeros('f32', q.shape), q, cache, undefined, (group) => {
+    const valid = validPositions(cache, group.seq);
+    const n = valid.length;
+    if (k >= n) return;
+    const probs = new Float32Array(group.g * n); // (g, n)
+    keyScores(probs, group, cache, valid, 1 / Math.sqrt(group.d));
+    softmaxRows(probs, group.g, n);
+    const score = Array.from({ length: n }, (_, j) => {
+      let s = 0;
+      for (let t = 0; t < group.g; t++) s += probs[t * n + j];
+      return s;
+    }).sort((a, b) => b - a);
+    if (score[k - 1] - score[k] <= EPS_SCORE * score[k - 1] + 1e-12) near = true;
+  });
+  return near;
 }
 
 /** The reference's SparQ ranking scores (sum over the group of s_hat) for KV head (b, h), recomputed in f64 from its trace. */
@@ -399,22 +427,26 @@ if (!native || !addon) {
         );
       });
 
-      it('topkDecode and lmInfiniteDecode match the reference, stats equal', () => {
+      it('topkDecode and lmInfiniteDecode match the reference, stats equal (topkDecode: except at near ties)', () => {
+        let ties = 0;
         fc.assert(
           fc.property(configArb(), fc.integer({ min: 1, max: 50 }), (c, k) => {
             const { ref, nat, rand } = buildPair(c);
             const q = decodeQ(c, rand, 2);
+            const tie = topkNearTie(ref, q, k);
+            ties += tie ? 1 : 0;
             for (const op of ['topkDecode', 'lmInfiniteDecode'] as const) {
               const [outA, outB] = [Tensor.zeros('f32', q.shape), Tensor.zeros('f32', q.shape)];
               const [sa, sb] = [new AttentionStats(), new AttentionStats()];
               referenceEngine[op](outA, q, ref, { k }, { stats: sa });
               native[op](outB, q, nat, { k }, { stats: sb });
-              expectClose(outA, outB, ref, op);
+              if (!(tie && op === 'topkDecode')) expectClose(outA, outB, ref, op);
               expectStats(sa, sb);
             }
           }),
           { numRuns: RUNS },
         );
+        expect(ties).toBeLessThanOrEqual(RUNS / 4); // near ties are rare in random data
       });
 
       it('h2oDecode over several steps: same outputs, same evictions, acc within tolerance', () => {
