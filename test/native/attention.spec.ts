@@ -210,6 +210,33 @@ function topkNearTie(cache: KVCache, q: Tensor<'f32'>, k: number): boolean {
   return near;
 }
 
+/**
+ * Whether the reference's next H2O step has a near tie among its victims (h2o-decode.ts: per KV head,
+ * the positions outside the recent window with the smallest accumulated weight, ties to the lowest
+ * index): the last victim's and the first survivor's weights within `tol`, the bound the test puts
+ * on native's weights, so native may evict the other. Two weights both exactly 0 (positions never
+ * attended) tie alike in both engines and do not count.
+ */
+function h2oNearTie(cache: KVCache, state: H2OState, k: number, tol: number): boolean {
+  const window = Math.max(1, Math.floor(k / 4));
+  for (let b = 0; b < cache.batch; b++) {
+    for (let h = 0; h < cache.nKvHeads; h++) {
+      const base = (b * cache.nKvHeads + h) * cache.capacity;
+      const alive = Array.from(validPositions(cache, b)).filter((j) => state.evicted[base + j] === 0);
+      const victims = alive.length - k;
+      const windowStart = cache.nPast[b] - window;
+      const weights = alive
+        .filter((j) => j < windowStart)
+        .map((j) => state.acc[base + j])
+        .sort((x, y) => x - y);
+      if (victims <= 0 || victims >= weights.length) continue;
+      const [last, next] = [weights[victims - 1], weights[victims]];
+      if (next - last <= tol && !(last === 0 && next === 0)) return true;
+    }
+  }
+  return false;
+}
+
 /** The reference's SparQ ranking scores (sum over the group of s_hat) for KV head (b, h), recomputed in f64 from its trace. */
 function sparqScores(cache: KVCache, q: Tensor<'f32'>, trace: SparqTrace, b: number, h: number): Map<number, number> {
   const { nKvHeads, headDim: d } = cache;
@@ -449,13 +476,19 @@ if (!native || !addon) {
         expect(ties).toBeLessThanOrEqual(RUNS / 4); // near ties are rare in random data
       });
 
-      it('h2oDecode over several steps: same outputs, same evictions, acc within tolerance', () => {
+      it('h2oDecode over several steps: same outputs, same evictions, acc within tolerance (up to a near tie)', () => {
+        let ties = 0;
         fc.assert(
           fc.property(configArb(24), fc.integer({ min: 1, max: 20 }), (c, k) => {
             const steps = 4;
             const { ref, nat, rand } = buildPair(c, steps);
             const [stA, stB] = [new H2OState(ref), new H2OState(nat)];
             for (let step = 0; step < steps; step++) {
+              // A near tie among the victims: either eviction is right, and the runs part here.
+              if (h2oNearTie(ref, stA, k, TOL_ALPHA * steps)) {
+                ties++;
+                return;
+              }
               const q = decodeQ(c, rand, 2);
               const [outA, outB] = [Tensor.zeros('f32', q.shape), Tensor.zeros('f32', q.shape)];
               const [sa, sb] = [new AttentionStats(), new AttentionStats()];
@@ -475,6 +508,7 @@ if (!native || !addon) {
           }),
           { numRuns: Math.ceil(RUNS / 2) },
         );
+        expect(ties).toBeLessThanOrEqual(RUNS / 4); // near ties are rare in random data
       });
 
       it('exact ties go to the lowest index: duplicated keys give the reference i2 exactly', () => {
