@@ -1,13 +1,38 @@
 /**
  * What the weight-product benches (gemm-crossover.ts, gemm-prefill.ts, packed-rows.ts) share: their
- * flags, and a block weight of any height quantized once in a band of rows.
+ * flags, their engines and addon, and a block weight of any height quantized once in a band of rows.
  */
-import { Tensor, type BlockDType, type Engine } from '@sparq/core';
+import { Tensor, loadBackends, type BlockDType, type Engine } from '@sparq/core';
+import '@sparq/native';
+import '@sparq/reference';
+import { loadAddon } from '../packages/native/lib/addon.ts';
+import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
+import { basicAddon } from '../packages/native/lib/basic-ops.ts';
 
 /** The value after flag `name` (e.g. '--ns') on the command line, or undefined. */
 export function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);
   return at > 0 ? process.argv[at + 1] : undefined;
+}
+
+/** For forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel. */
+export const ALL_ROWS = 1 << 30;
+
+/**
+ * The reference (it quantizes the weights), native and its addon (with its basic-op functions), the
+ * kernel path of --kernel forced and the pool at `threads` threads; `script` names the bench in the
+ * error when native is unavailable.
+ */
+export async function productBench(script: string, threads: number) {
+  const { available } = await loadBackends();
+  const native = available.find((e) => e.name === 'native');
+  if (!native) throw new Error(`${script} needs the native backend (pnpm build:native)`);
+  const reference = available.find((e) => e.name === 'reference')!;
+  const raw = loadAddon();
+  const kernel = flag('--kernel');
+  if (kernel) raw.forceKernelPath(kernel);
+  attentionAddon(raw).attnSetThreads(threads);
+  return { reference, native, raw, basic: basicAddon(raw) };
 }
 
 /**

@@ -11,30 +11,17 @@
  * Prints, per layout, the first n from which the blocked kernel was as fast at every measured n:
  * gemm_q8_min_n's crossovers (BLOCK_TRAITS' gemm_min_n and packed_min_n columns, src/common/block_traits.h).
  */
-import { BLOCK_DTYPES, loadBackends, type BlockDType } from '@sparq/core';
-import '@sparq/native';
-import '@sparq/reference';
-import { loadAddon } from '../packages/native/lib/addon.ts';
-import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
-import { DTYPE_CODE, basicAddon } from '../packages/native/lib/basic-ops.ts';
-import { flag, tiledWeight } from './block-weight.ts';
+import { BLOCK_DTYPES, type BlockDType } from '@sparq/core';
+import { DTYPE_CODE } from '../packages/native/lib/basic-ops.ts';
+import { ALL_ROWS, flag, productBench, tiledWeight } from './block-weight.ts';
 
 const types = (flag('--types')?.split(',') ?? BLOCK_DTYPES) as BlockDType[];
 const NS = flag('--ns')?.split(',').map(Number) ?? [1, 2, 4, 8, 16, 24, 32, 48, 64, 96];
-const { available } = await loadBackends();
-const reference = available.find((e) => e.name === 'reference')!;
-if (!available.some((e) => e.name === 'native'))
-  throw new Error('bench/gemm-crossover.ts needs the native backend (pnpm build:native)');
-const raw = loadAddon();
-const basic = basicAddon(raw);
-const kernel = flag('--kernel');
-if (kernel) raw.forceKernelPath(kernel);
-attentionAddon(raw).attnSetThreads(1);
+const { reference, raw, basic } = await productBench('bench/gemm-crossover.ts', 1);
 
 const ROWS = 2048;
 const COLS = 4096;
 const REPS = 7;
-const ALL_ROWS = 1 << 30; // forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel
 
 /** CPU ms of one call of fn. */
 function cpuMs(fn: () => void): number {

@@ -6,12 +6,8 @@
  *
  * Wall-clock ms (--cpu: the process's CPU time), best of --reps. --loop runs only that product N times (for `perf record`).
  */
-import { BLOCK_DTYPES, Tensor, loadBackends, type BlockDType } from '@sparq/core';
-import '@sparq/native';
-import '@sparq/reference';
-import { loadAddon } from '../packages/native/lib/addon.ts';
-import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
-import { flag, tiledWeight } from './block-weight.ts';
+import { BLOCK_DTYPES, Tensor, type BlockDType } from '@sparq/core';
+import { flag, productBench, tiledWeight } from './block-weight.ts';
 
 const types = (flag('--types')?.split(',') ?? ['q4_k', 'q6_k', 'q8_0']) as BlockDType[];
 for (const t of types)
@@ -21,18 +17,12 @@ const shapes = (flag('--shapes') ?? '4096x4096,14336x4096')
   .map((s) => s.split('x').map(Number) as [number, number]);
 const ns = (flag('--ns') ?? '1,8,64,512').split(',').map(Number);
 const reps = Number(flag('--reps') ?? 5);
-const { available } = await loadBackends();
-const native = available.find((e) => e.name === 'native');
-const reference = available.find((e) => e.name === 'reference')!;
-if (!native) throw new Error('bench/gemm-prefill.ts needs the native backend (pnpm build:native)');
-const raw = loadAddon();
-if (flag('--kernel')) raw.forceKernelPath(flag('--kernel')!);
-attentionAddon(raw).attnSetThreads(Number(flag('--threads') ?? 2));
+const { reference, native, raw } = await productBench('bench/gemm-prefill.ts', Number(flag('--threads') ?? 2));
 
 /** A (rows, cols) weight of type t (tiledWeight), marked constant as a model's weights. */
 function weight(t: BlockDType, rows: number, cols: number): Tensor {
   const w = tiledWeight(reference, t, rows, cols, (i) => Math.sin(i * 0.7) * (1 + (i % 13) / 7));
-  native?.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
+  native.markConstant(w); // as a model's weights: the products may repack it (SPARQ_NATIVE_REPACK=0: not)
   return w;
 }
 
@@ -48,7 +38,7 @@ function product(w: Tensor, n: number): () => void {
   const x = acts(n, cols);
   const out = Tensor.zeros('f32', [n, rows]);
   const out1 = Tensor.zeros('f32', [rows]);
-  return n === 1 ? () => native!.matvec(out1, w, x, 'int8') : () => native!.matmul(out, w, x, 'int8');
+  return n === 1 ? () => native.matvec(out1, w, x, 'int8') : () => native.matmul(out, w, x, 'int8');
 }
 
 /** Milliseconds of the process's CPU time (--cpu: steadier on a shared machine; every thread's, spinning included) or of the wall clock. */

@@ -11,27 +11,14 @@
  * alternate within each rep), with the weight bytes per ms it implies (the file's bytes: the packed copy
  * is 0.6-5% larger). Sets the product's crossover with forceQ8GemmMinN, so it runs apart from a model.
  */
-import { loadBackends, type BlockDType } from '@sparq/core';
-import '@sparq/native';
-import '@sparq/reference';
-import { loadAddon } from '../packages/native/lib/addon.ts';
-import { attentionAddon } from '../packages/native/lib/attention-ops.ts';
-import { DTYPE_CODE, basicAddon } from '../packages/native/lib/basic-ops.ts';
-import { flag, tiledWeight } from './block-weight.ts';
+import type { BlockDType } from '@sparq/core';
+import { DTYPE_CODE } from '../packages/native/lib/basic-ops.ts';
+import { ALL_ROWS, flag, productBench, tiledWeight } from './block-weight.ts';
 
 const threads = Number(flag('--threads') ?? 2);
 const NS = (flag('--ns') ?? '1,2,4,8').split(',').map(Number);
 const REPS = Number(flag('--reps') ?? 9);
-const { available } = await loadBackends();
-const reference = available.find((e) => e.name === 'reference')!;
-if (!available.some((e) => e.name === 'native'))
-  throw new Error('bench/packed-rows.ts needs the native backend (pnpm build:native)');
-const raw = loadAddon();
-const basic = basicAddon(raw);
-const kernel = flag('--kernel');
-if (kernel) raw.forceKernelPath(kernel);
-attentionAddon(raw).attnSetThreads(threads);
-const ALL_ROWS = 1 << 30; // forceQ8GemmMinN: no product is that tall, so every one takes the per-row kernel
+const { reference, raw, basic } = await productBench('bench/packed-rows.ts', threads);
 
 const SHAPES: [BlockDType, number, number, string][] = [
   ['q4_k', 14336, 4096, 'ffn_gate / ffn_up'],

@@ -7,9 +7,8 @@
  */
 import { Tensor, type Engine } from '@sparq/core';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAddon } from '../../packages/native/lib/addon.ts';
-import { engines, forEachBackend, opIt } from '../support/backends.ts';
+import { expect, it } from 'vitest';
+import { forEachBackend, forEachNativePath, opIt } from '../support/backends.ts';
 import { seeded, uniform } from './numeric.ts';
 
 function addOf(engine: Engine, a: Float32Array, b: Float32Array): Float32Array {
@@ -36,6 +35,18 @@ const cases = fc.record({
   seed: fc.integer({ min: 1, max: 2 ** 30 }),
 });
 
+/** `runs` random cases: the engine's sums are the correctly rounded f32 sums. */
+function randomSums(engine: Engine, runs: number): void {
+  fc.assert(
+    fc.property(cases, ({ n, seed }) => {
+      const a = values(seed, n);
+      const b = values(seed + 1, n);
+      expectExact(addOf(engine, a, b), a, b);
+    }),
+    { numRuns: runs },
+  );
+}
+
 forEachBackend('add', (engine) => {
   opIt(engine, 'add', 'hand-worked: rounding, signed zeros, overflow to infinity, NaN and inf - inf', () => {
     const a = new Float32Array([1, 2 ** 24, -0, 0, 3e38, Infinity, NaN, -1.5]);
@@ -52,14 +63,7 @@ forEachBackend('add', (engine) => {
   });
 
   opIt(engine, 'add', "random lengths (SIMD tails, several threads' chunks): the correctly rounded f32 sums", () => {
-    fc.assert(
-      fc.property(cases, ({ n, seed }) => {
-        const a = values(seed, n);
-        const b = values(seed + 1, n);
-        expectExact(addOf(engine, a, b), a, b);
-      }),
-      { numRuns: 30 },
-    );
+    randomSums(engine, 30);
   });
 
   opIt(engine, 'add', 'out may be a or b, and views at an offset', () => {
@@ -99,25 +103,8 @@ forEachBackend('add', (engine) => {
 });
 
 // Every native kernel path (scalar, AVX2, AVX-512), forced one by one.
-const native = engines.find((e) => e.name === 'native');
-const raw = native ? loadAddon() : null;
-for (const path of raw ? raw.kernelPaths().supported : []) {
-  describe(`add [native, ${path} kernels]`, () => {
-    beforeAll(() => {
-      expect(raw!.forceKernelPath(path)).toBe(path);
-    });
-    afterAll(() => {
-      raw!.forceKernelPath(null);
-    });
-    it('random lengths: the correctly rounded f32 sums', () => {
-      fc.assert(
-        fc.property(cases, ({ n, seed }) => {
-          const a = values(seed, n);
-          const b = values(seed + 1, n);
-          expectExact(addOf(native!, a, b), a, b);
-        }),
-        { numRuns: 20 },
-      );
-    });
+forEachNativePath('add', (native) => {
+  it('random lengths: the correctly rounded f32 sums', () => {
+    randomSums(native, 20);
   });
-}
+});

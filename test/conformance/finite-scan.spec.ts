@@ -11,9 +11,8 @@
  */
 import { Tensor, firstAbove, type Engine } from '@sparq/core';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAddon } from '../../packages/native/lib/addon.ts';
-import { engines, forEachBackend } from '../support/backends.ts';
+import { expect, it } from 'vitest';
+import { forEachBackend, forEachNativePath } from '../support/backends.ts';
 import { seeded, uniform } from './numeric.ts';
 
 /** The f32 next to v (a float32 value >= 0) upwards (step 1) or downwards (step -1). */
@@ -122,21 +121,11 @@ forEachBackend('finite scan', (engine) => {
 });
 
 // Every native kernel path (scalar, AVX2, AVX-512), forced one by one.
-const native = engines.find((e) => e.name === 'native');
-const raw = native ? loadAddon() : null;
-for (const path of raw ? raw.kernelPaths().supported : []) {
-  describe(`finite scan [native, ${path} kernels]`, () => {
-    beforeAll(() => {
-      expect(raw!.forceKernelPath(path)).toBe(path);
-    });
-    afterAll(() => {
-      raw!.forceKernelPath(null);
-    });
-    it('random placements, lengths, offsets and limits: the index validate.ts finds', () => {
-      fc.assert(
-        fc.property(cases, (c) => expectSameScan(native!, c)),
-        { numRuns: 40 },
-      );
-    });
+forEachNativePath('finite scan', (native) => {
+  it('random placements, lengths, offsets and limits: the index validate.ts finds', () => {
+    fc.assert(
+      fc.property(cases, (c) => expectSameScan(native, c)),
+      { numRuns: 40 },
+    );
   });
-}
+});

@@ -14,9 +14,8 @@
  */
 import { Tensor, type Engine } from '@sparq/core';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAddon } from '../../packages/native/lib/addon.ts';
-import { engines, forEachBackend, opIt } from '../support/backends.ts';
+import { expect, it } from 'vitest';
+import { forEachBackend, forEachNativePath, opIt } from '../support/backends.ts';
 import { U, seeded, uniform } from './numeric.ts';
 
 const EXP_REL = 4 * U;
@@ -58,6 +57,18 @@ const cases = fc.record({
   seed: fc.integer({ min: 1, max: 2 ** 30 }),
 });
 
+/** `runs` random cases: the engine's products within the bound of f64's. */
+function randomProducts(engine: Engine, runs: number): void {
+  fc.assert(
+    fc.property(cases, ({ n, spread, seed }) => {
+      const gate = gates(seed, n, spread);
+      const up = uniform(seeded(seed + 1), n);
+      expectWithinBound(swigluOf(engine, gate, up), gate, up);
+    }),
+    { numRuns: runs },
+  );
+}
+
 forEachBackend('swiglu', (engine) => {
   opIt(engine, 'swiglu', 'hand-worked values: silu(0) = 0, silu(v) - silu(-v) = v, large |v|', () => {
     const got = swigluOf(
@@ -74,14 +85,7 @@ forEachBackend('swiglu', (engine) => {
   });
 
   opIt(engine, 'swiglu', "random lengths (SIMD tails, several threads' chunks) against f64", () => {
-    fc.assert(
-      fc.property(cases, ({ n, spread, seed }) => {
-        const gate = gates(seed, n, spread);
-        const up = uniform(seeded(seed + 1), n);
-        expectWithinBound(swigluOf(engine, gate, up), gate, up);
-      }),
-      { numRuns: 30 },
-    );
+    randomProducts(engine, 30);
   });
 
   opIt(engine, 'swiglu', 'out may be gate or up: the same values as separate storage', () => {
@@ -114,25 +118,8 @@ forEachBackend('swiglu', (engine) => {
 });
 
 // Every native kernel path (scalar, AVX2, AVX-512) against f64, forced one by one.
-const native = engines.find((e) => e.name === 'native');
-const raw = native ? loadAddon() : null;
-for (const path of raw ? raw.kernelPaths().supported : []) {
-  describe(`swiglu [native, ${path} kernels]`, () => {
-    beforeAll(() => {
-      expect(raw!.forceKernelPath(path)).toBe(path);
-    });
-    afterAll(() => {
-      raw!.forceKernelPath(null);
-    });
-    it('random lengths against f64', () => {
-      fc.assert(
-        fc.property(cases, ({ n, spread, seed }) => {
-          const gate = gates(seed, n, spread);
-          const up = uniform(seeded(seed + 1), n);
-          expectWithinBound(swigluOf(native!, gate, up), gate, up);
-        }),
-        { numRuns: 20 },
-      );
-    });
+forEachNativePath('swiglu', (native) => {
+  it('random lengths against f64', () => {
+    randomProducts(native, 20);
   });
-}
+});

@@ -7,7 +7,8 @@
 import { loadBackends, type DType, type Engine, type OpName } from '@sparq/core';
 import '@sparq/reference';
 import '@sparq/native';
-import { describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAddon } from '../../packages/native/lib/addon.ts';
 
 const { available, unavailable } = await loadBackends();
 const requireNative = process.env.REQUIRE_NATIVE === '1' || process.env.CI === 'true';
@@ -41,4 +42,27 @@ export function opIt(engine: Engine, op: OpName, name: string, fn: () => void | 
   if (engine.has(op, dtype)) it(name, fn);
   else
     it.skip(`${name} (skipped: ${engine.name} does not implement ${op}${dtype === undefined || !engine.has(op) ? '' : ` on ${dtype}`})`, () => {});
+}
+
+/**
+ * Runs `body(native)` once per native kernel path this CPU has (scalar, avx2, avx512, ...), inside
+ * `describe('<title> [native, <path> kernels]')` with that path forced for the block (the addon's
+ * forceKernelPath test hook; vitest runs each file in its own process, so it never leaks). Nothing
+ * when native is unavailable: forEachBackend reports that.
+ */
+export function forEachNativePath(title: string, body: (native: Engine) => void): void {
+  const native = available.find((e) => e.name === 'native');
+  if (!native) return;
+  const raw = loadAddon();
+  for (const path of raw.kernelPaths().supported) {
+    describe(`${title} [native, ${path} kernels]`, () => {
+      beforeAll(() => {
+        expect(raw.forceKernelPath(path)).toBe(path);
+      });
+      afterAll(() => {
+        raw.forceKernelPath(null);
+      });
+      body(native);
+    });
+  }
 }

@@ -316,15 +316,23 @@ function checkNoPartialOverlap(op: string, name: string, out: Tensor<'f32'>, x: 
   }
 }
 
+/**
+ * An elementwise op of two inputs (named aName and bName in messages): a, b and out f32 of one
+ * shape, out either input itself or storage of its own.
+ */
+function checkElementwise(op: string, out: Tensor, aName: string, a: Tensor, bName: string, b: Tensor): void {
+  checkTensor(op, aName, a, ['f32']);
+  checkTensor(op, bName, b, ['f32']);
+  checkTensor(op, 'out', out, ['f32']);
+  checkShape(op, bName, b, a.shape);
+  checkShape(op, 'out', out, a.shape);
+  checkNoPartialOverlap(op, aName, out as Tensor<'f32'>, a as Tensor<'f32'>);
+  checkNoPartialOverlap(op, bName, out as Tensor<'f32'>, b as Tensor<'f32'>);
+}
+
 /** out, gate, up: f32 of one shape; gate and up finite (silu(-inf) is -inf * 0: NaN by one formula, -inf by another). */
 export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor, scan: FiniteScan = firstAbove): void {
-  checkTensor(op, 'gate', gate, ['f32']);
-  checkTensor(op, 'up', up, ['f32']);
-  checkTensor(op, 'out', out, ['f32']);
-  checkShape(op, 'up', up, gate.shape);
-  checkShape(op, 'out', out, gate.shape);
-  checkNoPartialOverlap(op, 'gate', out as Tensor<'f32'>, gate as Tensor<'f32'>);
-  checkNoPartialOverlap(op, 'up', out as Tensor<'f32'>, up as Tensor<'f32'>);
+  checkElementwise(op, out, 'gate', gate, 'up', up);
   checkFinite(op, 'gate', gate as Tensor<'f32'>, Number.MAX_VALUE, scan);
   checkFinite(op, 'up', up as Tensor<'f32'>, Number.MAX_VALUE, scan);
 }
@@ -335,13 +343,7 @@ export function validateSwiglu(op: string, out: Tensor, gate: Tensor, up: Tensor
  * values may overflow to infinity however the inputs are checked).
  */
 export function validateAdd(op: string, out: Tensor, a: Tensor, b: Tensor): void {
-  checkTensor(op, 'a', a, ['f32']);
-  checkTensor(op, 'b', b, ['f32']);
-  checkTensor(op, 'out', out, ['f32']);
-  checkShape(op, 'b', b, a.shape);
-  checkShape(op, 'out', out, a.shape);
-  checkNoPartialOverlap(op, 'a', out as Tensor<'f32'>, a as Tensor<'f32'>);
-  checkNoPartialOverlap(op, 'b', out as Tensor<'f32'>, b as Tensor<'f32'>);
+  checkElementwise(op, out, 'a', a, 'b', b);
 }
 
 export function validateSoftmax(op: string, x: Tensor): void {

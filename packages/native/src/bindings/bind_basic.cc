@@ -245,27 +245,23 @@ Napi::Value rope(Call call) {
   return call.Env().Undefined();
 }
 
-// swiglu(out, outOffset, gate, gateOffset, up, upOffset, n); out may be gate or up (core checks overlap).
-Napi::Value swiglu_binding(Call call) {
-  const char* op = "swiglu";
+// An elementwise op of two inputs: (out, outOffset, a, aOffset, b, bOffset, n) -> kernel(out, a, b, n);
+// out may be a or b (core checks overlap). `names` are a's and b's names in errors.
+template <class Kernel>
+Napi::Value elementwise2(Call call, const char* op, const char* a_name, const char* b_name, Kernel kernel) {
   const int64_t n = arg(call, 6, op, "n");
   float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), n, op, "out");
-  const float* gate = span<float>(call, 2, arg(call, 3, op, "gateOffset"), n, op, "gate");
-  const float* up = span<float>(call, 4, arg(call, 5, op, "upOffset"), n, op, "up");
-  swiglu(out, gate, up, static_cast<size_t>(n));
+  const float* a = span<float>(call, 2, arg(call, 3, op, (std::string(a_name) + "Offset").c_str()), n, op, a_name);
+  const float* b = span<float>(call, 4, arg(call, 5, op, (std::string(b_name) + "Offset").c_str()), n, op, b_name);
+  kernel(out, a, b, static_cast<size_t>(n));
   return call.Env().Undefined();
 }
 
-// add(out, outOffset, a, aOffset, b, bOffset, n); out may be a or b (core checks overlap).
-Napi::Value add_binding(Call call) {
-  const char* op = "add";
-  const int64_t n = arg(call, 6, op, "n");
-  float* out = span<float>(call, 0, arg(call, 1, op, "outOffset"), n, op, "out");
-  const float* a = span<float>(call, 2, arg(call, 3, op, "aOffset"), n, op, "a");
-  const float* b = span<float>(call, 4, arg(call, 5, op, "bOffset"), n, op, "b");
-  add(out, a, b, static_cast<size_t>(n));
-  return call.Env().Undefined();
-}
+// swiglu(out, outOffset, gate, gateOffset, up, upOffset, n)
+Napi::Value swiglu_binding(Call call) { return elementwise2(call, "swiglu", "gate", "up", swiglu); }
+
+// add(out, outOffset, a, aOffset, b, bOffset, n)
+Napi::Value add_binding(Call call) { return elementwise2(call, "add", "a", "b", add); }
 
 // firstAbove(x, xOffset, n, maxAbs) -> the index of the first element NaN, infinite or above maxAbs in magnitude, or -1.
 Napi::Value first_above_binding(Call call) {

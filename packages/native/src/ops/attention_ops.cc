@@ -166,18 +166,12 @@ int64_t first_above(const float* x, size_t n, double max_abs) {
   const AttnKernels& kt = attn_kernels();
   constexpr size_t kChunk = size_t{1} << 16;
   const size_t chunks = (n + kChunk - 1) / kChunk;
-  // Each chunk's first (n if none); chunks past one already found are skipped.
+  // Each chunk's first (n if none); the earliest chunk with one has the answer.
   std::vector<size_t> first(chunks, n);
-  std::atomic<size_t> found{chunks};
   run_tasks(chunks, static_cast<double>(n), [&](size_t i) {
-    if (i > found.load(std::memory_order_relaxed)) return;
     const size_t at = i * kChunk, len = std::min(kChunk, n - at);
     const size_t j = kt.first_outside(x + at, len, limit);
-    if (j == len) return;
-    first[i] = at + j;
-    size_t seen = found.load(std::memory_order_relaxed);
-    while (i < seen && !found.compare_exchange_weak(seen, i, std::memory_order_relaxed)) {
-    }
+    if (j < len) first[i] = at + j;
   });
   for (size_t i = 0; i < chunks; i++)
     if (first[i] != n) return static_cast<int64_t>(first[i]);

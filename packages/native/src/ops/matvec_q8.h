@@ -37,10 +37,6 @@ struct RowActs {
   std::vector<float> sum16;     // (n, cols / 16): dx * (sum of 16 codes); types with a minimum only
   std::vector<float> sum32;     // (n, cols / 32): quantize_act_row's xs; types with a minimum only
   std::vector<int16_t> isum16;  // (n, cols / 16): sum of 16 codes; q2_k, q3_k, q6_k only (the SIMD kernels' minimums and offsets)
-  // Distinct for each filling by quantize_row_acts (0: filled some other way). A product's tasks
-  // all read one RowActs; kernels that lay it out again per thread (kept_acts) do so once per
-  // product on each thread, not once per task.
-  uint64_t id = 0;
 };
 
 // Whether sub-blocks of t have a minimum m_s (block_codes.h): q4_1, q5_1 and the K-quants.

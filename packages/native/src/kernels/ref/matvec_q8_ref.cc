@@ -2,7 +2,6 @@
 // quantizer every kernel path shares, and the scalar twin the SIMD kernels are tested against
 // (their integer sums bit for bit, their outputs within f32 rounding).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -102,8 +101,6 @@ void quantize_act_row(WeightType t, const float* x, int64_t cols, int8_t* q, flo
 void quantize_row_acts(WeightType t, const float* x, int64_t n, int64_t cols, RowActs& a) {
   const int64_t chunks = cols / 32;
   const bool min = q8_has_min(t);
-  static std::atomic<uint64_t> fillings{0};
-  a.id = fillings.fetch_add(1, std::memory_order_relaxed) + 1;
   a.n = n;
   a.cols = cols;
   a.q.resize(static_cast<size_t>(n * cols));

@@ -33,7 +33,6 @@
 #include <array>
 #include <cassert>
 #include <cstring>
-#include <optional>
 #include <type_traits>
 
 #include "ops/matvec.h"
@@ -933,17 +932,6 @@ ActCodes act_codes(const RowActs& a) {
   else if constexpr (HasSlots256<T>::value) return ActCodes(a, 32, T::SLOTS256);
   else return ActCodes(a);
 }
-// act_codes<T>(a) kept per thread, made once per filling of a (RowActs::id), as kept_acts.
-template <class T>
-const ActCodes& kept_codes(const RowActs& a) {
-  thread_local std::optional<ActCodes> kept;
-  thread_local uint64_t kept_id = 0;
-  if (!kept || a.id == 0 || a.id != kept_id) {
-    kept.emplace(act_codes<T>(a));
-    kept_id = a.id;
-  }
-  return *kept;
-}
 // Block x of T into the sink s, by the 512-bit decoder where T has one.
 template <class T, class S>
 SPARQ_INLINE void decode(const uint8_t* x, S& s) {
@@ -1344,16 +1332,11 @@ __attribute__((noinline)) void for_each_q8_tile(int64_t n, int64_t rows, float* 
   }
 }
 
-// The activation rows a laid out by Acts (GroupActs, RowsActs) for T, in buffers kept from call to
-// call; laid out once per filling of a (RowActs::id) on each thread, whatever the tasks it runs.
+// The activation rows a laid out by Acts (GroupActs, RowsActs) for T, in buffers kept from call to call.
 template <class Acts, class T>
 const Acts& kept_acts(const RowActs& a) {
   thread_local Acts kept;
-  thread_local uint64_t kept_id = 0;
-  if (a.id == 0 || a.id != kept_id) {
-    kept.template fill<T>(a);
-    kept_id = a.id;
-  }
+  kept.template fill<T>(a);
   return kept;
 }
 // The block of T at p into L1.
@@ -1364,7 +1347,7 @@ SPARQ_INLINE void prefetch_block(const uint8_t* p) {
 template <class T>
 void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES;
-  const ActCodes& codes = kept_codes<T>(a);
+  const ActCodes codes = act_codes<T>(a);
   // Not in column chunks: AVX2's 8 rows are two tiles that decode each block twice, bound by
   // instructions, not by L2 (8 rows of q6_k at 14336 columns were 8% slower in chunks, Zen 5).
   for_each_q8_tile(a.n, rows, out, row_begin, row_end, blocks, blocks, [&](auto nx, int64_t r, int64_t t0, int64_t, int64_t, float* res) {
@@ -1390,7 +1373,7 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
 template <class T>
 void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64_t row_begin, int64_t row_end) {
   const int64_t blocks = a.cols / T::ELEMENTS, row_bytes = blocks * T::BYTES, half = (row_end - row_begin) / 2;
-  const ActCodes& codes = kept_codes<T>(a);
+  const ActCodes codes = act_codes<T>(a);
   for (int64_t r = row_begin; r < row_begin + half; ++r) {
     RowSums<T, 1> first(a, codes, 0), second(a, codes, 0);
     const uint8_t* row = w + r * row_bytes;
