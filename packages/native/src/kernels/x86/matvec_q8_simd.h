@@ -497,7 +497,12 @@ struct QX_K {
   }
   template <class S>
   SPARQ_INLINE static void block(const uint8_t* x, S& s) {
-    const __m256i sc = scales_mins(x, s);
+    chunks(x, scales_mins(x, s), s);
+    s.end_block(Avx2::set1_half(load_u16(x)));
+  }
+  // The 8 chunks of the super-block at x, its scales sc (scales_mins), into the sink.
+  template <class S>
+  SPARQ_INLINE static void chunks(const uint8_t* x, __m256i sc, S& s) {
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i qh = _mm256_setzero_si256();
@@ -512,7 +517,6 @@ struct QX_K {
       s.scaled_chunk(2 * p, lo, chunk_scale(sc, 2 * p));
       s.scaled_chunk(2 * p + 1, hi, chunk_scale(sc, 2 * p + 1));
     }
-    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #if defined(__AVX512BW__)
   // Units 2P and 2P + 1: the low and high nibbles of qs[64 P .. 64 P + 64) (chunks 4P, 4P + 2 and
@@ -520,7 +524,63 @@ struct QX_K {
   static constexpr int8_t SLOTS[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
   template <class S>
   SPARQ_INLINE static void block512(const uint8_t* x, S& s) {
-    const __m512i sc = _mm512_castsi256_si512(scales_mins(x, s)), low = _mm512_set1_epi8(0x0f), fifth = _mm512_set1_epi8(0x10);
+    chunks512(x, _mm512_castsi256_si512(scales_mins(x, s)), s);
+    s.end_block(Avx2::set1_half(load_u16(x)));
+  }
+  // Two super-blocks' scale_min_k at once, x0's in the low 128-bit half and x1's in the high one:
+  // scales_mins in vector registers, per half bytes 0-7 the 8 scales and 8-15 the 8 minimums. With
+  // 512-bit chunks, scales_mins' scalar work was what bound one row's decode (rows_q8_pairs, in L2:
+  // q4_k 80 -> 62 ns per 4096-weight row, q5_k 81 -> 76 on Zen 5, bench/ggml-rows.cc --hot); the
+  // 256-bit chunks keep the vector pipes busy enough that moving it onto them gained nothing there.
+  struct Pair {
+    __m256i scales16, mins16;  // per half, its super-block's 8 scales / minimums as int16
+    __m128 d;                  // d0, dmin0, d1, dmin1
+    SPARQ_INLINE Pair(const uint8_t* x0, const uint8_t* x1) {
+      // dwords 0-2 of each half: the 12 bytes of scales (a 16-byte load, inside the block)
+      const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0 + 4))),
+                                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(x1 + 4)), 1);
+      // dword 0: scales 0-3, dword 1: minimums 0-3 (their low six bits)
+      const __m256i low6 = _mm256_and_si256(v, _mm256_set1_epi8(0x3f));
+      // dword 0: scales 4-7, the low nibbles of dword 2 with the top two bits of dword 0 above them;
+      // dword 1: minimums 4-7, the high nibbles of dword 2 with the top two bits of dword 1
+      const __m256i nibbles = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+      const __m256i high = _mm256_or_si256(_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0f)),
+                                           _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi8(0x30)));
+      const __m256i both = _mm256_unpacklo_epi32(low6, high);  // scales 0-3, 4-7, minimums 0-3, 4-7
+      scales16 = _mm256_unpacklo_epi8(both, _mm256_setzero_si256());
+      mins16 = _mm256_unpackhi_epi8(both, _mm256_setzero_si256());
+      uint32_t h0, h1;
+      std::memcpy(&h0, x0, 4);
+      std::memcpy(&h1, x1, 4);
+      d = _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(static_cast<int>(h0)), _mm_cvtsi32_si128(static_cast<int>(h1))));
+    }
+    // Super-block i's scales as scales_mins returns them.
+    SPARQ_INLINE __m256i scales(int i) const { return _mm256_permute2x128_si256(scales16, scales16, i ? 0x11 : 0x00); }
+    // Super-block i's minimums times -dmin, as scales_mins hands them to mins32 (the same products).
+    SPARQ_INLINE __m256 mins(int i) const {
+      const __m128i m = i ? _mm256_extracti128_si256(mins16, 1) : _mm256_castsi256_si128(mins16);
+      const __m256 dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_set1_epi32(2 * i + 1));
+      return _mm256_mul_ps(_mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f)), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(m)));
+    }
+    // Super-block i's d in all 8 lanes.
+    SPARQ_INLINE __m256 step(int i) const { return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_set1_epi32(2 * i)); }
+  };
+  // Super-blocks x0 and x1 into sinks s0 and s1 (two weight rows of one activation row), as
+  // block512 would, bit for bit.
+  template <class S>
+  SPARQ_INLINE static void block_pair(const uint8_t* x0, S& s0, const uint8_t* x1, S& s1) {
+    const Pair p(x0, x1);
+    s0.mins32(p.mins(0));
+    s1.mins32(p.mins(1));
+    chunks512(x0, _mm512_castsi256_si512(p.scales(0)), s0);
+    chunks512(x1, _mm512_castsi256_si512(p.scales(1)), s1);
+    s0.end_block(p.step(0));
+    s1.end_block(p.step(1));
+  }
+  // The 4 units of the super-block at x, its scales sc (scales_mins), into the sink.
+  template <class S>
+  SPARQ_INLINE static void chunks512(const uint8_t* x, __m512i sc, S& s) {
+    const __m512i low = _mm512_set1_epi8(0x0f), fifth = _mm512_set1_epi8(0x10);
     const uint8_t* qs = x + (FIVE ? 48 : 16);
     const __m512i qh = FIVE ? twice32(x + 16) : _mm512_setzero_si512();
     for (int P = 0; P < 2; ++P) {
@@ -533,7 +593,6 @@ struct QX_K {
       s.wide(2 * P, lo, unit_scales<QX_K, 32>(sc, 2 * P));
       s.wide(2 * P + 1, hi, unit_scales<QX_K, 32>(sc, 2 * P + 1));
     }
-    s.end_block(Avx2::set1_half(load_u16(x)));
   }
 #endif
 #if defined(__AVX512VNNI__)
@@ -1365,6 +1424,12 @@ void rows_q8(const uint8_t* w, const RowActs& a, int64_t rows, float* out, int64
     sums.finish(res);
   });
 }
+// Types whose one-row decode takes two super-blocks at once (T::Pair, T::block_pair: q4_k and
+// q5_k on AVX-512).
+template <class T, class = void>
+struct HasPair : std::false_type {};
+template <class T>
+struct HasPair<T, std::void_t<typename T::Pair>> : std::true_type {};
 // One activation row (decode) against super-block weights: rows r and r + half (half the range
 // apart) at a time, block by block, then rows_q8 for an odd last row. Each block's long dependency
 // chains get the other row's independent work to overlap with, and the weights are read as two
@@ -1379,8 +1444,12 @@ void rows_q8_pairs(const uint8_t* w, const RowActs& a, int64_t rows, float* out,
     const uint8_t* row = w + r * row_bytes;
     const uint8_t* other = row + half * row_bytes;
     for (int64_t b = 0; b < blocks; ++b, first.g0 += T::ELEMENTS / 32, second.g0 += T::ELEMENTS / 32) {
-      decode<T>(row + b * T::BYTES, first);
-      decode<T>(other + b * T::BYTES, second);
+      if constexpr (HasPair<T>::value) {
+        T::block_pair(row + b * T::BYTES, first, other + b * T::BYTES, second);
+      } else {
+        decode<T>(row + b * T::BYTES, first);
+        decode<T>(other + b * T::BYTES, second);
+      }
     }
     first.finish(out + r);
     second.finish(out + r + half);

@@ -1,0 +1,208 @@
+// One activation row (decode) against a weight matrix: this engine's per-row 'int8' kernels
+// (matvec_q8.h: matmul_q8_avx2, matmul_q8_avx512) beside llama.cpp's own kernels from the CPU
+// backends node-llama-cpp ships prebuilt (libggml-cpu-haswell.so: AVX2 + FMA + F16C;
+// libggml-cpu-zen4.so: AVX-512 with VNNI), loaded with dlopen. One thread; the calls alternate
+// round by round, so a shared machine slows all alike.
+// - "ggml <cpu>": ggml_vec_dot_<type>_q8_<0|1|K>, called once per weight row, as llama.cpp does
+//   for a weight kept in the file's layout. Each side quantizes the activation row its own way
+//   (ggml's quantize_row_q8_*); the results are compared (they differ by the activation rounding
+//   and the f32 summation order).
+// - "ggml <cpu> x8": the gemv over a copy with 8 rows interleaved that llama.cpp makes at load for
+//   some types (its CPU_REPACK buffers: Q4_0 and Q4_K on AVX2 CPUs, others in newer versions).
+//   Timing only: the weights are random bytes in that copy's size, with the leading 8 (16) f16
+//   scales (and minimums) of each interleaved block made finite; no result is checked.
+//   pnpm build:native && o=packages/native/build/obj
+//   g++ -std=c++17 -O2 -mf16c -Ipackages/native/src bench/ggml-rows.cc
+//     $o/kernels/x86/{matvec_q8_avx2,matvec_q8_avx512}.o $o/kernels/ref/matvec_q8_ref.o $o/common/cpu.o
+//     -ldl -o /tmp/ggml-rows
+//   /tmp/ggml-rows [--lib <node-llama-cpp's bins/linux-x64>] [--hot] [--rounds 15] [--types q4_k,q6_k]
+// Cold (default): the weights (4096 x 4096) rotate through 160 MB of copies, so every call reads
+// them from DRAM; --hot: 256 weight rows, one copy (inside the 1 MB L2): the instructions' cost.
+// Figures: median thread CPU time per 4096 x 4096 weights (ms), and per 4096-weight row (ns).
+#include <dlfcn.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cpu.h"
+#include "common/half.h"
+#include "ops/matvec_q8.h"
+using namespace sparq;
+
+static double cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// ggml's signatures (ggml-cpu/quants.h): vec_dot(n, out, bs, x, bx, y, by, nrc) with nrc = 1 for one
+// product; quantize_row(x, y, k).
+using VecDot = void (*)(int, float*, size_t, const void*, size_t, const void*, size_t, int);
+using QuantizeRow = void (*)(const float*, void*, int64_t);
+
+struct BlockType {
+  const char *name, *ggml;  // ggml: the vec_dot's name part (q4_K_q8_K)
+  WeightType t;
+  int elements, bytes;
+  char act;        // the activation block: '0' (Q8_0, 34 bytes), '1' (Q8_1, 36), 'K' (Q8_K, 292)
+  int f16_at[2];   // the block's f16 scales (-1: none)
+  const char* x8;  // ggml's 8-row interleaved block (block_<x8>x8), or null
+};
+static const BlockType TYPES[] = {
+    {"q4_0", "q4_0_q8_0", WeightType::q4_0, 32, 18, '0', {0, -1}, "q4_0"},   {"q4_1", "q4_1_q8_1", WeightType::q4_1, 32, 20, '1', {0, 2}, nullptr},
+    {"q5_0", "q5_0_q8_0", WeightType::q5_0, 32, 22, '0', {0, -1}, nullptr},   {"q5_1", "q5_1_q8_1", WeightType::q5_1, 32, 24, '1', {0, 2}, nullptr},
+    {"q8_0", "q8_0_q8_0", WeightType::q8_0, 32, 34, '0', {0, -1}, nullptr},   {"iq4_nl", "iq4_nl_q8_0", WeightType::iq4_nl, 32, 18, '0', {0, -1}, "iq4_nl"},
+    {"q2_k", "q2_K_q8_K", WeightType::q2_k, 256, 84, 'K', {80, 82}, "q2_K"}, {"q3_k", "q3_K_q8_K", WeightType::q3_k, 256, 110, 'K', {108, -1}, nullptr},
+    {"q4_k", "q4_K_q8_K", WeightType::q4_k, 256, 144, 'K', {0, 2}, "q4_K"},  {"q5_k", "q5_K_q8_K", WeightType::q5_k, 256, 176, 'K', {0, 2}, nullptr},
+    {"q6_k", "q6_K_q8_K", WeightType::q6_k, 256, 210, 'K', {208, -1}, nullptr}, {"iq4_xs", "iq4_xs_q8_K", WeightType::iq4_xs, 256, 136, 'K', {0, -1}, nullptr}};
+
+// ggml::cpu::repack::gemv<block, 8, 8, activation type>(n, out, bs, x, y, nr, nc), by mangled name.
+using Gemv = void (*)(int, float*, size_t, const void*, const void*, int, int);
+static std::string gemv_symbol(const char* block, int act_type) {
+  const std::string b = std::string("block_") + block;
+  return "_ZN4ggml3cpu6repack4gemvI" + std::to_string(b.size()) + b + "Ll8ELl8EL9ggml_type" + std::to_string(act_type) + "EEEviPfmPKvS7_ii";
+}
+
+struct Ggml {
+  const char* name;
+  void* lib;
+};
+
+int main(int argc, char** argv) {
+  std::string dir = "node_modules/.pnpm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", types = "q4_0,q4_1,q5_0,q5_1,q8_0,iq4_nl,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_xs";
+  bool hot = false;
+  int rounds = 15;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--hot") hot = true;
+    else if (a == "--rounds" && i + 1 < argc) rounds = atoi(argv[++i]);
+    else if (a == "--types" && i + 1 < argc) types = argv[++i];
+    else if (a == "--lib" && i + 1 < argc) dir = argv[++i];
+    else {
+      fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const int64_t N = 4096, R = hot ? 256 : N, C = N;
+  // libggml-base.so first (the CPU backends link it by name), then each CPU backend the CPU runs.
+  if (!dlopen((dir + "/libggml-base.so").c_str(), RTLD_NOW | RTLD_GLOBAL)) {
+    fprintf(stderr, "%s\n", dlerror());
+    return 1;
+  }
+  std::vector<Ggml> ggml;
+  for (const char* v : {"haswell", "zen4"}) {
+    if (std::string(v) == "zen4" && !cpu_features().avx512vnni) continue;
+    void* lib = dlopen((dir + "/libggml-cpu-" + v + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      fprintf(stderr, "%s\n", dlerror());
+      return 1;
+    }
+    if (auto init = reinterpret_cast<void (*)()>(dlsym(lib, "ggml_cpu_init"))) init();
+    ggml.push_back({v, lib});
+  }
+  struct Path {
+    std::string name;
+    std::function<void(const uint8_t*, float*)> run;  // the whole matrix, one activation row
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(C);
+  for (auto& v : x) v = u(rng);
+  printf("%-7s %-15s %10s %9s %9s\n", "type", "kernel", "cpu ms", "ns/row", "vs avx2");
+  for (const BlockType& ty : TYPES) {
+    if (("," + types + ",").find("," + std::string(ty.name) + ",") == std::string::npos) continue;
+    const size_t row_bytes = static_cast<size_t>(C) / ty.elements * ty.bytes, bytes = row_bytes * R;
+    const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / bytes + 1);
+    std::vector<uint8_t> w(bytes * copies);
+    for (auto& b : w) b = static_cast<uint8_t>(rng());
+    for (size_t b = 0; b < w.size(); b += ty.bytes)
+      for (int at : ty.f16_at)
+        if (at >= 0) {
+          const uint16_t h = fp32_to_fp16_ref(0.01f * (1 + u(rng)));
+          memcpy(&w[b + at], &h, 2);
+        }
+    RowActs acts;
+    quantize_row_acts(ty.t, x.data(), 1, C, acts);
+    std::vector<Path> paths = {{"sparq avx2", [&](const uint8_t* m, float* out) { matmul_q8_avx2[static_cast<int>(ty.t)](ty.t, m, acts, R, out, 0, R); }}};
+    if (cpu_features().avx512vnni)
+      paths.push_back({"sparq avx512", [&](const uint8_t* m, float* out) { matmul_q8_avx512[static_cast<int>(ty.t)](ty.t, m, acts, R, out, 0, R); }});
+    const int act_bytes = ty.act == 'K' ? 292 : ty.act == '1' ? 36 : 34, act_elements = ty.act == 'K' ? 256 : 32;
+    std::vector<std::vector<uint8_t>> ys;
+    for (const Ggml& g : ggml) {
+      const std::string q = std::string("quantize_row_q8_") + ty.act, dot = std::string("ggml_vec_dot_") + ty.ggml;
+      auto quantize = reinterpret_cast<QuantizeRow>(dlsym(g.lib, q.c_str()));
+      auto vec_dot = reinterpret_cast<VecDot>(dlsym(g.lib, dot.c_str()));
+      if (!quantize || !vec_dot) {
+        fprintf(stderr, "%s: %s or %s missing\n", g.name, q.c_str(), dot.c_str());
+        return 1;
+      }
+      ys.emplace_back(static_cast<size_t>(C / act_elements * act_bytes));
+      quantize(x.data(), ys.back().data(), C);
+      const uint8_t* y = ys.back().data();
+      paths.push_back({std::string("ggml ") + g.name, [=](const uint8_t* m, float* out) {
+                         for (int64_t r = 0; r < R; ++r) vec_dot(static_cast<int>(C), out + r, 0, m + r * row_bytes, 0, y, 0, 1);
+                       }});
+    }
+    const size_t checked = paths.size();
+    // The interleaved copies: the same bytes per weight; each 8-row block's first 16 (K-quants with
+    // minimums: 32) bytes are its rows' f16 scales (and minimums).
+    std::vector<uint8_t> w8;
+    if (ty.x8) {
+      w8 = w;
+      const int x8_bytes = 8 * ty.bytes, scale_bytes = ty.f16_at[1] >= 0 && ty.elements == 256 ? 32 : 16;
+      for (size_t b = 0; b + x8_bytes <= w8.size(); b += x8_bytes)
+        for (int at = 0; at < scale_bytes; at += 2) {
+          const uint16_t h = fp32_to_fp16_ref(0.01f * (1 + u(rng)));
+          memcpy(&w8[b + at], &h, 2);
+        }
+      for (size_t i = 0; i < ggml.size(); ++i) {
+        const std::string symbol = gemv_symbol(ty.x8, ty.act == 'K' ? 15 : 8);
+        auto gemv = reinterpret_cast<Gemv>(dlsym(ggml[i].lib, symbol.c_str()));
+        if (!gemv) continue;  // not in this build
+        const uint8_t* y = ys[i].data();
+        const ptrdiff_t shift = w8.data() - w.data();
+        paths.push_back({std::string("ggml ") + ggml[i].name + " x8", [=](const uint8_t* m, float* out) {
+                           gemv(static_cast<int>(C), out, static_cast<size_t>(R), m + shift, y, 1, static_cast<int>(R));
+                         }});
+      }
+    }
+    // The results against the first path's (each side's own activation rounding: close, not equal).
+    std::vector<std::vector<float>> outs(paths.size(), std::vector<float>(R));
+    for (size_t p = 0; p < paths.size(); ++p) paths[p].run(w.data(), outs[p].data());
+    double scale = 0;
+    for (float v : outs[0]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    for (size_t p = 1; p < checked; ++p) {
+      double worst = 0;
+      for (int64_t r = 0; r < R; ++r) worst = std::max(worst, static_cast<double>(std::fabs(outs[p][r] - outs[0][r])));
+      if (worst > 2e-2 * scale) printf("MISMATCH %s %s: %g of %g\n", ty.name, paths[p].name.c_str(), worst, scale);
+    }
+    std::vector<std::vector<double>> times(paths.size());
+    const double per = static_cast<double>(N) * N / (R * C);
+    const int count = std::max(1, static_cast<int>(4 * per));
+    size_t copy = 0;
+    for (int round = 0; round < rounds; ++round)
+      for (size_t p = 0; p < paths.size(); ++p) {
+        const double t0 = cpu_ms();
+        for (int c = 0; c < count; ++c, copy = (copy + 1) % copies) paths[p].run(w.data() + copy * bytes, outs[p].data());
+        times[p].push_back((cpu_ms() - t0) / count * per);
+      }
+    const double base = median(times[0]);
+    for (size_t p = 0; p < paths.size(); ++p) {
+      const double ms = median(times[p]);
+      printf("%-7s %-15s %10.3f %9.1f %8.2fx\n", ty.name, paths[p].name.c_str(), ms, ms * 1e6 / N, base / ms);
+    }
+  }
+}
