@@ -12,17 +12,27 @@
 //   Timing only: the weights are random bytes in that copy's size, with the leading 8 (16) f16
 //   scales (and minimums) of each interleaved block made finite; no result is checked.
 //   pnpm build:native && o=packages/native/build/obj
-//   g++ -std=c++17 -O2 -mf16c -Ipackages/native/src bench/ggml-rows.cc
+//   g++ -std=c++17 -O2 -mf16c -mavx2 -Ipackages/native/src bench/ggml-rows.cc
 //     $o/kernels/x86/{matvec_q8_avx2,matvec_q8_avx512}.o $o/kernels/ref/matvec_q8_ref.o $o/common/cpu.o
-//     -ldl -o /tmp/ggml-rows
-//   /tmp/ggml-rows [--lib <node-llama-cpp's bins/linux-x64>] [--hot] [--rounds 15] [--types q4_k,q6_k]
+//     -ldl -lpthread -o /tmp/ggml-rows
+//   /tmp/ggml-rows [--lib <node-llama-cpp's bins/linux-x64>] [--hot] [--threads 1] [--rounds 15]
+//     [--types q4_k,q6_k]
 // Cold (default): the weights (4096 x 4096) rotate through 160 MB of copies, so every call reads
 // them from DRAM; --hot: 256 weight rows, one copy (inside the 1 MB L2): the instructions' cost.
-// Figures: median thread CPU time per 4096 x 4096 weights (ms), and per 4096-weight row (ns).
+// --threads T: the weight rows split in T equal ranges (multiples of 8), one per thread (the caller
+// and T - 1 spinning workers), as llama.cpp splits a matvec.
+// Figures: the median per 4096 x 4096 weights of thread CPU time (one thread) or wall time (more),
+// in ms and per 4096-weight row (ns); cold, the weight bytes read per second and their share of the
+// read bandwidth that T threads reach on a plain summing loop, probed before each type (the
+// "read GB/s" of bench/matvec.ts).
 #include <dlfcn.h>
 #include <time.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -31,6 +41,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/cpu.h"
@@ -42,6 +53,71 @@ static double cpu_ms() {
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+static double wall_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// The caller and T - 1 workers spinning on a call counter: run(job) calls job(t) on thread t and
+// returns when all are done.
+class Team {
+ public:
+  explicit Team(int threads) : threads_(threads) {
+    for (int t = 1; t < threads; ++t)
+      workers_.emplace_back([this, t] {
+        for (uint64_t seen = 0;;) {
+          uint64_t g;
+          while ((g = generation_.load(std::memory_order_acquire)) == seen) _mm_pause();
+          if (quit_.load()) return;
+          seen = g;
+          (*job_)(t);
+          done_.fetch_add(1, std::memory_order_release);
+        }
+      });
+  }
+  ~Team() {
+    quit_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+    for (auto& w : workers_) w.join();
+  }
+  int size() const { return threads_; }
+  void run(const std::function<void(int)>& job) {
+    job_ = &job;
+    done_.store(0);
+    generation_.fetch_add(1, std::memory_order_release);
+    job(0);
+    while (done_.load(std::memory_order_acquire) != threads_ - 1) _mm_pause();
+  }
+
+ private:
+  int threads_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> done_{0};
+  std::atomic<bool> quit_{false};
+};
+// GB/s of `team` summing 256 MB (each thread its share), best of 5.
+static double read_bandwidth(Team& team) {
+  static std::vector<__m256i> buffer((256u << 20) / 32, _mm256_set1_epi32(1));
+  const size_t per = buffer.size() / team.size();
+  std::vector<long long> sink(team.size() * 8);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = wall_ms();
+    team.run([&](int t) {
+      __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+      const __m256i* p = buffer.data() + t * per;
+      for (size_t i = 0; i < per; i += 4) {
+        a = _mm256_add_epi32(a, _mm256_load_si256(p + i));
+        b = _mm256_add_epi32(b, _mm256_load_si256(p + i + 1));
+        c = _mm256_add_epi32(c, _mm256_load_si256(p + i + 2));
+        d = _mm256_add_epi32(d, _mm256_load_si256(p + i + 3));
+      }
+      sink[t * 8] = _mm256_extract_epi64(_mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d)), 0);
+    });
+    best = std::max(best, static_cast<double>(per * team.size() * 32) / ((wall_ms() - t0) * 1e6));
+  }
+  return best;
 }
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -84,12 +160,13 @@ struct Ggml {
 int main(int argc, char** argv) {
   std::string dir = "node_modules/.pnpm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", types = "q4_0,q4_1,q5_0,q5_1,q8_0,iq4_nl,q2_k,q3_k,q4_k,q5_k,q6_k,iq4_xs";
   bool hot = false;
-  int rounds = 15;
+  int rounds = 15, threads = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--hot") hot = true;
     else if (a == "--rounds" && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (a == "--types" && i + 1 < argc) types = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) threads = std::max(1, atoi(argv[++i]));
     else if (a == "--lib" && i + 1 < argc) dir = argv[++i];
     else {
       fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -113,15 +190,23 @@ int main(int argc, char** argv) {
     if (auto init = reinterpret_cast<void (*)()>(dlsym(lib, "ggml_cpu_init"))) init();
     ggml.push_back({v, lib});
   }
+  Team team(threads);
+  // Weight rows [begin, end) of the matrix at m against one activation row.
   struct Path {
     std::string name;
-    std::function<void(const uint8_t*, float*)> run;  // the whole matrix, one activation row
+    std::function<void(const uint8_t*, float*, int64_t, int64_t)> rows;
+  };
+  // The whole product, split over the team.
+  auto run = [&](const Path& path, const uint8_t* m, float* out) {
+    if (threads == 1) return path.rows(m, out, 0, R);
+    team.run([&](int t) { path.rows(m, out, R / 8 * t / threads * 8, t + 1 == threads ? R : R / 8 * (t + 1) / threads * 8); });
   };
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> x(C);
   for (auto& v : x) v = u(rng);
-  printf("%-7s %-15s %10s %9s %9s\n", "type", "kernel", "cpu ms", "ns/row", "vs avx2");
+  printf("%d thread(s), weights %s\n", threads, hot ? "in L2 (--hot)" : "from DRAM");
+  printf("%-7s %-15s %10s %9s %9s %8s %8s\n", "type", "kernel", threads == 1 ? "cpu ms" : "wall ms", "ns/row", "vs avx2", "GB/s", "of read");
   for (const BlockType& ty : TYPES) {
     if (("," + types + ",").find("," + std::string(ty.name) + ",") == std::string::npos) continue;
     const size_t row_bytes = static_cast<size_t>(C) / ty.elements * ty.bytes, bytes = row_bytes * R;
@@ -136,9 +221,13 @@ int main(int argc, char** argv) {
         }
     RowActs acts;
     quantize_row_acts(ty.t, x.data(), 1, C, acts);
-    std::vector<Path> paths = {{"sparq avx2", [&](const uint8_t* m, float* out) { matmul_q8_avx2[static_cast<int>(ty.t)](ty.t, m, acts, R, out, 0, R); }}};
+    std::vector<Path> paths = {{"sparq avx2", [&](const uint8_t* m, float* out, int64_t b, int64_t e) {
+                                  matmul_q8_avx2[static_cast<int>(ty.t)](ty.t, m, acts, R, out, b, e);
+                                }}};
     if (cpu_features().avx512vnni)
-      paths.push_back({"sparq avx512", [&](const uint8_t* m, float* out) { matmul_q8_avx512[static_cast<int>(ty.t)](ty.t, m, acts, R, out, 0, R); }});
+      paths.push_back({"sparq avx512", [&](const uint8_t* m, float* out, int64_t b, int64_t e) {
+                         matmul_q8_avx512[static_cast<int>(ty.t)](ty.t, m, acts, R, out, b, e);
+                       }});
     const int act_bytes = ty.act == 'K' ? 292 : ty.act == '1' ? 36 : 34, act_elements = ty.act == 'K' ? 256 : 32;
     std::vector<std::vector<uint8_t>> ys;
     for (const Ggml& g : ggml) {
@@ -152,8 +241,8 @@ int main(int argc, char** argv) {
       ys.emplace_back(static_cast<size_t>(C / act_elements * act_bytes));
       quantize(x.data(), ys.back().data(), C);
       const uint8_t* y = ys.back().data();
-      paths.push_back({std::string("ggml ") + g.name, [=](const uint8_t* m, float* out) {
-                         for (int64_t r = 0; r < R; ++r) vec_dot(static_cast<int>(C), out + r, 0, m + r * row_bytes, 0, y, 0, 1);
+      paths.push_back({std::string("ggml ") + g.name, [=](const uint8_t* m, float* out, int64_t b, int64_t e) {
+                         for (int64_t r = b; r < e; ++r) vec_dot(static_cast<int>(C), out + r, 0, m + r * row_bytes, 0, y, 0, 1);
                        }});
     }
     const size_t checked = paths.size();
@@ -174,14 +263,14 @@ int main(int argc, char** argv) {
         if (!gemv) continue;  // not in this build
         const uint8_t* y = ys[i].data();
         const ptrdiff_t shift = w8.data() - w.data();
-        paths.push_back({std::string("ggml ") + ggml[i].name + " x8", [=](const uint8_t* m, float* out) {
-                           gemv(static_cast<int>(C), out, static_cast<size_t>(R), m + shift, y, 1, static_cast<int>(R));
+        paths.push_back({std::string("ggml ") + ggml[i].name + " x8", [=](const uint8_t* m, float* out, int64_t b, int64_t e) {
+                           gemv(static_cast<int>(C), out + b, static_cast<size_t>(R), m + shift + b * row_bytes, y, 1, static_cast<int>(e - b));
                          }});
       }
     }
     // The results against the first path's (each side's own activation rounding: close, not equal).
     std::vector<std::vector<float>> outs(paths.size(), std::vector<float>(R));
-    for (size_t p = 0; p < paths.size(); ++p) paths[p].run(w.data(), outs[p].data());
+    for (size_t p = 0; p < paths.size(); ++p) run(paths[p], w.data(), outs[p].data());
     double scale = 0;
     for (float v : outs[0]) scale = std::max(scale, static_cast<double>(std::fabs(v)));
     for (size_t p = 1; p < checked; ++p) {
@@ -193,16 +282,21 @@ int main(int argc, char** argv) {
     const double per = static_cast<double>(N) * N / (R * C);
     const int count = std::max(1, static_cast<int>(4 * per));
     size_t copy = 0;
+    const double probe = hot ? 0 : read_bandwidth(team);
+    auto now = [&] { return threads == 1 ? cpu_ms() : wall_ms(); };
     for (int round = 0; round < rounds; ++round)
       for (size_t p = 0; p < paths.size(); ++p) {
-        const double t0 = cpu_ms();
-        for (int c = 0; c < count; ++c, copy = (copy + 1) % copies) paths[p].run(w.data() + copy * bytes, outs[p].data());
-        times[p].push_back((cpu_ms() - t0) / count * per);
+        const double t0 = now();
+        for (int c = 0; c < count; ++c, copy = (copy + 1) % copies) run(paths[p], w.data() + copy * bytes, outs[p].data());
+        times[p].push_back((now() - t0) / count * per);
       }
     const double base = median(times[0]);
     for (size_t p = 0; p < paths.size(); ++p) {
-      const double ms = median(times[p]);
-      printf("%-7s %-15s %10.3f %9.1f %8.2fx\n", ty.name, paths[p].name.c_str(), ms, ms * 1e6 / N, base / ms);
+      const double ms = median(times[p]), gbs = static_cast<double>(row_bytes) * N / (ms * 1e6);
+      printf("%-7s %-15s %10.3f %9.1f %8.2fx %8.1f", ty.name, paths[p].name.c_str(), ms, ms * 1e6 / N, base / ms, gbs);
+      if (probe > 0) printf(" %7.0f%%", 100 * gbs / probe);
+      printf("\n");
     }
+    if (probe > 0) printf("%-7s read bandwidth probe, %d thread(s): %.1f GB/s\n", ty.name, threads, probe);
   }
 }

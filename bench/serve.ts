@@ -63,7 +63,9 @@ let description = model;
 const { available } = await loadBackends();
 const engine = available.find((e) => e.name === 'native') ?? available[0];
 if (!model && SHAPE) {
-  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, engine, (line) =>
+  // The reference quantizes the file's K-quants (native quantizes Q4_0, Q4_1 and Q8_0 only).
+  const reference = available.find((e) => e.name === 'reference')!;
+  model = shapeModel(SHAPE, LAYERS, 'q4_k_m', DEFAULT_SHAPE_DIR, reference, (line) =>
     process.stderr.write(line + '\n'),
   ).path;
   description = `the ${SHAPE}-shaped slice of sparq bench --shape ${SHAPE} --layers ${LAYERS} (random weights, Q4_K_M, ${model})`;
