@@ -98,20 +98,20 @@ class Team {
 };
 // GB/s of `team` summing 256 MB (each thread its share), best of 5.
 static double read_bandwidth(Team& team) {
-  static std::vector<__m256i> buffer((256u << 20) / 32, _mm256_set1_epi32(1));
-  const size_t per = buffer.size() / team.size();
+  static std::vector<int64_t> buffer((256u << 20) / 8, 1);
+  const size_t per = buffer.size() / 4 / team.size();  // 32-byte vectors per thread
   std::vector<long long> sink(team.size() * 8);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const double t0 = wall_ms();
     team.run([&](int t) {
       __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-      const __m256i* p = buffer.data() + t * per;
+      const __m256i* p = reinterpret_cast<const __m256i*>(buffer.data()) + t * per;
       for (size_t i = 0; i < per; i += 4) {
-        a = _mm256_add_epi32(a, _mm256_load_si256(p + i));
-        b = _mm256_add_epi32(b, _mm256_load_si256(p + i + 1));
-        c = _mm256_add_epi32(c, _mm256_load_si256(p + i + 2));
-        d = _mm256_add_epi32(d, _mm256_load_si256(p + i + 3));
+        a = _mm256_add_epi32(a, _mm256_loadu_si256(p + i));
+        b = _mm256_add_epi32(b, _mm256_loadu_si256(p + i + 1));
+        c = _mm256_add_epi32(c, _mm256_loadu_si256(p + i + 2));
+        d = _mm256_add_epi32(d, _mm256_loadu_si256(p + i + 3));
       }
       sink[t * 8] = _mm256_extract_epi64(_mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d)), 0);
     });
