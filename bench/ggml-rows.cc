@@ -46,6 +46,7 @@
 
 #include "common/cpu.h"
 #include "common/half.h"
+#include "common/quant.h"
 #include "ops/matvec_q8.h"
 using namespace sparq;
 
@@ -132,18 +133,17 @@ using QuantizeRow = void (*)(const float*, void*, int64_t);
 struct BlockType {
   const char *name, *ggml;  // ggml: the vec_dot's name part (q4_K_q8_K)
   WeightType t;
-  int elements, bytes;
   char act;        // the activation block: '0' (Q8_0, 34 bytes), '1' (Q8_1, 36), 'K' (Q8_K, 292)
   int f16_at[2];   // the block's f16 scales (-1: none)
   const char* x8;  // ggml's 8-row interleaved block (block_<x8>x8), or null
 };
 static const BlockType TYPES[] = {
-    {"q4_0", "q4_0_q8_0", WeightType::q4_0, 32, 18, '0', {0, -1}, "q4_0"},   {"q4_1", "q4_1_q8_1", WeightType::q4_1, 32, 20, '1', {0, 2}, nullptr},
-    {"q5_0", "q5_0_q8_0", WeightType::q5_0, 32, 22, '0', {0, -1}, nullptr},   {"q5_1", "q5_1_q8_1", WeightType::q5_1, 32, 24, '1', {0, 2}, nullptr},
-    {"q8_0", "q8_0_q8_0", WeightType::q8_0, 32, 34, '0', {0, -1}, nullptr},   {"iq4_nl", "iq4_nl_q8_0", WeightType::iq4_nl, 32, 18, '0', {0, -1}, "iq4_nl"},
-    {"q2_k", "q2_K_q8_K", WeightType::q2_k, 256, 84, 'K', {80, 82}, "q2_K"}, {"q3_k", "q3_K_q8_K", WeightType::q3_k, 256, 110, 'K', {108, -1}, nullptr},
-    {"q4_k", "q4_K_q8_K", WeightType::q4_k, 256, 144, 'K', {0, 2}, "q4_K"},  {"q5_k", "q5_K_q8_K", WeightType::q5_k, 256, 176, 'K', {0, 2}, nullptr},
-    {"q6_k", "q6_K_q8_K", WeightType::q6_k, 256, 210, 'K', {208, -1}, nullptr}, {"iq4_xs", "iq4_xs_q8_K", WeightType::iq4_xs, 256, 136, 'K', {0, -1}, nullptr}};
+    {"q4_0", "q4_0_q8_0", WeightType::q4_0, '0', {0, -1}, "q4_0"},   {"q4_1", "q4_1_q8_1", WeightType::q4_1, '1', {0, 2}, nullptr},
+    {"q5_0", "q5_0_q8_0", WeightType::q5_0, '0', {0, -1}, nullptr},   {"q5_1", "q5_1_q8_1", WeightType::q5_1, '1', {0, 2}, nullptr},
+    {"q8_0", "q8_0_q8_0", WeightType::q8_0, '0', {0, -1}, nullptr},   {"iq4_nl", "iq4_nl_q8_0", WeightType::iq4_nl, '0', {0, -1}, "iq4_nl"},
+    {"q2_k", "q2_K_q8_K", WeightType::q2_k, 'K', {80, 82}, "q2_K"}, {"q3_k", "q3_K_q8_K", WeightType::q3_k, 'K', {108, -1}, nullptr},
+    {"q4_k", "q4_K_q8_K", WeightType::q4_k, 'K', {0, 2}, "q4_K"},  {"q5_k", "q5_K_q8_K", WeightType::q5_k, 'K', {0, 2}, nullptr},
+    {"q6_k", "q6_K_q8_K", WeightType::q6_k, 'K', {208, -1}, nullptr}, {"iq4_xs", "iq4_xs_q8_K", WeightType::iq4_xs, 'K', {0, -1}, nullptr}};
 
 // ggml::cpu::repack::gemv<block, 8, 8, activation type>(n, out, bs, x, y, nr, nc), by mangled name.
 using Gemv = void (*)(int, float*, size_t, const void*, const void*, int, int);
@@ -209,11 +209,12 @@ int main(int argc, char** argv) {
   printf("%-7s %-15s %10s %9s %9s %8s %8s\n", "type", "kernel", threads == 1 ? "cpu ms" : "wall ms", "ns/row", "vs avx2", "GB/s", "of read");
   for (const BlockType& ty : TYPES) {
     if (("," + types + ",").find("," + std::string(ty.name) + ",") == std::string::npos) continue;
-    const size_t row_bytes = static_cast<size_t>(C) / ty.elements * ty.bytes, bytes = row_bytes * R;
+    const BlockShape shape = block_shape(ty.t);
+    const size_t row_bytes = static_cast<size_t>(C) / shape.elements * shape.bytes, bytes = row_bytes * R;
     const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / bytes + 1);
     std::vector<uint8_t> w(bytes * copies);
     for (auto& b : w) b = static_cast<uint8_t>(rng());
-    for (size_t b = 0; b < w.size(); b += ty.bytes)
+    for (size_t b = 0; b < w.size(); b += shape.bytes)
       for (int at : ty.f16_at)
         if (at >= 0) {
           const uint16_t h = fp32_to_fp16_ref(0.01f * (1 + u(rng)));
@@ -251,7 +252,7 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> w8;
     if (ty.x8) {
       w8 = w;
-      const int x8_bytes = 8 * ty.bytes, scale_bytes = ty.f16_at[1] >= 0 && ty.elements == 256 ? 32 : 16;
+      const int x8_bytes = 8 * shape.bytes, scale_bytes = ty.f16_at[1] >= 0 && shape.elements == 256 ? 32 : 16;
       for (size_t b = 0; b + x8_bytes <= w8.size(); b += x8_bytes)
         for (int at = 0; at < scale_bytes; at += 2) {
           const uint16_t h = fp32_to_fp16_ref(0.01f * (1 + u(rng)));

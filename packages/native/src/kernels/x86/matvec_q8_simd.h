@@ -534,7 +534,7 @@ struct QX_K {
   // 256-bit chunks keep the vector pipes busy enough that moving it onto them gained nothing there.
   struct Pair {
     __m256i scales16, mins16;  // per half, its super-block's 8 scales / minimums as int16
-    __m128 d;                  // d0, dmin0, d1, dmin1
+    __m128 d;                  // d0, -dmin0, d1, -dmin1
     SPARQ_INLINE Pair(const uint8_t* x0, const uint8_t* x1) {
       // dwords 0-2 of each half: the 12 bytes of scales (a 16-byte load, inside the block)
       const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0 + 4))),
@@ -552,15 +552,16 @@ struct QX_K {
       uint32_t h0, h1;
       std::memcpy(&h0, x0, 4);
       std::memcpy(&h1, x1, 4);
-      d = _mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(static_cast<int>(h0)), _mm_cvtsi32_si128(static_cast<int>(h1))));
+      d = _mm_xor_ps(_mm_cvtph_ps(_mm_unpacklo_epi32(_mm_cvtsi32_si128(static_cast<int>(h0)), _mm_cvtsi32_si128(static_cast<int>(h1)))),
+                     _mm_setr_ps(0.0f, -0.0f, 0.0f, -0.0f));
     }
     // Super-block i's scales as scales_mins returns them.
     SPARQ_INLINE __m256i scales(int i) const { return _mm256_permute2x128_si256(scales16, scales16, i ? 0x11 : 0x00); }
     // Super-block i's minimums times -dmin, as scales_mins hands them to mins32 (the same products).
     SPARQ_INLINE __m256 mins(int i) const {
       const __m128i m = i ? _mm256_extracti128_si256(mins16, 1) : _mm256_castsi256_si128(mins16);
-      const __m256 dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_set1_epi32(2 * i + 1));
-      return _mm256_mul_ps(_mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f)), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(m)));
+      const __m256 neg_dmin = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_set1_epi32(2 * i + 1));
+      return _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(m)));
     }
     // Super-block i's d in all 8 lanes.
     SPARQ_INLINE __m256 step(int i) const { return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d), _mm256_set1_epi32(2 * i)); }
