@@ -9,6 +9,7 @@ import { Tensor, type Engine } from '@sparq/core';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { forEachBackend, forEachNativePath, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { seeded, uniform } from './numeric.ts';
 
 function addOf(engine: Engine, a: Float32Array, b: Float32Array): Float32Array {
@@ -63,7 +64,7 @@ forEachBackend('add', (engine) => {
   });
 
   opIt(engine, 'add', "random lengths (SIMD tails, several threads' chunks): the correctly rounded f32 sums", () => {
-    randomSums(engine, 30);
+    randomSums(engine, fcRuns(30));
   });
 
   opIt(engine, 'add', 'out may be a or b, and views at an offset', () => {
@@ -105,6 +106,6 @@ forEachBackend('add', (engine) => {
 // Every native kernel path (scalar, AVX2, AVX-512), forced one by one.
 forEachNativePath('add', (native) => {
   it('random lengths: the correctly rounded f32 sums', () => {
-    randomSums(native, 20);
+    randomSums(native, fcRuns(20));
   });
 });

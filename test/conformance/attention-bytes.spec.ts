@@ -18,6 +18,7 @@ import {
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const d = 64;
 const ROW_BYTES: Record<KVDType, number> = { f32: 256, f16: 128, q8_0: 68, q4_0: 36 };
@@ -86,7 +87,7 @@ forEachBackend('AttentionStats bytes', (engine) => {
             expect(stats.ioBytes).toBe(4 * nKv * 2 * g * d);
             expect(stats.totalBytes).toBe(stats.kBytes + stats.vBytes + stats.ioBytes);
           }),
-          { numRuns: 10 },
+          { numRuns: fcRuns(10) },
         );
       },
     );
@@ -114,7 +115,7 @@ forEachBackend('AttentionStats bytes', (engine) => {
               expect(stats.ioBytes).toBe(4 * nKv * 2 * g * d);
             },
           ),
-          { numRuns: 10 },
+          { numRuns: fcRuns(10) },
         );
       },
     );

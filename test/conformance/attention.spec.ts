@@ -7,6 +7,7 @@ import { AttentionStats, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { TOL_ATTENTION, buildCache, maxDiff, oracleAttend, rowOf, shapeArb, validOf } from './oracle.ts';
 
 forEachBackend('attentionDecode', (engine) => {
@@ -27,7 +28,7 @@ forEachBackend('attentionDecode', (engine) => {
             }
           }
         }),
-        { numRuns: 80 },
+        { numRuns: fcRuns(80) },
       );
     },
   );
@@ -49,7 +50,7 @@ forEachBackend('attentionDecode', (engine) => {
           expect(stats.kElements).toBe(stats.vElements);
           expect(stats.calls).toBe(1);
         }),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     },
   );
@@ -78,7 +79,7 @@ forEachBackend('attentionPrefill', (engine) => {
           }
         }
       }),
-      { numRuns: 50 },
+      { numRuns: fcRuns(50) },
     );
   });
 
@@ -100,7 +101,7 @@ forEachBackend('attentionPrefill', (engine) => {
         engine.attentionDecode(dec, last, built.cache);
         expect(maxDiff(out.data.subarray((n - 1) * H * s.d), dec.data)).toBeLessThanOrEqual(TOL_ATTENTION);
       }),
-      { numRuns: 40 },
+      { numRuns: fcRuns(40) },
     );
   });
 });

@@ -7,6 +7,7 @@ import { AttentionStats, H2OState, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { TOL_ATTENTION, buildCache, maxDiff, oracleAttend, rowOf, scoredQuery, shapeArb, validOf } from './oracle.ts';
 
 const kArb = fc.integer({ min: 1, max: 30 });
@@ -72,7 +73,7 @@ forEachBackend('topkDecode', (engine) => {
           }
           expect(stats.total).toBe(want);
         }),
-        { numRuns: 80 },
+        { numRuns: fcRuns(80) },
       );
     },
   );
@@ -108,7 +109,7 @@ forEachBackend('lmInfiniteDecode', (engine) => {
           }
           expect(stats.total).toBe(want);
         }),
-        { numRuns: 80 },
+        { numRuns: fcRuns(80) },
       );
     },
   );
@@ -174,7 +175,7 @@ forEachBackend('h2oDecode', (engine) => {
             expect(stats.total).toBe(want);
           }
         }),
-        { numRuns: 60 },
+        { numRuns: fcRuns(60) },
       );
     },
   );
@@ -277,7 +278,7 @@ forEachBackend('h2oSeed', (engine) => {
                 expect(state.acc[b * s.nKv * cache.capacity + j]).toBe(0.25);
           },
         ),
-        { numRuns: 60 },
+        { numRuns: fcRuns(60) },
       );
     },
   );
@@ -318,7 +319,7 @@ forEachBackend('attentionPrefill', (engine) => {
           };
           expect(run(false)).toEqual(run(true));
         }),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     },
   );

@@ -36,6 +36,7 @@ import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
 import { activationError, activationKind, ggmlActivations, q8_1SumError } from '../support/ggml-activations.ts';
 import { elementGrid } from '../support/ggml-layout.ts';
+import { fcRuns } from '../support/runs.ts';
 import { U, dotBound, seeded, uniform } from './numeric.ts';
 
 const f32 = Math.fround;
@@ -247,7 +248,7 @@ forEachBackend('block weights, int8 product', (engine) => {
               }
             }
           }),
-          { numRuns: 25 },
+          { numRuns: fcRuns(25) },
         );
       },
       dtype,
@@ -274,7 +275,7 @@ forEachBackend('block weights, int8 product', (engine) => {
               if (int8[o] !== dequant[o]) differs++;
             }
           }),
-          { numRuns: 25 },
+          { numRuns: fcRuns(25) },
         );
         // Random f32 activations are almost never multiples of their step: the paths must differ.
         expect(differs).toBeGreaterThan(0);
@@ -339,7 +340,7 @@ forEachBackend('block weights, int8 product', (engine) => {
               }
             },
           ),
-          { numRuns: 20 },
+          { numRuns: fcRuns(20) },
         );
       },
       dtype,

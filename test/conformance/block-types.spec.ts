@@ -15,6 +15,7 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
 import { F16_FIELDS, elementGrid, nmseBound } from '../support/ggml-layout.ts';
+import { fcRuns } from '../support/runs.ts';
 import { nmse, seeded, uniform } from './numeric.ts';
 
 function dequantized(engine: Engine, dtype: BlockDType, bytes: Uint8Array, n: number): number[] {
@@ -346,7 +347,7 @@ forEachBackend('ggml block dtypes', (engine) => {
             });
             expect(got).toEqual(want);
           }),
-          { numRuns: 50 },
+          { numRuns: fcRuns(50) },
         );
       },
       dtype,
@@ -363,7 +364,7 @@ forEachBackend('ggml block dtypes', (engine) => {
             const back = dequantized(engine, dtype, q.data, x.length);
             expect(worstGridExcess(dtype, x, q, back)).toBeLessThanOrEqual(0);
           }),
-          { numRuns: 25 },
+          { numRuns: fcRuns(25) },
         );
       },
       dtype,

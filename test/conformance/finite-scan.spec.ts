@@ -13,6 +13,7 @@ import { Tensor, firstAbove, type Engine } from '@sparq/core';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { forEachBackend, forEachNativePath } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { seeded, uniform } from './numeric.ts';
 
 /** The f32 next to v (a float32 value >= 0) upwards (step 1) or downwards (step -1). */
@@ -105,7 +106,7 @@ forEachBackend('finite scan', (engine) => {
   it('random placements, lengths, offsets and limits: the index validate.ts finds', () => {
     fc.assert(
       fc.property(cases, (c) => expectSameScan(engine, c)),
-      { numRuns: 60 },
+      { numRuns: fcRuns(60) },
     );
   });
 
@@ -125,7 +126,7 @@ forEachNativePath('finite scan', (native) => {
   it('random placements, lengths, offsets and limits: the index validate.ts finds', () => {
     fc.assert(
       fc.property(cases, (c) => expectSameScan(native, c)),
-      { numRuns: 40 },
+      { numRuns: fcRuns(40) },
     );
   });
 });

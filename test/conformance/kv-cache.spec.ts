@@ -9,6 +9,7 @@ import { CapacityError, KVCache, Tensor, f16ToF32, f32ToF16, type KTDType, type 
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { prng } from '../../packages/cli/src/commands/demo.ts';
 import { at, buildCache, kTBlockCodes, shapeArb } from './oracle.ts';
 
@@ -113,7 +114,7 @@ forEachBackend('kvAppend', (engine) => {
           }
           expect(cache.kT === null).toBe(s.layout === 'single-k');
         }),
-        { numRuns: 60 },
+        { numRuns: fcRuns(60) },
       );
     },
   );
@@ -128,7 +129,7 @@ forEachBackend('kvAppend', (engine) => {
           const { cache, K } = buildCache(engine, s);
           for (let b = 0; b < s.batch; b++) for (let h = 0; h < s.nKv; h++) expectColumns(cache, K, b, h);
         }),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     },
   );
@@ -142,7 +143,7 @@ forEachBackend('kvAppend', (engine) => {
           expect(Array.from(one[name] ?? []), name).toEqual(Array.from(all[name] ?? []));
         }
       }),
-      { numRuns: 25 },
+      { numRuns: fcRuns(25) },
     );
   });
 
@@ -167,7 +168,7 @@ forEachBackend('kvAppend', (engine) => {
           }
         }
       }),
-      { numRuns: 60 },
+      { numRuns: fcRuns(60) },
     );
   });
 
@@ -319,7 +320,7 @@ forEachBackend('kvAppend', (engine) => {
               );
             }
         }),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     },
   );

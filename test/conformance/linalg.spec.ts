@@ -26,6 +26,7 @@ import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt, referenceEngine } from '../support/backends.ts';
 import { nmseBound } from '../support/ggml-layout.ts';
+import { fcRuns } from '../support/runs.ts';
 import { U, dotBound, f64Product, nativeVsReferenceBound, nmse, seeded, uniform } from './numeric.ts';
 
 const f32 = Math.fround;
@@ -139,7 +140,7 @@ forEachBackend('matvec / matmul', (engine) => {
               cols,
             );
           }),
-          { numRuns: 40 },
+          { numRuns: fcRuns(40) },
         );
       },
       dtype,
@@ -341,7 +342,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
               }
             },
           ),
-          { numRuns: 30 },
+          { numRuns: fcRuns(30) },
         );
       },
     );
@@ -440,7 +441,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
             }
           },
         ),
-        { numRuns: 60 },
+        { numRuns: fcRuns(60) },
       );
     },
   );
@@ -489,7 +490,7 @@ forEachBackend('matvecInt4 / matmulInt4', (engine) => {
             }
           },
         ),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     },
   );

@@ -6,6 +6,7 @@ import { Tensor, type Engine } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { U, seeded, uniform } from './numeric.ts';
 
 /**
@@ -96,7 +97,7 @@ forEachBackend('rmsnorm', (engine) => {
           expect(Math.abs(out.data[i] - want)).toBeLessThanOrEqual(rmsnormRel(len) * Math.abs(want)),
         );
       }),
-      { numRuns: 50 },
+      { numRuns: fcRuns(50) },
     );
   });
 });
@@ -158,7 +159,7 @@ forEachBackend('rope', (engine) => {
           }
         },
       ),
-      { numRuns: 50 },
+      { numRuns: fcRuns(50) },
     );
   });
 });
@@ -224,7 +225,7 @@ forEachBackend('rope with frequencies, scale and pair layout', (engine) => {
             }
           },
         ),
-        { numRuns: 50 },
+        { numRuns: fcRuns(50) },
       );
     },
   );
@@ -261,7 +262,7 @@ forEachBackend('softmax', (engine) => {
           );
         }
       }),
-      { numRuns: 50 },
+      { numRuns: fcRuns(50) },
     );
   });
 });
@@ -295,7 +296,7 @@ forEachBackend('topk', (engine) => {
           expect(got.slice(t * k, (t + 1) * k)).toEqual(order.slice(0, k));
         }
       }),
-      { numRuns: 100 },
+      { numRuns: fcRuns(100) },
     );
   });
 });

@@ -18,6 +18,7 @@ import {
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const f32 = Math.fround;
 
@@ -366,7 +367,7 @@ forEachBackend('quantizeInt4 group-wise', (engine) => {
         }
         expect(worst).toBeLessThanOrEqual(INT4_HALF_STEP);
       }),
-      { numRuns: 300 },
+      { numRuns: fcRuns(300) },
     );
   });
 

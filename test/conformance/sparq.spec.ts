@@ -9,6 +9,7 @@ import { AttentionStats, KVCache, SparqTrace, Tensor } from '@sparq/core';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { forEachBackend, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import {
   TOL_ATTENTION,
   at,
@@ -104,7 +105,7 @@ forEachBackend('sparqDecode', (engine) => {
         engine.attentionDecode(dense, built.q, built.cache);
         expect(maxDiff(out.data, dense.data)).toBeLessThanOrEqual(TOL_ATTENTION);
       }),
-      { numRuns: 80 },
+      { numRuns: fcRuns(80) },
     );
   });
 
@@ -127,7 +128,7 @@ forEachBackend('sparqDecode', (engine) => {
           }
         },
       ),
-      { numRuns: 100 },
+      { numRuns: fcRuns(100) },
     );
   });
 
@@ -174,7 +175,7 @@ forEachBackend('sparqDecode', (engine) => {
           }
         },
       ),
-      { numRuns: 80 },
+      { numRuns: fcRuns(80) },
     );
   });
 
@@ -221,7 +222,7 @@ forEachBackend('sparqDecode', (engine) => {
             }
           },
         ),
-        { numRuns: 80 },
+        { numRuns: fcRuns(80) },
       );
     },
   );
@@ -237,7 +238,7 @@ forEachBackend('sparqDecode', (engine) => {
           expect(Array.from(a.trace.i2)).toEqual(Array.from(b.trace.i2));
         },
       ),
-      { numRuns: 40 },
+      { numRuns: fcRuns(40) },
     );
   });
 
@@ -265,7 +266,7 @@ forEachBackend('sparqDecode', (engine) => {
             }
           },
         ),
-        { numRuns: 60 },
+        { numRuns: fcRuns(60) },
       );
     },
   );

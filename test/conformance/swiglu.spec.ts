@@ -16,6 +16,7 @@ import { Tensor, type Engine } from '@sparq/core';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { forEachBackend, forEachNativePath, opIt } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 import { U, seeded, uniform } from './numeric.ts';
 
 const EXP_REL = 4 * U;
@@ -85,7 +86,7 @@ forEachBackend('swiglu', (engine) => {
   });
 
   opIt(engine, 'swiglu', "random lengths (SIMD tails, several threads' chunks) against f64", () => {
-    randomProducts(engine, 30);
+    randomProducts(engine, fcRuns(30));
   });
 
   opIt(engine, 'swiglu', 'out may be gate or up: the same values as separate storage', () => {
@@ -120,6 +121,6 @@ forEachBackend('swiglu', (engine) => {
 // Every native kernel path (scalar, AVX2, AVX-512) against f64, forced one by one.
 forEachNativePath('swiglu', (native) => {
   it('random lengths against f64', () => {
-    randomProducts(native, 20);
+    randomProducts(native, fcRuns(20));
   });
 });

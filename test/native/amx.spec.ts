@@ -17,10 +17,11 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOL_NATIVE_NMSE, nativeVsReferenceBound, nmse } from '../conformance/numeric.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const TOL_NMSE = TOL_NATIVE_NMSE;
 const TOL_DOT = nativeVsReferenceBound;
-const RUNS = 20;
+const RUNS = fcRuns(20);
 
 const native = engines.find((e) => e.name === 'native');
 const raw = native ? loadAddon() : null;

@@ -39,11 +39,12 @@ import { readKeyComponent, validPositions } from '../../packages/reference/src/a
 import { forEachDecodeGroup } from '../../packages/reference/src/attention/group.ts';
 import { softmaxRows } from '../../packages/reference/src/attention/softmax.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const TOL_Y = 1e-5;
 const TOL_ALPHA = 1e-5;
 const EPS_SCORE = 1e-4;
-const RUNS = Number(process.env.SPARQ_FC_RUNS ?? 40);
+const RUNS = fcRuns(40);
 
 const native = engines.find((e) => e.name === 'native');
 const raw = native ? loadAddon() : null;
@@ -582,7 +583,7 @@ if (!native || !addon) {
               compareSparq(ref, nat, decodeQ(c, rand, 4), { r: 4, k, l, reallocate: true });
             },
           ),
-          { numRuns: 8 },
+          { numRuns: fcRuns(8) },
         );
       });
     });

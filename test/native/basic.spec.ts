@@ -20,10 +20,11 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOL_NATIVE_NMSE, nativeNmseGuaranteed, nativeVsReferenceBound, nmse } from '../conformance/numeric.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const TOL_NMSE = TOL_NATIVE_NMSE;
 const TOL_DOT = nativeVsReferenceBound;
-const RUNS = 25;
+const RUNS = fcRuns(25);
 
 const native = engines.find((e) => e.name === 'native');
 const raw = native ? loadAddon() : null;
@@ -434,7 +435,7 @@ for (const path of paths) {
             expectSameBits(ra.data, rb.data, 'rope');
           },
         ),
-        { numRuns: 6 },
+        { numRuns: fcRuns(6) },
       );
     });
 

@@ -25,8 +25,9 @@ import { quantizeQ8_0 } from '../../packages/reference/src/ops/activations-q8-0.
 import { quantizeBytes } from '../../packages/reference/src/ops/quantize.ts';
 import { U, seeded } from '../conformance/numeric.ts';
 import { addon, missing } from '../support/addon.ts';
+import { fcRuns } from '../support/runs.ts';
 
-const RUNS = Number(process.env.SPARQ_FC_RUNS ?? 40);
+const RUNS = fcRuns(40);
 const TOL_ROUNDINGS = (d: number) => d / 32 + 6;
 const PATHS = addon ? addon.kernelPaths().supported : [];
 const attn = addon ? attentionAddon(addon) : null;

@@ -53,6 +53,7 @@ import {
 } from '../conformance/numeric.ts';
 import { DTYPE_CODE, basicAddon } from '../../packages/native/lib/basic-ops.ts';
 import { engines, referenceEngine } from '../support/backends.ts';
+import { fcRuns } from '../support/runs.ts';
 
 const native = engines.find((e) => e.name === 'native');
 const raw = native ? loadAddon() : null;
@@ -402,7 +403,7 @@ for (const path of paths) {
             const x = uniform(random, n * cols);
             check(dtype, w, decoded, x, n, rows, cols);
           }),
-          { numRuns: 12 },
+          { numRuns: fcRuns(12) },
         );
       });
     }
@@ -532,7 +533,7 @@ for (const path of paths) {
                 }
               },
             ),
-            { numRuns: 24 },
+            { numRuns: fcRuns(24) },
           );
         } finally {
           addon!.forceQ8GemmMinN(GEMM_MIN_N);
@@ -563,7 +564,7 @@ for (const path of paths) {
               check(dtype, w, decoded, uniform(random, n * cols), n, rows, cols, PER_ROW_BELOW);
             },
           ),
-          { numRuns: 48 },
+          { numRuns: fcRuns(48) },
         );
       } finally {
         addon!.forceQ8GemmMinN(GEMM_MIN_N);
@@ -585,7 +586,7 @@ for (const path of paths) {
             check(dtype, w, decoded, x, n, rows, cols);
           },
         ),
-        { numRuns: 8 },
+        { numRuns: fcRuns(8) },
       );
     });
 
@@ -668,7 +669,7 @@ for (const path of paths) {
             }
           },
         ),
-        { numRuns: 10 },
+        { numRuns: fcRuns(10) },
       );
     });
   });
@@ -816,7 +817,7 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
           const { w } = weight(dtype, uniform(random, rows * cols), rows, cols);
           check(dtype, w, uniform(random, (7 + n) * cols), 7 + n, rows, cols);
         }),
-        { numRuns: 40 },
+        { numRuns: fcRuns(40) },
       );
     });
 
@@ -848,7 +849,7 @@ describe.runIf(paths.includes('avx2') && paths.includes('avx512') && vnni)(
             check(dtype, w, uniform(random, n * cols), n, rows, cols);
           },
         ),
-        { numRuns: 8 },
+        { numRuns: fcRuns(8) },
       );
     });
   },
