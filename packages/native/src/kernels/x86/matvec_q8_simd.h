@@ -72,7 +72,8 @@ inline __m256i or_masked(__m256i lo, int mask, __m256i hi) {
 inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))); }
 
 // Per type: ELEMENTS and BYTES of a block, BIAS (codes are u - BIAS, subtracted in the integer sums),
-// SIGNED (codes stored signed), MIN (has minimums); the 32-element types group(x, lo, hi) (below);
+// SIGNED (codes stored signed), MIN (has minimums); the 32-element types FLIPPED (group() gives signed
+// codes as c + 128, vpdpbusd's unsigned operand) and group(x, lo, hi) (below);
 // the super-block types, for the half-block types OFFSET8 (codes are u - OFFSET8, subtracted per
 // super-block through offsets()), and block(x, sink), which hands the sink every chunk c (32 elements
 // from element 32 c of the block) as scaled_chunk(c, codes, scales) with the chunk's integer scales in 16
@@ -105,8 +106,16 @@ struct Group {
   SPARQ_INLINE static I bytes(char c) { return _mm512_set1_epi8(c); }
   SPARQ_INLINE static I low4(I b) { return _mm512_and_si512(b, bytes(0x0f)); }
   SPARQ_INLINE static I high4(I b) { return _mm512_and_si512(_mm512_srli_epi16(b, 4), bytes(0x0f)); }
+  // The iq4 levels as lanes() takes signed codes, c + 128 (FLIPPED_LEVELS): the table lookup flips the
+  // sign bit that lanes() would flip with one more instruction per vector.
+  static constexpr bool FLIPPED_LEVELS = true;
   SPARQ_INLINE static I levels(I n) {
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))), n);
+    static constexpr auto flipped = [] {
+      std::array<int8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(IQ4_LEVELS[i] ^ 0x80);
+      return t;
+    }();
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(flipped.data()))), n);
   }
   // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
   // dword h of qh, spread to its byte (byte j / 8 of the word) and tested into a byte mask.
@@ -122,10 +131,11 @@ struct Group {
   }
   SPARQ_INLINE static I load(const void* p) { return _mm512_loadu_si512(p); }
   SPARQ_INLINE static I zero() { return _mm512_setzero_si512(); }
-  // Signed codes as c + 128 (the sign bit flipped), against start lanes holding -128 times the codes' sums.
+  // Signed codes as c + 128 (the sign bit flipped: already so from levels()), against start lanes
+  // holding -128 times the codes' sums.
   template <class T>
   SPARQ_INLINE static I lanes(I lo, I hi, const int8_t* x, I start) {
-    if constexpr (T::SIGNED) {
+    if constexpr (T::SIGNED && !T::FLIPPED) {
       lo = _mm512_xor_si512(lo, bytes(static_cast<char>(0x80)));
       hi = _mm512_xor_si512(hi, bytes(static_cast<char>(0x80)));
     }
@@ -136,6 +146,10 @@ struct Group {
   // c), which all the activation rows share: sum c (x + 128) - 128 sum c = sum c x, exact.
   template <class T>
   SPARQ_INLINE static I shared_start(I& lo, I& hi) {
+    if constexpr (T::FLIPPED) {  // levels() gave c + 128
+      lo = _mm512_xor_si512(lo, bytes(static_cast<char>(0x80)));
+      hi = _mm512_xor_si512(hi, bytes(static_cast<char>(0x80)));
+    }
     if constexpr (T::BIAS != 0) {
       lo = _mm512_sub_epi8(lo, bytes(T::BIAS));
       hi = _mm512_sub_epi8(hi, bytes(T::BIAS));
@@ -170,6 +184,7 @@ struct Group {
   SPARQ_INLINE static I bytes(char c) { return _mm256_set1_epi8(c); }
   SPARQ_INLINE static I low4(I b) { return _mm256_and_si256(b, bytes(0x0f)); }
   SPARQ_INLINE static I high4(I b) { return _mm256_and_si256(_mm256_srli_epi16(b, 4), bytes(0x0f)); }
+  static constexpr bool FLIPPED_LEVELS = false;
   SPARQ_INLINE static I levels(I n) { return iq4_levels(n); }
   // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
   // dword h of qh, spread to its byte (byte j / 8 of the word) and compared into 0x10 or 0.
@@ -234,31 +249,31 @@ SPARQ_INLINE void fifth_group(const uint8_t* const* x, int at, GroupI& lo, Group
 struct Q4_0 {  // d | qs[16]
   static constexpr WeightType TYPE = WeightType::q4_0;
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::q4_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_0), MIN = q8_has_min(WeightType::q4_0), FLIPPED = false;
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 2, lo, hi); }
 };
 struct Q4_1 {  // d | m | qs[16]
   static constexpr WeightType TYPE = WeightType::q4_1;
   static constexpr int ELEMENTS = 32, BYTES = 20, BIAS = q8_bias(WeightType::q4_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q4_1), MIN = q8_has_min(WeightType::q4_1), FLIPPED = false;
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { nibble_group(x, 4, lo, hi); }
 };
 struct Q5_0 {  // d | qh[4] | qs[16]
   static constexpr WeightType TYPE = WeightType::q5_0;
   static constexpr int ELEMENTS = 32, BYTES = 22, BIAS = q8_bias(WeightType::q5_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_0), MIN = q8_has_min(WeightType::q5_0), FLIPPED = false;
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 2, lo, hi); }
 };
 struct Q5_1 {  // d | m | qh[4] | qs[16]
   static constexpr WeightType TYPE = WeightType::q5_1;
   static constexpr int ELEMENTS = 32, BYTES = 24, BIAS = q8_bias(WeightType::q5_1), M_AT = 2;
-  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1);
+  static constexpr bool SIGNED = q8_signed(WeightType::q5_1), MIN = q8_has_min(WeightType::q5_1), FLIPPED = false;
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) { fifth_group(x, 4, lo, hi); }
 };
 struct Q8_0 {  // d | qs[32] signed
   static constexpr WeightType TYPE = WeightType::q8_0;
   static constexpr int ELEMENTS = 32, BYTES = 34, BIAS = q8_bias(WeightType::q8_0), M_AT = 0;
-  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0);
+  static constexpr bool SIGNED = q8_signed(WeightType::q8_0), MIN = q8_has_min(WeightType::q8_0), FLIPPED = false;
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
     lo = Group::halves(x, 2);
     hi = Group::halves(x, 18);
@@ -268,6 +283,7 @@ struct IQ4_NL {  // d | qs[16] through the iq4 levels (signed)
   static constexpr WeightType TYPE = WeightType::iq4_nl;
   static constexpr int ELEMENTS = 32, BYTES = 18, BIAS = q8_bias(WeightType::iq4_nl), M_AT = 0;
   static constexpr bool SIGNED = q8_signed(WeightType::iq4_nl), MIN = q8_has_min(WeightType::iq4_nl);
+  static constexpr bool FLIPPED = Group::FLIPPED_LEVELS;  // codes c + 128 from Group::levels()
   SPARQ_INLINE static void group(const uint8_t* const* x, GroupI& lo, GroupI& hi) {
     nibble_group(x, 2, lo, hi);
     lo = Group::levels(lo);
