@@ -242,6 +242,10 @@ const common = [
   ...(sanitize ? ['-O1', ...SANITIZE_FLAGS] : ['-O3']),
   '-fPIC',
   '-fexceptions',
+  // a * b + c rounds twice, as the reference computes it. Otherwise GCC fuses it into one FMA
+  // wherever FMA is in the baseline (arm64) or the file's flags (…_avx2.cc), and a quantized code
+  // can land one step off the reference's at a rounding tie. The kernels' FMAs are intrinsics.
+  '-ffp-contract=off',
   '-Wall',
   '-Wextra',
   '-Wno-unused-parameter',

@@ -25,14 +25,10 @@ inline void store_nibbles(uint8_t* dst, __m512i lo, __m512i hi) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(packed));
 }
 
-// a * b rounded to f32 on its own. Written as an operator product beside an add, GCC contracts the
-// two into one FMA (one rounding where the reference rounds twice), which moved a code by one at
-// rare ties; the explicit-rounding form is never contracted.
-inline __m512 product(__m512 a, __m512 b) { return _mm512_mul_round_ps(a, b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-
 // trunc(x * id + offset), capped at 15 (the (int8_t) cast of the scalar code, for values in [0, 17)).
+// Product and sum round apart, as the reference's do (-ffp-contract=off, scripts/build.mjs).
 inline __m512i nibble_of(__m512 x, __m512 id, __m512 offset) {
-  const __m512 v = _mm512_add_ps(product(x, id), offset);
+  const __m512 v = _mm512_add_ps(_mm512_mul_ps(x, id), offset);
   return _mm512_min_epi32(_mm512_cvttps_epi32(v), _mm512_set1_epi32(15));
 }
 
@@ -108,8 +104,8 @@ void dequantize_blocks_avx512(WeightType t, const uint8_t* x, float* y, int64_t 
     if (has_min) {
       // x = q * d + m: multiply, then add (q4_1 dequantization is not fused in the reference).
       const __m512 m = _mm512_set1_ps(f16_at(xb + 2));
-      _mm512_storeu_ps(yb, _mm512_add_ps(product(float_of(lo), d), m));
-      _mm512_storeu_ps(yb + 16, _mm512_add_ps(product(float_of(hi), d), m));
+      _mm512_storeu_ps(yb, _mm512_add_ps(_mm512_mul_ps(float_of(lo), d), m));
+      _mm512_storeu_ps(yb + 16, _mm512_add_ps(_mm512_mul_ps(float_of(hi), d), m));
     } else {
       lo = _mm512_sub_epi32(lo, eight);
       hi = _mm512_sub_epi32(hi, eight);
