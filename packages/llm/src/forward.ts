@@ -28,7 +28,7 @@
  * own attention (decode: its method; prompt: dense causal). Its last layer, past
  * k and v, forwards each part's last row alone (moved to the front rows), and the
  * classifier takes those rows. Session.decodeBatch is forwardBatch with one
- * decode token per session.
+ * decode token per session. A session's own prefill and decode are the same pass with one part.
  */
 import {
   AttentionStats,
@@ -161,6 +161,8 @@ export class Session {
    */
   prefillAllRows = false;
   private readonly productPath: ProductPath;
+  /** The one-part batch over `state` that prefill and decode run in (made at the first call). */
+  private single: BatchState | null = null;
   private readonly dense: AttentionConfig;
   /** Decode attention: options.attention until setAttention changes it. */
   private attention: AttentionConfig;
@@ -280,7 +282,7 @@ export class Session {
   ): Float32Array {
     if (tokens.length < 1) throw new SparqRangeError('Session.prefill: no tokens, expected at least one');
     return this.atomically(() => {
-      let logits = this.state.logits.data;
+      let logits!: Float32Array; // tokens is not empty: the loop runs
       const t0 = performance.now();
       for (let i = 0; i < tokens.length; i += this.state.maxRows) {
         logits = this.forward(tokens.slice(i, i + this.state.maxRows), false, options.allRows ?? this.prefillAllRows);
@@ -316,58 +318,12 @@ export class Session {
     }
   }
 
+  /** The one-part run of this session's own calls: its tokens as the rows of `run`, its logits. */
   private forward(tokens: readonly number[], decode: boolean, allRows: boolean): Float32Array {
-    const { engine, model } = this;
-    const c = model.config;
-    const w = model.weights;
+    this.single ??= new BatchState(this.state, 1);
     const n = tokens.length;
-    const r = this.state.rows(n);
-    // Embedding: row t of the table into row i of x; positions continue the cache.
-    for (let i = 0; i < n; i++) {
-      embed(engine, model, r.x.data, tokens[i], i);
-      r.positions.data[i] = this.pos + i;
-    }
-    for (let l = 0; l < c.nLayers; l++) {
-      // The last layer's output feeds only the classifier, which reads the last row: past its K and V
-      // projections (every row's keys and values go to the cache) that layer forwards the last row
-      // alone (unless allRows), as llama.cpp's graph does (its output rows, inp_out_ids). Then the
-      // query projection, attention, wo and the FFN of that layer cost 1 / n of the full rows' (in
-      // a 1-layer model at 512 tokens, about 3/4 of all the products).
-      // H2O's scores need every row's query in every layer (h2oSeed below); its last layer still
-      // attends with the last row alone (attendLastRow).
-      const lastOnly = l === c.nLayers - 1 && !allRows;
-      const h2o = this.h2o[l];
-      const out = lastOnly && h2o === null ? this.state.lastRow(n) : r;
-      const attend = () => {
-        const cache = this.caches[l];
-        engine.kvAppend(cache, 0, r.kHeads, r.vHeads);
-        if (decode) this.attendDecode(l, out.att, out.qHeads);
-        else {
-          // Query rows are the last out.n positions of the cache: the last row alone sees all of it.
-          // H2O as its authors run it: the prefill's attention weights start the accumulated scores
-          // (h2oSeed; with the prefill itself when every row attends, from one pass over K).
-          if (lastOnly && h2o && n > 1) {
-            attendLastRow(engine, out, cache);
-            engine.h2oSeed(h2o, out.qHeads, cache, 0);
-          } else engine.attentionPrefill(out.att, out.qHeads, cache, 0, h2o ? { h2o } : undefined);
-        }
-      };
-      try {
-        layer(engine, model, this.productPath, l, r, out, attend);
-      } catch (error) {
-        // An op refusing a NaN or infinity (a bad weight upstream): say where in the model it happened.
-        if (error instanceof NonFiniteError)
-          throw new NonFiniteError(`forward: step at ${this.positions(n)}: layer ${l}: ${error.message}`);
-        throw error;
-      }
-      checkFinite(engine, out.x, `forward: step at ${this.positions(n)}: layer ${l} output`);
-    }
-    // Classifier on the last row only: its logits predict the next token.
-    engine.rmsnorm(this.state.xFinal, r.last, w.finalNorm, c.normEps);
-    linear(engine, this.state.logits, w.classifier, this.state.xFinalIn, this.productPath);
-    checkFinite(engine, this.state.logits, `forward: step at ${this.positions(n)}: logits (final norm and classifier)`);
-    this.pos += n;
-    return this.state.logits.data;
+    const part = { session: this, tokens, prefill: !decode };
+    return Session.run([part], [0, n], this.single, allRows, `forward: step at ${this.positions(n)}`)[0];
   }
 
   /** Decode attention of layer l for this session's one new token (its k and v appended): q, out (1, n_heads, head_dim). */
@@ -407,72 +363,95 @@ export class Session {
     return Session.forwardParts(parts, batch, 'Session.decodeBatch');
   }
 
-  /** forwardBatch, its messages naming `who` (the public call). */
+  /** forwardBatch, its messages naming `who` (the public call): checked, then run; all or nothing. */
   private static forwardParts(parts: readonly BatchPart[], batch: BatchState, who: string): Float32Array[] {
     const offsets = Session.checkParts(parts, batch, who);
-    const rows = offsets[parts.length];
-    const sessions = parts.map((p) => p.session);
-    const { engine, model, productPath } = sessions[0];
-    const checkpoints = sessions.map((s) => s.checkpoint());
+    const checkpoints = parts.map((p) => p.session.checkpoint());
     try {
-      const c = model.config;
-      const w = model.weights;
-      const r = batch.state.rows(rows);
-      // Embedding and position of every row: part i's tokens at rows offsets[i].., positions from its session's.
-      parts.forEach((p, i) =>
-        p.tokens.forEach((token, j) => {
-          embed(engine, model, r.x.data, token, offsets[i] + j);
-          r.positions.data[offsets[i] + j] = p.session.pos + j;
-        }),
-      );
-      // The last layer's output feeds only the classifier, which reads each part's last row: past
-      // its keys and values, that layer forwards those rows alone, moved to rows 0.. (as forward's
-      // lastOnly; not with H2O, whose scores need every row's query).
-      const last = c.nLayers - 1;
-      const lastRows = batch.state.rows(parts.length);
-      const lastOnly = sessions.every((s) => s.h2o[last] === null);
-      const state = batch.state;
-      const select = () => {
-        lastRowsToFront(state.x, c.dim, offsets);
-        lastRowsToFront(state.xb, c.dim, offsets);
-        lastRowsToFront(state.positions, 1, offsets);
-      };
-      for (let l = 0; l < c.nLayers; l++) {
-        const fewer = l === last && lastOnly;
-        const attend = () =>
-          parts.forEach((p, i) => {
-            const s = p.session;
-            const cache = s.caches[l];
-            const all = batch.part(offsets[i], p.tokens.length);
-            engine.kvAppend(cache, 0, all.kHeads, all.vHeads);
-            // Queries: the part's rows, the last rows of its cache; or its last row alone, at row i.
-            const q = fewer ? batch.part(i, 1) : all;
-            const h2o = s.h2o[l];
-            if (!p.prefill) s.attendDecode(l, q.att, q.qHeads);
-            else engine.attentionPrefill(q.att, q.qHeads, cache, 0, h2o ? { h2o } : undefined);
-          });
-        const out = fewer ? lastRows : r;
-        try {
-          layer(engine, model, productPath, l, r, out, attend, fewer ? select : undefined);
-        } catch (error) {
-          // An op refusing a NaN or infinity (a bad weight upstream): say which layer.
-          if (error instanceof NonFiniteError) throw new NonFiniteError(`${who}: layer ${l}: ${error.message}`);
-          throw error;
-        }
-        checkFinite(engine, out.x, `${who}: layer ${l} output`);
-      }
-      // Classifier on each part's last row (already at rows 0.. unless the last layer forwarded all rows).
-      if (!lastOnly) lastRowsToFront(state.x, c.dim, offsets);
-      const logits = batch.logits(parts.length);
-      engine.rmsnorm(lastRows.xb, lastRows.x, w.finalNorm, c.normEps);
-      linear(engine, logits, w.classifier, lastRows.xbIn, productPath);
-      checkFinite(engine, logits, `${who}: logits (final norm and classifier)`);
-      for (const p of parts) p.session.pos += p.tokens.length;
-      return parts.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
+      return Session.run(parts, offsets, batch, false, who);
     } catch (error) {
-      sessions.forEach((s, i) => s.restore(checkpoints[i]));
+      parts.forEach((p, i) => p.session.restore(checkpoints[i]));
       throw error;
     }
+  }
+
+  /**
+   * The forward pass (the file comment) over the rows of `parts`, part i's at rows offsets[i]..:
+   * every session's calls run here, one part for prefill and decode, several for forwardBatch.
+   * With `allRows` the last layer forwards every row, so the run state's x ends holding each row's
+   * final residual stream, in order (AllLogits scores them all). Messages start with `who`.
+   */
+  private static run(
+    parts: readonly BatchPart[],
+    offsets: readonly number[],
+    batch: BatchState,
+    allRows: boolean,
+    who: string,
+  ): Float32Array[] {
+    const sessions = parts.map((p) => p.session);
+    const { engine, model, productPath } = sessions[0];
+    const c = model.config;
+    const w = model.weights;
+    const state = batch.state;
+    const r = state.rows(offsets[parts.length]);
+    // Embedding and position of every row: part i's tokens at rows offsets[i].., positions from its session's.
+    parts.forEach((p, i) =>
+      p.tokens.forEach((token, j) => {
+        embed(engine, model, r.x.data, token, offsets[i] + j);
+        r.positions.data[offsets[i] + j] = p.session.pos + j;
+      }),
+    );
+    // The last layer's output feeds only the classifier, which reads each part's last row: past its
+    // keys and values (every row's go to the cache) that layer forwards those rows alone, moved to
+    // rows 0.., as llama.cpp's graph does (its output rows, inp_out_ids). Its query projection,
+    // attention, wo and FFN then cost parts / rows of the full rows' (a 512-token prompt in a 1-layer
+    // model: about 3/4 of all the products). Not with allRows, nor with H2O, whose scores need every
+    // row's query (h2oSeed); an H2O prompt still attends with its last row alone (attendLastRow).
+    const last = c.nLayers - 1;
+    const lastOnly = !allRows && sessions.every((s) => s.h2o[last] === null);
+    const lastRows = state.rows(parts.length);
+    const select = () => {
+      lastRowsToFront(state.x, c.dim, offsets);
+      lastRowsToFront(state.xb, c.dim, offsets);
+      lastRowsToFront(state.positions, 1, offsets);
+    };
+    for (let l = 0; l < c.nLayers; l++) {
+      const fewer = l === last && lastOnly;
+      const attend = () =>
+        parts.forEach((p, i) => {
+          const s = p.session;
+          const cache = s.caches[l];
+          const all = batch.part(offsets[i], p.tokens.length);
+          engine.kvAppend(cache, 0, all.kHeads, all.vHeads);
+          // Queries: the part's rows, the last rows of its cache; or its last row alone, at row i.
+          const q = fewer ? batch.part(i, 1) : all;
+          const h2o = s.h2o[l];
+          if (!p.prefill) s.attendDecode(l, q.att, q.qHeads);
+          else if (h2o && l === last && !allRows && p.tokens.length > 1) {
+            // H2O as its authors run it: the prompt's attention weights start the accumulated scores.
+            attendLastRow(engine, all, cache);
+            engine.h2oSeed(h2o, all.qHeads, cache, 0);
+          } else engine.attentionPrefill(q.att, q.qHeads, cache, 0, h2o ? { h2o } : undefined);
+        });
+      const out = fewer ? lastRows : r;
+      try {
+        layer(engine, model, productPath, l, r, out, attend, fewer ? select : undefined);
+      } catch (error) {
+        // An op refusing a NaN or infinity (a bad weight upstream): say where in the model it happened.
+        if (error instanceof NonFiniteError) throw new NonFiniteError(`${who}: layer ${l}: ${error.message}`);
+        throw error;
+      }
+      checkFinite(engine, out.x, `${who}: layer ${l} output`);
+    }
+    // Classifier on each part's last row: at rows 0.. of x after the last layer's select; otherwise
+    // copied to rows 0.. of xb2, so that x keeps every row in order.
+    if (!lastOnly) lastRowsTo(state.xb2, state.x, c.dim, offsets);
+    const logits = batch.logits(parts.length);
+    engine.rmsnorm(lastRows.xb, lastOnly ? lastRows.x : lastRows.xb2Rows, w.finalNorm, c.normEps);
+    linear(engine, logits, w.classifier, lastRows.xbIn, productPath);
+    checkFinite(engine, logits, `${who}: logits (final norm and classifier)`);
+    for (const p of parts) p.session.pos += p.tokens.length;
+    return parts.map((_, i) => logits.data.subarray(i * c.vocabSize, (i + 1) * c.vocabSize));
   }
 
   /**
@@ -605,10 +584,10 @@ interface PartViews {
 
 /**
  * One transformer layer over the rows r of the run state (see the file comment): their keys and
- * values, then the rest for the rows `out` (r itself, or fewer: the last row alone, forward; each
- * part's last row, forwardBatch, which `select` first moves to the rows out views, once r's keys
- * are done with r's normed input and positions). `attend` appends r's keys and values to the
- * cache(s) and writes out's attention output from out's queries.
+ * values, then the rest for the rows `out` (r itself, or fewer: each part's last row, which
+ * `select` first moves to the rows out views, once r's keys are done with r's normed input and
+ * positions). `attend` appends r's keys and values to the cache(s) and writes out's attention
+ * output from out's queries.
  */
 function layer(
   engine: Engine,
@@ -655,7 +634,7 @@ function layer(
  * of an H2O session, whose rows all need their queries (h2oSeed) but whose output only the last row
  * feeds (the classifier). The rows before it would cost a quadratic attention for nothing.
  */
-function attendLastRow(engine: Engine, r: Rows, cache: KVCache): void {
+function attendLastRow(engine: Engine, r: PartViews, cache: KVCache): void {
   const [n, nHeads, d] = r.qHeads.shape;
   const at = (n - 1) * nHeads * d;
   r.att.data.fill(0, r.att.offset, r.att.offset + at);
@@ -676,6 +655,14 @@ function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets
   for (let i = 0; i + 1 < offsets.length; i++) {
     const last = offsets[i + 1] - 1;
     if (last !== i) data.copyWithin(i * width, last * width, (last + 1) * width);
+  }
+}
+
+/** Copies each part's last row of `from` to row i of `to` (rows of `width`, offsets as lastRowsToFront's). */
+function lastRowsTo(to: Float32Array, from: Float32Array, width: number, offsets: readonly number[]): void {
+  for (let i = 0; i + 1 < offsets.length; i++) {
+    const last = offsets[i + 1] - 1;
+    to.set(from.subarray(last * width, (last + 1) * width), i * width);
   }
 }
 

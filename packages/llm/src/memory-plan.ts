@@ -37,9 +37,9 @@ export interface MemoryPlan {
   total: number;
 }
 
-/** Bytes of the run state for `rows` rows at a time (run-state.ts's buffers and the logits). */
+/** Bytes of the run state for `rows` rows at a time (run-state.ts's buffers) and a session's logits. */
 export function runStateBytes(c: ModelConfig, rows: number): number {
-  return 4 * (rows * (3 * c.dim + 2 * c.qDim + 2 * c.kvDim + 2 * c.hiddenDim + 1) + c.vocabSize + c.dim);
+  return 4 * (rows * (3 * c.dim + 2 * c.qDim + 2 * c.kvDim + 2 * c.hiddenDim + 1) + c.vocabSize);
 }
 
 /**

@@ -29,7 +29,6 @@ export interface Rows {
   hb: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w1 output, then the SwiGLU product
   hb2: Tensor<'f32'>; // (n, hidden_dim) or (hidden_dim): w3 output
   positions: Tensor<'i32'>; // (n) positions of the rows
-  last: Tensor<'f32'>; // (1, dim) the last row of x
 }
 
 export class RunState {
@@ -43,11 +42,7 @@ export class RunState {
   readonly hb: Float32Array; // (maxRows, hidden_dim)
   readonly hb2: Float32Array; // (maxRows, hidden_dim)
   readonly positions: Int32Array; // (maxRows)
-  readonly logits: Tensor<'f32'>; // (vocab_size)
-  readonly xFinal: Tensor<'f32'>; // (1, dim) final-normed last row
-  readonly xFinalIn: Tensor<'f32'>; // (dim) the same, as the classifier's operand
   private readonly views = new Map<number, Rows>();
-  private readonly lastViews = new Map<number, Rows>();
 
   readonly config: ModelConfig;
   readonly maxRows: number;
@@ -55,7 +50,7 @@ export class RunState {
   constructor(config: ModelConfig, maxRows: number) {
     this.config = config;
     this.maxRows = maxRows;
-    const { dim, qDim, kvDim, hiddenDim, vocabSize } = config;
+    const { dim, qDim, kvDim, hiddenDim } = config;
     this.x = new Float32Array(maxRows * dim);
     this.xb = new Float32Array(maxRows * dim);
     this.xb2 = new Float32Array(maxRows * dim);
@@ -66,10 +61,6 @@ export class RunState {
     this.hb = new Float32Array(maxRows * hiddenDim);
     this.hb2 = new Float32Array(maxRows * hiddenDim);
     this.positions = new Int32Array(maxRows);
-    this.logits = Tensor.zeros('f32', [vocabSize]);
-    const final = new Float32Array(dim);
-    this.xFinal = new Tensor('f32', final, [1, dim]);
-    this.xFinalIn = new Tensor('f32', final, [dim]);
   }
 
   /** Views of the first n rows (1 <= n <= maxRows), made once per n. */
@@ -99,31 +90,8 @@ export class RunState {
       hb: mat(this.hb, hiddenDim),
       hb2: mat(this.hb2, hiddenDim),
       positions: new Tensor('i32', this.positions, [n]),
-      last: new Tensor('f32', this.x, [1, dim], undefined, (n - 1) * dim),
     };
     this.views.set(n, r);
-    return r;
-  }
-
-  /**
-   * Views for row n - 1 alone of a call of n rows (the last layer's rows past its K and V
-   * projections, forward.ts): x, xb, xbIn, positions and last at row n - 1, where the call's rows
-   * hold them; q, k, v, att, xb2, hb and hb2 (the rows' own scratch) at row 0, as rows(1)'s.
-   */
-  lastRow(n: number): Rows {
-    let r = this.lastViews.get(n);
-    if (r) return r;
-    const { dim } = this.config;
-    const at = (n - 1) * dim;
-    r = {
-      ...this.rows(1),
-      x: new Tensor('f32', this.x, [1, dim], undefined, at),
-      xb: new Tensor('f32', this.xb, [1, dim], undefined, at),
-      xbIn: new Tensor('f32', this.xb, [dim], undefined, at),
-      positions: new Tensor('i32', this.positions, [1], undefined, n - 1),
-      last: new Tensor('f32', this.x, [1, dim], undefined, at),
-    };
-    this.lastViews.set(n, r);
     return r;
   }
 }
