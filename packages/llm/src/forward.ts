@@ -411,9 +411,9 @@ export class Session {
     const lastOnly = !allRows && sessions.every((s) => s.h2o[last] === null);
     const lastRows = state.rows(parts.length);
     const select = () => {
-      lastRowsToFront(state.x, c.dim, offsets);
-      lastRowsToFront(state.xb, c.dim, offsets);
-      lastRowsToFront(state.positions, 1, offsets);
+      lastRowsTo(state.x, state.x, c.dim, offsets);
+      lastRowsTo(state.xb, state.xb, c.dim, offsets);
+      lastRowsTo(state.positions, state.positions, 1, offsets);
     };
     for (let l = 0; l < c.nLayers; l++) {
       const fewer = l === last && lastOnly;
@@ -647,22 +647,19 @@ function attendLastRow(engine: Engine, r: PartViews, cache: KVCache): void {
 }
 
 /**
- * Moves each part's last row to row i of `data` (rows of `width`; part i's rows start at offsets[i],
- * the last part's end at offsets[parts]). Part i's last row is at or after row i and the parts are
- * in row order, so no row is overwritten before it is moved.
+ * Copies each part's last row of `from` to row i of `to` (rows of `width`; part i's rows start at
+ * offsets[i], the last part's end at offsets[parts]). `to` may be `from`: part i's last row is at or
+ * after row i and the parts are in row order, so no row is overwritten before it is copied.
  */
-function lastRowsToFront(data: Float32Array | Int32Array, width: number, offsets: readonly number[]): void {
+function lastRowsTo<A extends Float32Array | Int32Array>(
+  to: A,
+  from: A,
+  width: number,
+  offsets: readonly number[],
+): void {
   for (let i = 0; i + 1 < offsets.length; i++) {
     const last = offsets[i + 1] - 1;
-    if (last !== i) data.copyWithin(i * width, last * width, (last + 1) * width);
-  }
-}
-
-/** Copies each part's last row of `from` to row i of `to` (rows of `width`, offsets as lastRowsToFront's). */
-function lastRowsTo(to: Float32Array, from: Float32Array, width: number, offsets: readonly number[]): void {
-  for (let i = 0; i + 1 < offsets.length; i++) {
-    const last = offsets[i + 1] - 1;
-    to.set(from.subarray(last * width, (last + 1) * width), i * width);
+    if (to !== from || last !== i) to.set(from.subarray(last * width, (last + 1) * width), i * width);
   }
 }
 

@@ -90,6 +90,14 @@ inline __m256 scaled_u8(__m128i b, float s) { return _mm256_mul_ps(_mm256_set1_p
 // shift, two ands for 32 G codes), and the activation codes are laid out the same way once per call
 // (GroupActs). Each type gives group(x, lo, hi) for the blocks at x[0 .. G), the f16 scale at byte 0
 // and, with MIN, the f16 minimum at M_AT.
+// The iq4 levels with the sign bit flipped, c + 128: vpdpbusd's unsigned operand, looked up at once
+// (the AVX-512 iq4_nl group and iq4_xs super-block decoders).
+inline constexpr std::array<int8_t, 16> IQ4_LEVELS_FLIPPED = [] {
+  std::array<int8_t, 16> t{};
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(IQ4_LEVELS[i] ^ 0x80);
+  return t;
+}();
+
 #if defined(__AVX512VNNI__)
 struct Group {
   static constexpr int G = 4;
@@ -110,12 +118,7 @@ struct Group {
   // sign bit that lanes() would flip with one more instruction per vector.
   static constexpr bool FLIPPED_LEVELS = true;
   SPARQ_INLINE static I levels(I n) {
-    static constexpr auto flipped = [] {
-      std::array<int8_t, 16> t{};
-      for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(IQ4_LEVELS[i] ^ 0x80);
-      return t;
-    }();
-    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(flipped.data()))), n);
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS_FLIPPED.data()))), n);
   }
   // 16 added to the codes whose fifth bit is set: byte j of lane h in lo (hi) takes bit j (16 + j) of
   // dword h of qh, spread to its byte (byte j / 8 of the word) and tested into a byte mask.
@@ -748,8 +751,7 @@ struct IQ4_XS {
   template <class S>
   SPARQ_INLINE static void block512(const uint8_t* x, S& s) {
     const __m512i sc = _mm512_castsi256_si512(scales32(x)), low = _mm512_set1_epi8(0x0f);
-    const __m512i levels = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS))),
-                                            _mm512_set1_epi8(static_cast<char>(0x80)));
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(IQ4_LEVELS_FLIPPED.data())));
     for (int P = 0; P < 2; ++P) {
       const __m512i b = load64(x + 8 + 64 * P);
       const __m512i scales =
